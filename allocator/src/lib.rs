@@ -1,0 +1,21 @@
+//! vramlab-allocator: GPU caching allocator policies over a [`Device`].
+//!
+//! * [`conf`]: `PYTORCH_ALLOC_CONF` parsing with PyTorch's grammar and quirks.
+//! * [`device`]: the [`Device`] trait a policy asks for memory through.
+//! * [`stats`]: `torch.cuda.memory_stats()` statistics, with PyTorch's names.
+//! * [`policy`]: the [`Allocator`] trait every policy implements.
+//! * [`native`]: PyTorch's native CUDA caching allocator, reproduced exactly.
+
+#![warn(missing_docs)]
+
+pub mod conf;
+pub mod device;
+pub mod format;
+pub mod native;
+pub mod policy;
+pub mod stats;
+
+pub use conf::{AllocConf, TorchVersion};
+pub use device::{Device, DeviceCall, DeviceCallKind, DeviceError};
+pub use policy::{AllocError, Allocator, BlockHandle, SegmentView};
+pub use stats::MemoryStats;

@@ -1,0 +1,1 @@
+//! PyTorch native caching allocator (in progress).

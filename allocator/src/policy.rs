@@ -1,0 +1,177 @@
+//! The [`Allocator`] trait: what every allocation policy offers.
+//!
+//! Policies are state machines over a [`Device`] they own. The replay engine
+//! names allocations by the [`BlockHandle`] a policy returns, so no policy
+//! needs a pointer → block hash map on the hot path.
+
+use crate::device::{Device, DevicePtr};
+use crate::stats::{MemoryStats, PoolKind};
+
+/// Opaque name of an allocated block, valid until the block is freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlockHandle(pub u32);
+
+/// Why a request could not be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    /// The policy ran out of memory (PyTorch raises `OutOfMemoryError`).
+    #[error("{0}")]
+    OutOfMemory(Box<OomReport>),
+    /// The request itself is invalid (e.g. a size of 2^60 bytes or more).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The handle does not name a live block (double free, unknown block).
+    #[error("invalid block handle {0}: not a live allocation")]
+    UnknownHandle(u32),
+    /// The device failed in a way that is not an out-of-memory condition.
+    #[error("device error: {0}")]
+    Device(String),
+}
+
+/// What PyTorch reports when it raises an out-of-memory error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OomReport {
+    /// The caller's request in bytes.
+    pub requested: u64,
+    /// The rounded request (`size` of the trace's `oom` entry).
+    pub rounded: u64,
+    /// Bytes the policy tried to obtain from the device (what PyTorch's
+    /// message calls "Tried to allocate").
+    pub device_request: u64,
+    /// Free device bytes at the time (cudaMemGetInfo).
+    pub device_free: u64,
+    /// Total device bytes.
+    pub device_total: u64,
+    /// The memory-fraction limit, when one is set.
+    pub allowed: Option<u64>,
+    /// Bytes allocated to callers at the time.
+    pub allocated: u64,
+    /// Bytes reserved from the device at the time.
+    pub reserved: u64,
+}
+
+impl std::fmt::Display for OomReport {
+    /// PyTorch's message, without the per-process NVML lines.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::format::format_size;
+        write!(
+            f,
+            "CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacity of {} of which {} is free. ",
+            format_size(self.device_request),
+            format_size(self.device_total),
+            format_size(self.device_free)
+        )?;
+        if let Some(allowed) = self.allowed {
+            write!(f, "{} allowed; ", format_size(allowed))?;
+        }
+        write!(
+            f,
+            "Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. \
+             If reserved but unallocated memory is large try setting PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+            format_size(self.allocated),
+            format_size(self.reserved.saturating_sub(self.allocated))
+        )
+    }
+}
+
+/// State of one block in a [`SegmentView`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockState {
+    /// Handed out to a caller (`active_allocated`).
+    Allocated,
+    /// Freed by the caller, waiting for stream events (`active_pending_free`).
+    PendingFree,
+    /// Cached, free (`inactive`).
+    Free,
+}
+
+impl BlockState {
+    /// The name PyTorch's snapshot uses.
+    pub fn snapshot_name(self) -> &'static str {
+        match self {
+            BlockState::Allocated => "active_allocated",
+            BlockState::PendingFree => "active_pending_free",
+            BlockState::Free => "inactive",
+        }
+    }
+}
+
+/// One block of a [`SegmentView`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockView {
+    /// Address.
+    pub ptr: DevicePtr,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last caller request served by this block (stale when free).
+    pub requested: u64,
+    /// State.
+    pub state: BlockState,
+}
+
+/// A segment as `torch.cuda.memory_snapshot()` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentView {
+    /// Base address.
+    pub ptr: DevicePtr,
+    /// Total bytes.
+    pub size: u64,
+    /// Raw stream handle the segment belongs to.
+    pub stream: u64,
+    /// Pool.
+    pub pool: PoolKind,
+    /// Mapped range of an expandable segment.
+    pub is_expandable: bool,
+    /// Blocks in address order.
+    pub blocks: Vec<BlockView>,
+}
+
+/// An allocation policy over a device.
+pub trait Allocator {
+    /// The device this policy allocates from.
+    type Dev: Device;
+
+    /// Short name of the policy (`native`, …).
+    fn name(&self) -> &'static str;
+
+    /// Serves a request of `size` bytes on `stream` (raw stream handle).
+    fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError>;
+
+    /// Frees a block; the memory is reusable at once unless the block was
+    /// used on other streams (see [`Allocator::record_stream`]).
+    fn free(&mut self, handle: BlockHandle) -> Result<(), AllocError>;
+
+    /// The caller freed a block that stays in use on other streams: it
+    /// remains active until [`Allocator::complete_free`].
+    fn free_deferred(&mut self, handle: BlockHandle) -> Result<(), AllocError>;
+
+    /// Completes a deferred free.
+    fn complete_free(&mut self, handle: BlockHandle) -> Result<(), AllocError>;
+
+    /// Marks a block as used on `stream` (`Tensor.record_stream`).
+    fn record_stream(&mut self, handle: BlockHandle, stream: u64) -> Result<(), AllocError>;
+
+    /// `torch.cuda.empty_cache()`: returns cached memory to the device.
+    fn empty_cache(&mut self) -> Result<(), AllocError>;
+
+    /// The address of a live block.
+    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr;
+
+    /// Statistics with PyTorch's names.
+    fn stats(&self) -> &MemoryStats;
+
+    /// Size of the largest free (cached, reusable) block in bytes.
+    fn largest_free_block(&self) -> u64;
+
+    /// The current segments, in address order.
+    fn segments(&self) -> Vec<SegmentView>;
+
+    /// Checks every internal invariant; `Err` describes the first violation.
+    fn check_invariants(&self) -> Result<(), String>;
+
+    /// The device.
+    fn device(&self) -> &Self::Dev;
+
+    /// The device, mutably.
+    fn device_mut(&mut self) -> &mut Self::Dev;
+}

@@ -1,0 +1,3 @@
+//! vramlab-sim: the simulated GPU and the replay engine.
+
+#![warn(missing_docs)]

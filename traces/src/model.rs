@@ -1,0 +1,254 @@
+//! The trace model: what a recorded (or generated) allocation workload is.
+//!
+//! A [`Trace`] is one device's stream of allocator requests. Allocations are
+//! named by dense ids (`0..num_ids`), never by addresses, so a replay can keep
+//! its id → block map in a flat vector. Sizes are the caller's request,
+//! unrounded, exactly as `torch.cuda.caching_allocator_alloc` would see them.
+
+use std::collections::BTreeMap;
+
+/// Dense allocation id. Ids `0..initial live blocks` name blocks that were
+/// already allocated when recording began (see [`InitialState`]); every
+/// [`Event::Alloc`] introduces the next id.
+pub type AllocId = u32;
+
+/// Index into [`Trace::streams`].
+pub type StreamIndex = u32;
+
+/// One allocator request, in trace order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// `malloc(size, stream)`; `size` is the caller's request in bytes.
+    Alloc {
+        /// The id this allocation is known by in later events.
+        id: AllocId,
+        /// Index into [`Trace::streams`].
+        stream: StreamIndex,
+        /// Requested bytes (unrounded, > 0).
+        size: u64,
+    },
+    /// A free that completes at once (PyTorch emits `free_requested` directly
+    /// followed by `free_completed` for a block without recorded streams).
+    Free {
+        /// The allocation being freed.
+        id: AllocId,
+    },
+    /// The caller freed the block, but it was used on other streams: it stays
+    /// active (not reusable) until the matching [`Event::FreeCompleted`].
+    FreeRequested {
+        /// The allocation being freed.
+        id: AllocId,
+    },
+    /// The deferred free of an earlier [`Event::FreeRequested`] completes
+    /// (PyTorch's `process_events` saw the stream events finish).
+    FreeCompleted {
+        /// The allocation whose free completes.
+        id: AllocId,
+    },
+    /// `torch.cuda.empty_cache()`.
+    EmptyCache,
+}
+
+impl Event {
+    /// The allocation id this event refers to, if any.
+    pub fn id(&self) -> Option<AllocId> {
+        match *self {
+            Event::Alloc { id, .. }
+            | Event::Free { id }
+            | Event::FreeRequested { id }
+            | Event::FreeCompleted { id } => Some(id),
+            Event::EmptyCache => None,
+        }
+    }
+}
+
+/// Where a trace came from and what it was recorded under.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TraceHeader {
+    /// Free-form description of the source (file name, generator, recorder).
+    pub source: String,
+    /// Total memory of the recording device in bytes, when known.
+    pub device_total: Option<u64>,
+    /// The `PYTORCH_ALLOC_CONF` string the trace was recorded under, when known.
+    pub alloc_conf: Option<String>,
+    /// Framework and version, e.g. `torch 2.11.0`, when known.
+    pub framework: Option<String>,
+    /// Device ordinal the trace was recorded on.
+    pub device: u32,
+    /// Any other `key: value` header lines, kept in order of their keys.
+    pub extra: BTreeMap<String, String>,
+}
+
+/// State of a block that existed before the first event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialBlockState {
+    /// Free (cached) block.
+    Free,
+    /// Allocated block, known by this id in later events.
+    Allocated(AllocId),
+    /// Freed by the caller but awaiting stream events; completes with a later
+    /// [`Event::FreeCompleted`] of this id.
+    PendingFree(AllocId),
+}
+
+/// A block of an initial segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitialBlock {
+    /// Absolute device address.
+    pub address: u64,
+    /// Block size in bytes (already rounded, as the allocator holds it).
+    pub size: u64,
+    /// The caller's request for this block (0 when unknown or free).
+    pub requested: u64,
+    /// Allocation state.
+    pub state: InitialBlockState,
+}
+
+/// A segment (one cudaMalloc, or one mapped range of an expandable segment)
+/// that existed before the first event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitialSegment {
+    /// Base address.
+    pub address: u64,
+    /// Total bytes (sum of block sizes).
+    pub size: u64,
+    /// Index into [`Trace::streams`].
+    pub stream: StreamIndex,
+    /// `true` for the small pool (segment_type "small").
+    pub is_small: bool,
+    /// Part of an expandable segment.
+    pub is_expandable: bool,
+    /// Blocks in address order; they tile the segment.
+    pub blocks: Vec<InitialBlock>,
+}
+
+/// The allocator state at the first event, for traces that start mid-run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InitialState {
+    /// Segments in address order.
+    pub segments: Vec<InitialSegment>,
+}
+
+impl InitialState {
+    /// Number of blocks that are allocated or pending-free at the start.
+    pub fn live_blocks(&self) -> usize {
+        self.segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| !matches!(b.state, InitialBlockState::Free))
+            .count()
+    }
+}
+
+/// Kind of a device-level decision recorded by the real allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SegmentEventKind {
+    /// cudaMalloc of a new segment.
+    Alloc,
+    /// cudaFree of a whole segment.
+    Free,
+    /// Pages mapped into an expandable segment.
+    Map,
+    /// Pages unmapped from an expandable segment.
+    Unmap,
+}
+
+impl SegmentEventKind {
+    /// The name PyTorch's trace uses (`segment_alloc`, …).
+    pub fn trace_name(self) -> &'static str {
+        match self {
+            SegmentEventKind::Alloc => "segment_alloc",
+            SegmentEventKind::Free => "segment_free",
+            SegmentEventKind::Map => "segment_map",
+            SegmentEventKind::Unmap => "segment_unmap",
+        }
+    }
+}
+
+/// A device-level decision the real allocator made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpectedSegmentEvent {
+    /// Index of the trace event during which it happened (a segment_alloc
+    /// belongs to the `Alloc` that follows it in the recording).
+    pub event_index: u32,
+    /// What happened.
+    pub kind: SegmentEventKind,
+    /// Segment or range address.
+    pub address: u64,
+    /// Segment or range size in bytes.
+    pub size: u64,
+}
+
+/// What the real allocator decided, kept from a snapshot for fidelity checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectedRecord {
+    /// Address returned for each allocation id (`None` for ids of initial blocks
+    /// that the record does not cover, or allocations that failed).
+    pub alloc_addresses: Vec<Option<u64>>,
+    /// Recorded segment events in order.
+    pub segment_events: Vec<ExpectedSegmentEvent>,
+    /// Event indices at which the real allocator raised an OOM, with the rounded
+    /// request size and the `device_free` it reported.
+    pub ooms: Vec<ExpectedOom>,
+}
+
+/// An OOM the real allocator raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpectedOom {
+    /// Index of the trace event that failed.
+    pub event_index: u32,
+    /// The rounded request (`size` of the `oom` entry).
+    pub size: u64,
+    /// Free device bytes reported by cudaMemGetInfo.
+    pub device_free: u64,
+}
+
+/// One device's allocation trace.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trace {
+    /// Provenance.
+    pub header: TraceHeader,
+    /// Raw stream handles (`cudaStream_t` values; 0 = default stream), indexed
+    /// by [`StreamIndex`]. Always holds at least the default stream.
+    pub streams: Vec<u64>,
+    /// Allocator state before the first event (`None` = empty allocator).
+    pub initial: Option<InitialState>,
+    /// The requests.
+    pub events: Vec<Event>,
+    /// Number of distinct allocation ids (initial live blocks + allocs).
+    pub num_ids: u32,
+    /// What the real allocator did, when known.
+    pub expected: Option<ExpectedRecord>,
+    /// Remarks a reader or converter made (e.g. ring-buffer overflow).
+    pub notes: Vec<String>,
+}
+
+impl Trace {
+    /// An empty trace with only the default stream.
+    pub fn new(header: TraceHeader) -> Self {
+        Trace {
+            header,
+            streams: vec![0],
+            ..Default::default()
+        }
+    }
+
+    /// Number of `Alloc` events.
+    pub fn num_allocs(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::Alloc { .. }))
+            .count()
+    }
+
+    /// Index of a raw stream handle, interning it if new.
+    pub fn stream_index(&mut self, raw: u64) -> StreamIndex {
+        match self.streams.iter().position(|&s| s == raw) {
+            Some(i) => i as StreamIndex,
+            None => {
+                self.streams.push(raw);
+                (self.streams.len() - 1) as StreamIndex
+            }
+        }
+    }
+}
