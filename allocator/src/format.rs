@@ -19,7 +19,9 @@ pub fn format_size(n: u64) -> String {
 
 /// Error of [`parse_size`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid size '{0}': expected bytes or a number with a unit such as 512MiB, 24GiB, 80GB, 1.5GiB")]
+#[error(
+    "invalid size '{0}': expected bytes or a number with a unit such as 512MiB, 24GiB, 80GB, 1.5GiB"
+)]
 pub struct SizeParseError(pub String);
 
 /// Parses `512MiB`, `24GiB`, `80GB`, `1.5 GiB`, `1024` (bytes), `4k`.

@@ -17,5 +17,10 @@ pub mod stats;
 
 pub use conf::{AllocConf, TorchVersion};
 pub use device::{Device, DeviceCall, DeviceCallKind, DeviceError};
-pub use policy::{AllocError, Allocator, BlockHandle, SegmentView};
+pub use native::NativeAllocator;
+pub use policy::{
+    AllocError, Allocator, BlockHandle, BlockState, BlockView, OomReport, SeedBlock,
+    SeedBlockState, SegmentView,
+};
 pub use stats::MemoryStats;
+pub use stats::PoolKind;

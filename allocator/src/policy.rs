@@ -8,8 +8,30 @@ use crate::device::{Device, DevicePtr};
 use crate::stats::{MemoryStats, PoolKind};
 
 /// Opaque name of an allocated block, valid until the block is freed.
+///
+/// Policies keep blocks in arenas; the generation tells a recycled slot from
+/// the block a stale handle once named, so a double free is detected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BlockHandle(pub u32);
+pub struct BlockHandle {
+    /// Arena slot.
+    pub index: u32,
+    /// Generation of the slot when the handle was issued.
+    pub generation: u32,
+}
+
+impl BlockHandle {
+    /// The handle of a zero-byte allocation (PyTorch returns a null pointer
+    /// and records nothing); freeing it is a no-op.
+    pub const NULL: BlockHandle = BlockHandle {
+        index: u32::MAX,
+        generation: u32::MAX,
+    };
+
+    /// `true` for [`BlockHandle::NULL`].
+    pub fn is_null(self) -> bool {
+        self == BlockHandle::NULL
+    }
+}
 
 /// Why a request could not be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,8 +43,8 @@ pub enum AllocError {
     #[error("invalid request: {0}")]
     Invalid(String),
     /// The handle does not name a live block (double free, unknown block).
-    #[error("invalid block handle {0}: not a live allocation")]
-    UnknownHandle(u32),
+    #[error("invalid block handle {0:?}: not a live allocation")]
+    UnknownHandle(BlockHandle),
     /// The device failed in a way that is not an out-of-memory condition.
     #[error("device error: {0}")]
     Device(String),
@@ -31,6 +53,9 @@ pub enum AllocError {
 /// What PyTorch reports when it raises an out-of-memory error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OomReport {
+    /// `true` when the request was 2^60 bytes or more: PyTorch refuses it
+    /// before looking at the cache ("Tried to allocate more than 1EB memory").
+    pub exceeds_limit: bool,
     /// The caller's request in bytes.
     pub requested: u64,
     /// The rounded request (`size` of the trace's `oom` entry).
@@ -54,6 +79,12 @@ impl std::fmt::Display for OomReport {
     /// PyTorch's message, without the per-process NVML lines.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use crate::format::format_size;
+        if self.exceeds_limit {
+            return write!(
+                f,
+                "CUDA out of memory. Tried to allocate more than 1EB memory."
+            );
+        }
         write!(
             f,
             "CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacity of {} of which {} is free. ",
@@ -126,6 +157,28 @@ pub struct SegmentView {
     pub blocks: Vec<BlockView>,
 }
 
+/// State of a seeded block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedBlockState {
+    /// Cached.
+    Free,
+    /// Handed out.
+    Allocated,
+    /// Freed, awaiting a trace's `free_completed`.
+    PendingFree,
+}
+
+/// One block of a seeded segment, in address order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedBlock {
+    /// Size in bytes (a multiple of 512).
+    pub size: u64,
+    /// The caller's request it served.
+    pub requested: u64,
+    /// State.
+    pub state: SeedBlockState,
+}
+
 /// An allocation policy over a device.
 pub trait Allocator {
     /// The device this policy allocates from.
@@ -165,6 +218,23 @@ pub trait Allocator {
 
     /// The current segments, in address order.
     fn segments(&self) -> Vec<SegmentView>;
+
+    /// Adds a segment that existed before a trace began (traces recorded
+    /// mid-run), laid out as `blocks` in address order. Returns a handle for
+    /// each allocated or pending block. Policies that cannot represent a
+    /// foreign layout return [`AllocError::Invalid`].
+    fn seed_segment(
+        &mut self,
+        pool: PoolKind,
+        stream: u64,
+        blocks: &[SeedBlock],
+    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
+        let _ = (pool, stream, blocks);
+        Err(AllocError::Invalid(format!(
+            "the {} policy cannot start from a recorded allocator state",
+            self.name()
+        )))
+    }
 
     /// Checks every internal invariant; `Err` describes the first violation.
     fn check_invariants(&self) -> Result<(), String>;

@@ -129,8 +129,10 @@ impl StatArray {
 
     fn flatten_into(&self, name: &str, out: &mut BTreeMap<String, i64>) {
         self.all.flatten_into(&format!("{name}.all"), out);
-        self.large_pool.flatten_into(&format!("{name}.large_pool"), out);
-        self.small_pool.flatten_into(&format!("{name}.small_pool"), out);
+        self.large_pool
+            .flatten_into(&format!("{name}.large_pool"), out);
+        self.small_pool
+            .flatten_into(&format!("{name}.small_pool"), out);
     }
 }
 
@@ -188,7 +190,8 @@ impl MemoryStats {
         let mut out = BTreeMap::new();
         self.active.flatten_into("active", &mut out);
         self.active_bytes.flatten_into("active_bytes", &mut out);
-        self.allocated_bytes.flatten_into("allocated_bytes", &mut out);
+        self.allocated_bytes
+            .flatten_into("allocated_bytes", &mut out);
         self.allocation.flatten_into("allocation", &mut out);
         self.inactive_split.flatten_into("inactive_split", &mut out);
         self.inactive_split_bytes
@@ -197,7 +200,8 @@ impl MemoryStats {
             .flatten_into("oversize_allocations", &mut out);
         self.oversize_segments
             .flatten_into("oversize_segments", &mut out);
-        self.requested_bytes.flatten_into("requested_bytes", &mut out);
+        self.requested_bytes
+            .flatten_into("requested_bytes", &mut out);
         self.reserved_bytes.flatten_into("reserved_bytes", &mut out);
         self.segment.flatten_into("segment", &mut out);
         out.insert("max_split_size".into(), self.max_split_size);

@@ -1,3 +1,16 @@
 //! vramlab-sim: the simulated GPU and the replay engine.
+//!
+//! * [`device`]: [`SimDevice`], a GPU with a capacity, an address space, a
+//!   call log and a cost model.
+//! * [`replay`]: the engine that drives a policy through a trace.
+//! * [`run`]: what a replay produces.
 
 #![warn(missing_docs)]
+
+pub mod device;
+pub mod replay;
+pub mod run;
+
+pub use device::{CostModel, SimDevice};
+pub use replay::{ReplayDevice, ReplayError, ReplayOptions, replay};
+pub use run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};

@@ -1,0 +1,156 @@
+//! Size rounding and segment sizing (spec §2).
+
+use crate::conf::{AllocConf, MIB};
+
+/// Every block size is a multiple of this (`kMinBlockSize`).
+pub const MIN_BLOCK_SIZE: u64 = 512;
+/// Rounded sizes up to this go to the small pool (`kSmallSize`).
+pub const SMALL_SIZE: u64 = MIB;
+/// Segment size of the small pool and its expandable page (`kSmallBuffer`).
+pub const SMALL_BUFFER: u64 = 2 * MIB;
+/// Large requests below this get a whole large-buffer segment (`kMinLargeAlloc`).
+pub const MIN_LARGE_ALLOC: u64 = 10 * MIB;
+/// Larger segments are rounded up to a multiple of this (`kRoundLarge`).
+pub const ROUND_LARGE: u64 = 2 * MIB;
+/// Requests of this size or more fail at once ("more than 1EB").
+pub const MAX_REQUEST: u64 = 1 << 60;
+
+/// Index of the `roundup_power2_divisions` interval of a request:
+/// `clamp(floor(log2(n)) - 20, 0, 15)`.
+#[inline]
+pub fn interval_index(n: u64) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    let log2 = 63 - n.leading_zeros() as i64;
+    (log2 - 20).clamp(0, 15) as usize
+}
+
+/// PyTorch's `roundup_power2_next_division`: `n` rounded up to the next of
+/// `divisions` equal steps between its enclosing powers of two.
+#[inline]
+pub fn round_to_pow2_division(n: u64, divisions: u64) -> u64 {
+    if n.is_power_of_two() {
+        return n;
+    }
+    let floor = 1u64 << (63 - n.leading_zeros());
+    let step = floor >> (63 - divisions.leading_zeros());
+    if step == 0 {
+        return floor << 1;
+    }
+    let base = n & !(step - 1);
+    if base == n { n } else { base + step }
+}
+
+/// `round_size`: the block size a request of `n` bytes gets.
+#[inline]
+pub fn round_size(conf: &AllocConf, n: u64) -> u64 {
+    if n < MIN_BLOCK_SIZE {
+        return MIN_BLOCK_SIZE;
+    }
+    let d = conf.roundup_power2_divisions[interval_index(n)] as u64;
+    if d > 1 && n > MIN_BLOCK_SIZE * d {
+        round_to_pow2_division(n, d)
+    } else {
+        n.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+    }
+}
+
+/// `get_allocation_size`: bytes asked from cudaMalloc for a new segment that
+/// must hold a block of rounded size `s`.
+#[inline]
+pub fn allocation_size(conf: &AllocConf, s: u64) -> u64 {
+    if s <= SMALL_SIZE {
+        SMALL_BUFFER
+    } else if s < MIN_LARGE_ALLOC {
+        conf.large_segment_size_bytes()
+    } else {
+        s.div_ceil(ROUND_LARGE) * ROUND_LARGE
+    }
+}
+
+/// `true` if a block of rounded size `s` belongs to the small pool.
+#[inline]
+pub fn is_small(s: u64) -> bool {
+    s <= SMALL_SIZE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::AllocConf;
+
+    fn with_divisions(d: u32) -> AllocConf {
+        let mut c = AllocConf::default();
+        c.roundup_power2_divisions = [d; 16];
+        c
+    }
+
+    #[test]
+    fn default_rounding() {
+        let c = AllocConf::default();
+        assert_eq!(round_size(&c, 1), 512);
+        assert_eq!(round_size(&c, 511), 512);
+        assert_eq!(round_size(&c, 512), 512);
+        assert_eq!(round_size(&c, 513), 1024);
+        assert_eq!(round_size(&c, 600_000), 600_064);
+        assert_eq!(round_size(&c, 1_048_577), 1_049_088);
+        assert_eq!(round_size(&c, 10_485_000), 10_485_248);
+        assert_eq!(round_size(&c, 10_485_500), 10_485_760);
+        assert_eq!(round_size(&c, 31_457_281), 31_457_792);
+    }
+
+    #[test]
+    fn pow2_division_rounding() {
+        // The guard n > 512*d keeps small requests on the 512 rule (spec §2.1).
+        assert_eq!(round_size(&with_divisions(4), 1200), 1536);
+        assert_eq!(round_size(&with_divisions(2), 2_621_440), 3 * MIB);
+        assert_eq!(round_size(&with_divisions(4), 2_621_440), 2_621_440);
+        assert_eq!(round_size(&with_divisions(4), 31_457_280), 32 * MIB);
+        assert_eq!(round_size(&with_divisions(8), 700 * MIB), 704 * MIB);
+        // powers of two stay
+        assert_eq!(round_size(&with_divisions(8), 64 * MIB), 64 * MIB);
+        // d = 1 means off
+        assert_eq!(
+            round_size(&with_divisions(1), 700 * MIB + 1),
+            700 * MIB + 512
+        );
+        // the guard boundary: n == 512*d is not power-2 rounded
+        assert_eq!(round_size(&with_divisions(4), 2048), 2048);
+        assert_eq!(round_size(&with_divisions(4), 2049), 2560);
+        // large d: step = floor / d
+        assert_eq!(
+            round_size(&with_divisions(16), (1 << 30) + 1),
+            (1 << 30) + (64 << 20)
+        );
+    }
+
+    #[test]
+    fn table_is_indexed_by_unrounded_size() {
+        let mut c = AllocConf::default();
+        c.roundup_power2_divisions[1] = 4; // [2 MiB, 4 MiB)
+        assert_eq!(interval_index(2 * MIB - 1), 0);
+        assert_eq!(interval_index(2 * MIB), 1);
+        assert_eq!(interval_index(u64::MAX), 15);
+        assert_eq!(interval_index(0), 0);
+        assert_eq!(round_size(&c, 2 * MIB - 1), 2 * MIB); // 512 rule
+        assert_eq!(round_size(&c, 2 * MIB + 1), 2 * MIB + 512 * 1024);
+    }
+
+    #[test]
+    fn segment_sizes() {
+        let c = AllocConf::default();
+        assert_eq!(allocation_size(&c, 512), 2 * MIB);
+        assert_eq!(allocation_size(&c, MIB), 2 * MIB);
+        assert_eq!(allocation_size(&c, MIB + 512), 20 * MIB);
+        assert_eq!(allocation_size(&c, 10 * MIB - 512), 20 * MIB);
+        assert_eq!(allocation_size(&c, 10 * MIB), 10 * MIB);
+        assert_eq!(allocation_size(&c, 31_457_792), 32 * MIB);
+        assert_eq!(allocation_size(&c, 700 * MIB), 700 * MIB);
+        let mut big = AllocConf::default();
+        big.large_segment_size = Some(64 * MIB);
+        assert_eq!(allocation_size(&big, 2 * MIB), 64 * MIB);
+        assert!(is_small(MIB));
+        assert!(!is_small(MIB + 512));
+    }
+}

@@ -1,0 +1,424 @@
+//! `SimDevice`: a simulated GPU with a capacity, an address space, a call
+//! log and a cost model. Every test and every sweep runs on it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use vramlab_allocator::device::{
+    Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr, MemInfo,
+};
+
+/// 1 GiB.
+const GIB: u64 = 1 << 30;
+/// 2 MiB: the physical page granularity of current NVIDIA GPUs.
+pub const DEFAULT_GRANULARITY: u64 = 2 << 20;
+/// Where the simulated address space starts (looks like a CUDA VA).
+const ADDRESS_BASE: u64 = 0x7f00_0000_0000;
+/// Alignment of simulated cudaMalloc results (large-page aligned, as observed).
+const MALLOC_ALIGN: u64 = 2 << 20;
+/// Reported total memory when no capacity is set (1 TiB).
+const UNLIMITED_TOTAL: u64 = 1 << 40;
+
+/// Simulated cost of driver calls, in microseconds.
+///
+/// The defaults are order-of-magnitude figures for current data-centre GPUs
+/// (cudaMalloc tens of microseconds and more for large sizes; cudaFree
+/// implies a device synchronisation; the virtual-memory path costs per
+/// physical page). They rank settings by how often they call the driver;
+/// they are not a latency prediction for a specific card.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostModel {
+    /// Fixed cost of cudaMalloc.
+    pub malloc_us: f64,
+    /// Additional cost of cudaMalloc per GiB.
+    pub malloc_us_per_gib: f64,
+    /// Fixed cost of cudaFree.
+    pub free_us: f64,
+    /// Additional cost of cudaFree per GiB.
+    pub free_us_per_gib: f64,
+    /// cuMemCreate + cuMemMap + cuMemSetAccess, per physical page.
+    pub map_us_per_page: f64,
+    /// cuMemUnmap + cuMemRelease, per physical page.
+    pub unmap_us_per_page: f64,
+    /// cuMemAddressReserve or cuMemAddressFree.
+    pub reserve_us: f64,
+    /// A device or stream synchronisation.
+    pub sync_us: f64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel {
+            malloc_us: 25.0,
+            malloc_us_per_gib: 20.0,
+            free_us: 30.0,
+            free_us_per_gib: 10.0,
+            map_us_per_page: 6.0,
+            unmap_us_per_page: 4.0,
+            reserve_us: 5.0,
+            sync_us: 10.0,
+        }
+    }
+}
+
+/// A reserved virtual range and what is mapped in it (page index → bytes).
+#[derive(Debug, Clone, Default)]
+struct Reservation {
+    size: u64,
+    mapped: BTreeMap<u64, u64>,
+}
+
+/// A simulated GPU.
+#[derive(Debug, Clone)]
+pub struct SimDevice {
+    capacity: u64,
+    total: u64,
+    granularity: u64,
+    used: u64,
+    next_addr: u64,
+    placements: VecDeque<DevicePtr>,
+    segments: BTreeMap<DevicePtr, u64>,
+    reservations: BTreeMap<DevicePtr, Reservation>,
+    log: Vec<DeviceCall>,
+    cost: CostModel,
+    time_us: f64,
+    failed_mallocs: u64,
+}
+
+impl Default for SimDevice {
+    fn default() -> Self {
+        SimDevice::unlimited()
+    }
+}
+
+impl SimDevice {
+    /// A device that never runs out of memory.
+    pub fn unlimited() -> Self {
+        SimDevice::with_capacity(None)
+    }
+
+    /// A device with `capacity` bytes (`None` = unlimited).
+    pub fn with_capacity(capacity: Option<u64>) -> Self {
+        SimDevice {
+            capacity: capacity.unwrap_or(u64::MAX),
+            total: capacity.unwrap_or(UNLIMITED_TOTAL),
+            granularity: DEFAULT_GRANULARITY,
+            used: 0,
+            next_addr: ADDRESS_BASE,
+            placements: VecDeque::new(),
+            segments: BTreeMap::new(),
+            reservations: BTreeMap::new(),
+            log: Vec::new(),
+            cost: CostModel::default(),
+            time_us: 0.0,
+            failed_mallocs: 0,
+        }
+    }
+
+    /// Sets the total memory `cudaMemGetInfo` reports (it sizes expandable
+    /// reservations and memory fractions); capacity is unchanged.
+    pub fn set_total(&mut self, total: u64) {
+        self.total = total;
+    }
+
+    /// Replaces the cost model.
+    pub fn set_cost_model(&mut self, cost: CostModel) {
+        self.cost = cost;
+    }
+
+    /// Capacity in bytes (`u64::MAX` = unlimited).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Bytes of physical memory in use (segments + mapped pages).
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Simulated time spent in driver calls so far, in microseconds.
+    pub fn time_us(&self) -> f64 {
+        self.time_us
+    }
+
+    /// Allocation calls that failed for lack of memory.
+    pub fn failed_mallocs(&self) -> u64 {
+        self.failed_mallocs
+    }
+
+    /// Fidelity mode: the next segment or reservation is placed at `addr`
+    /// (where the real allocator's segment was), if that range is free.
+    pub fn place_next(&mut self, addr: DevicePtr) {
+        self.placements.push_back(addr);
+    }
+
+    /// Forgets placements that were not used.
+    pub fn clear_placements(&mut self) {
+        self.placements.clear();
+    }
+
+    fn fits(&self, size: u64) -> Result<(), DeviceError> {
+        if self
+            .used
+            .checked_add(size)
+            .is_none_or(|u| u > self.capacity)
+        {
+            return Err(DeviceError::OutOfMemory {
+                requested: size,
+                free: self.capacity.saturating_sub(self.used),
+            });
+        }
+        Ok(())
+    }
+
+    /// `true` if `[addr, addr+size)` overlaps no segment or reservation.
+    fn range_is_free(&self, addr: u64, size: u64) -> bool {
+        let end = addr.saturating_add(size);
+        let overlaps =
+            |map_end: Option<(u64, u64)>| map_end.is_some_and(|(p, s)| p < end && addr < p + s);
+        let seg_before = self
+            .segments
+            .range(..end)
+            .next_back()
+            .map(|(&p, &s)| (p, s));
+        let res_before = self
+            .reservations
+            .range(..end)
+            .next_back()
+            .map(|(&p, r)| (p, r.size));
+        !overlaps(seg_before) && !overlaps(res_before)
+    }
+
+    /// Picks an address for a new range: a requested placement, or the next
+    /// aligned address of the bump allocator.
+    fn place(&mut self, size: u64, align: u64) -> DevicePtr {
+        if let Some(addr) = self.placements.pop_front() {
+            if self.range_is_free(addr, size) {
+                self.next_addr = self.next_addr.max(addr.saturating_add(size));
+                return addr;
+            }
+        }
+        let addr = self.next_addr.div_ceil(align) * align;
+        self.next_addr = addr.saturating_add(size);
+        addr
+    }
+
+    fn record(&mut self, kind: DeviceCallKind, ptr: DevicePtr, size: u64, cost_us: f64) {
+        self.log.push(DeviceCall { kind, ptr, size });
+        self.time_us += cost_us;
+    }
+}
+
+impl Device for SimDevice {
+    fn malloc(&mut self, size: u64) -> Result<DevicePtr, DeviceError> {
+        if let Err(e) = self.fits(size) {
+            self.failed_mallocs += 1;
+            return Err(e);
+        }
+        let ptr = self.place(size, MALLOC_ALIGN);
+        self.used += size;
+        self.segments.insert(ptr, size);
+        let cost = self.cost.malloc_us + self.cost.malloc_us_per_gib * size as f64 / GIB as f64;
+        self.record(DeviceCallKind::Malloc, ptr, size, cost);
+        Ok(ptr)
+    }
+
+    fn free(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError> {
+        match self.segments.get(&ptr) {
+            Some(&s) if s == size => {}
+            Some(&s) => {
+                return Err(DeviceError::Other(format!(
+                    "cudaFree({ptr:#x}): segment has {s} bytes, caller said {size}"
+                )));
+            }
+            None => {
+                return Err(DeviceError::Other(format!(
+                    "cudaFree({ptr:#x}): not a segment"
+                )));
+            }
+        }
+        self.segments.remove(&ptr);
+        self.used -= size;
+        let cost = self.cost.free_us + self.cost.free_us_per_gib * size as f64 / GIB as f64;
+        self.record(DeviceCallKind::Free, ptr, size, cost);
+        Ok(())
+    }
+
+    fn mem_info(&self) -> MemInfo {
+        MemInfo {
+            free: self.total.min(self.capacity).saturating_sub(self.used),
+            total: self.total,
+        }
+    }
+
+    fn synchronize(&mut self) {
+        self.time_us += self.cost.sync_us;
+    }
+
+    fn granularity(&self) -> u64 {
+        self.granularity
+    }
+
+    fn reserve(&mut self, size: u64) -> Result<DevicePtr, DeviceError> {
+        let ptr = self.place(size, self.granularity);
+        self.reservations.insert(
+            ptr,
+            Reservation {
+                size,
+                mapped: BTreeMap::new(),
+            },
+        );
+        self.record(DeviceCallKind::Reserve, ptr, size, self.cost.reserve_us);
+        Ok(ptr)
+    }
+
+    fn map(&mut self, ptr: DevicePtr, size: u64, page: u64) -> Result<(), DeviceError> {
+        if page == 0 || page % self.granularity != 0 || size % page != 0 {
+            return Err(DeviceError::Other(format!(
+                "map({ptr:#x}, {size}): size and page must be multiples of the {} granularity",
+                self.granularity
+            )));
+        }
+        let (&base, res) = self
+            .reservations
+            .range(..=ptr)
+            .next_back()
+            .filter(|(b, r)| ptr + size <= **b + r.size)
+            .ok_or_else(|| {
+                DeviceError::Other(format!("map({ptr:#x}, {size}): outside any reservation"))
+            })?;
+        if (ptr - base) % page != 0 {
+            return Err(DeviceError::Other(format!(
+                "map({ptr:#x}): not page aligned"
+            )));
+        }
+        let first = (ptr - base) / page;
+        let pages = size / page;
+        if res.mapped.range(first..first + pages).next().is_some() {
+            return Err(DeviceError::Other(format!(
+                "map({ptr:#x}, {size}): already mapped"
+            )));
+        }
+        if let Err(e) = self.fits(size) {
+            self.failed_mallocs += 1;
+            return Err(e);
+        }
+        let res = self.reservations.get_mut(&base).expect("found above");
+        for i in first..first + pages {
+            res.mapped.insert(i, page);
+        }
+        self.used += size;
+        self.record(
+            DeviceCallKind::Map,
+            ptr,
+            size,
+            self.cost.map_us_per_page * pages as f64,
+        );
+        Ok(())
+    }
+
+    fn unmap(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError> {
+        let (&base, res) = self
+            .reservations
+            .range_mut(..=ptr)
+            .next_back()
+            .ok_or_else(|| {
+                DeviceError::Other(format!("unmap({ptr:#x}): outside any reservation"))
+            })?;
+        let mut freed = 0u64;
+        let mut pages = 0u64;
+        let keys: Vec<u64> = res
+            .mapped
+            .iter()
+            .filter(|&(&i, &p)| base + i * p >= ptr && base + (i + 1) * p <= ptr + size)
+            .map(|(&i, _)| i)
+            .collect();
+        for i in keys {
+            freed += res.mapped.remove(&i).unwrap_or(0);
+            pages += 1;
+        }
+        if freed != size {
+            return Err(DeviceError::Other(format!(
+                "unmap({ptr:#x}, {size}): only {freed} bytes were mapped there"
+            )));
+        }
+        self.used -= freed;
+        let cost = self.cost.sync_us + self.cost.unmap_us_per_page * pages as f64;
+        self.record(DeviceCallKind::Unmap, ptr, size, cost);
+        Ok(())
+    }
+
+    fn release(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError> {
+        match self.reservations.get(&ptr) {
+            Some(r) if r.size == size && r.mapped.is_empty() => {}
+            Some(_) => {
+                return Err(DeviceError::Other(format!(
+                    "release({ptr:#x}): wrong size or pages still mapped"
+                )));
+            }
+            None => {
+                return Err(DeviceError::Other(format!(
+                    "release({ptr:#x}): not a reservation"
+                )));
+            }
+        }
+        self.reservations.remove(&ptr);
+        self.record(DeviceCallKind::Release, ptr, size, self.cost.reserve_us);
+        Ok(())
+    }
+
+    fn calls(&self) -> &[DeviceCall] {
+        &self.log
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_enforced_and_freed() {
+        let mut d = SimDevice::with_capacity(Some(64 << 20));
+        let a = d.malloc(40 << 20).unwrap();
+        assert!(matches!(
+            d.malloc(40 << 20),
+            Err(DeviceError::OutOfMemory { .. })
+        ));
+        assert_eq!(d.failed_mallocs(), 1);
+        d.free(a, 40 << 20).unwrap();
+        assert!(d.malloc(40 << 20).is_ok());
+        assert_eq!(d.mem_info().free, 24 << 20);
+        assert!(d.free(a + 512, 1).is_err());
+    }
+
+    #[test]
+    fn placements_are_honoured_when_free() {
+        let mut d = SimDevice::unlimited();
+        d.place_next(0x1000_0000);
+        assert_eq!(d.malloc(2 << 20).unwrap(), 0x1000_0000);
+        // An overlapping placement falls back to the bump allocator.
+        d.place_next(0x1000_0200);
+        assert_ne!(d.malloc(2 << 20).unwrap(), 0x1000_0200);
+    }
+
+    #[test]
+    fn virtual_memory_pages() {
+        let mut d = SimDevice::with_capacity(Some(60 << 20));
+        let page = 20 << 20;
+        let base = d.reserve(10 * page).unwrap();
+        d.map(base, 2 * page, page).unwrap();
+        assert_eq!(d.used(), 40 << 20);
+        assert!(d.map(base, page, page).is_err(), "double map");
+        assert!(matches!(
+            d.map(base + 2 * page, 2 * page, page),
+            Err(DeviceError::OutOfMemory { .. })
+        ));
+        d.unmap(base + page, page).unwrap();
+        assert!(d.release(base, 10 * page).is_err(), "pages still mapped");
+        d.unmap(base, page).unwrap();
+        d.release(base, 10 * page).unwrap();
+        assert_eq!(d.used(), 0);
+        let kinds: Vec<_> = d.calls().iter().map(|c| c.kind).collect();
+        use DeviceCallKind::*;
+        assert_eq!(kinds, vec![Reserve, Map, Unmap, Unmap, Release]);
+    }
+}

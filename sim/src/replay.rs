@@ -1,0 +1,502 @@
+//! The replay engine: trace × policy × device → [`Run`].
+//!
+//! The loop is the inner loop of every sweep and search: per event it does a
+//! policy call, a few array updates and a handful of comparisons; no heap
+//! allocation, hashing or formatting unless something happens (an OOM, a
+//! device call, a timeline point).
+
+use vramlab_allocator::device::{Device, DeviceCallKind};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, PoolKind, SeedBlock, SeedBlockState};
+use vramlab_traces::{Event, InitialBlockState, SegmentEventKind, Trace};
+
+use crate::device::SimDevice;
+use crate::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
+
+/// What the engine needs from a device beyond [`Device`].
+pub trait ReplayDevice: Device {
+    /// Place the next segment or reservation at `addr` (fidelity mode).
+    fn place_next(&mut self, _addr: u64) {}
+    /// Forget unused placements.
+    fn clear_placements(&mut self) {}
+    /// Time spent in driver calls so far, microseconds.
+    fn device_time_us(&self) -> f64 {
+        0.0
+    }
+}
+
+impl ReplayDevice for SimDevice {
+    fn place_next(&mut self, addr: u64) {
+        SimDevice::place_next(self, addr);
+    }
+    fn clear_placements(&mut self) {
+        SimDevice::clear_placements(self);
+    }
+    fn device_time_us(&self) -> f64 {
+        self.time_us()
+    }
+}
+
+/// How to replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// End the replay at the first OOM (default). Otherwise the failed
+    /// allocation is skipped, and so are its frees.
+    pub stop_at_oom: bool,
+    /// Maximum number of timeline points.
+    pub timeline_points: usize,
+    /// Run the policy's invariant checker after every event (slow; on in
+    /// debug builds by default).
+    pub check_invariants: bool,
+    /// Place new segments where the trace's expected record says the real
+    /// allocator got them (fidelity mode; needs a device that can place).
+    pub place_at_expected: bool,
+    /// Keep the address of every allocation ([`Run::alloc_addresses`]).
+    pub record_addresses: bool,
+    /// Keep the segment layout at the reserved peak ([`Run::segments_at_peak`]).
+    pub segments_at_peak: bool,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            stop_at_oom: true,
+            timeline_points: 2000,
+            check_invariants: cfg!(debug_assertions),
+            place_at_expected: false,
+            record_addresses: false,
+            segments_at_peak: false,
+        }
+    }
+}
+
+/// Why a replay could not run to its end. An OOM is not an error: it is
+/// part of the [`Run`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    /// The trace is inconsistent at this event.
+    #[error("event {event_index}: {message}")]
+    Trace {
+        /// Index of the offending event.
+        event_index: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// The initial state could not be rebuilt.
+    #[error("initial state: {0}")]
+    Initial(String),
+    /// The policy failed for a reason other than running out of memory.
+    #[error("event {event_index}: {message}")]
+    Allocator {
+        /// Index of the event.
+        event_index: u64,
+        /// The policy's error.
+        message: String,
+    },
+    /// The invariant checker found an inconsistency (a bug in the policy).
+    #[error("invariant violated after event {event_index}: {message}")]
+    Invariant {
+        /// Index of the event after which the check failed.
+        event_index: u64,
+        /// The violation.
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdState {
+    Unused,
+    Live,
+    Pending,
+    Freed,
+    Failed,
+}
+
+fn describe(state: IdState) -> &'static str {
+    match state {
+        IdState::Unused => "was never allocated",
+        IdState::Live => "is live",
+        IdState::Pending => "has a free pending",
+        IdState::Freed => "was already freed",
+        IdState::Failed => "failed to allocate",
+    }
+}
+
+/// Replays `trace` through `alloc`.
+pub fn replay<A>(trace: &Trace, alloc: &mut A, opts: &ReplayOptions) -> Result<Run, ReplayError>
+where
+    A: Allocator,
+    A::Dev: ReplayDevice,
+{
+    let n_ids = trace.num_ids as usize;
+    let mut handles = vec![BlockHandle::NULL; n_ids];
+    let mut sizes = vec![0u64; n_ids];
+    let mut states = vec![IdState::Unused; n_ids];
+    let mut addresses = if opts.record_addresses {
+        vec![0u64; n_ids]
+    } else {
+        Vec::new()
+    };
+    let mut live_requested = 0u64;
+
+    seed_initial_state(
+        trace,
+        alloc,
+        opts,
+        &mut handles,
+        &mut sizes,
+        &mut states,
+        &mut live_requested,
+    )?;
+    let seed_calls = alloc.device().calls().len();
+    let mut seen_calls = seed_calls;
+    let mut device_log: Vec<LoggedCall> = alloc
+        .device()
+        .calls()
+        .iter()
+        .map(|c| LoggedCall {
+            event_index: None,
+            kind: c.kind,
+            ptr: c.ptr,
+            size: c.size,
+        })
+        .collect();
+
+    let expected_segments = match (&trace.expected, opts.place_at_expected) {
+        (Some(e), true) => e.segment_events.as_slice(),
+        _ => &[],
+    };
+    let mut next_expected = 0usize;
+
+    let events = trace.events.len();
+    let bucket = events.div_ceil(opts.timeline_points.max(1)).max(1);
+    let mut timeline = Vec::with_capacity(events.div_ceil(bucket) + 1);
+    let mut window = TimelinePoint::default();
+
+    let mut peak_requested = live_requested;
+    let mut peak_reserved_seen = alloc.stats().reserved_bytes.all.current as u64;
+    let mut waste_at_peak =
+        peak_reserved_seen.saturating_sub(alloc.stats().allocated_bytes.all.current as u64);
+    let mut segments_at_peak = Vec::new();
+    let mut oom: Option<OomEvent> = None;
+    let mut allocs = 0u64;
+    let mut frees = 0u64;
+    let mut replayed = 0u64;
+
+    for (i, ev) in trace.events.iter().enumerate() {
+        let ei = i as u64;
+        let mut placed = false;
+        while next_expected < expected_segments.len()
+            && expected_segments[next_expected].event_index as usize <= i
+        {
+            let s = &expected_segments[next_expected];
+            if s.event_index as usize == i
+                && matches!(s.kind, SegmentEventKind::Alloc | SegmentEventKind::Map)
+            {
+                alloc.device_mut().place_next(s.address);
+                placed = true;
+            }
+            next_expected += 1;
+        }
+        let mut stop = false;
+        match *ev {
+            Event::Alloc { id, stream, size } => {
+                let idu = id as usize;
+                let st = *states
+                    .get(idu)
+                    .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
+                if st != IdState::Unused {
+                    return Err(trace_err(
+                        ei,
+                        format!("alloc of id {id}, which {}", describe(st)),
+                    ));
+                }
+                let raw_stream = *trace.streams.get(stream as usize).ok_or_else(|| {
+                    trace_err(
+                        ei,
+                        format!("stream index {stream} is not in the stream table"),
+                    )
+                })?;
+                allocs += 1;
+                match alloc.malloc(size, raw_stream) {
+                    Ok(h) => {
+                        handles[idu] = h;
+                        states[idu] = IdState::Live;
+                        sizes[idu] = size;
+                        live_requested += size;
+                        if opts.record_addresses {
+                            addresses[idu] = alloc.block_ptr(h);
+                        }
+                    }
+                    Err(AllocError::OutOfMemory(report)) => {
+                        states[idu] = IdState::Failed;
+                        if oom.is_none() {
+                            let st = alloc.stats();
+                            oom = Some(OomEvent {
+                                event_index: ei,
+                                requested_bytes: size,
+                                rounded_bytes: report.rounded,
+                                device_request_bytes: report.device_request,
+                                reserved_bytes: st.reserved_bytes.all.current as u64,
+                                allocated_bytes: st.allocated_bytes.all.current as u64,
+                                live_requested_bytes: live_requested,
+                                largest_free_block: alloc.largest_free_block(),
+                                device_free_bytes: report.device_free,
+                                message: report.to_string(),
+                                segments: alloc.segments(),
+                            });
+                        }
+                        stop = opts.stop_at_oom;
+                    }
+                    Err(e) => return Err(alloc_err(ei, e)),
+                }
+            }
+            Event::Free { id } | Event::FreeRequested { id } => {
+                let idu = id as usize;
+                let st = *states
+                    .get(idu)
+                    .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
+                match st {
+                    IdState::Live => {
+                        frees += 1;
+                        let deferred = matches!(ev, Event::FreeRequested { .. });
+                        let r = if deferred {
+                            alloc.free_deferred(handles[idu])
+                        } else {
+                            alloc.free(handles[idu])
+                        };
+                        r.map_err(|e| alloc_err(ei, e))?;
+                        states[idu] = if deferred {
+                            IdState::Pending
+                        } else {
+                            IdState::Freed
+                        };
+                        live_requested -= sizes[idu];
+                    }
+                    IdState::Failed => {}
+                    _ => {
+                        return Err(trace_err(
+                            ei,
+                            format!("free of id {id}, which {}", describe(st)),
+                        ));
+                    }
+                }
+            }
+            Event::FreeCompleted { id } => {
+                let idu = id as usize;
+                let st = *states
+                    .get(idu)
+                    .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
+                match st {
+                    IdState::Pending => {
+                        alloc
+                            .complete_free(handles[idu])
+                            .map_err(|e| alloc_err(ei, e))?;
+                        states[idu] = IdState::Freed;
+                    }
+                    IdState::Failed => {}
+                    _ => {
+                        return Err(trace_err(
+                            ei,
+                            format!(
+                                "free_completed of id {id}, which {} (no free_requested before it)",
+                                describe(st)
+                            ),
+                        ));
+                    }
+                }
+            }
+            Event::EmptyCache => alloc.empty_cache().map_err(|e| alloc_err(ei, e))?,
+        }
+        if placed {
+            alloc.device_mut().clear_placements();
+        }
+        replayed += 1;
+
+        let st = alloc.stats();
+        let reserved = st.reserved_bytes.all.current as u64;
+        let allocated = st.allocated_bytes.all.current as u64;
+        let active = st.active_bytes.all.current as u64;
+        if reserved > peak_reserved_seen {
+            peak_reserved_seen = reserved;
+            waste_at_peak = reserved - allocated;
+            if opts.segments_at_peak {
+                segments_at_peak = alloc.segments();
+            }
+        }
+        peak_requested = peak_requested.max(live_requested);
+        window.requested = window.requested.max(live_requested);
+        window.allocated = window.allocated.max(allocated);
+        window.active = window.active.max(active);
+        window.reserved = window.reserved.max(reserved);
+        if (i + 1) % bucket == 0 || i + 1 == events || stop {
+            window.event_index = ei;
+            window.largest_free = alloc.largest_free_block();
+            timeline.push(window);
+            window = TimelinePoint::default();
+        }
+        if opts.check_invariants {
+            alloc
+                .check_invariants()
+                .map_err(|message| ReplayError::Invariant {
+                    event_index: ei,
+                    message,
+                })?;
+        }
+        let calls = alloc.device().calls();
+        if calls.len() > seen_calls {
+            device_log.extend(calls[seen_calls..].iter().map(|c| LoggedCall {
+                event_index: Some(i as u32),
+                kind: c.kind,
+                ptr: c.ptr,
+                size: c.size,
+            }));
+            seen_calls = calls.len();
+        }
+        if stop {
+            break;
+        }
+    }
+
+    let st = alloc.stats();
+    let during = &device_log[seed_calls..];
+    let count =
+        |kinds: &[DeviceCallKind]| during.iter().filter(|c| kinds.contains(&c.kind)).count() as u64;
+    let peak_reserved = st.reserved_bytes.all.peak as u64;
+    let peak_active = st.active_bytes.all.peak as u64;
+    let utilization = if peak_reserved == 0 {
+        1.0
+    } else {
+        peak_active as f64 / peak_reserved as f64
+    };
+    let summary = Summary {
+        events: events as u64,
+        events_replayed: replayed,
+        allocs,
+        frees,
+        peak_requested_bytes: peak_requested,
+        peak_allocated_bytes: st.allocated_bytes.all.peak as u64,
+        peak_active_bytes: peak_active,
+        peak_reserved_bytes: peak_reserved,
+        final_reserved_bytes: st.reserved_bytes.all.current as u64,
+        final_allocated_bytes: st.allocated_bytes.all.current as u64,
+        waste_at_peak_bytes: waste_at_peak,
+        utilization,
+        fragmentation: 1.0 - utilization,
+        num_device_alloc: count(&[DeviceCallKind::Malloc, DeviceCallKind::Map]),
+        num_device_free: count(&[DeviceCallKind::Free, DeviceCallKind::Unmap]),
+        num_sync_all_streams: st.num_sync_all_streams as u64,
+        num_alloc_retries: st.num_alloc_retries as u64,
+        num_ooms: st.num_ooms as u64,
+        device_time_us: alloc.device().device_time_us(),
+    };
+    Ok(Run {
+        policy: alloc.name().to_string(),
+        conf: String::new(),
+        capacity: None,
+        summary,
+        timeline,
+        device_log,
+        oom,
+        stats: *st,
+        alloc_addresses: addresses,
+        segments_at_peak,
+    })
+}
+
+fn trace_err(event_index: u64, message: String) -> ReplayError {
+    ReplayError::Trace {
+        event_index,
+        message,
+    }
+}
+
+fn bad_id(event_index: u64, id: u32, num_ids: u32) -> ReplayError {
+    trace_err(
+        event_index,
+        format!("id {id} is out of range (the trace declares {num_ids} ids)"),
+    )
+}
+
+fn alloc_err(event_index: u64, e: AllocError) -> ReplayError {
+    ReplayError::Allocator {
+        event_index,
+        message: e.to_string(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn seed_initial_state<A>(
+    trace: &Trace,
+    alloc: &mut A,
+    opts: &ReplayOptions,
+    handles: &mut [BlockHandle],
+    sizes: &mut [u64],
+    states: &mut [IdState],
+    live_requested: &mut u64,
+) -> Result<(), ReplayError>
+where
+    A: Allocator,
+    A::Dev: ReplayDevice,
+{
+    let Some(init) = &trace.initial else {
+        return Ok(());
+    };
+    let mut blocks = Vec::new();
+    for seg in &init.segments {
+        if seg.is_expandable {
+            return Err(ReplayError::Initial(format!(
+                "segment at {:#x} is part of an expandable segment; starting mid-run from expandable segments is not supported",
+                seg.address
+            )));
+        }
+        blocks.clear();
+        blocks.extend(seg.blocks.iter().map(|b| SeedBlock {
+            size: b.size,
+            requested: b.requested,
+            state: match b.state {
+                InitialBlockState::Free => SeedBlockState::Free,
+                InitialBlockState::Allocated(_) => SeedBlockState::Allocated,
+                InitialBlockState::PendingFree(_) => SeedBlockState::PendingFree,
+            },
+        }));
+        let stream = *trace.streams.get(seg.stream as usize).ok_or_else(|| {
+            ReplayError::Initial(format!(
+                "segment at {:#x}: unknown stream index",
+                seg.address
+            ))
+        })?;
+        if opts.place_at_expected {
+            alloc.device_mut().place_next(seg.address);
+        }
+        let pool = if seg.is_small {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
+        let got = alloc
+            .seed_segment(pool, stream, &blocks)
+            .map_err(|e| ReplayError::Initial(format!("segment at {:#x}: {e}", seg.address)))?;
+        alloc.device_mut().clear_placements();
+        for (b, h) in seg.blocks.iter().zip(got) {
+            let (id, st) = match b.state {
+                InitialBlockState::Free => continue,
+                InitialBlockState::Allocated(id) => (id, IdState::Live),
+                InitialBlockState::PendingFree(id) => (id, IdState::Pending),
+            };
+            let idu = id as usize;
+            if idu >= handles.len() || states[idu] != IdState::Unused {
+                return Err(ReplayError::Initial(format!(
+                    "block at {:#x}: id {id} is out of range or used twice",
+                    b.address
+                )));
+            }
+            handles[idu] = h.unwrap_or(BlockHandle::NULL);
+            states[idu] = st;
+            sizes[idu] = b.requested;
+            if st == IdState::Live {
+                *live_requested += b.requested;
+            }
+        }
+    }
+    Ok(())
+}
