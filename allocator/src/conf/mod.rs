@@ -3,9 +3,60 @@
 //!
 //! Behaviour that changed between PyTorch releases is selected by a
 //! [`TorchVersion`] (default: the newest supported, 2.11).
+//!
+//! * [`AllocConf::parse`] / [`AllocConf::parse_update`]: PyTorch's tokenizer,
+//!   grammar, validation and error messages for the target release (≤ 2.9:
+//!   the hand-written `CUDAAllocatorConfig` parser; 2.10+: the
+//!   `AcceleratorAllocatorConfig` + CUDA hook parsers). The version boundaries
+//!   and the evidence for them are summarised below.
+//! * `Display` for [`AllocConf`]: the canonical settings string.
+//! * [`AllocConf::from_env`], [`no_caching_from_env`]: which environment
+//!   variable PyTorch reads.
+//! * [`AllocConf::effective_rows`]: a readable description of the effect.
+//!
+//! # Version boundaries
+//!
+//! Release tags could not be mapped to commits in the source index, so each
+//! boundary is the release whose branch cut follows the change, dated by the
+//! pull request that made it (pytorch/pytorch):
+//!
+//! | Since | Change | Evidence |
+//! |---|---|---|
+//! | ≤ 2.1 | `backend`, `max_split_size_mb`, `roundup_power2_divisions` (single and list), `garbage_collection_threshold`, `expandable_segments` | 2.0.1 rejects `expandable_segments`; ≈2.2 `CUDAAllocatorConfig.cpp` revision has all five |
+//! | 2.2 | `release_lock_on_cudamalloc` (+ `_hipmalloc` alias), `pinned_use_cuda_host_register` (+ hip alias), `pinned_num_register_threads` | PR #108367 (31 Aug 2023, after the 2.1 cut), PR #110715 (Oct 2023) |
+//! | 2.3 | list entries of `roundup_power2_divisions` may be 0 | ≈2.2 revision rejects 0; derived code of the `std::string_view` era (≈2.3/2.4) accepts it — **inferred** |
+//! | 2.6 | `max_non_split_rounding_mb`, `pinned_use_background_threads` | PR #136174 (16 Sep 2024), PR #135524 (9 Sep 2024), both after the 2.5 cut |
+//! | 2.9 | `graph_capture_record_stream_reuse`; "divisons" typo fixed in messages | PR #158352 (merged by Sep 2025); Oct 2025 revision — typo boundary **inferred** |
+//! | 2.10 | parser moved to `AcceleratorAllocatorConfig` + CUDA hook (`ConfigTokenizer`, `stoull`, any whitespace dropped, separators not checked, `max_split_size_mb >= 20`, `>` fills from last + 1), `pinned_reserve_segment_size_mb`, `per_process_memory_fraction` | PR #165131/#165135 (Oct 2025, after the 2.9 release), PR #164501 (Oct 2025), PR #161035 (in the hook parser, commit `b944315b…`); issue #183387 shows 2.9.1's CUDA allocator still on the old parser |
+//! | 2.11 | `large_segment_size_mb` (parsed first; minimum for `max_split_size_mb` / `max_non_split_rounding_mb`; re-parse resets NSR to it) | PR #172056 (9 Jan 2026, after the 2.10 cut) — **unverified** that it made 2.11 |
+//!
+//! Keys seen only in newer main (`throw_on_cudamalloc_oom`,
+//! `pinned_free_catch_all`, `expandable_segments_reserve…`) date from
+//! March 2026 or later and are rejected as unknown by every modelled release.
+//!
+//! The ROCm-only backend `hipMallocAsync` is rejected (vramlab models CUDA
+//! builds), but the `*_hip*` key aliases are accepted as CUDA builds do.
+//!
+//! Where this differs from the spec (§8.2, §13): `pinned_reserve_segment_size_mb`
+//! is 2.10, not ≈2.8 (its PR is from October 2025); `pinned_use_background_threads`
+//! is taken as 2.6, not ≈2.5; 2.9's *CUDA* parser is still the old one
+//! (`> 20`, `>` from the last index), matching the spec's table.
 
+mod cnum;
+mod describe;
+mod display;
+mod env;
+mod error;
+mod keys;
+mod legacy;
+mod modern;
+#[cfg(test)]
+mod tests;
 mod version;
 
+pub use env::{env_var_precedence, no_caching_from_env};
+pub use error::{ConfError, ConfErrorKind};
+pub use keys::supported_keys;
 pub use version::TorchVersion;
 
 /// 1 MiB in bytes.
@@ -105,6 +156,112 @@ impl AllocConf {
     pub fn max_non_split_rounding_bytes(&self) -> u64 {
         self.max_non_split_rounding
             .unwrap_or_else(|| self.large_segment_size_bytes())
+    }
+}
+
+impl AllocConf {
+    /// Parse a settings string (the value of `PYTORCH_CUDA_ALLOC_CONF` /
+    /// `PYTORCH_ALLOC_CONF`) with the rules of `version`, starting from that
+    /// version's defaults. `raw` keeps `s` unchanged.
+    ///
+    /// An empty or all-whitespace string gives the defaults. Errors carry
+    /// PyTorch's own message for `version` (see [`ConfError`]).
+    pub fn parse(s: &str, version: TorchVersion) -> Result<AllocConf, ConfError> {
+        AllocConf::new(version).apply(s, None)
+    }
+
+    /// Re-parse at runtime (`torch.cuda.memory._set_allocator_settings(s)`,
+    /// or a later parse of the environment) on top of `self`, as PyTorch's
+    /// `parseArgs` does:
+    ///
+    /// * `max_split_size`, the roundup table and
+    ///   `garbage_collection_threshold` are reset to their defaults first, so
+    ///   keys absent from `s` lose their previous values; 2.11 also resets the
+    ///   non-split rounding limit to the (kept) large segment size;
+    /// * every other setting (`expandable_segments`, `release_lock…`,
+    ///   `pinned_*`, `graph_capture_record_stream_reuse`,
+    ///   `per_process_memory_fraction`, `large_segment_size_mb`, and before
+    ///   2.11 `max_non_split_rounding_mb`) keeps its value unless `s` sets it;
+    /// * `backend` must equal the one chosen at load time (`self.backend`);
+    ///   PyTorch fails an internal assert otherwise.
+    ///
+    /// On error `self` is untouched (PyTorch may keep the keys parsed before
+    /// the failing one; that partial state is not modelled).
+    pub fn parse_update(&self, s: &str) -> Result<AllocConf, ConfError> {
+        self.apply(s, Some(self.backend))
+    }
+
+    fn apply(&self, s: &str, load_backend: Option<Backend>) -> Result<AllocConf, ConfError> {
+        let mut c = self.clone();
+        let v = c.version;
+        c.max_split_size = None;
+        c.roundup_power2_divisions = [0; ROUNDUP_INTERVALS];
+        c.garbage_collection_threshold = 0.0;
+        if keys::has_large_segment_size(v) {
+            c.max_non_split_rounding = None;
+        }
+        c.raw = s.to_string();
+        let tokens = keys::tokenize(s, v);
+        if keys::uses_tokenizer_parser(v) {
+            modern::parse(&mut c, &tokens, load_backend)?;
+        } else {
+            legacy::parse(&mut c, &tokens, load_backend)?;
+        }
+        c.normalize();
+        Ok(c)
+    }
+
+    /// Store values equal to their default as `None`, so that equal settings
+    /// compare equal however they were spelled.
+    fn normalize(&mut self) {
+        if self.large_segment_size == Some(20 * MIB) {
+            self.large_segment_size = None;
+        }
+        if self.max_non_split_rounding == Some(self.large_segment_size_bytes()) {
+            self.max_non_split_rounding = None;
+        }
+        if self.per_process_memory_fraction == Some(1.0) {
+            self.per_process_memory_fraction = None;
+        }
+    }
+
+    /// Warnings PyTorch prints for these settings: "backend:cudaMallocAsync
+    /// ignores …" when the async backend is combined with options of the
+    /// native allocator. Which options count follows the parser of the
+    /// version: up to 2.9 every key but `backend`; from 2.10 only the keys of
+    /// the CUDA hook parser (`release_lock_on_cudamalloc`, `pinned_*` except
+    /// `pinned_use_background_threads`, `graph_capture_record_stream_reuse`,
+    /// `per_process_memory_fraction`). Derived from the values, so a key set
+    /// explicitly to its default (which PyTorch also counts) is missed.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.backend != Backend::CudaMallocAsync {
+            return out;
+        }
+        let hook_keys = self.release_lock_on_cudamalloc
+            || self.pinned_use_cuda_host_register
+            || self.pinned_num_register_threads != 1
+            || self.pinned_reserve_segment_size_mb != 0
+            || self.graph_capture_record_stream_reuse
+            || self.per_process_memory_fraction.is_some();
+        let generic_keys = self.max_split_size.is_some()
+            || self.max_non_split_rounding.is_some()
+            || self.roundup_power2_divisions != [0; ROUNDUP_INTERVALS]
+            || self.garbage_collection_threshold != 0.0
+            || self.expandable_segments
+            || self.pinned_use_background_threads;
+        let counted = if keys::uses_tokenizer_parser(self.version) {
+            hook_keys
+        } else {
+            hook_keys || generic_keys
+        };
+        if counted {
+            out.push(
+                "backend:cudaMallocAsync ignores max_split_size_mb,roundup_power2_divisions, and garbage_collect_threshold."
+                    .to_string(),
+            );
+        }
+        out
     }
 }
 

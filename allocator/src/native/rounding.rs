@@ -81,9 +81,10 @@ mod tests {
     use crate::conf::AllocConf;
 
     fn with_divisions(d: u32) -> AllocConf {
-        let mut c = AllocConf::default();
-        c.roundup_power2_divisions = [d; 16];
-        c
+        AllocConf {
+            roundup_power2_divisions: [d; 16],
+            ..AllocConf::default()
+        }
     }
 
     #[test]
@@ -147,8 +148,10 @@ mod tests {
         assert_eq!(allocation_size(&c, 10 * MIB), 10 * MIB);
         assert_eq!(allocation_size(&c, 31_457_792), 32 * MIB);
         assert_eq!(allocation_size(&c, 700 * MIB), 700 * MIB);
-        let mut big = AllocConf::default();
-        big.large_segment_size = Some(64 * MIB);
+        let big = AllocConf {
+            large_segment_size: Some(64 * MIB),
+            ..AllocConf::default()
+        };
         assert_eq!(allocation_size(&big, 2 * MIB), 64 * MIB);
         assert!(is_small(MIB));
         assert!(!is_small(MIB + 512));

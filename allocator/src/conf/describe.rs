@@ -1,0 +1,218 @@
+//! [`AllocConf::effective_rows`]: what the settings mean, as data for
+//! `vramlab conf STR` to print.
+
+use super::keys::has_key;
+use super::{AllocConf, Backend, MIB, ROUNDUP_INTERVALS};
+
+/// `n` MiB as "N MiB" or "N GiB".
+fn mib_label(mib: u64) -> String {
+    if mib >= 1024 && mib % 1024 == 0 {
+        format!("{} GiB", mib / 1024)
+    } else {
+        format!("{mib} MiB")
+    }
+}
+
+/// A byte size in the largest binary unit that divides it.
+fn bytes_label(bytes: u64) -> String {
+    if bytes % MIB == 0 {
+        mib_label(bytes / MIB)
+    } else if bytes % 1024 == 0 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// Request sizes covered by roundup intervals `from..=to`.
+fn interval_label(from: usize, to: usize) -> String {
+    let last = ROUNDUP_INTERVALS - 1;
+    match (from, to) {
+        (0, t) if t == last => "all sizes".to_string(),
+        (0, t) => format!("< {}", mib_label(1 << (t + 1))),
+        (f, t) if t == last => format!(">= {}", mib_label(1 << f)),
+        (f, t) => format!("{}–{}", mib_label(1 << f), mib_label(1 << (t + 1))),
+    }
+}
+
+fn divisions_label(d: u32) -> String {
+    match d {
+        0 => "off".to_string(),
+        1 => "1 (no power-of-two rounding)".to_string(),
+        d => format!("{d} divisions"),
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}
+
+impl AllocConf {
+    /// One `(setting, effective meaning)` row per setting the target version
+    /// has, in display order, for a human reader. Settings that never change
+    /// device allocation decisions (host pinned-memory allocator, locking,
+    /// graph capture) say so.
+    pub fn effective_rows(&self) -> Vec<(String, String)> {
+        let v = self.version;
+        let mut rows: Vec<(String, String)> = Vec::new();
+        let mut row = |k: &str, s: String| rows.push((k.to_string(), s));
+
+        row("torch_version", v.to_string());
+        let async_backend = self.backend == Backend::CudaMallocAsync;
+        row(
+            "backend",
+            if async_backend {
+                "cudaMallocAsync (driver's stream-ordered allocator; the native caching allocator and its settings below are not used)"
+                    .to_string()
+            } else {
+                "native (PyTorch caching allocator)".to_string()
+            },
+        );
+        row(
+            "max_split_size",
+            match self.max_split_size {
+                None => "unlimited (any cached block may be split)".to_string(),
+                Some(b) => format!(
+                    "{} (blocks of this size or larger are never split; oversize requests reuse a cached block at most {} larger)",
+                    bytes_label(b),
+                    bytes_label(self.max_non_split_rounding_bytes())
+                ),
+            },
+        );
+        let nsr = self.max_non_split_rounding_bytes();
+        row(
+            "max_non_split_rounding",
+            if !has_key(v, "max_non_split_rounding_mb") {
+                format!("{} (fixed in this version)", bytes_label(nsr))
+            } else if self.max_non_split_rounding.is_none() {
+                format!("{} (default)", bytes_label(nsr))
+            } else {
+                bytes_label(nsr)
+            },
+        );
+        let large = self.large_segment_size_bytes();
+        row(
+            "large_segment_size",
+            format!(
+                "{} (segment size for 1–10 MiB requests, large expandable page size){}",
+                bytes_label(large),
+                if has_key(v, "large_segment_size_mb") {
+                    ""
+                } else {
+                    "; fixed in this version"
+                }
+            ),
+        );
+        let t = &self.roundup_power2_divisions;
+        let rounding = if t.iter().all(|&d| d <= 1) {
+            "off (sizes rounded up to multiples of 512 B)".to_string()
+        } else {
+            let mut parts = Vec::new();
+            let mut start = 0;
+            for j in 1..=ROUNDUP_INTERVALS {
+                if j == ROUNDUP_INTERVALS || t[j] != t[start] {
+                    parts.push(format!(
+                        "{}: {}",
+                        interval_label(start, j - 1),
+                        divisions_label(t[start])
+                    ));
+                    start = j;
+                }
+            }
+            parts.join(", ")
+        };
+        row("roundup_power2_divisions", rounding);
+        let limited = self.per_process_memory_fraction.is_some_and(|f| f < 1.0);
+        row(
+            "garbage_collection_threshold",
+            if self.garbage_collection_threshold == 0.0 {
+                "off".to_string()
+            } else if limited {
+                format!(
+                    "{} (active: per_process_memory_fraction sets a limit)",
+                    self.garbage_collection_threshold
+                )
+            } else {
+                format!(
+                    "{} (only active with a memory fraction, e.g. torch.cuda.set_per_process_memory_fraction)",
+                    self.garbage_collection_threshold
+                )
+            },
+        );
+        row(
+            "expandable_segments",
+            on_off(self.expandable_segments).to_string(),
+        );
+        if has_key(v, "per_process_memory_fraction") {
+            row(
+                "per_process_memory_fraction",
+                match self.per_process_memory_fraction {
+                    Some(f) if f < 1.0 => {
+                        format!("{f} of device memory (applied at allocator construction)")
+                    }
+                    _ => "not limited".to_string(),
+                },
+            );
+        }
+        if has_key(v, "release_lock_on_cudamalloc") {
+            row(
+                "release_lock_on_cudamalloc",
+                format!(
+                    "{} (lock handling only; no effect on allocation decisions)",
+                    on_off(self.release_lock_on_cudamalloc)
+                ),
+            );
+        }
+        let host_only = "host pinned-memory allocator only; no effect on device allocation";
+        if has_key(v, "pinned_use_cuda_host_register") {
+            row(
+                "pinned_use_cuda_host_register",
+                format!(
+                    "{} ({host_only})",
+                    on_off(self.pinned_use_cuda_host_register)
+                ),
+            );
+        }
+        if has_key(v, "pinned_num_register_threads") {
+            row(
+                "pinned_num_register_threads",
+                format!("{} ({host_only})", self.pinned_num_register_threads),
+            );
+        }
+        if has_key(v, "pinned_use_background_threads") {
+            row(
+                "pinned_use_background_threads",
+                format!(
+                    "{} ({host_only})",
+                    on_off(self.pinned_use_background_threads)
+                ),
+            );
+        }
+        if has_key(v, "pinned_reserve_segment_size_mb") {
+            row(
+                "pinned_reserve_segment_size_mb",
+                if self.pinned_reserve_segment_size_mb == 0 {
+                    format!("off ({host_only})")
+                } else {
+                    format!(
+                        "{} ({host_only})",
+                        mib_label(self.pinned_reserve_segment_size_mb)
+                    )
+                },
+            );
+        }
+        if has_key(v, "graph_capture_record_stream_reuse") {
+            row(
+                "graph_capture_record_stream_reuse",
+                format!(
+                    "{} (only during CUDA graph capture)",
+                    on_off(self.graph_capture_record_stream_reuse)
+                ),
+            );
+        }
+        for w in self.warnings() {
+            row("warning", w);
+        }
+        rows
+    }
+}

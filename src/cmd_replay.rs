@@ -1,0 +1,248 @@
+//! `vramlab replay`: replay a trace under one or more settings.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::{Value, json};
+use vramlab_sim::{ReplayOptions, Run};
+use vramlab_traces::Trace;
+
+use crate::common::{ConfArgs, DeviceArgs, TraceArgs, scenarios};
+use crate::table::{Table, bytes, count, percent};
+
+/// Arguments of `vramlab replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    conf: ConfArgs,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Print one JSON object (an array of them with several --conf) instead
+    /// of a table.
+    #[arg(long)]
+    json: bool,
+    /// Keep replaying after an OOM (the failed allocation and its frees are
+    /// skipped) instead of stopping at the first one.
+    #[arg(long)]
+    continue_on_oom: bool,
+    /// Write the down-sampled memory timeline of each run to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+    /// Check the allocator's invariants after every event (slow).
+    #[arg(long)]
+    check: bool,
+}
+
+/// Runs the command.
+pub fn run(args: ReplayArgs) -> Result<()> {
+    let trace = args.trace.load()?;
+    let scenarios = scenarios(&args.conf, &args.device, &trace)?;
+    let opts = ReplayOptions {
+        stop_at_oom: !args.continue_on_oom,
+        check_invariants: args.check,
+        ..Default::default()
+    };
+    let mut runs = Vec::new();
+    for s in &scenarios {
+        let run = s.run(&trace, &opts).with_context(|| {
+            format!(
+                "replaying {} under {}",
+                args.trace.trace.display(),
+                s.label()
+            )
+        })?;
+        runs.push(run);
+    }
+    if let Some(path) = &args.timeline {
+        write_timeline(path, &runs)?;
+    }
+    if args.json {
+        let objs: Vec<Value> = runs
+            .iter()
+            .map(|r| run_json(&trace, &args.trace.trace, r))
+            .collect();
+        let v = if objs.len() == 1 {
+            objs.into_iter().next().unwrap_or(Value::Null)
+        } else {
+            Value::Array(objs)
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", human(&trace, &args.trace.trace, &runs));
+    }
+    Ok(())
+}
+
+/// One run as the JSON object `replay --json` documents.
+pub fn run_json(trace: &Trace, path: &std::path::Path, r: &Run) -> Value {
+    let s = &r.summary;
+    json!({
+        "trace": path.display().to_string(),
+        "policy": r.policy,
+        "conf": r.conf,
+        "capacity": r.capacity,
+        "events": s.events,
+        "events_replayed": s.events_replayed,
+        "allocs": s.allocs,
+        "frees": s.frees,
+        "streams": trace.streams.len(),
+        "peak_requested_bytes": s.peak_requested_bytes,
+        "peak_allocated_bytes": s.peak_allocated_bytes,
+        "peak_active_bytes": s.peak_active_bytes,
+        "peak_reserved_bytes": s.peak_reserved_bytes,
+        "final_reserved_bytes": s.final_reserved_bytes,
+        "final_allocated_bytes": s.final_allocated_bytes,
+        "waste_at_peak_bytes": s.waste_at_peak_bytes,
+        "utilization": s.utilization,
+        "fragmentation": s.fragmentation,
+        "num_device_alloc": s.num_device_alloc,
+        "num_device_free": s.num_device_free,
+        "num_alloc_retries": s.num_alloc_retries,
+        "num_sync_all_streams": s.num_sync_all_streams,
+        "num_ooms": s.num_ooms,
+        "device_time_us": s.device_time_us,
+        "oom": r.oom.as_ref().map(|o| json!({
+            "event_index": o.event_index,
+            "requested_bytes": o.requested_bytes,
+            "rounded_bytes": o.rounded_bytes,
+            "device_request_bytes": o.device_request_bytes,
+            "reserved_bytes": o.reserved_bytes,
+            "allocated_bytes": o.allocated_bytes,
+            "live_requested_bytes": o.live_requested_bytes,
+            "largest_free_block": o.largest_free_block,
+            "device_free_bytes": o.device_free_bytes,
+            "message": o.message,
+        })),
+        "stats": r.stats.flatten(),
+    })
+}
+
+fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
+    let mut out = String::new();
+    let allocs = trace.num_allocs() as u64;
+    out.push_str(&format!(
+        "trace: {} ({} events, {} allocations, {} stream{})\n",
+        path.display(),
+        count(trace.events.len() as u64),
+        count(allocs),
+        trace.streams.len(),
+        if trace.streams.len() == 1 { "" } else { "s" }
+    ));
+    if let Some(r) = runs.first() {
+        out.push_str(&format!(
+            "device: {}\n\n",
+            r.capacity
+                .map_or("unlimited capacity".to_string(), |c| format!(
+                    "{} capacity",
+                    bytes(c)
+                ))
+        ));
+    }
+    let mut header = vec!["setting".to_string()];
+    header.extend(runs.iter().map(|r| r.conf.clone()));
+    let mut t = Table::new(header);
+    let mut row = |name: &str, f: &dyn Fn(&Run) -> String| {
+        let mut cells = vec![name.to_string()];
+        cells.extend(runs.iter().map(f));
+        t.row(cells);
+    };
+    row("peak live (requested)", &|r| {
+        bytes(r.summary.peak_requested_bytes)
+    });
+    row("peak allocated", &|r| bytes(r.summary.peak_allocated_bytes));
+    row("peak reserved", &|r| bytes(r.summary.peak_reserved_bytes));
+    row("waste at peak", &|r| bytes(r.summary.waste_at_peak_bytes));
+    row("utilization", &|r| percent(r.summary.utilization));
+    row("final reserved", &|r| bytes(r.summary.final_reserved_bytes));
+    row("device mallocs / frees", &|r| {
+        format!(
+            "{} / {}",
+            count(r.summary.num_device_alloc),
+            count(r.summary.num_device_free)
+        )
+    });
+    row("cache flushes (sync)", &|r| {
+        count(r.summary.num_sync_all_streams)
+    });
+    row("simulated driver time", &|r| {
+        format!("{:.1} ms", r.summary.device_time_us / 1000.0)
+    });
+    row("OOM", &|r| match &r.oom {
+        None => "none".into(),
+        Some(o) => format!(
+            "event {} ({})",
+            count(o.event_index),
+            bytes(o.requested_bytes)
+        ),
+    });
+    out.push_str(&t.render());
+    for r in runs {
+        if let Some(o) = &r.oom {
+            out.push_str(&format!(
+                "\n[{}] out of memory at event {}: {} requested, {} reserved, {} allocated, largest free block {}\n  {}\n",
+                r.conf,
+                count(o.event_index),
+                bytes(o.requested_bytes),
+                bytes(o.reserved_bytes),
+                bytes(o.allocated_bytes),
+                bytes(o.largest_free_block),
+                o.message
+            ));
+        }
+    }
+    if runs.len() > 1 {
+        if let Some(best) = runs
+            .iter()
+            .filter(|r| r.oom.is_none())
+            .min_by_key(|r| r.summary.peak_reserved_bytes)
+        {
+            out.push_str(&format!(
+                "\nlowest peak reserved without OOM: {} ({})\n",
+                best.conf,
+                bytes(best.summary.peak_reserved_bytes)
+            ));
+        }
+    }
+    out
+}
+
+fn write_timeline(path: &std::path::Path, runs: &[Run]) -> Result<()> {
+    use std::io::Write;
+    let f =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    writeln!(
+        w,
+        "conf,event_index,requested_bytes,allocated_bytes,active_bytes,reserved_bytes,largest_free_block,external_fragmentation"
+    )?;
+    for r in runs {
+        let conf = csv_quote(&r.conf);
+        for p in &r.timeline {
+            writeln!(
+                w,
+                "{conf},{},{},{},{},{},{},{:.6}",
+                p.event_index,
+                p.requested,
+                p.allocated,
+                p.active,
+                p.reserved,
+                p.largest_free,
+                p.external_fragmentation()
+            )?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Quotes a CSV field when it holds a comma or quote.
+pub fn csv_quote(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -1,0 +1,140 @@
+//! Options shared by several commands: settings, target version, device.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use vramlab_allocator::format::parse_size;
+use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_sim::Scenario;
+use vramlab_traces::Trace;
+use vramlab_traces::io::{Format, read_trace};
+
+/// Which allocator settings to use.
+#[derive(Debug, Clone, Args)]
+pub struct ConfArgs {
+    /// A PYTORCH_ALLOC_CONF string, e.g. "expandable_segments:True" or
+    /// "max_split_size_mb:512,roundup_power2_divisions:4". Repeat to compare
+    /// several settings side by side. Use "" or "default" for the defaults.
+    #[arg(long = "conf", value_name = "STR")]
+    pub confs: Vec<String>,
+
+    /// Read the settings from PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF
+    /// with the precedence of the target PyTorch version.
+    #[arg(long)]
+    pub conf_from_env: bool,
+
+    /// Replay the trace's recorded settings (snapshots record them).
+    #[arg(long)]
+    pub recorded_conf: bool,
+
+    /// PyTorch release whose allocator rules apply (2.1 … 2.11).
+    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
+    pub torch_version: TorchVersion,
+
+    /// Per-process memory fraction, as torch.cuda.set_per_process_memory_fraction(F).
+    #[arg(long, value_name = "F")]
+    pub fraction: Option<f64>,
+}
+
+impl ConfArgs {
+    /// The settings to run, in order, each with the label to show.
+    pub fn settings(&self, trace: Option<&Trace>) -> Result<Vec<AllocConf>> {
+        let v = self.torch_version;
+        let mut out = Vec::new();
+        if self.conf_from_env {
+            let (c, var) = AllocConf::from_env(v, |k| std::env::var(k).ok())
+                .context("in the environment's allocator settings")?;
+            if let Some(var) = var {
+                eprintln!("note: settings from {var}: {:?}", c.raw);
+            } else {
+                eprintln!("note: no allocator settings in the environment; using the defaults");
+            }
+            out.push(c);
+        }
+        if self.recorded_conf {
+            let Some(t) = trace else {
+                bail!("--recorded-conf needs a trace");
+            };
+            match &t.header.alloc_conf {
+                Some(s) => out.push(
+                    AllocConf::parse(s, v)
+                        .with_context(|| format!("in the trace's recorded settings {s:?}"))?,
+                ),
+                None => bail!("the trace does not record the settings it ran under"),
+            }
+        }
+        for s in &self.confs {
+            let s = if s == "default" { "" } else { s.as_str() };
+            out.push(AllocConf::parse(s, v).with_context(|| format!("in --conf {s:?}"))?);
+        }
+        if out.is_empty() {
+            out.push(AllocConf::new(v));
+        }
+        if let Some(f) = self.fraction {
+            if !(0.0..=1.0).contains(&f) {
+                bail!(
+                    "--fraction {f}: must be between 0 and 1, as torch.cuda.set_per_process_memory_fraction requires"
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The simulated device.
+#[derive(Debug, Clone, Args)]
+pub struct DeviceArgs {
+    /// Device capacity: bytes or a size like 24GiB, 80GB, 512MiB (default:
+    /// unlimited).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub capacity: Option<u64>,
+}
+
+/// clap value parser for sizes.
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+/// The trace to read.
+#[derive(Debug, Clone, Args)]
+pub struct TraceArgs {
+    /// Trace file (.csv native trace).
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+
+    /// The file's format, when its extension does not say.
+    #[arg(long, value_name = "FMT", value_parser = parse_format)]
+    pub format: Option<Format>,
+
+    /// For files with several devices: which one.
+    #[arg(long, value_name = "N")]
+    pub device: Option<u32>,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    Format::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Format::ALL.iter().map(|(_, n, _)| *n).collect();
+        format!("unknown format '{s}' (known: {})", names.join(", "))
+    })
+}
+
+impl TraceArgs {
+    /// Reads the trace.
+    pub fn load(&self) -> Result<Trace> {
+        Ok(read_trace(&self.trace, self.format, self.device)?)
+    }
+}
+
+/// Builds the scenarios for a trace.
+pub fn scenarios(confs: &ConfArgs, dev: &DeviceArgs, trace: &Trace) -> Result<Vec<Scenario>> {
+    Ok(confs
+        .settings(Some(trace))?
+        .into_iter()
+        .map(|c| {
+            let mut s = Scenario::native(c).with_capacity(dev.capacity);
+            s.memory_fraction = confs.fraction;
+            s
+        })
+        .collect())
+}
