@@ -38,7 +38,7 @@ pub struct ReplayArgs {
 
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> Result<()> {
-    let trace = args.trace.load()?;
+    let trace = args.trace.load(args.conf.torch_version)?;
     let scenarios = scenarios(&args.conf, &args.device, &trace)?;
     let opts = ReplayOptions {
         stop_at_oom: !args.continue_on_oom,

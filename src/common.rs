@@ -8,7 +8,7 @@ use vramlab_allocator::format::parse_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_sim::Scenario;
 use vramlab_traces::Trace;
-use vramlab_traces::io::{Format, read_trace};
+use vramlab_traces::io::Format;
 
 /// Which allocator settings to use.
 #[derive(Debug, Clone, Args)]
@@ -99,7 +99,7 @@ pub fn parse_size_arg(s: &str) -> Result<u64, String> {
 /// The trace to read.
 #[derive(Debug, Clone, Args)]
 pub struct TraceArgs {
-    /// Trace file (.csv native trace).
+    /// Trace file: .csv (native trace) or .pickle (PyTorch memory snapshot).
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
@@ -120,9 +120,13 @@ fn parse_format(s: &str) -> Result<Format, String> {
 }
 
 impl TraceArgs {
-    /// Reads the trace.
-    pub fn load(&self) -> Result<Trace> {
-        Ok(read_trace(&self.trace, self.format, self.device)?)
+    /// Reads the trace; snapshots are laid out under PyTorch `version` rules.
+    pub fn load(&self, version: TorchVersion) -> Result<Trace> {
+        let t = vramlab_sim::load::load_trace(&self.trace, self.format, self.device, version)?;
+        for n in &t.notes {
+            eprintln!("note: {}: {n}", self.trace.display());
+        }
+        Ok(t)
     }
 }
 

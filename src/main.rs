@@ -2,6 +2,7 @@
 //! allocator (and other policies) on a simulated GPU.
 
 mod cmd_conf;
+mod cmd_fidelity;
 mod cmd_replay;
 mod common;
 mod table;
@@ -24,6 +25,9 @@ enum Command {
     Replay(cmd_replay::ReplayArgs),
     /// Validate a PYTORCH_ALLOC_CONF string and explain what it does.
     Conf(cmd_conf::ConfArgs),
+    /// Replay a PyTorch memory snapshot under its recorded settings and
+    /// compare every allocation address and segment decision with PyTorch's.
+    Fidelity(cmd_fidelity::FidelityArgs),
 }
 
 fn main() {
@@ -31,6 +35,7 @@ fn main() {
     let result = match cli.command {
         Command::Replay(a) => cmd_replay::run(a),
         Command::Conf(a) => cmd_conf::run(a),
+        Command::Fidelity(a) => cmd_fidelity::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

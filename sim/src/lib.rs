@@ -8,9 +8,14 @@
 #![warn(missing_docs)]
 
 pub mod device;
+pub mod fidelity;
+pub mod load;
 pub mod replay;
 pub mod run;
+pub mod scenario;
 
 pub use device::{CostModel, SimDevice};
+pub use fidelity::{FidelityReport, Mismatch, check_fidelity};
 pub use replay::{ReplayDevice, ReplayError, ReplayOptions, replay};
 pub use run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
+pub use scenario::Scenario;

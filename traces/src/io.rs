@@ -7,12 +7,15 @@ use std::path::Path;
 use crate::csv::{read_csv, write_csv};
 use crate::error::{Location, TraceError};
 use crate::model::Trace;
+use crate::snapshot::{SizeRules, Snapshot, read_snapshot, snapshot_to_traces};
 
 /// A trace file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// The native CSV text format (`.csv`).
     Csv,
+    /// A PyTorch memory snapshot pickle (`.pickle`, `.pkl`).
+    Snapshot,
 }
 
 impl Format {
@@ -33,6 +36,8 @@ impl Format {
         let name = path.file_name()?.to_str()?.to_ascii_lowercase();
         if name.ends_with(".csv") {
             Some(Format::Csv)
+        } else if name.ends_with(".pickle") || name.ends_with(".pkl") {
+            Some(Format::Snapshot)
         } else {
             None
         }
@@ -57,8 +62,14 @@ fn resolve(path: &Path, format: Option<Format>) -> Result<Format, TraceError> {
     })
 }
 
-/// Reads the trace(s) in a file: one per device that has events.
-pub fn read_traces(path: &Path, format: Option<Format>) -> Result<Vec<Trace>, TraceError> {
+/// Reads the trace(s) in a file: one per device that has events. Snapshots
+/// that start mid-run get their initial layout from `rules` (the recorded
+/// settings' rounding; [`SizeRules::default`] is PyTorch's default).
+pub fn read_traces_with(
+    path: &Path,
+    format: Option<Format>,
+    rules: &SizeRules<'_>,
+) -> Result<Vec<Trace>, TraceError> {
     let fmt = resolve(path, format)?;
     let name = path.display().to_string();
     match fmt {
@@ -66,7 +77,22 @@ pub fn read_traces(path: &Path, format: Option<Format>) -> Result<Vec<Trace>, Tr
             let f = File::open(path).map_err(|e| open_error(path, e))?;
             Ok(vec![read_csv(BufReader::new(f), &name)?])
         }
+        Format::Snapshot => {
+            let snap = read_snapshot_file(path)?;
+            snapshot_to_traces(&snap, &name, rules)
+        }
     }
+}
+
+/// Reads a PyTorch memory snapshot file.
+pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, TraceError> {
+    let bytes = std::fs::read(path).map_err(|e| open_error(path, e))?;
+    read_snapshot(&bytes, &path.display().to_string())
+}
+
+/// [`read_traces_with`] PyTorch's default size rules.
+pub fn read_traces(path: &Path, format: Option<Format>) -> Result<Vec<Trace>, TraceError> {
+    read_traces_with(path, format, &SizeRules::default())
 }
 
 /// Reads a file that must hold one device's trace, or picks `device` from a
@@ -76,7 +102,15 @@ pub fn read_trace(
     format: Option<Format>,
     device: Option<u32>,
 ) -> Result<Trace, TraceError> {
-    let mut traces = read_traces(path, format)?;
+    pick_device(read_traces(path, format)?, path, device)
+}
+
+/// Picks one device's trace: `device`, or the only one.
+pub fn pick_device(
+    mut traces: Vec<Trace>,
+    path: &Path,
+    device: Option<u32>,
+) -> Result<Trace, TraceError> {
     let name = path.display().to_string();
     match device {
         Some(d) => {
@@ -125,5 +159,10 @@ pub fn write_trace(trace: &Trace, path: &Path, format: Option<Format>) -> Result
         .map_err(|e| TraceError::new(&name, Location::File, format!("cannot create: {e}")))?;
     match fmt {
         Format::Csv => write_csv(trace, BufWriter::new(f), &name),
+        Format::Snapshot => Err(TraceError::new(
+            &name,
+            Location::File,
+            "writing a trace as a snapshot needs a replay: use `vramlab replay --snapshot-out`",
+        )),
     }
 }

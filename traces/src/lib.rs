@@ -2,6 +2,12 @@
 
 #![warn(missing_docs)]
 
+pub mod csv;
+pub mod error;
+pub mod io;
 pub mod model;
+pub mod pickle;
+pub mod snapshot;
 
+pub use error::{Location, TraceError};
 pub use model::*;

@@ -179,6 +179,22 @@ pub struct ExpectedSegmentEvent {
     pub size: u64,
 }
 
+/// A segment as the real allocator left it at the end of the recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalSegment {
+    /// Base address.
+    pub address: u64,
+    /// Total bytes.
+    pub size: u64,
+    /// Small pool.
+    pub is_small: bool,
+    /// Mapped range of an expandable segment.
+    pub is_expandable: bool,
+    /// Blocks: (address, size, state) with state one of
+    /// [`InitialBlockState::Free`] or `Allocated`/`PendingFree` (ids unused: 0).
+    pub blocks: Vec<(u64, u64, InitialBlockState)>,
+}
+
 /// What the real allocator decided, kept from a snapshot for fidelity checks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExpectedRecord {
@@ -190,6 +206,8 @@ pub struct ExpectedRecord {
     /// Event indices at which the real allocator raised an OOM, with the rounded
     /// request size and the `device_free` it reported.
     pub ooms: Vec<ExpectedOom>,
+    /// The segments at the end of the recording (the snapshot's state).
+    pub final_segments: Vec<FinalSegment>,
 }
 
 /// An OOM the real allocator raised.

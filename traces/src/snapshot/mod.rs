@@ -1,0 +1,27 @@
+//! PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot()`): the
+//! typed model, reading from pickles, conversion to traces, and writing.
+
+mod convert;
+mod model;
+mod parse;
+
+pub use convert::{SizeRules, snapshot_to_traces};
+pub use model::*;
+pub use parse::{ParseProblem, snapshot_from_doc};
+
+use crate::error::{Location, TraceError};
+use crate::pickle::PickleDoc;
+
+/// Reads a snapshot from the bytes of a pickle file. `path` is for messages.
+pub fn read_snapshot(bytes: &[u8], path: &str) -> Result<Snapshot, TraceError> {
+    let doc = PickleDoc::from_slice(bytes).map_err(|e| {
+        let msg = e.to_string();
+        TraceError::new(
+            path,
+            Location::File,
+            format!("not a readable pickle: {msg}"),
+        )
+    })?;
+    snapshot_from_doc(&doc)
+        .map_err(|p| TraceError::new(path, Location::File, format!("{}: {}", p.path, p.message)))
+}

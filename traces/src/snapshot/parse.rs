@@ -1,0 +1,466 @@
+//! From a parsed pickle to a typed [`Snapshot`], checking every field's type
+//! and naming the exact place of anything wrong.
+
+use std::collections::HashMap;
+
+use crate::pickle::{DictRef, NodeId, PickleDoc, ValueRef, View};
+use crate::snapshot::model::*;
+
+/// A problem at a path such as `device_traces[0][12].size`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseProblem {
+    /// Where.
+    pub path: String,
+    /// What.
+    pub message: String,
+}
+
+type R<T> = Result<T, ParseProblem>;
+
+fn problem(path: impl Into<String>, message: impl Into<String>) -> ParseProblem {
+    ParseProblem {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+struct Ctx {
+    frames: Vec<Vec<Frame>>,
+    /// Frame lists already converted, by pickle node.
+    frame_cache: HashMap<NodeId, FramesRef>,
+    unknown: std::collections::BTreeMap<String, u64>,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "segments",
+    "device_traces",
+    "allocator_settings",
+    "external_annotations",
+];
+const SEGMENT_KEYS: &[&str] = &[
+    "device",
+    "address",
+    "total_size",
+    "allocated_size",
+    "active_size",
+    "requested_size",
+    "stream",
+    "segment_type",
+    "segment_pool_id",
+    "is_expandable",
+    "frames",
+    "blocks",
+    "registration_counter",
+];
+const BLOCK_KEYS: &[&str] = &[
+    "address",
+    "size",
+    "requested_size",
+    "state",
+    "frames",
+    "history",
+];
+const ENTRY_KEYS: &[&str] = &[
+    "action",
+    "addr",
+    "device_free",
+    "size",
+    "stream",
+    "time_us",
+    "frames",
+    "compile_context",
+    "user_metadata",
+    "pool_id",
+];
+
+/// Converts a snapshot pickle's root value.
+pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
+    let root = doc.root();
+    let top = root.as_dict().ok_or_else(|| {
+        problem(
+            "(top level)",
+            format!(
+                "is a {}, expected a dict with 'segments' and 'device_traces': not a PyTorch memory snapshot",
+                root.type_name()
+            ),
+        )
+    })?;
+    if top.get("segments").is_none() && top.get("device_traces").is_none() {
+        return Err(problem(
+            "(top level)",
+            "has neither 'segments' nor 'device_traces': not a PyTorch memory snapshot",
+        ));
+    }
+    let mut ctx = Ctx {
+        frames: Vec::new(),
+        frame_cache: HashMap::new(),
+        unknown: Default::default(),
+    };
+    note_unknown(&mut ctx, &top, TOP_KEYS, "");
+    let mut snap = Snapshot::default();
+    if let Some(v) = top.get("segments") {
+        let list = seq(v, "segments")?;
+        snap.segments.reserve(list.len());
+        for (i, s) in list.iter().enumerate() {
+            snap.segments
+                .push(segment(&mut ctx, s, &format!("segments[{i}]"))?);
+        }
+    }
+    if let Some(v) = top.get("device_traces") {
+        let devs = seq(v, "device_traces")?;
+        for (d, t) in devs.iter().enumerate() {
+            let path = format!("device_traces[{d}]");
+            let entries = seq(t, &path)?;
+            let mut out = Vec::with_capacity(entries.len());
+            for (i, e) in entries.iter().enumerate() {
+                out.push(entry(&mut ctx, e, &path, i)?);
+            }
+            snap.device_traces.push(out);
+        }
+    }
+    if let Some(v) = top.get("allocator_settings") {
+        if !v.is_none() {
+            snap.allocator_settings = Some(settings(v)?);
+        }
+    }
+    if let Some(v) = top.get("external_annotations") {
+        let list = seq(v, "external_annotations")?;
+        for (i, a) in list.iter().enumerate() {
+            let d = dict(&a, &format!("external_annotations[{i}]"))?;
+            snap.external_annotations
+                .push(d.iter().map(|(k, v)| (text(&k), text(&v))).collect());
+        }
+    }
+    snap.frames = ctx.frames;
+    snap.unknown_keys = ctx.unknown;
+    Ok(snap)
+}
+
+fn note_unknown(ctx: &mut Ctx, d: &DictRef<'_>, known: &[&str], prefix: &str) {
+    for k in d.keys() {
+        let name = k.as_str().map(str::to_string).unwrap_or_else(|| text(&k));
+        if !known.contains(&name.as_str()) {
+            *ctx.unknown.entry(format!("{prefix}{name}")).or_default() += 1;
+        }
+    }
+}
+
+fn text(v: &ValueRef<'_>) -> String {
+    match v.view() {
+        View::Str(s) => s.to_string(),
+        View::Int(i) => i.to_string(),
+        View::Float(f) => f.to_string(),
+        View::Bool(b) => if b { "True" } else { "False" }.to_string(),
+        View::None => "None".to_string(),
+        _ => format!("<{}>", v.type_name()),
+    }
+}
+
+fn seq<'d>(v: ValueRef<'d>, path: &str) -> R<crate::pickle::ListRef<'d>> {
+    v.as_seq()
+        .ok_or_else(|| problem(path, format!("is a {}, expected a list", v.type_name())))
+}
+
+fn dict<'d>(v: &ValueRef<'d>, path: &str) -> R<DictRef<'d>> {
+    v.as_dict()
+        .ok_or_else(|| problem(path, format!("is a {}, expected a dict", v.type_name())))
+}
+
+fn req<'d>(d: &DictRef<'d>, key: &str, path: &str) -> R<ValueRef<'d>> {
+    d.get(key)
+        .ok_or_else(|| problem(path, format!("has no '{key}' key")))
+}
+
+/// An int that PyTorch writes from an unsigned quantity; must be >= 0.
+fn uint(v: &ValueRef<'_>, path: &str) -> R<u64> {
+    match v.view() {
+        View::Int(i) if i >= 0 => Ok(i as u64),
+        View::Int(i) => Err(problem(
+            path,
+            format!("is {i}, expected a non-negative int"),
+        )),
+        View::BigInt(_) => v
+            .as_u64()
+            .ok_or_else(|| problem(path, "is an int too large for 64 bits")),
+        _ => Err(problem(
+            path,
+            format!("is a {}, expected an int", v.type_name()),
+        )),
+    }
+}
+
+/// A signed int (stream handles, pool ids, times).
+fn sint(v: &ValueRef<'_>, path: &str) -> R<i64> {
+    match v.view() {
+        View::Int(i) => Ok(i),
+        View::BigInt(_) => v
+            .as_u64()
+            .map(|u| u as i64)
+            .ok_or_else(|| problem(path, "is an int that does not fit 64 bits")),
+        _ => Err(problem(
+            path,
+            format!("is a {}, expected an int", v.type_name()),
+        )),
+    }
+}
+
+fn field_u64(d: &DictRef<'_>, key: &str, path: &str) -> R<u64> {
+    uint(&req(d, key, path)?, &format!("{path}.{key}"))
+}
+
+fn opt_u64(d: &DictRef<'_>, key: &str, path: &str) -> R<Option<u64>> {
+    match d.get(key) {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => uint(&v, &format!("{path}.{key}")).map(Some),
+    }
+}
+
+fn boolean(v: &ValueRef<'_>, path: &str) -> R<bool> {
+    match v.view() {
+        View::Bool(b) => Ok(b),
+        View::Int(i) => Ok(i != 0),
+        _ => Err(problem(
+            path,
+            format!("is a {}, expected a bool", v.type_name()),
+        )),
+    }
+}
+
+fn string(v: &ValueRef<'_>, path: &str) -> R<String> {
+    v.as_str()
+        .map(str::to_string)
+        .ok_or_else(|| problem(path, format!("is a {}, expected a str", v.type_name())))
+}
+
+fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &str) -> R<Option<FramesRef>> {
+    let Some(v) = v else { return Ok(None) };
+    if v.is_none() {
+        return Ok(None);
+    }
+    let list = seq(v, path)?;
+    if list.is_empty() {
+        return Ok(None);
+    }
+    let id = list.node_id();
+    if let Some(&r) = ctx.frame_cache.get(&id) {
+        return Ok(Some(r));
+    }
+    let mut out = Vec::with_capacity(list.len());
+    for (i, f) in list.iter().enumerate() {
+        let fp = format!("{path}[{i}]");
+        let d = dict(&f, &fp)?;
+        out.push(Frame {
+            filename: d.get("filename").map(|v| text(&v)).unwrap_or_default(),
+            line: match d.get("line") {
+                Some(v) => sint(&v, &format!("{fp}.line"))?,
+                None => 0,
+            },
+            name: d.get("name").map(|v| text(&v)).unwrap_or_default(),
+        });
+    }
+    let r = FramesRef(ctx.frames.len() as u32);
+    ctx.frames.push(out);
+    ctx.frame_cache.insert(id, r);
+    Ok(Some(r))
+}
+
+fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &str) -> R<Segment> {
+    let d = dict(&v, path)?;
+    note_unknown(ctx, &d, SEGMENT_KEYS, "segments[].");
+    let address = field_u64(&d, "address", path)?;
+    let total_size = field_u64(&d, "total_size", path)?;
+    let seg_type = match d.get("segment_type") {
+        Some(t) => string(&t, &format!("{path}.segment_type"))?,
+        None => String::new(),
+    };
+    let is_small = match seg_type.as_str() {
+        "small" => true,
+        "large" => false,
+        // Older snapshots: infer from the size (small segments are 2 MiB).
+        "" => total_size == 2 << 20,
+        other => {
+            return Err(problem(
+                format!("{path}.segment_type"),
+                format!("is '{other}', expected 'small' or 'large'"),
+            ));
+        }
+    };
+    let pool_id = match d.get("segment_pool_id") {
+        Some(p) if !p.is_none() => {
+            let t = seq(p, &format!("{path}.segment_pool_id"))?;
+            let a = t
+                .get(0)
+                .map(|x| sint(&x, &format!("{path}.segment_pool_id[0]")))
+                .transpose()?;
+            let b = t
+                .get(1)
+                .map(|x| sint(&x, &format!("{path}.segment_pool_id[1]")))
+                .transpose()?;
+            (a.unwrap_or(0), b.unwrap_or(0))
+        }
+        _ => (0, 0),
+    };
+    let blocks_v = req(&d, "blocks", path)?;
+    let bl = seq(blocks_v, &format!("{path}.blocks"))?;
+    let mut blocks = Vec::with_capacity(bl.len());
+    let mut next_addr = address;
+    for (i, b) in bl.iter().enumerate() {
+        let bp = format!("{path}.blocks[{i}]");
+        let bd = dict(&b, &bp)?;
+        note_unknown(ctx, &bd, BLOCK_KEYS, "segments[].blocks[].");
+        let size = field_u64(&bd, "size", &bp)?;
+        let addr = opt_u64(&bd, "address", &bp)?.unwrap_or(next_addr);
+        next_addr = addr.saturating_add(size);
+        let state_s = string(&req(&bd, "state", &bp)?, &format!("{bp}.state"))?;
+        let state = match state_s.as_str() {
+            "active_allocated" => SnapshotBlockState::ActiveAllocated,
+            "active_pending_free" | "active_awaiting_free" => SnapshotBlockState::ActivePendingFree,
+            "inactive" => SnapshotBlockState::Inactive,
+            other => {
+                return Err(problem(
+                    format!("{bp}.state"),
+                    format!(
+                        "is '{other}', expected active_allocated, active_pending_free or inactive"
+                    ),
+                ));
+            }
+        };
+        blocks.push(SnapshotBlock {
+            address: addr,
+            size,
+            requested_size: opt_u64(&bd, "requested_size", &bp)?,
+            state,
+            frames: frames(ctx, bd.get("frames"), &format!("{bp}.frames"))?,
+        });
+    }
+    Ok(Segment {
+        device: match d.get("device") {
+            Some(x) => u32::try_from(uint(&x, &format!("{path}.device"))?)
+                .map_err(|_| problem(format!("{path}.device"), "is not a device index"))?,
+            None => 0,
+        },
+        address,
+        total_size,
+        allocated_size: opt_u64(&d, "allocated_size", path)?.unwrap_or(0),
+        active_size: opt_u64(&d, "active_size", path)?.unwrap_or(0),
+        requested_size: opt_u64(&d, "requested_size", path)?.unwrap_or(0),
+        stream: match d.get("stream") {
+            Some(x) => sint(&x, &format!("{path}.stream"))? as u64,
+            None => 0,
+        },
+        is_small,
+        pool_id,
+        is_expandable: match d.get("is_expandable") {
+            Some(x) => boolean(&x, &format!("{path}.is_expandable"))?,
+            None => false,
+        },
+        frames: frames(ctx, d.get("frames"), &format!("{path}.frames"))?,
+        blocks,
+    })
+}
+
+fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &str, i: usize) -> R<TraceEntry> {
+    let path = format!("{dev_path}[{i}]");
+    let d = dict(&v, &path)?;
+    if d.len() > ENTRY_KEYS.len() {
+        note_unknown(ctx, &d, ENTRY_KEYS, "device_traces[][].");
+    } else {
+        for k in d.keys() {
+            if let Some(s) = k.as_str() {
+                if !ENTRY_KEYS.contains(&s) {
+                    *ctx.unknown
+                        .entry(format!("device_traces[][].{s}"))
+                        .or_default() += 1;
+                }
+            }
+        }
+    }
+    let action = Action::from_name(&string(
+        &req(&d, "action", &path)?,
+        &format!("{path}.action"),
+    )?);
+    let addr = match d.get("addr") {
+        Some(a) if !a.is_none() => Some(sint(&a, &format!("{path}.addr"))? as u64),
+        _ => None,
+    };
+    if addr.is_none() && !matches!(action, Action::Oom | Action::UserDefined | Action::Other(_)) {
+        return Err(problem(
+            path,
+            format!("a '{}' entry has no 'addr'", action.name()),
+        ));
+    }
+    Ok(TraceEntry {
+        addr,
+        device_free: opt_u64(&d, "device_free", &path)?,
+        size: match d.get("size") {
+            Some(s) => uint(&s, &format!("{path}.size"))?,
+            None if matches!(action, Action::UserDefined | Action::Other(_)) => 0,
+            None => return Err(problem(path, "has no 'size' key")),
+        },
+        stream: match d.get("stream") {
+            Some(s) if !s.is_none() => sint(&s, &format!("{path}.stream"))? as u64,
+            _ => 0,
+        },
+        time_us: match d.get("time_us") {
+            Some(t) if !t.is_none() => Some(sint(&t, &format!("{path}.time_us"))?),
+            _ => None,
+        },
+        frames: frames(ctx, d.get("frames"), &format!("{path}.frames"))?,
+        compile_context: d
+            .get("compile_context")
+            .and_then(|v| v.as_str().map(str::to_string)),
+        user_metadata: d
+            .get("user_metadata")
+            .and_then(|v| v.as_str().map(str::to_string)),
+        action,
+    })
+}
+
+fn settings(v: ValueRef<'_>) -> R<AllocatorSettings> {
+    let path = "allocator_settings";
+    let d = dict(&v, path)?;
+    let mut s = AllocatorSettings::default();
+    for (k, val) in d.iter() {
+        let key = text(&k);
+        let kp = format!("{path}.{key}");
+        match key.as_str() {
+            "PYTORCH_CUDA_ALLOC_CONF" | "PYTORCH_ALLOC_CONF" => {
+                s.conf_string = if val.is_none() {
+                    None
+                } else {
+                    Some(string(&val, &kp)?)
+                }
+            }
+            "max_split_size" => s.max_split_size = Some(sint(&val, &kp)?),
+            "garbage_collection_threshold" => {
+                s.garbage_collection_threshold = Some(val.as_f64().ok_or_else(|| {
+                    problem(&kp, format!("is a {}, expected a float", val.type_name()))
+                })?)
+            }
+            "expandable_segments" => s.expandable_segments = Some(boolean(&val, &kp)?),
+            "roundup_power2_divisions" => {
+                let rd = dict(&val, &kp)?;
+                for (ik, iv) in rd.iter() {
+                    let label = match ik.view() {
+                        View::Str(t) => t.parse::<u64>().ok(),
+                        View::Int(n) if n >= 0 => Some(n as u64),
+                        _ => None,
+                    }
+                    .ok_or_else(|| {
+                        problem(
+                            &kp,
+                            format!("has key {}, expected an interval label", text(&ik)),
+                        )
+                    })?;
+                    s.roundup_power2_divisions
+                        .insert(label, uint(&iv, &format!("{kp}[{label}]"))?);
+                }
+            }
+            _ => {
+                s.other.insert(key, text(&val));
+            }
+        }
+    }
+    Ok(s)
+}
