@@ -107,8 +107,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FMT", value_parser = parse_format)]
     pub format: Option<Format>,
 
-    /// For files with several devices: which one.
-    #[arg(long, value_name = "N")]
+    /// For snapshots with several GPUs: which device's trace to use.
+    #[arg(long = "trace-device", value_name = "N")]
     pub device: Option<u32>,
 }
 
