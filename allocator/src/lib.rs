@@ -9,9 +9,12 @@
 #![warn(missing_docs)]
 
 pub mod conf;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod format;
 pub mod native;
+pub mod policies;
 pub mod policy;
 pub mod stats;
 

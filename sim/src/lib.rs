@@ -7,6 +7,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod fidelity;
 pub mod load;

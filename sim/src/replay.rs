@@ -171,6 +171,7 @@ where
     let bucket = events.div_ceil(opts.timeline_points.max(1)).max(1);
     let mut timeline = Vec::with_capacity(events.div_ceil(bucket) + 1);
     let mut window = TimelinePoint::default();
+    let mut until_point = bucket;
 
     let mut peak_requested = live_requested;
     let mut peak_reserved_seen = alloc.stats().reserved_bytes.all.current as u64;
@@ -328,7 +329,9 @@ where
         window.allocated = window.allocated.max(allocated);
         window.active = window.active.max(active);
         window.reserved = window.reserved.max(reserved);
-        if (i + 1) % bucket == 0 || i + 1 == events || stop {
+        until_point -= 1;
+        if until_point == 0 || i + 1 == events || stop {
+            until_point = bucket;
             window.event_index = ei;
             window.largest_free = alloc.largest_free_block();
             timeline.push(window);

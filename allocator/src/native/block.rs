@@ -21,7 +21,7 @@ pub enum State {
 }
 
 /// A contiguous piece of a segment.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct Block {
     /// Address.
     pub ptr: u64,
@@ -49,8 +49,6 @@ pub struct Block {
     pub state: State,
     /// Backed by physical memory (always true outside expandable segments).
     pub mapped: bool,
-    /// Streams other than `stream` the block was used on (`record_stream`).
-    pub stream_uses: Vec<u64>,
 }
 
 impl Block {
@@ -80,10 +78,6 @@ impl Arena {
         if let Some(i) = self.vacant.pop() {
             let slot = &mut self.blocks[i as usize];
             block.generation = slot.generation.wrapping_add(1);
-            // Keep the old stream_uses buffer to avoid reallocating it.
-            let mut uses = std::mem::take(&mut slot.stream_uses);
-            uses.clear();
-            block.stream_uses = uses;
             *slot = block;
             i
         } else {

@@ -69,7 +69,7 @@ impl<D: Device> NativeAllocator<D> {
     fn allocatable(&self, idx: u32) -> bool {
         idx != NIL && {
             let b = &self.arena[idx];
-            b.state == State::Free && b.event_count == 0 && b.stream_uses.is_empty()
+            b.state == State::Free && b.event_count == 0
         }
     }
 
@@ -78,15 +78,7 @@ impl<D: Device> NativeAllocator<D> {
     /// reservation's single unmapped block.
     fn find_expandable_block(&mut self, p: &Params) -> Result<u32, AllocError> {
         let pool = &self.pools[pool_index(p.pool)];
-        let start = UnmappedKey {
-            stream: p.stream,
-            ptr: 0,
-            idx: 0,
-        };
-        for k in pool.unmapped.range(start..) {
-            if k.stream != p.stream {
-                break;
-            }
+        for k in pool.unmapped_of(p.stream) {
             let mut c = k.idx;
             let prev = self.arena[c].prev;
             if self.allocatable(prev) {
@@ -131,9 +123,8 @@ impl<D: Device> NativeAllocator<D> {
             pool: p.pool,
             state: State::Free,
             mapped: false,
-            stream_uses: Vec::new(),
         });
-        self.pool_mut(p.pool).unmapped.insert(UnmappedKey {
+        self.pool_mut(p.pool).insert_unmapped(UnmappedKey {
             stream: p.stream,
             ptr: base,
             idx,
@@ -165,8 +156,7 @@ impl<D: Device> NativeAllocator<D> {
         }
         debug_assert_eq!(range.ptr, ptr);
         self.pool_mut(kind)
-            .unmapped
-            .remove(&UnmappedKey { stream, ptr, idx });
+            .remove_unmapped(&UnmappedKey { stream, ptr, idx });
         self.arena[idx].mapped = true;
         if range.size < size {
             // to_map -> remaining (unmapped) -> next
@@ -185,14 +175,13 @@ impl<D: Device> NativeAllocator<D> {
                 pool: kind,
                 state: State::Free,
                 mapped: false,
-                stream_uses: Vec::new(),
             });
             if next != NIL {
                 self.arena[next].prev = rem;
             }
             self.arena[idx].next = rem;
             self.arena[idx].size = range.size;
-            self.pool_mut(kind).unmapped.insert(UnmappedKey {
+            self.pool_mut(kind).insert_unmapped(UnmappedKey {
                 stream,
                 ptr: ptr + range.size,
                 idx: rem,
@@ -281,14 +270,14 @@ impl<D: Device> NativeAllocator<D> {
             idx,
         };
         let whole = !b.is_split();
-        self.pool_mut(kind).unmapped.insert(key);
+        self.pool_mut(kind).insert_unmapped(key);
         self.total_allocated_memory -= range.size;
         self.stats.reserved_bytes.decrease(kind, range.size);
         self.stats.num_device_free += 1;
         if whole {
             // `release_expandable_segment`: nothing of the reservation is
             // mapped any more.
-            self.pool_mut(kind).unmapped.remove(&key);
+            self.pool_mut(kind).remove_unmapped(&key);
             self.device
                 .release(seg.base, seg.size)
                 .map_err(|e| AllocError::Device(e.to_string()))?;
@@ -323,7 +312,6 @@ impl<D: Device> NativeAllocator<D> {
             pool,
             state: State::Free,
             mapped: true,
-            stream_uses: Vec::new(),
         }
     }
 }

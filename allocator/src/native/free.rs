@@ -23,16 +23,20 @@ impl<D: Device> NativeAllocator<D> {
         if size >= mss {
             self.stats.oversize_allocations.decrease(1);
         }
+        let uses = if self.stream_uses.is_empty() {
+            0
+        } else {
+            self.stream_uses.remove(&idx).map_or(0, |u| u.len())
+        };
+        let b = &mut self.arena[idx];
         if deferred {
             b.state = State::PendingFree;
             b.event_count = 1;
-            b.stream_uses.clear();
             self.trace_pending.push(idx);
-        } else if !b.stream_uses.is_empty() {
+        } else if uses > 0 {
             // insert_events: one event per recorded stream.
             b.state = State::PendingFree;
-            b.event_count = b.stream_uses.len() as u32;
-            b.stream_uses.clear();
+            b.event_count = uses as u32;
             self.stream_event_queue.push(idx);
         } else {
             self.free_block(idx);
@@ -134,11 +138,8 @@ impl<D: Device> NativeAllocator<D> {
             return 0;
         }
         let s = &self.arena[src];
-        if s.state != State::Free
-            || s.event_count > 0
-            || !s.stream_uses.is_empty()
-            || s.mapped != self.arena[dst].mapped
-        {
+        // Free blocks have no stream uses (they are cleared at free time).
+        if s.state != State::Free || s.event_count > 0 || s.mapped != self.arena[dst].mapped {
             return 0;
         }
         let (s_ptr, s_size, s_prev, s_next, s_mapped) = (s.ptr, s.size, s.prev, s.next, s.mapped);
@@ -151,7 +152,7 @@ impl<D: Device> NativeAllocator<D> {
                 idx: src,
             };
             let kind = s.pool;
-            self.pool_mut(kind).unmapped.remove(&key);
+            self.pool_mut(kind).remove_unmapped(&key);
         }
         if self.arena[dst].prev == src {
             // [src dst]

@@ -131,15 +131,17 @@ impl<D: Device> NativeAllocator<D> {
         }
         for kind in [PoolKind::Small, PoolKind::Large] {
             let pi = super::pool_index(kind);
+            let in_set: BTreeSet<FreeKey> = self.pools[pi].iter().collect();
             ensure!(
-                free_keys[pi] == self.pools[pi].blocks,
+                free_keys[pi] == in_set && in_set.len() == self.pools[pi].len(),
                 "{} pool: the free set differs from the free blocks ({} in set, {} free blocks)",
                 kind.name(),
-                self.pools[pi].blocks.len(),
+                self.pools[pi].len(),
                 free_keys[pi].len()
             );
+            let unmapped: BTreeSet<UnmappedKey> = self.pools[pi].unmapped_iter().collect();
             ensure!(
-                unmapped_keys[pi] == self.pools[pi].unmapped,
+                unmapped_keys[pi] == unmapped,
                 "{} pool: the unmapped set differs from the unmapped blocks",
                 kind.name()
             );

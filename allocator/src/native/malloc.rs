@@ -113,11 +113,7 @@ impl<D: Device> NativeAllocator<D> {
             pool.clock += 1;
         }
         let mut it = pool.lower_bound(p.stream, p.size)?;
-        if it.stream != p.stream {
-            return None;
-        }
         if self.arena[it.idx].is_expandable() {
-            let mut later = pool.blocks.range(it..).skip(1);
             if expandable_on {
                 // Best fit by the size a block could grow to: prefer a block
                 // whose growable size is smaller.
@@ -131,23 +127,17 @@ impl<D: Device> NativeAllocator<D> {
                     };
                     b.size + tail
                 };
-                for next in later {
-                    if !self.arena[it.idx].is_expandable()
-                        || next.stream != p.stream
-                        || growable(next.idx) >= growable(it.idx)
-                    {
+                for next in pool.after(it) {
+                    if !arena[it.idx].is_expandable() || growable(next.idx) >= growable(it.idx) {
                         break;
                     }
-                    it = *next;
+                    it = next;
                 }
             } else {
                 // Expandable segments were switched off: skip their blocks.
-                let found =
-                    later.find(|k| k.stream != p.stream || !self.arena[k.idx].is_expandable());
-                match found {
-                    Some(k) if k.stream == p.stream => it = *k,
-                    _ => return None,
-                }
+                it = pool
+                    .after(it)
+                    .find(|k| !self.arena[k.idx].is_expandable())?;
             }
         }
         if p.size < mss && it.size >= mss {
@@ -156,7 +146,7 @@ impl<D: Device> NativeAllocator<D> {
         if p.size >= mss && it.size >= p.size.saturating_add(nsr) {
             return None; // oversize request: bounded waste
         }
-        pool.blocks.remove(&it);
+        pool.remove(&it);
         Some(it.idx)
     }
 
@@ -198,7 +188,6 @@ impl<D: Device> NativeAllocator<D> {
             pool: p.pool,
             state: State::Free,
             mapped: true,
-            stream_uses: Vec::new(),
         });
         self.stats.segment.increase(p.pool, 1);
         self.stats.reserved_bytes.increase(p.pool, p.alloc_size);
@@ -251,7 +240,6 @@ impl<D: Device> NativeAllocator<D> {
                 pool: p.pool,
                 state: State::Free,
                 mapped: true,
-                stream_uses: Vec::new(),
             });
             if prev != NIL {
                 self.arena[prev].next = new;

@@ -53,6 +53,9 @@ pub struct NativeAllocator<D: Device> {
     trace_pending: Vec<u32>,
     /// Expandable segments (`expandable_segments_`), `None` once released.
     expandable_segments: Vec<Option<ExpandableSegment>>,
+    /// `stream_uses` of allocated blocks that were used on other streams
+    /// (`record_stream`), by arena index. Rare, so kept out of the blocks.
+    stream_uses: std::collections::HashMap<u32, Vec<u64>>,
 }
 
 #[inline]
@@ -80,6 +83,7 @@ impl<D: Device> NativeAllocator<D> {
             stream_event_queue: Vec::new(),
             trace_pending: Vec::new(),
             expandable_segments: Vec::new(),
+            stream_uses: std::collections::HashMap::new(),
         };
         if let Some(f) = a.conf.per_process_memory_fraction {
             a.set_memory_fraction(f);
@@ -160,7 +164,7 @@ impl<D: Device> NativeAllocator<D> {
         b.gc_count_base = clock;
         b.state = State::Free;
         let key = free_key(b, idx);
-        self.pools[pool_index(kind)].blocks.insert(key);
+        self.pools[pool_index(kind)].insert(key);
     }
 
     /// Removes a free block from its pool's free set.
@@ -169,7 +173,7 @@ impl<D: Device> NativeAllocator<D> {
         let b = &self.arena[idx];
         let key = free_key(b, idx);
         let kind = b.pool;
-        self.pools[pool_index(kind)].blocks.remove(&key);
+        self.pools[pool_index(kind)].remove(&key);
     }
 
     fn handle_of(&self, idx: u32) -> BlockHandle {
@@ -227,9 +231,11 @@ impl<D: Device> Allocator for NativeAllocator<D> {
             return Ok(());
         }
         let idx = self.resolve(handle, State::Allocated)?;
-        let b = &mut self.arena[idx];
-        if stream != b.stream && !b.stream_uses.contains(&stream) {
-            b.stream_uses.push(stream);
+        if stream != self.arena[idx].stream {
+            let uses = self.stream_uses.entry(idx).or_default();
+            if !uses.contains(&stream) {
+                uses.push(stream);
+            }
         }
         Ok(())
     }

@@ -1,11 +1,16 @@
 //! Block pools: the ordered sets of cached blocks (spec §3.1).
+//!
+//! PyTorch keeps one `std::set` per pool ordered by (stream, size, address).
+//! Here each stream of a pool has its own B-tree keyed by one `u128`
+//! (`size << 64 | address`), and the streams are kept sorted by their raw
+//! handle, which gives the same order with cheaper comparisons; a pool
+//! rarely sees more than a few streams.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
-/// Sort key of a free block: PyTorch's `BlockComparatorSize` orders by
-/// stream (unsigned), then size, then address. The arena index only breaks
-/// ties that cannot happen (two blocks never share an address).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A free block as the pool orders it: stream (unsigned), then size, then
+/// address; `idx` is the block's arena index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FreeKey {
     /// Raw stream handle.
     pub stream: u64,
@@ -17,9 +22,8 @@ pub struct FreeKey {
     pub idx: u32,
 }
 
-/// Sort key of an unmapped expandable block: (stream, address)
-/// (`BlockComparatorAddress`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// An unmapped expandable block, ordered by (stream, address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct UnmappedKey {
     /// Raw stream handle.
     pub stream: u64,
@@ -29,13 +33,39 @@ pub struct UnmappedKey {
     pub idx: u32,
 }
 
+#[inline]
+fn pack(size: u64, ptr: u64) -> u128 {
+    ((size as u128) << 64) | ptr as u128
+}
+
+#[derive(Debug, Clone, Default)]
+struct StreamBlocks {
+    stream: u64,
+    /// `size << 64 | ptr` → arena index.
+    free: BTreeMap<u128, u32>,
+    /// address → arena index.
+    unmapped: BTreeMap<u64, u32>,
+}
+
+impl StreamBlocks {
+    fn free_keys(&self) -> impl DoubleEndedIterator<Item = FreeKey> + '_ {
+        let stream = self.stream;
+        self.free.iter().map(move |(&k, &idx)| FreeKey {
+            stream,
+            size: (k >> 64) as u64,
+            ptr: k as u64,
+            idx,
+        })
+    }
+}
+
 /// One of the allocator's pools (`BlockPool`).
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
-    /// Free, mapped blocks.
-    pub blocks: BTreeSet<FreeKey>,
-    /// Unmapped ranges of expandable segments.
-    pub unmapped: BTreeSet<UnmappedKey>,
+    /// Per-stream block sets, sorted by stream.
+    streams: Vec<StreamBlocks>,
+    /// Number of free blocks.
+    free_len: usize,
     /// `get_free_blocks_call_count`: the garbage collector's clock.
     pub clock: u64,
 }
@@ -43,26 +73,149 @@ pub struct Pool {
 impl Pool {
     /// An empty pool.
     pub fn new() -> Self {
-        Pool {
-            blocks: BTreeSet::new(),
-            unmapped: BTreeSet::new(),
-            clock: 0,
+        Pool::default()
+    }
+
+    #[inline]
+    fn find(&self, stream: u64) -> Option<&StreamBlocks> {
+        self.streams.iter().find(|s| s.stream == stream)
+    }
+
+    #[inline]
+    fn entry(&mut self, stream: u64) -> &mut StreamBlocks {
+        let pos = match self.streams.iter().position(|s| s.stream == stream) {
+            Some(p) => p,
+            None => {
+                let at = self.streams.partition_point(|s| s.stream < stream);
+                self.streams.insert(
+                    at,
+                    StreamBlocks {
+                        stream,
+                        ..Default::default()
+                    },
+                );
+                at
+            }
+        };
+        &mut self.streams[pos]
+    }
+
+    /// Adds a free block.
+    #[inline]
+    pub fn insert(&mut self, k: FreeKey) {
+        if self
+            .entry(k.stream)
+            .free
+            .insert(pack(k.size, k.ptr), k.idx)
+            .is_none()
+        {
+            self.free_len += 1;
         }
     }
 
-    /// The first free block at or after `(stream, size, 0)`.
+    /// Removes a free block; `true` if it was there.
+    #[inline]
+    pub fn remove(&mut self, k: &FreeKey) -> bool {
+        let removed = self
+            .streams
+            .iter_mut()
+            .find(|s| s.stream == k.stream)
+            .is_some_and(|s| s.free.remove(&pack(k.size, k.ptr)).is_some());
+        if removed {
+            self.free_len -= 1;
+        }
+        removed
+    }
+
+    /// The first free block of `stream` with size ≥ `size` (ties: lowest
+    /// address) — PyTorch's `lower_bound` restricted to the stream.
     #[inline]
     pub fn lower_bound(&self, stream: u64, size: u64) -> Option<FreeKey> {
-        self.blocks
-            .range(
-                FreeKey {
-                    stream,
-                    size,
-                    ptr: 0,
-                    idx: 0,
-                }..,
-            )
+        let s = self.find(stream)?;
+        s.free
+            .range(pack(size, 0)..)
             .next()
-            .copied()
+            .map(|(&k, &idx)| FreeKey {
+                stream,
+                size: (k >> 64) as u64,
+                ptr: k as u64,
+                idx,
+            })
+    }
+
+    /// Free blocks of `key.stream` strictly after `key`, in order.
+    pub fn after(&self, key: FreeKey) -> impl Iterator<Item = FreeKey> + '_ {
+        let stream = key.stream;
+        self.find(stream)
+            .into_iter()
+            .flat_map(move |s| s.free.range(pack(key.size, key.ptr) + 1..))
+            .map(move |(&k, &idx)| FreeKey {
+                stream,
+                size: (k >> 64) as u64,
+                ptr: k as u64,
+                idx,
+            })
+    }
+
+    /// Free blocks of `stream` smaller than `(size, 0)`, largest first.
+    pub fn before_desc(&self, stream: u64, size: u64) -> impl Iterator<Item = FreeKey> + '_ {
+        self.find(stream)
+            .into_iter()
+            .flat_map(move |s| s.free.range(..pack(size, 0)).rev())
+            .map(move |(&k, &idx)| FreeKey {
+                stream,
+                size: (k >> 64) as u64,
+                ptr: k as u64,
+                idx,
+            })
+    }
+
+    /// Every free block in (stream, size, address) order.
+    pub fn iter(&self) -> impl Iterator<Item = FreeKey> + '_ {
+        self.streams.iter().flat_map(StreamBlocks::free_keys)
+    }
+
+    /// Number of free blocks.
+    pub fn len(&self) -> usize {
+        self.free_len
+    }
+
+    /// Largest free block size.
+    pub fn max_size(&self) -> u64 {
+        self.streams
+            .iter()
+            .filter_map(|s| s.free.last_key_value().map(|(&k, _)| (k >> 64) as u64))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Adds an unmapped block.
+    pub fn insert_unmapped(&mut self, k: UnmappedKey) {
+        self.entry(k.stream).unmapped.insert(k.ptr, k.idx);
+    }
+
+    /// Removes an unmapped block.
+    pub fn remove_unmapped(&mut self, k: &UnmappedKey) {
+        if let Some(s) = self.streams.iter_mut().find(|s| s.stream == k.stream) {
+            s.unmapped.remove(&k.ptr);
+        }
+    }
+
+    /// Unmapped blocks of `stream` in address order.
+    pub fn unmapped_of(&self, stream: u64) -> impl Iterator<Item = UnmappedKey> + '_ {
+        self.find(stream)
+            .into_iter()
+            .flat_map(|s| s.unmapped.iter())
+            .map(move |(&ptr, &idx)| UnmappedKey { stream, ptr, idx })
+    }
+
+    /// Every unmapped block in (stream, address) order.
+    pub fn unmapped_iter(&self) -> impl Iterator<Item = UnmappedKey> + '_ {
+        self.streams.iter().flat_map(|s| {
+            let stream = s.stream;
+            s.unmapped
+                .iter()
+                .map(move |(&ptr, &idx)| UnmappedKey { stream, ptr, idx })
+        })
     }
 }

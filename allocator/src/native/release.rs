@@ -47,32 +47,24 @@ impl<D: Device> NativeAllocator<D> {
             return Ok(false);
         }
         let key_size = p.size.max(mss);
-        let key = FreeKey {
-            stream: p.stream,
-            size: key_size,
-            ptr: 0,
-            idx: 0,
-        };
         let pool = &self.pools[super::pool_index(p.pool)];
-        if let Some(k) = pool.blocks.range(key..).next().copied() {
-            if k.stream == p.stream && !self.arena[k.idx].is_expandable() {
+        if let Some(k) = pool.lower_bound(p.stream, key_size) {
+            if !self.arena[k.idx].is_expandable() {
                 self.release_block(k.idx)?;
                 return Ok(true);
             }
         }
         // No single block is large enough: free oversize blocks from the
         // largest of this stream downwards.
-        let mut upper = key;
+        let candidates: Vec<FreeKey> = pool
+            .before_desc(p.stream, key_size)
+            .take_while(|k| k.size >= mss)
+            .collect();
         let mut released = 0u64;
-        while released < key_size {
-            let pool = &self.pools[super::pool_index(p.pool)];
-            let Some(k) = pool.blocks.range(..upper).next_back().copied() else {
-                break;
-            };
-            if k.size < mss || k.stream != p.stream {
+        for k in candidates {
+            if released >= key_size {
                 break;
             }
-            upper = k;
             if !self.arena[k.idx].is_expandable() {
                 released += k.size;
                 self.release_block(k.idx)?;
@@ -96,7 +88,7 @@ impl<D: Device> NativeAllocator<D> {
     fn release_blocks(&mut self, kind: PoolKind) -> Result<(), AllocError> {
         let mut whole = Vec::new();
         let mut expandable = Vec::new();
-        for k in &self.pool(kind).blocks {
+        for k in self.pool(kind).iter() {
             let b = &self.arena[k.idx];
             if b.is_expandable() {
                 expandable.push(k.idx);
@@ -129,7 +121,7 @@ impl<D: Device> NativeAllocator<D> {
         let age = |base: u64| clock.wrapping_sub(base);
         let mut total_age = 0u64;
         let mut count = 0u64;
-        for k in &self.pool(PoolKind::Large).blocks {
+        for k in self.pool(PoolKind::Large).iter() {
             let b = &self.arena[k.idx];
             if !b.is_split() && !b.is_expandable() {
                 total_age += age(b.gc_count_base);
@@ -143,7 +135,7 @@ impl<D: Device> NativeAllocator<D> {
             let threshold_age = total_age as f64 / count as f64;
             freed = false;
             victims.clear();
-            for k in &self.pool(PoolKind::Large).blocks {
+            for k in self.pool(PoolKind::Large).iter() {
                 let b = &self.arena[k.idx];
                 if !b.is_split()
                     && !b.is_expandable()

@@ -63,7 +63,6 @@ impl<D: Device> NativeAllocator<D> {
                 pool,
                 state: State::Allocated,
                 mapped: true,
-                stream_uses: Vec::new(),
             });
             if prev != NIL {
                 self.arena[prev].next = idx;

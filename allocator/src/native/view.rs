@@ -3,6 +3,7 @@
 
 use super::NativeAllocator;
 use super::block::{NIL, State};
+use super::pool::Pool;
 use crate::device::Device;
 use crate::policy::{BlockState, BlockView, SegmentView};
 
@@ -52,19 +53,14 @@ impl<D: Device> NativeAllocator<D> {
 
     /// Largest cached (free, mapped) block of either pool.
     pub(super) fn largest_free_block_impl(&self) -> u64 {
-        self.pools
-            .iter()
-            .flat_map(|p| p.blocks.iter())
-            .map(|k| k.size)
-            .max()
-            .unwrap_or(0)
+        self.pools.iter().map(Pool::max_size).max().unwrap_or(0)
     }
 
     /// Total bytes of cached (free, mapped) blocks.
     pub fn cached_free_bytes(&self) -> u64 {
         self.pools
             .iter()
-            .flat_map(|p| p.blocks.iter())
+            .flat_map(|p| p.iter())
             .map(|k| k.size)
             .sum()
     }

@@ -1,0 +1,301 @@
+//! `direct`: no cache at all — every request is one device allocation and
+//! every free one device free, as PyTorch does with
+//! `PYTORCH_NO_CUDA_MEMORY_CACHING=1`.
+//!
+//! # Rules and sources
+//!
+//! Read in `c10/cuda/CUDACachingAllocator.cpp` (`NativeCachingAllocator::
+//! allocate`, `uncached_allocate`, `uncached_delete`):
+//!
+//! * A request of 2^60 bytes or more fails before anything else ("Tried to
+//!   allocate more than 1EB memory"); this check precedes the uncached
+//!   branch.
+//! * Otherwise `uncached_allocate(size)` calls `cudaMalloc(&ptr, size)` with
+//!   the caller's exact size: no rounding, no pools, no splitting. A zero
+//!   size gives a null pointer; here it gives [`BlockHandle::NULL`] and no
+//!   device call.
+//! * `uncached_delete` calls `cudaFree(ptr)` at once. `cudaFree` waits for
+//!   the device, so a free never stays pending: [`Allocator::free_deferred`]
+//!   frees at once too, and a later [`Allocator::complete_free`] of that
+//!   handle is accepted and ignored. `record_stream` has nothing to defer.
+//! * A failed `cudaMalloc` is an error straight away (`C10_CUDA_CHECK`): no
+//!   cache to flush, no retry.
+//! * `empty_cache` has nothing to release.
+//!
+//! PyTorch keeps **no statistics** in this mode (`memory_stats()` stays at
+//! zero because the caching allocator is bypassed). vramlab still reports
+//! them so runs can be compared: each allocation is one segment of exactly
+//! the requested size, so `allocated_bytes`, `active_bytes`,
+//! `requested_bytes` and `reserved_bytes` are all the sum of live request
+//! sizes and `segment`/`allocation`/`active` their count. Everything is
+//! counted in `large_pool` (there are no pools); `num_device_alloc` and
+//! `num_device_free` count the driver calls and `num_ooms` the failures.
+//! `reserved_bytes` counts the bytes passed to `cudaMalloc`; the driver's
+//! own rounding of small allocations to its page size is not modelled (the
+//! simulated device charges exact bytes).
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::common::{Slots, compare_stats, ensure, exceeds_limit, out_of_memory, split_settings};
+use crate::device::{Device, DeviceError, DevicePtr};
+use crate::policy::{AllocError, Allocator, BlockHandle, BlockState, BlockView, SegmentView};
+use crate::stats::{MemoryStats, PoolKind};
+
+/// Settings of the `direct` policy. It has none: the only valid settings
+/// string is the empty one, and [`Config`] displays as the empty string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Config {}
+
+impl Config {
+    /// Parses a settings string; any key is an error.
+    pub fn parse(s: &str) -> Result<Config, String> {
+        split_settings("direct", s, &[])?;
+        Ok(Config {})
+    }
+}
+
+impl fmt::Display for Config {
+    /// The canonical (empty) settings string.
+    fn fmt(&self, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Ok(())
+    }
+}
+
+impl FromStr for Config {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Config, String> {
+        Config::parse(s)
+    }
+}
+
+/// One live device allocation.
+#[derive(Debug, Clone, Copy)]
+struct Alloc {
+    ptr: DevicePtr,
+    size: u64,
+}
+
+/// The uncached policy: one `cudaMalloc` per request, one `cudaFree` per
+/// free.
+#[derive(Debug, Clone)]
+pub struct DirectAllocator<D: Device> {
+    config: Config,
+    device: D,
+    allocs: Slots<Alloc>,
+    stats: MemoryStats,
+}
+
+const POOL: PoolKind = PoolKind::Large;
+
+impl<D: Device> DirectAllocator<D> {
+    /// A fresh allocator over `device`.
+    pub fn new(config: Config, device: D) -> Self {
+        DirectAllocator {
+            config,
+            device,
+            allocs: Slots::default(),
+            stats: MemoryStats::new(u64::MAX),
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Consumes the allocator and returns its device (live allocations are
+    /// not freed).
+    pub fn into_device(self) -> D {
+        self.device
+    }
+
+    fn resolve(&self, h: BlockHandle) -> Result<u32, AllocError> {
+        if self.allocs.is_current(h.index, h.generation) {
+            Ok(h.index)
+        } else {
+            Err(AllocError::UnknownHandle(h))
+        }
+    }
+
+    fn free_now(&mut self, h: BlockHandle) -> Result<(), AllocError> {
+        if h.is_null() {
+            return Ok(());
+        }
+        let idx = self.resolve(h)?;
+        let Alloc { ptr, size } = self.allocs[idx];
+        self.device
+            .free(ptr, size)
+            .map_err(|e| AllocError::Device(e.to_string()))?;
+        self.allocs.remove(idx);
+        let s = &mut self.stats;
+        s.allocation.decrease(POOL, 1);
+        s.segment.decrease(POOL, 1);
+        s.active.decrease(POOL, 1);
+        for st in [
+            &mut s.allocated_bytes,
+            &mut s.reserved_bytes,
+            &mut s.active_bytes,
+            &mut s.requested_bytes,
+        ] {
+            st.decrease(POOL, size);
+        }
+        s.num_device_free += 1;
+        Ok(())
+    }
+}
+
+impl<D: Device> Allocator for DirectAllocator<D> {
+    type Dev = D;
+
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+
+    fn malloc(&mut self, size: u64, _stream: u64) -> Result<BlockHandle, AllocError> {
+        if size == 0 {
+            return Ok(BlockHandle::NULL);
+        }
+        if size >= super::common::MAX_REQUEST {
+            return Err(exceeds_limit(&self.device, &self.stats, size, None));
+        }
+        let ptr = match self.device.malloc(size) {
+            Ok(p) => p,
+            Err(DeviceError::OutOfMemory { .. }) => {
+                return Err(out_of_memory(
+                    &self.device,
+                    &mut self.stats,
+                    size,
+                    size,
+                    size,
+                    None,
+                ));
+            }
+            Err(DeviceError::Other(e)) => return Err(AllocError::Device(e)),
+        };
+        let idx = self.allocs.insert(Alloc { ptr, size });
+        let s = &mut self.stats;
+        s.allocation.increase(POOL, 1);
+        s.segment.increase(POOL, 1);
+        s.active.increase(POOL, 1);
+        for st in [
+            &mut s.allocated_bytes,
+            &mut s.reserved_bytes,
+            &mut s.active_bytes,
+            &mut s.requested_bytes,
+        ] {
+            st.increase(POOL, size);
+        }
+        s.num_device_alloc += 1;
+        Ok(self.allocs.handle(idx))
+    }
+
+    fn free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
+        self.free_now(handle)
+    }
+
+    /// `cudaFree` synchronises, so the free happens at once.
+    fn free_deferred(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
+        self.free_now(handle)
+    }
+
+    /// Accepts the completion of a free that already happened; a live
+    /// handle was never freed and is an error.
+    fn complete_free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
+        if !handle.is_null() && self.allocs.is_current(handle.index, handle.generation) {
+            return Err(AllocError::UnknownHandle(handle));
+        }
+        Ok(())
+    }
+
+    fn record_stream(&mut self, handle: BlockHandle, _stream: u64) -> Result<(), AllocError> {
+        if handle.is_null() {
+            return Ok(());
+        }
+        self.resolve(handle).map(|_| ())
+    }
+
+    fn empty_cache(&mut self) -> Result<(), AllocError> {
+        Ok(())
+    }
+
+    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
+        if handle.is_null() || !self.allocs.is_current(handle.index, handle.generation) {
+            return 0;
+        }
+        self.allocs[handle.index].ptr
+    }
+
+    fn stats(&self) -> &MemoryStats {
+        &self.stats
+    }
+
+    fn largest_free_block(&self) -> u64 {
+        0
+    }
+
+    fn segments(&self) -> Vec<SegmentView> {
+        let mut out: Vec<SegmentView> = self
+            .allocs
+            .live()
+            .map(|i| {
+                let a = self.allocs[i];
+                SegmentView {
+                    ptr: a.ptr,
+                    size: a.size,
+                    stream: 0,
+                    pool: POOL,
+                    is_expandable: false,
+                    blocks: vec![BlockView {
+                        ptr: a.ptr,
+                        size: a.size,
+                        requested: a.size,
+                        state: BlockState::Allocated,
+                    }],
+                }
+            })
+            .collect();
+        out.sort_by_key(|s| s.ptr);
+        out
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        let mut want = MemoryStats::new(u64::MAX);
+        let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(self.allocs.len());
+        for i in self.allocs.live() {
+            let a = self.allocs[i];
+            ensure!(a.size > 0, "allocation {i} has size 0");
+            ranges.push((a.ptr, a.size));
+            want.allocation.increase(POOL, 1);
+            want.segment.increase(POOL, 1);
+            want.active.increase(POOL, 1);
+            want.allocated_bytes.increase(POOL, a.size);
+            want.reserved_bytes.increase(POOL, a.size);
+            want.active_bytes.increase(POOL, a.size);
+            want.requested_bytes.increase(POOL, a.size);
+        }
+        ranges.sort_unstable();
+        for w in ranges.windows(2) {
+            ensure!(
+                w[0].0 + w[0].1 <= w[1].0,
+                "allocations at {:#x} and {:#x} overlap",
+                w[0].0,
+                w[1].0
+            );
+        }
+        compare_stats(&self.stats, &want)?;
+        ensure!(
+            self.stats.inactive_split.all.current == 0,
+            "direct allocations are never split"
+        );
+        Ok(())
+    }
+
+    fn device(&self) -> &D {
+        &self.device
+    }
+
+    fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+}

@@ -1,0 +1,4 @@
+//! placeholder
+#![allow(missing_docs)]
+mod common;
+pub mod direct;
