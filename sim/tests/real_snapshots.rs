@@ -1,0 +1,71 @@
+//! Fidelity on the real PyTorch snapshots in ../shared/traces/real/: every
+//! allocation address and every segment event must match, and the final
+//! state must equal the snapshot's. Skipped (with a message) when the folder
+//! is not there.
+
+use std::path::{Path, PathBuf};
+
+use vramlab_allocator::TorchVersion;
+use vramlab_sim::fidelity::check_fidelity;
+use vramlab_sim::load::{load_traces, recorded_conf};
+
+fn real_dir() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/real");
+    d.is_dir().then_some(d)
+}
+
+fn snapshots() -> Vec<PathBuf> {
+    let Some(dir) = real_dir() else {
+        eprintln!("skipped: ../shared/traces/real/ is not present");
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_real_snapshot_replays_exactly() {
+    let files = snapshots();
+    for path in &files {
+        let v = TorchVersion::NEWEST;
+        let traces = load_traces(path, None, v).expect("load");
+        assert!(!traces.is_empty(), "{}: no traces", path.display());
+        for t in &traces {
+            let conf = recorded_conf(t, v)
+                .expect("conf")
+                .expect("recorded settings");
+            let r = check_fidelity(t, conf).expect("replay");
+            eprintln!(
+                "{}: device {:?}: {} allocs, {} matched; {} of {} segment events; final state {:?}",
+                path.file_name().unwrap().to_string_lossy(),
+                r.device,
+                r.allocs,
+                r.alloc_addresses_matched,
+                r.segment_events_matched,
+                r.segment_events_expected,
+                r.final_state_matched
+            );
+            assert!(r.is_exact(), "{}: {:?}", path.display(), r.first_mismatch);
+            assert_eq!(r.final_state_matched, Some(true), "{}", path.display());
+            assert!(r.allocs > 0);
+        }
+    }
+    if !files.is_empty() {
+        assert_eq!(files.len(), 8, "the README lists eight snapshots");
+    }
+}
+
+#[test]
+fn mid_run_snapshots_get_an_initial_state() {
+    for path in snapshots() {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let t = &load_traces(&path, None, TorchVersion::NEWEST).expect("load")[0];
+        // The 2.11 recordings start mid-run; the others start from an empty allocator.
+        assert_eq!(t.initial.is_some(), name.contains("torch2.11"), "{name}");
+    }
+}

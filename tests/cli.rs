@@ -1,0 +1,146 @@
+//! End-to-end tests of the `vramlab` binary: exit codes, JSON keys, error
+//! messages.
+
+use std::process::Command;
+
+fn vramlab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramlab"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run vramlab");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const TRACE: &str = "traces/data/gpt-small-train.csv";
+
+#[test]
+fn replay_json_has_the_documented_keys() {
+    let (code, out, err) = vramlab(&["replay", TRACE, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    for k in [
+        "events",
+        "allocs",
+        "peak_requested_bytes",
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "final_reserved_bytes",
+        "num_device_alloc",
+        "num_device_free",
+        "oom",
+        "stats",
+    ] {
+        assert!(v.get(k).is_some(), "missing key {k}");
+    }
+    assert!(v["oom"].is_null());
+    assert_eq!(v["events"], 3280);
+    assert_eq!(v["allocs"], 1640);
+    assert_eq!(
+        v["stats"]["reserved_bytes.all.peak"], v["peak_reserved_bytes"],
+        "stats use PyTorch's names"
+    );
+    assert!(v["peak_reserved_bytes"].as_u64() >= v["peak_requested_bytes"].as_u64());
+}
+
+#[test]
+fn an_oom_is_a_result_not_an_error() {
+    let (code, out, err) = vramlab(&["replay", TRACE, "--capacity", "512MiB", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let oom = &v["oom"];
+    assert!(oom["event_index"].as_u64().is_some());
+    assert!(oom["requested_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        oom["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("CUDA out of memory. Tried to allocate")
+    );
+}
+
+#[test]
+fn several_settings_print_a_comparison() {
+    let (code, out, _) = vramlab(&[
+        "replay",
+        TRACE,
+        "--conf",
+        "default",
+        "--conf",
+        "expandable_segments:True",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains("peak reserved"));
+    assert!(out.contains("expandable_segments:True"));
+    assert!(out.contains("lowest peak reserved without OOM"));
+}
+
+#[test]
+fn bad_settings_get_pytorchs_message_and_exit_2() {
+    let (code, _, err) = vramlab(&["replay", TRACE, "--conf", "max_split_size_mb:abc"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("max_split_size_mb"), "{err}");
+    let (code, _, err) = vramlab(&["conf", "foo:1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("foo"), "{err}");
+}
+
+#[test]
+fn conf_explains_settings() {
+    let (code, out, err) = vramlab(&[
+        "conf",
+        "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+        "--size",
+        "1100MiB",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("1.07 GiB") || out.contains("1.12 GiB"),
+        "{out}"
+    );
+    // 2.11 rules: [1 GiB, 2 GiB) gets 4 divisions -> 1100 MiB rounds to 1.25 GiB
+    assert!(out.contains("1.25 GiB"), "{out}");
+    let (_, out29, _) = vramlab(&[
+        "conf",
+        "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+        "--size",
+        "1100MiB",
+        "--torch-version",
+        "2.9",
+    ]);
+    // 2.9 rules: '>' overwrote that interval with 8 -> 1.125 GiB
+    assert!(out29.contains("1.12 GiB"), "{out29}");
+}
+
+#[test]
+fn bad_trace_names_file_and_line() {
+    let dir = std::env::temp_dir().join(format!("vramlab-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bad.csv");
+    std::fs::write(&p, "action,id,size,stream\nalloc,a,100\nfree,b\n").unwrap();
+    let (code, _, err) = vramlab(&["replay", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("bad.csv:3: free of id 'b', which is not allocated"),
+        "{err}"
+    );
+    let (code, _, err) = vramlab(&["replay", "no/such/file.csv"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no/such/file.csv"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sizes_accept_units() {
+    for cap in ["24GiB", "80GB", "512MiB", "1073741824"] {
+        let (code, _, err) = vramlab(&["replay", TRACE, "--capacity", cap, "--json"]);
+        assert_eq!(code, 0, "{cap}: {err}");
+    }
+    let (code, _, err) = vramlab(&["replay", TRACE, "--capacity", "lots"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid size 'lots'"), "{err}");
+}
