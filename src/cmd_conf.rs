@@ -33,17 +33,17 @@ pub fn run(args: ConfArgs) -> Result<()> {
     let conf = if args.from_env {
         let (c, var) = AllocConf::from_env(v, |k| std::env::var(k).ok())?;
         match var {
-            Some(var) => println!("read from {var}"),
-            None => println!("no allocator settings in the environment"),
+            Some(var) => outln!("read from {var}"),
+            None => outln!("no allocator settings in the environment"),
         }
         c
     } else {
         let s = args.conf.clone().unwrap_or_default();
         AllocConf::parse(&s, v)?
     };
-    println!("settings: {:?} (PyTorch {v} rules)", conf.raw);
+    outln!("settings: {:?} (PyTorch {v} rules)", conf.raw);
     let canonical = conf.to_string();
-    println!(
+    outln!(
         "canonical: {}",
         if canonical.is_empty() {
             "(all defaults)".to_string()
@@ -51,12 +51,12 @@ pub fn run(args: ConfArgs) -> Result<()> {
             canonical
         }
     );
-    println!();
+    outln!();
     for (k, meaning) in conf.effective_rows() {
-        println!("  {k:<34} {meaning}");
+        outln!("  {k:<34} {meaning}");
     }
-    println!();
-    println!("How requests are rounded and which segment a new one gets:");
+    outln!();
+    outln!("How requests are rounded and which segment a new one gets:");
     let sizes = if args.sizes.is_empty() {
         default_sizes()
     } else {
@@ -91,7 +91,7 @@ pub fn run(args: ConfArgs) -> Result<()> {
             if d > 1 { d.to_string() } else { "-".into() },
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render());
     Ok(())
 }
 

@@ -70,9 +70,9 @@ pub fn run(args: FidelityArgs) -> Result<()> {
         v["snapshot"] = json!(args.snapshot.display().to_string());
         v["exact"] = json!(total.is_exact() && reports.iter().all(FidelityReport::is_exact));
         v["devices"] = serde_json::to_value(&reports)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("snapshot: {}", args.snapshot.display());
+        outln!("snapshot: {}", args.snapshot.display());
         let mut t = Table::new(vec![
             "device".into(),
             "settings".into(),
@@ -106,10 +106,10 @@ pub fn run(args: FidelityArgs) -> Result<()> {
                 },
             ]);
         }
-        print!("{}", t.render());
+        out!("{}", t.render());
         for r in &reports {
             if let Some(m) = &r.first_mismatch {
-                println!(
+                outln!(
                     "\ndevice {}: first mismatch at event {} ({}):\n  expected: {}\n  replayed: {}",
                     r.device.unwrap_or(0),
                     m.event_index,
@@ -123,14 +123,14 @@ pub fn run(args: FidelityArgs) -> Result<()> {
                     .take(20)
                     .map(|b| format!("{:#x}+{}", b.address, b.size))
                     .collect();
-                println!(
+                outln!(
                     "  free blocks of that stream before it ({}): {}",
                     m.free_blocks.len(),
                     blocks.join(", ")
                 );
             }
         }
-        println!(
+        outln!(
             "\n{}",
             if reports.iter().all(FidelityReport::is_exact) {
                 "every allocation address and segment decision matches PyTorch"

@@ -34,15 +34,46 @@ pub struct ReplayArgs {
     /// Check the allocator's invariants after every event (slow).
     #[arg(long)]
     check: bool,
+    /// Write the replay as a PyTorch memory snapshot (.pickle) that
+    /// pytorch.org/memory_viz opens (one --conf only).
+    #[arg(long, value_name = "FILE")]
+    snapshot_out: Option<PathBuf>,
+    #[command(flatten)]
+    cuda: crate::cmd_replay_cuda::CudaArgs,
 }
 
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> Result<()> {
     let trace = args.trace.load(args.conf.torch_version)?;
+    if args.cuda.device_kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
+        let runs = crate::cmd_replay_cuda::run_cuda(
+            &trace,
+            args.conf.settings(Some(&trace))?,
+            &crate::cmd_replay_cuda::CudaReplayOptions {
+                trace_path: &args.trace.trace,
+                gpu: args.cuda.gpu,
+                touch: args.cuda.touch,
+                json: args.json,
+                fraction: args.conf.fraction,
+                continue_on_oom: args.continue_on_oom,
+                check: args.check,
+                capacity: args.device.capacity,
+            },
+        )?;
+        if let Some(path) = &args.timeline {
+            write_timeline(path, &runs)?;
+        }
+        return Ok(());
+    }
     let scenarios = scenarios(&args.conf, &args.device, &trace)?;
+    if args.snapshot_out.is_some() && scenarios.len() != 1 {
+        anyhow::bail!("--snapshot-out writes one replay: give exactly one --conf");
+    }
     let opts = ReplayOptions {
         stop_at_oom: !args.continue_on_oom,
         check_invariants: args.check,
+        record_addresses: args.snapshot_out.is_some(),
+        final_segments: args.snapshot_out.is_some(),
         ..Default::default()
     };
     let mut runs = Vec::new();
@@ -59,6 +90,19 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if let Some(path) = &args.timeline {
         write_timeline(path, &runs)?;
     }
+    if let (Some(path), Some(run), Some(s)) = (&args.snapshot_out, runs.first(), scenarios.first())
+    {
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        vramlab_sim::snapshot_out::write_snapshot(&trace, run, &s.conf, &mut w)
+            .and_then(|_| std::io::Write::flush(&mut w))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!(
+            "wrote {} (open it at https://pytorch.org/memory_viz)",
+            path.display()
+        );
+    }
     if args.json {
         let objs: Vec<Value> = runs
             .iter()
@@ -69,9 +113,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         } else {
             Value::Array(objs)
         };
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", human(&trace, &args.trace.trace, &runs));
+        out!("{}", human(&trace, &args.trace.trace, &runs));
     }
     Ok(())
 }

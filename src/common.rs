@@ -112,7 +112,7 @@ pub struct TraceArgs {
     pub device: Option<u32>,
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
+pub fn parse_format(s: &str) -> Result<Format, String> {
     Format::from_name(s).ok_or_else(|| {
         let names: Vec<&str> = Format::ALL.iter().map(|(_, n, _)| *n).collect();
         format!("unknown format '{s}' (known: {})", names.join(", "))

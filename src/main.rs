@@ -1,9 +1,29 @@
 //! `vramlab`: replay GPU allocation traces through PyTorch's caching
 //! allocator (and other policies) on a simulated GPU.
 
+/// `print!` that ends the process quietly when stdout is closed (e.g. piped
+/// into `head`), instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(&format!($($arg)*))
+    };
+}
+
+/// `println!` with the same handling as [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::write_stdout("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(&format!("{}\n", format!($($arg)*)))
+    };
+}
+
 mod cmd_conf;
+mod cmd_convert;
 mod cmd_fidelity;
 mod cmd_replay;
+mod cmd_replay_cuda;
 mod common;
 mod table;
 
@@ -28,6 +48,23 @@ enum Command {
     /// Replay a PyTorch memory snapshot under its recorded settings and
     /// compare every allocation address and segment decision with PyTorch's.
     Fidelity(cmd_fidelity::FidelityArgs),
+    /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
+    Convert(cmd_convert::ConvertArgs),
+    /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
+    Stats(cmd_convert::StatsArgs),
+}
+
+/// Writes to stdout; exits with status 0 if the reader went away.
+pub(crate) fn write_stdout(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(2);
+    }
 }
 
 fn main() {
@@ -36,6 +73,8 @@ fn main() {
         Command::Replay(a) => cmd_replay::run(a),
         Command::Conf(a) => cmd_conf::run(a),
         Command::Fidelity(a) => cmd_fidelity::run(a),
+        Command::Convert(a) => cmd_convert::run_convert(a),
+        Command::Stats(a) => cmd_convert::run_stats(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

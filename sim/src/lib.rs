@@ -15,6 +15,7 @@ pub mod load;
 pub mod replay;
 pub mod run;
 pub mod scenario;
+pub mod snapshot_out;
 
 pub use device::{CostModel, SimDevice};
 pub use fidelity::{FidelityReport, Mismatch, check_fidelity};

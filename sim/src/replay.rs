@@ -54,6 +54,8 @@ pub struct ReplayOptions {
     pub record_addresses: bool,
     /// Keep the segment layout at the reserved peak ([`Run::segments_at_peak`]).
     pub segments_at_peak: bool,
+    /// Keep the segment layout at the end ([`Run::final_segments`]).
+    pub final_segments: bool,
 }
 
 impl Default for ReplayOptions {
@@ -65,6 +67,7 @@ impl Default for ReplayOptions {
             place_at_expected: false,
             record_addresses: false,
             segments_at_peak: false,
+            final_segments: false,
         }
     }
 }
@@ -403,6 +406,11 @@ where
         stats: *st,
         alloc_addresses: addresses,
         segments_at_peak,
+        final_segments: if opts.final_segments {
+            alloc.segments()
+        } else {
+            Vec::new()
+        },
     })
 }
 

@@ -154,4 +154,7 @@ pub struct Run {
     /// Segments at the moment reserved bytes peaked (only when requested).
     #[serde(skip)]
     pub segments_at_peak: Vec<SegmentView>,
+    /// Segments at the end of the replay (only when requested).
+    #[serde(skip)]
+    pub final_segments: Vec<SegmentView>,
 }

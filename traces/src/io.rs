@@ -1,12 +1,15 @@
-//! Opening trace files by format: chosen by extension or named explicitly.
+//! Opening trace files by format: chosen by extension (and, for `.csv`, by
+//! the header row) or named explicitly.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufRead, BufReader, BufWriter, Read};
 use std::path::Path;
 
+use crate::binary::{is_binary, read_binary, write_binary};
 use crate::csv::{read_csv, write_csv};
 use crate::error::{Location, TraceError};
 use crate::model::Trace;
+use crate::rmm::{is_rmm_header, read_rmm};
 use crate::snapshot::{SizeRules, Snapshot, read_snapshot, snapshot_to_traces};
 
 /// A trace file format.
@@ -14,16 +17,35 @@ use crate::snapshot::{SizeRules, Snapshot, read_snapshot, snapshot_to_traces};
 pub enum Format {
     /// The native CSV text format (`.csv`).
     Csv,
+    /// The native binary format (`.vlt`; zstd-compressed: `.vlt.zst`).
+    Binary,
+    /// The native binary format, zstd-compressed (`.vlt.zst`).
+    BinaryZstd,
     /// A PyTorch memory snapshot pickle (`.pickle`, `.pkl`).
     Snapshot,
+    /// A RAPIDS RMM allocation log (`.csv` with RMM's header).
+    Rmm,
 }
 
 impl Format {
-    /// All formats with their names, for help texts.
-    pub const ALL: [(Format, &'static str, &'static str); 1] =
-        [(Format::Csv, "csv", "native CSV (.csv)")];
+    /// All formats with their names and descriptions, for help texts.
+    pub const ALL: [(Format, &'static str, &'static str); 5] = [
+        (Format::Csv, "csv", "native CSV (.csv)"),
+        (Format::Binary, "vlt", "native binary (.vlt)"),
+        (
+            Format::BinaryZstd,
+            "vlt.zst",
+            "native binary, zstd-compressed (.vlt.zst)",
+        ),
+        (
+            Format::Snapshot,
+            "snapshot",
+            "PyTorch memory snapshot (.pickle, .pkl)",
+        ),
+        (Format::Rmm, "rmm", "RAPIDS RMM allocation log (CSV)"),
+    ];
 
-    /// The format named `name` (`csv`, …).
+    /// The format named `name` (`csv`, `vlt`, `vlt.zst`, `snapshot`, `rmm`).
     pub fn from_name(name: &str) -> Option<Format> {
         Format::ALL
             .iter()
@@ -31,11 +53,24 @@ impl Format {
             .map(|(f, _, _)| *f)
     }
 
-    /// The format a file name's extension says.
+    /// The name of the format.
+    pub fn name(self) -> &'static str {
+        Format::ALL
+            .iter()
+            .find(|(f, _, _)| *f == self)
+            .map_or("?", |(_, n, _)| n)
+    }
+
+    /// The format a file name's extension says (`.csv` may still turn out
+    /// to be an RMM log when read).
     pub fn from_path(path: &Path) -> Option<Format> {
         let name = path.file_name()?.to_str()?.to_ascii_lowercase();
         if name.ends_with(".csv") {
             Some(Format::Csv)
+        } else if name.ends_with(".vlt.zst") {
+            Some(Format::BinaryZstd)
+        } else if name.ends_with(".vlt") {
+            Some(Format::Binary)
         } else if name.ends_with(".pickle") || name.ends_with(".pkl") {
             Some(Format::Snapshot)
         } else {
@@ -54,12 +89,32 @@ fn open_error(path: &Path, e: std::io::Error) -> TraceError {
 
 fn resolve(path: &Path, format: Option<Format>) -> Result<Format, TraceError> {
     format.or_else(|| Format::from_path(path)).ok_or_else(|| {
+        let names: Vec<&str> = Format::ALL.iter().map(|(_, n, _)| *n).collect();
         TraceError::new(
             path.display().to_string(),
             Location::File,
-            "cannot tell the format from the file name; name it with --format (csv)",
+            format!(
+                "cannot tell the format from the file name; name it with --format ({})",
+                names.join(", ")
+            ),
         )
     })
+}
+
+/// The first line that is not blank and not a `#` comment.
+fn first_data_line(r: &mut impl BufRead) -> std::io::Result<Option<String>> {
+    // Peek by reading into a buffer that is then replayed; callers reopen.
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            return Ok(None);
+        }
+        let t = line.trim();
+        if !t.is_empty() && !t.starts_with('#') {
+            return Ok(Some(t.to_string()));
+        }
+    }
 }
 
 /// Reads the trace(s) in a file: one per device that has events. Snapshots
@@ -72,11 +127,22 @@ pub fn read_traces_with(
 ) -> Result<Vec<Trace>, TraceError> {
     let fmt = resolve(path, format)?;
     let name = path.display().to_string();
+    let open = || {
+        File::open(path)
+            .map(BufReader::new)
+            .map_err(|e| open_error(path, e))
+    };
     match fmt {
         Format::Csv => {
-            let f = File::open(path).map_err(|e| open_error(path, e))?;
-            Ok(vec![read_csv(BufReader::new(f), &name)?])
+            let first = first_data_line(&mut open()?).map_err(|e| open_error(path, e))?;
+            if first.as_deref().is_some_and(is_rmm_header) {
+                Ok(vec![read_rmm(open()?, &name)?])
+            } else {
+                Ok(vec![read_csv(open()?, &name)?])
+            }
         }
+        Format::Rmm => Ok(vec![read_rmm(open()?, &name)?]),
+        Format::Binary | Format::BinaryZstd => Ok(vec![read_binary(open()?, &name)?]),
         Format::Snapshot => {
             let snap = read_snapshot_file(path)?;
             snapshot_to_traces(&snap, &name, rules)
@@ -86,7 +152,16 @@ pub fn read_traces_with(
 
 /// Reads a PyTorch memory snapshot file.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, TraceError> {
-    let bytes = std::fs::read(path).map_err(|e| open_error(path, e))?;
+    let mut f = File::open(path).map_err(|e| open_error(path, e))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).map_err(|e| open_error(path, e))?;
+    if is_binary(&bytes) {
+        return Err(TraceError::new(
+            path.display().to_string(),
+            Location::File,
+            "this is a vramlab binary trace, not a PyTorch snapshot",
+        ));
+    }
     read_snapshot(&bytes, &path.display().to_string())
 }
 
@@ -112,42 +187,39 @@ pub fn pick_device(
     device: Option<u32>,
 ) -> Result<Trace, TraceError> {
     let name = path.display().to_string();
+    let have = |traces: &[Trace]| {
+        traces
+            .iter()
+            .map(|t| t.header.device.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match device {
-        Some(d) => {
-            let pos = traces
-                .iter()
-                .position(|t| t.header.device == d)
-                .ok_or_else(|| {
-                    let have: Vec<String> =
-                        traces.iter().map(|t| t.header.device.to_string()).collect();
-                    TraceError::new(
-                        &name,
-                        Location::File,
-                        format!(
-                            "no trace for device {d} (devices with events: {})",
-                            have.join(", ")
-                        ),
-                    )
-                })?;
-            Ok(traces.swap_remove(pos))
-        }
-        None if traces.len() == 1 => Ok(traces.pop().expect("one trace")),
+        Some(d) => match traces.iter().position(|t| t.header.device == d) {
+            Some(pos) => Ok(traces.swap_remove(pos)),
+            None => Err(TraceError::new(
+                &name,
+                Location::File,
+                format!(
+                    "no trace for device {d} (devices with events: {})",
+                    have(&traces)
+                ),
+            )),
+        },
+        None if traces.len() == 1 => Ok(traces.swap_remove(0)),
         None if traces.is_empty() => Err(TraceError::new(
             &name,
             Location::File,
             "the file holds no allocation events",
         )),
-        None => {
-            let have: Vec<String> = traces.iter().map(|t| t.header.device.to_string()).collect();
-            Err(TraceError::new(
-                &name,
-                Location::File,
-                format!(
-                    "the file holds traces of several devices ({}); choose one with --device N",
-                    have.join(", ")
-                ),
-            ))
-        }
+        None => Err(TraceError::new(
+            &name,
+            Location::File,
+            format!(
+                "the file holds traces of several devices ({}); choose one with --trace-device N",
+                have(&traces)
+            ),
+        )),
     }
 }
 
@@ -155,14 +227,24 @@ pub fn pick_device(
 pub fn write_trace(trace: &Trace, path: &Path, format: Option<Format>) -> Result<(), TraceError> {
     let fmt = resolve(path, format)?;
     let name = path.display().to_string();
-    let f = File::create(path)
-        .map_err(|e| TraceError::new(&name, Location::File, format!("cannot create: {e}")))?;
-    match fmt {
-        Format::Csv => write_csv(trace, BufWriter::new(f), &name),
-        Format::Snapshot => Err(TraceError::new(
+    if matches!(fmt, Format::Snapshot | Format::Rmm) {
+        return Err(TraceError::new(
             &name,
             Location::File,
-            "writing a trace as a snapshot needs a replay: use `vramlab replay --snapshot-out`",
-        )),
+            match fmt {
+                Format::Snapshot => {
+                    "writing a snapshot needs a replay: use `vramlab replay --snapshot-out FILE`"
+                }
+                _ => "vramlab does not write RMM logs; write .csv or .vlt",
+            },
+        ));
+    }
+    let f = File::create(path)
+        .map_err(|e| TraceError::new(&name, Location::File, format!("cannot create: {e}")))?;
+    let w = BufWriter::new(f);
+    match fmt {
+        Format::Csv => write_csv(trace, w, &name),
+        Format::Binary => write_binary(trace, w, false, &name),
+        _ => write_binary(trace, w, true, &name),
     }
 }

@@ -2,12 +2,15 @@
 
 #![warn(missing_docs)]
 
+pub mod binary;
 pub mod csv;
 pub mod error;
 pub mod io;
 pub mod model;
 pub mod pickle;
+pub mod rmm;
 pub mod snapshot;
+pub mod summary;
 
 pub use error::{Location, TraceError};
 pub use model::*;

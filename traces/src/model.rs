@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 /// Dense allocation id. Ids `0..initial live blocks` name blocks that were
 /// already allocated when recording began (see [`InitialState`]); every
 /// [`Event::Alloc`] introduces the next id.
@@ -16,7 +18,7 @@ pub type AllocId = u32;
 pub type StreamIndex = u32;
 
 /// One allocator request, in trace order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
     /// `malloc(size, stream)`; `size` is the caller's request in bytes.
     Alloc {
@@ -63,7 +65,7 @@ impl Event {
 }
 
 /// Where a trace came from and what it was recorded under.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceHeader {
     /// Free-form description of the source (file name, generator, recorder).
     pub source: String,
@@ -80,7 +82,7 @@ pub struct TraceHeader {
 }
 
 /// State of a block that existed before the first event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum InitialBlockState {
     /// Free (cached) block.
     Free,
@@ -92,7 +94,7 @@ pub enum InitialBlockState {
 }
 
 /// A block of an initial segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InitialBlock {
     /// Absolute device address.
     pub address: u64,
@@ -106,7 +108,7 @@ pub struct InitialBlock {
 
 /// A segment (one cudaMalloc, or one mapped range of an expandable segment)
 /// that existed before the first event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InitialSegment {
     /// Base address.
     pub address: u64,
@@ -123,7 +125,7 @@ pub struct InitialSegment {
 }
 
 /// The allocator state at the first event, for traces that start mid-run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InitialState {
     /// Segments in address order.
     pub segments: Vec<InitialSegment>,
@@ -141,7 +143,7 @@ impl InitialState {
 }
 
 /// Kind of a device-level decision recorded by the real allocator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum SegmentEventKind {
     /// cudaMalloc of a new segment.
     Alloc,
@@ -166,7 +168,7 @@ impl SegmentEventKind {
 }
 
 /// A device-level decision the real allocator made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpectedSegmentEvent {
     /// Index of the trace event during which it happened (a segment_alloc
     /// belongs to the `Alloc` that follows it in the recording).
@@ -180,7 +182,7 @@ pub struct ExpectedSegmentEvent {
 }
 
 /// A segment as the real allocator left it at the end of the recording.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FinalSegment {
     /// Base address.
     pub address: u64,
@@ -196,7 +198,7 @@ pub struct FinalSegment {
 }
 
 /// What the real allocator decided, kept from a snapshot for fidelity checks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpectedRecord {
     /// Address returned for each allocation id (`None` for ids of initial blocks
     /// that the record does not cover, or allocations that failed).
@@ -211,7 +213,7 @@ pub struct ExpectedRecord {
 }
 
 /// An OOM the real allocator raised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpectedOom {
     /// Index of the trace event that failed.
     pub event_index: u32,
@@ -221,8 +223,19 @@ pub struct ExpectedOom {
     pub device_free: u64,
 }
 
+/// One stack frame (innermost first in a list), as PyTorch records it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Frame {
+    /// Source file.
+    pub filename: String,
+    /// Line number.
+    pub line: i64,
+    /// Function name.
+    pub name: String,
+}
+
 /// One device's allocation trace.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     /// Provenance.
     pub header: TraceHeader,
@@ -239,6 +252,11 @@ pub struct Trace {
     pub expected: Option<ExpectedRecord>,
     /// Remarks a reader or converter made (e.g. ring-buffer overflow).
     pub notes: Vec<String>,
+    /// Stack frame lists, shared by index (from snapshots; may be empty).
+    pub frames: Vec<Vec<Frame>>,
+    /// For each allocation id, the index into [`Trace::frames`] of the stack
+    /// that allocated it (empty when the trace has no stacks).
+    pub alloc_frames: Vec<Option<u32>>,
 }
 
 impl Trace {

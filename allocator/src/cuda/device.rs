@@ -150,18 +150,15 @@ impl CudaDevice {
         for (p, s) in segs {
             keep(self.free(p, s).map_err(to_cuda("cuMemFree")));
         }
-        let res: Vec<(DevicePtr, u64, Vec<(DevicePtr, u64)>)> = self
-            .reservations
-            .iter()
-            .map(|(&b, r)| {
+        let bases: Vec<DevicePtr> = self.reservations.keys().copied().collect();
+        for base in bases {
+            let (size, pages): (u64, Vec<(DevicePtr, u64)>) = {
+                let r = &self.reservations[&base];
                 (
-                    b,
                     r.size,
                     r.pages.iter().map(|(&p, pg)| (p, pg.size)).collect(),
                 )
-            })
-            .collect();
-        for (base, size, pages) in res {
+            };
             for (p, s) in pages {
                 keep(self.unmap(p, s).map_err(to_cuda("cuMemUnmap")));
             }

@@ -113,6 +113,18 @@ impl<T> Slots<T> {
         }
     }
 
+    /// Gives the occupant of slot `i` a new generation (every hand-out of a
+    /// block gets one, so a stale handle can never name a later allocation
+    /// of the same slot) and returns its handle.
+    pub(crate) fn renew(&mut self, i: u32) -> BlockHandle {
+        let slot = &mut self.slots[i as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        BlockHandle {
+            index: i,
+            generation: slot.generation,
+        }
+    }
+
     /// Number of occupied slots.
     pub(crate) fn len(&self) -> usize {
         self.live

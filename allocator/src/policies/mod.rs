@@ -1,4 +1,135 @@
-//! placeholder
-#![allow(missing_docs)]
+//! Allocation policies besides PyTorch's native allocator, behind the same
+//! [`Allocator`](crate::Allocator) trait.
+//!
+//! | name | type | what it models | settings keys (defaults) |
+//! |---|---|---|---|
+//! | `native` | [`NativeAllocator`](crate::NativeAllocator) | PyTorch's CUDA caching allocator (see [`crate::native`]) | `PYTORCH_ALLOC_CONF` ([`AllocConf`](crate::AllocConf)) |
+//! | `direct` | [`direct::DirectAllocator`] | no cache: `cudaMalloc`/`cudaFree` per request, PyTorch with `PYTORCH_NO_CUDA_MEMORY_CACHING=1` | none |
+//! | `bfc` | [`bfc::BfcAllocator`] | TensorFlow's / XLA's (JAX's) best-fit-with-coalescing allocator | `allow_growth` (false), `memory_limit` (none), `memory_fraction` (0.75), `preallocate` (shorthand), `garbage_collection` (false), `fragmentation_fraction` (0) |
+//! | `async` | [`async_pool::AsyncPoolAllocator`] | a stream-ordered pool like `cudaMallocAsync` (PyTorch's `backend:cudaMallocAsync`) | `release_threshold` (0), `reuse_across_streams` (false) |
+//! | `stitch` | [`stitch::StitchAllocator`] | GMLake's virtual-memory stitching of free blocks | `stitch` (true), `fragment_limit` (512MiB), `reuse_limit` (1), `defragment_level` (0), `max_pieces` (unlimited), `gc_limit` (1000GiB) |
+//!
+//! Each policy module documents the rules it implements and the source each
+//! rule was read from, and has a `Config` with `parse` (a `key:value,…`
+//! settings string; errors name the key and the value), `Display` (the
+//! canonical string, which `parse` reads back to the same value) and
+//! `Default`. Each allocator is built with `new(config, device)`, reports
+//! statistics with PyTorch's names, detects double frees through handle
+//! generations, reports out-of-memory conditions as
+//! [`AllocError::OutOfMemory`](crate::AllocError::OutOfMemory) and checks
+//! its own consistency in `check_invariants`.
+//!
+//! Policies without PyTorch's small/large pool split count everything in
+//! `large_pool`.
+
 mod common;
+
+pub mod async_pool;
+pub mod bfc;
 pub mod direct;
+pub mod stitch;
+
+pub use async_pool::AsyncPoolAllocator;
+pub use bfc::BfcAllocator;
+pub use direct::DirectAllocator;
+pub use stitch::StitchAllocator;
+
+/// The name of every policy the crate offers, as their `Allocator::name`
+/// returns it: `native` first, then the policies of this module.
+pub const POLICY_NAMES: &[&str] = &["native", "direct", "bfc", "async", "stitch"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{Device, DeviceCall, DeviceError, DevicePtr, MemInfo};
+    use crate::{AllocConf, Allocator, NativeAllocator};
+
+    /// A device that refuses everything; enough to build each policy.
+    struct NoDevice;
+
+    impl Device for NoDevice {
+        fn malloc(&mut self, size: u64) -> Result<DevicePtr, DeviceError> {
+            Err(DeviceError::OutOfMemory {
+                requested: size,
+                free: 0,
+            })
+        }
+        fn free(&mut self, _: DevicePtr, _: u64) -> Result<(), DeviceError> {
+            Err(DeviceError::Other("nothing allocated".into()))
+        }
+        fn mem_info(&self) -> MemInfo {
+            MemInfo { free: 0, total: 0 }
+        }
+        fn synchronize(&mut self) {}
+        fn granularity(&self) -> u64 {
+            2 << 20
+        }
+        fn reserve(&mut self, _: u64) -> Result<DevicePtr, DeviceError> {
+            Err(DeviceError::Other("no address space".into()))
+        }
+        fn map(&mut self, _: DevicePtr, size: u64, _: u64) -> Result<(), DeviceError> {
+            Err(DeviceError::OutOfMemory {
+                requested: size,
+                free: 0,
+            })
+        }
+        fn unmap(&mut self, _: DevicePtr, _: u64) -> Result<(), DeviceError> {
+            Err(DeviceError::Other("nothing mapped".into()))
+        }
+        fn release(&mut self, _: DevicePtr, _: u64) -> Result<(), DeviceError> {
+            Err(DeviceError::Other("nothing reserved".into()))
+        }
+        fn calls(&self) -> &[DeviceCall] {
+            &[]
+        }
+    }
+
+    #[test]
+    fn names_match_the_list() {
+        let names = [
+            NativeAllocator::new(AllocConf::default(), NoDevice).name(),
+            DirectAllocator::new(direct::Config::default(), NoDevice).name(),
+            BfcAllocator::new(bfc::Config::default(), NoDevice).name(),
+            AsyncPoolAllocator::new(async_pool::Config::default(), NoDevice).name(),
+            StitchAllocator::new(stitch::Config::default(), NoDevice).name(),
+        ];
+        assert_eq!(names.as_slice(), POLICY_NAMES);
+    }
+
+    #[test]
+    fn ooms_are_errors_not_panics() {
+        let mut d = DirectAllocator::new(direct::Config::default(), NoDevice);
+        assert!(matches!(
+            d.malloc(1 << 20, 0),
+            Err(crate::AllocError::OutOfMemory(_))
+        ));
+        let mut b = BfcAllocator::new(bfc::Config::default(), NoDevice);
+        assert!(matches!(
+            b.malloc(1 << 20, 0),
+            Err(crate::AllocError::OutOfMemory(_))
+        ));
+        let mut a = AsyncPoolAllocator::new(async_pool::Config::default(), NoDevice);
+        assert!(matches!(
+            a.malloc(1 << 20, 0),
+            Err(crate::AllocError::OutOfMemory(_))
+        ));
+        let mut s = StitchAllocator::new(stitch::Config::default(), NoDevice);
+        assert!(matches!(
+            s.malloc(512, 0),
+            Err(crate::AllocError::OutOfMemory(_))
+        ));
+        // A device error (reserve fails) is reported, not a panic.
+        assert!(matches!(
+            s.malloc(64 << 20, 0),
+            Err(crate::AllocError::Device(_))
+        ));
+        for r in [
+            d.check_invariants(),
+            b.check_invariants(),
+            a.check_invariants(),
+            s.check_invariants(),
+        ] {
+            r.unwrap();
+        }
+    }
+}

@@ -88,6 +88,7 @@ impl BigInt {
         }
         // A non-negative value of up to 64 bits takes up to 9 bytes (the
         // ninth a zero sign byte).
+        // In bounds: byte 8 is only read when there are 9 bytes.
         let mag = match self.bytes.len() {
             0..=8 => &self.bytes[..],
             9 if self.bytes[8] == 0 => &self.bytes[..8],
@@ -166,6 +167,8 @@ impl BigInt {
     /// underscores between them. At most `max_digits` digits.
     pub(crate) fn parse_text(text: &str, max_digits: usize) -> Result<BigInt, String> {
         let t = text.trim();
+        // Slicing is in bounds and on char boundaries: after an ASCII sign
+        // byte, and after a 2-byte prefix that `get(..2)` found.
         let (negative, t) = match t.as_bytes().first() {
             Some(b'-') => (true, &t[1..]),
             Some(b'+') => (false, &t[1..]),

@@ -7,7 +7,7 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 
 use super::bigint::{self, BigInt};
-use super::keys::KeyIndex;
+use super::keys::{KeyIndex, Keys};
 
 /// A range in one of the document's arenas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,11 +50,10 @@ pub(crate) struct TupleNode {
     pub(crate) hash: Cell<Option<u64>>,
 }
 
-/// A dict: entries in insertion order, keys unique.
+/// A dict: `[key, value]` entries in insertion order, keys unique.
 #[derive(Debug, Default)]
 pub(crate) struct DictNode {
-    pub(crate) keys: Vec<Slot>,
-    pub(crate) values: Vec<Slot>,
+    pub(crate) entries: Vec<[Slot; 2]>,
     pub(crate) index: Option<Box<KeyIndex>>,
 }
 
@@ -172,6 +171,12 @@ impl PickleDoc {
         // Spans are only made by the reader at char boundaries of `strings`;
         // `get` keeps a broken invariant from panicking.
         self.strings.get(sp.range()).unwrap_or("")
+    }
+
+    /// The UTF-8 bytes of a string span (no char-boundary checks).
+    #[inline]
+    pub(crate) fn str_bytes(&self, sp: Span) -> &[u8] {
+        self.strings.as_bytes().get(sp.range()).unwrap_or(&[])
     }
 
     pub(crate) fn bytes_of(&self, sp: Span) -> &[u8] {
@@ -547,7 +552,7 @@ impl<'d> ListRef<'d> {
     pub fn iter(&self) -> ListIter<'d> {
         ListIter {
             doc: self.doc,
-            inner: self.items.iter(),
+            inner: self.items.iter().step_by(1),
         }
     }
 
@@ -571,11 +576,12 @@ impl<'d> IntoIterator for ListRef<'d> {
     }
 }
 
-/// Iterator over the elements of a [`ListRef`] or [`SetRef`].
+/// Iterator over the elements of a [`ListRef`] or [`SetRef`], or the keys
+/// or values of a [`DictRef`].
 #[derive(Clone)]
 pub struct ListIter<'d> {
     doc: &'d PickleDoc,
-    inner: std::slice::Iter<'d, Slot>,
+    inner: std::iter::StepBy<std::slice::Iter<'d, Slot>>,
 }
 
 impl<'d> Iterator for ListIter<'d> {
@@ -609,43 +615,37 @@ pub struct DictRef<'d> {
 impl<'d> DictRef<'d> {
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.dict.keys.len()
+        self.dict.entries.len()
     }
 
     /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
-        self.dict.keys.is_empty()
+        self.dict.entries.is_empty()
     }
 
     fn value_at(&self, i: usize) -> Option<ValueRef<'d>> {
-        self.dict.values.get(i).map(|&slot| ValueRef {
+        self.dict.entries.get(i).map(|e| ValueRef {
             doc: self.doc,
-            slot,
+            slot: e[1],
         })
     }
 
     /// The value of the `str` key `key`.
     pub fn get(&self, key: &str) -> Option<ValueRef<'d>> {
-        let keys = &self.dict.keys;
-        let i = self.doc.find_str_key(
-            keys.iter().copied(),
-            self.dict.index.as_deref(),
-            |e| keys.get(e).copied(),
-            key,
-        )?;
+        let keys = Keys::of_dict(&self.dict.entries);
+        let i = self
+            .doc
+            .find_str_key(keys, self.dict.index.as_deref(), key)?;
         self.value_at(i)
     }
 
     /// The value of the `int` key `key` (also finds `True`/`False` and
     /// integral float keys, as Python does).
     pub fn get_int(&self, key: i64) -> Option<ValueRef<'d>> {
-        let keys = &self.dict.keys;
-        let i = self.doc.find_int_key(
-            keys.iter().copied(),
-            self.dict.index.as_deref(),
-            |e| keys.get(e).copied(),
-            key,
-        )?;
+        let keys = Keys::of_dict(&self.dict.entries);
+        let i = self
+            .doc
+            .find_int_key(keys, self.dict.index.as_deref(), key)?;
         self.value_at(i)
     }
 
@@ -653,8 +653,7 @@ impl<'d> DictRef<'d> {
     pub fn iter(&self) -> DictIter<'d> {
         DictIter {
             doc: self.doc,
-            keys: self.dict.keys.iter(),
-            values: self.dict.values.iter(),
+            inner: self.dict.entries.iter(),
         }
     }
 
@@ -662,15 +661,16 @@ impl<'d> DictRef<'d> {
     pub fn keys(&self) -> ListIter<'d> {
         ListIter {
             doc: self.doc,
-            inner: self.dict.keys.iter(),
+            inner: self.dict.entries.as_flattened().iter().step_by(2),
         }
     }
 
     /// Values in insertion order.
     pub fn values(&self) -> ListIter<'d> {
+        let flat = self.dict.entries.as_flattened();
         ListIter {
             doc: self.doc,
-            inner: self.dict.values.iter(),
+            inner: flat.get(1..).unwrap_or(&[]).iter().step_by(2),
         }
     }
 
@@ -698,20 +698,18 @@ impl<'d> IntoIterator for DictRef<'d> {
 #[derive(Clone)]
 pub struct DictIter<'d> {
     doc: &'d PickleDoc,
-    keys: std::slice::Iter<'d, Slot>,
-    values: std::slice::Iter<'d, Slot>,
+    inner: std::slice::Iter<'d, [Slot; 2]>,
 }
 
 impl<'d> Iterator for DictIter<'d> {
     type Item = (ValueRef<'d>, ValueRef<'d>);
     fn next(&mut self) -> Option<Self::Item> {
         let doc = self.doc;
-        let k = *self.keys.next()?;
-        let v = *self.values.next()?;
+        let &[k, v] = self.inner.next()?;
         Some((ValueRef { doc, slot: k }, ValueRef { doc, slot: v }))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.keys.size_hint()
+        self.inner.size_hint()
     }
 }
 
@@ -739,27 +737,17 @@ impl<'d> SetRef<'d> {
 
     /// Whether the `str` element `s` is in the set.
     pub fn contains_str(&self, s: &str) -> bool {
-        let items = &self.set.items;
+        let keys = Keys::of_set(&self.set.items);
         self.doc
-            .find_str_key(
-                items.iter().copied(),
-                self.set.index.as_deref(),
-                |e| items.get(e).copied(),
-                s,
-            )
+            .find_str_key(keys, self.set.index.as_deref(), s)
             .is_some()
     }
 
     /// Whether the `int` element `i` is in the set.
     pub fn contains_int(&self, i: i64) -> bool {
-        let items = &self.set.items;
+        let keys = Keys::of_set(&self.set.items);
         self.doc
-            .find_int_key(
-                items.iter().copied(),
-                self.set.index.as_deref(),
-                |e| items.get(e).copied(),
-                i,
-            )
+            .find_int_key(keys, self.set.index.as_deref(), i)
             .is_some()
     }
 
@@ -767,7 +755,7 @@ impl<'d> SetRef<'d> {
     pub fn iter(&self) -> ListIter<'d> {
         ListIter {
             doc: self.doc,
-            inner: self.set.items.iter(),
+            inner: self.set.items.iter().step_by(1),
         }
     }
 
@@ -793,7 +781,12 @@ impl<'d> IntoIterator for SetRef<'d> {
 
 /// Converts an `i64` value held in little-endian bytes of any length to a
 /// slot (an int when it fits, else a big int stored in the byte arena).
+#[inline]
 pub(crate) fn int_slot(doc: &mut PickleDoc, le: &[u8]) -> Slot {
+    if le.len() <= 8 {
+        // Sign extension of up to 8 bytes is the value.
+        return Slot::Int(bigint::i64_from_le(le));
+    }
     let n = bigint::minimal_len(le);
     // In bounds: minimal_len(le) <= le.len().
     let le = &le[..n];

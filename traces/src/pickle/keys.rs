@@ -200,11 +200,11 @@ impl PickleDoc {
             let mut descend = None;
             while let Some(&child) = t.items.get(*pos) {
                 *pos += 1;
-                if let Norm::Tuple(cid) = self.norm(child)
-                    && tuple(cid).is_some_and(|c| c.hash.get().is_none())
-                {
-                    descend = Some(cid);
-                    break;
+                if let Norm::Tuple(cid) = self.norm(child) {
+                    if tuple(cid).is_some_and(|c| c.hash.get().is_none()) {
+                        descend = Some(cid);
+                        break;
+                    }
                 }
             }
             if let Some(cid) = descend {
@@ -257,10 +257,10 @@ impl PickleDoc {
             if tx.items.len() != ty.items.len() {
                 return false;
             }
-            if let (Some(hx), Some(hy)) = (tx.hash.get(), ty.hash.get())
-                && hx != hy
-            {
-                return false;
+            if let (Some(hx), Some(hy)) = (tx.hash.get(), ty.hash.get()) {
+                if hx != hy {
+                    return false;
+                }
             }
             for (&a, &b) in tx.items.iter().zip(&ty.items) {
                 match (self.norm(a), self.norm(b)) {
@@ -300,7 +300,7 @@ impl PickleDoc {
     /// their index if they have one). `h` is computed on demand.
     pub(crate) fn find_key(
         &self,
-        keys: &[Slot],
+        keys: Keys<'_>,
         index: Option<&KeyIndex>,
         key: Slot,
         h: Option<u64>,
@@ -309,54 +309,61 @@ impl PickleDoc {
             Some(ix) => {
                 let h = h.unwrap_or_else(|| self.key_hash(key));
                 ix.candidates(h)
-                    .find(|&e| keys.get(e).is_some_and(|&k| self.key_eq(k, key)))
+                    .find(|&e| keys.get(e).is_some_and(|k| self.key_eq(k, key)))
             }
-            None => keys.iter().position(|&k| {
-                // Fast path: the same memoized string, or the same node.
-                same_slot(k, key) || self.key_eq(k, key)
-            }),
+            None => match key {
+                // Fast path for str keys (nearly all keys in practice): a
+                // str only equals a str, and mostly differs in length.
+                Slot::Str(ks) => {
+                    let text = self.str_bytes(ks);
+                    let first = text.first();
+                    keys.position(|k| match k {
+                        Slot::Str(s) => {
+                            s == ks
+                                || (s.len == ks.len && {
+                                    let other = self.str_bytes(s);
+                                    other.first() == first && other == text
+                                })
+                        }
+                        _ => false,
+                    })
+                }
+                _ => keys.position(|k| same_slot(k, key) || self.key_eq(k, key)),
+            },
         }
     }
 
     /// Looks up a `str` key among `keys` without building a slot.
     pub(crate) fn find_str_key(
         &self,
-        keys: impl Iterator<Item = Slot>,
+        keys: Keys<'_>,
         index: Option<&KeyIndex>,
-        key_at: impl Fn(usize) -> Option<Slot>,
         key: &str,
     ) -> Option<usize> {
         let is_key = |k: Slot| matches!(k, Slot::Str(sp) if self.str_of(sp) == key);
         match index {
             Some(ix) => {
                 let h = self.shallow_hash(Norm::Str(key.as_bytes()));
-                ix.candidates(h).find(|&e| key_at(e).is_some_and(is_key))
+                ix.candidates(h).find(|&e| keys.get(e).is_some_and(is_key))
             }
-            None => {
-                let mut keys = keys;
-                keys.position(is_key)
-            }
+            None => keys.position(is_key),
         }
     }
 
     /// Looks up an int key among `keys`.
     pub(crate) fn find_int_key(
         &self,
-        keys: impl Iterator<Item = Slot>,
+        keys: Keys<'_>,
         index: Option<&KeyIndex>,
-        key_at: impl Fn(usize) -> Option<Slot>,
         key: i64,
     ) -> Option<usize> {
         let is_key = |k: Slot| matches!(self.norm(k), Norm::Int(i) if i == key);
         match index {
             Some(ix) => {
                 let h = self.shallow_hash(Norm::Int(key));
-                ix.candidates(h).find(|&e| key_at(e).is_some_and(is_key))
+                ix.candidates(h).find(|&e| keys.get(e).is_some_and(is_key))
             }
-            None => {
-                let mut keys = keys;
-                keys.position(is_key)
-            }
+            None => keys.position(is_key),
         }
     }
 
@@ -375,6 +382,54 @@ impl PickleDoc {
         h.write_usize(items.len());
         h.write_u64(sum);
         h.finish()
+    }
+}
+
+/// The keys of a dict or the elements of a set.
+#[derive(Clone, Copy)]
+pub(crate) enum Keys<'a> {
+    Set(&'a [Slot]),
+    Dict(&'a [[Slot; 2]]),
+}
+
+impl<'a> Keys<'a> {
+    pub(crate) fn of_set(items: &'a [Slot]) -> Keys<'a> {
+        Keys::Set(items)
+    }
+
+    pub(crate) fn of_dict(entries: &'a [[Slot; 2]]) -> Keys<'a> {
+        Keys::Dict(entries)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Keys::Set(s) => s.len(),
+            Keys::Dict(d) => d.len(),
+        }
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<Slot> {
+        match self {
+            Keys::Set(s) => s.get(i).copied(),
+            Keys::Dict(d) => d.get(i).map(|e| e[0]),
+        }
+    }
+
+    /// Position of the first key satisfying `pred`.
+    #[inline]
+    pub(crate) fn position(&self, mut pred: impl FnMut(Slot) -> bool) -> Option<usize> {
+        match self {
+            Keys::Set(s) => s.iter().position(|&k| pred(k)),
+            Keys::Dict(d) => d.iter().position(|e| pred(e[0])),
+        }
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Slot> + 'a {
+        let (set, dict): (&'a [Slot], &'a [[Slot; 2]]) = match *self {
+            Keys::Set(s) => (s, &[]),
+            Keys::Dict(d) => (&[], d),
+        };
+        set.iter().copied().chain(dict.iter().map(|e| e[0]))
     }
 }
 

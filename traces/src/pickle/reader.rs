@@ -9,7 +9,7 @@ use super::doc::{
     DictNode, MAX_INPUT_LEN, Node, PickleDoc, ReadOptions, SetNode, Slot, Span, TupleNode, int_slot,
 };
 use super::error::PickleError;
-use super::keys::{INDEX_THRESHOLD, KeyIndex};
+use super::keys::{INDEX_THRESHOLD, KeyIndex, Keys};
 use super::opcodes as op;
 
 /// Python's default limit on digits in `int(text)`
@@ -29,6 +29,14 @@ impl PickleDoc {
     /// sets and frozensets. Opcodes that import, construct or call objects
     /// are refused with an error naming them; nothing is executed.
     pub fn from_slice_with(input: &[u8], opts: &ReadOptions) -> Result<PickleDoc> {
+        parse(input, opts, false)
+    }
+}
+
+/// The reader; `full_check` forces the depth and cycle walk even where the
+/// incremental heights suffice (tests compare both).
+pub(crate) fn parse(input: &[u8], opts: &ReadOptions, full_check: bool) -> Result<PickleDoc> {
+    {
         let max_len = opts.max_input_len.min(MAX_INPUT_LEN);
         if input.len() > max_len {
             return Err(PickleError::LimitExceeded {
@@ -43,14 +51,21 @@ impl PickleDoc {
             op: 0,
             op_start: 0,
             doc: PickleDoc::empty(),
-            stack: Vec::new(),
-            marks: Vec::new(),
-            memo: Vec::new(),
+            stack: Vec::with_capacity(256),
+            marks: Vec::with_capacity(64),
+            // Capacity hints from typical snapshot proportions (one memo
+            // entry per ~60 input bytes, one container per ~80); they only
+            // save regrowth, and stay proportional to the input.
+            memo: Vec::with_capacity(input.len() / 32),
             sparse_memo: HashMap::new(),
             memo_count: 0,
+            meta: Vec::with_capacity(input.len() / 64),
+            full_check,
         };
+        m.doc.nodes.reserve(input.len() / 64);
+        m.doc.strings.reserve(input.len() / 16);
         let root = m.run()?;
-        check_tree(&m.doc, root, opts.max_depth)?;
+        m.check_root(root, opts.max_depth)?;
         let mut doc = m.doc;
         doc.root = root;
         doc.bytes_read = m.pos;
@@ -76,6 +91,42 @@ struct Machine<'i> {
     sparse_memo: HashMap<u64, Slot>,
     /// Number of distinct memo keys set (the key `MEMOIZE` uses).
     memo_count: u64,
+    /// Per node (parallel to `doc.nodes`): nesting height and whether it
+    /// is inside another container, for the depth check without a walk.
+    meta: Vec<Meta>,
+    /// Set when the incremental heights may be stale (a contained node was
+    /// changed, a container was put into itself, a dict value replaced):
+    /// then the depth and cycle check walks the document instead.
+    full_check: bool,
+}
+
+/// Height (a container of scalars has 1) and containment of one node.
+#[derive(Clone, Copy)]
+struct Meta {
+    height: u32,
+    contained: bool,
+}
+
+/// Marks the node `children` as contained in `parent` and raises
+/// `parent`'s height over theirs. Returns false when `parent` is among the
+/// children (a self-reference).
+fn adopt(meta: &mut [Meta], parent: u32, children: &[Slot]) -> bool {
+    let mut tallest = 0;
+    for &c in children {
+        if let Slot::Node(id) = c {
+            if id == parent {
+                return false;
+            }
+            if let Some(m) = meta.get_mut(id as usize) {
+                m.contained = true;
+                tallest = tallest.max(m.height);
+            }
+        }
+    }
+    if let Some(m) = meta.get_mut(parent as usize) {
+        m.height = m.height.max(tallest.saturating_add(1));
+    }
+    true
 }
 
 impl<'i> Machine<'i> {
@@ -239,7 +290,55 @@ impl<'i> Machine<'i> {
     fn new_node(&mut self, node: Node) -> Slot {
         let id = self.doc.nodes.len() as u32; // < input length <= 1 GiB
         self.doc.nodes.push(node);
+        self.meta.push(Meta {
+            height: 1,
+            contained: false,
+        });
         Slot::Node(id)
+    }
+
+    /// Before changing container `id`: a contained one makes the cached
+    /// heights of its ancestors stale.
+    #[inline]
+    fn before_change(&mut self, id: u32) {
+        if self.meta.get(id as usize).is_none_or(|m| m.contained) {
+            self.full_check = true;
+        }
+    }
+
+    /// After putting `children` into container `id`.
+    #[inline]
+    fn adopted(&mut self, id: u32, children_from: usize, children_to: usize) {
+        let children = self.stack.get(children_from..children_to).unwrap_or(&[]);
+        if !adopt(&mut self.meta, id, children) {
+            self.full_check = true;
+        }
+    }
+
+    fn adopt_items(&mut self, id: u32, items: &[Slot]) {
+        if !adopt(&mut self.meta, id, items) {
+            self.full_check = true;
+        }
+    }
+
+    /// Refuses cycles and nesting deeper than `max_depth` in the value
+    /// returned by STOP.
+    fn check_root(&self, root: Slot, max_depth: usize) -> Result<()> {
+        if self.full_check {
+            return check_tree(&self.doc, root, max_depth);
+        }
+        let height = match root {
+            Slot::Node(id) => self.meta.get(id as usize).map_or(0, |m| m.height),
+            _ => 0,
+        };
+        if height as usize > max_depth {
+            return Err(PickleError::LimitExceeded {
+                what: "nesting depth",
+                limit: max_depth,
+                offset: None,
+            });
+        }
+        Ok(())
     }
 
     // ---- stack ----
@@ -308,7 +407,7 @@ impl<'i> Machine<'i> {
             *cell = Some(v);
         } else if key == dense {
             self.memo.push(Some(v));
-            if self.sparse_memo.remove(&key).is_none() {
+            if self.sparse_memo.is_empty() || self.sparse_memo.remove(&key).is_none() {
                 self.memo_count += 1;
             }
             // Pull in sparse keys that the dense part now reaches.
@@ -325,7 +424,7 @@ impl<'i> Machine<'i> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn memo_get(&mut self, key: u64) -> Result<()> {
         let found = if key < self.memo.len() as u64 {
             // In bounds: key < memo.len().
@@ -350,11 +449,18 @@ impl<'i> Machine<'i> {
 
     fn new_tuple(&mut self, items: Vec<Slot>) -> Slot {
         let hashable = items.iter().all(|&s| self.doc.is_hashable(s));
-        self.new_node(Node::Tuple(TupleNode {
+        let id = self.doc.nodes.len() as u32;
+        self.meta.push(Meta {
+            height: 1,
+            contained: false,
+        });
+        self.adopt_items(id, &items);
+        self.doc.nodes.push(Node::Tuple(TupleNode {
             items,
             hashable,
             hash: std::cell::Cell::new(None),
-        }))
+        }));
+        Slot::Node(id)
     }
 
     /// `dict[key] = value` (Python semantics: an existing key keeps its
@@ -367,21 +473,24 @@ impl<'i> Machine<'i> {
         let Some(Node::Dict(d)) = doc.nodes.get(id as usize) else {
             return Err(self.underflow());
         };
-        let (found, h, new_index) = locate(doc, &d.keys, d.index.as_deref(), key);
+        let (found, h, new_index) = locate(doc, Keys::of_dict(&d.entries), d.index.as_deref(), key);
         let Some(Node::Dict(d)) = self.doc.nodes.get_mut(id as usize) else {
             return Err(self.underflow());
         };
         match found {
-            // In bounds: find_key returns positions within keys, and
-            // values has the same length.
-            Some(i) => d.values[i] = value,
+            Some(i) => {
+                if let Some(e) = d.entries.get_mut(i) {
+                    e[1] = value;
+                }
+                // The old value's height no longer counts.
+                self.full_check = true;
+            }
             None => {
-                d.keys.push(key);
-                d.values.push(value);
+                d.entries.push([key, value]);
                 if let Some(ix) = new_index {
                     d.index = Some(ix);
                 } else if let (Some(ix), Some(h)) = (d.index.as_deref_mut(), h) {
-                    ix.insert(d.keys.len() - 1, h);
+                    ix.insert(d.entries.len() - 1, h);
                 }
             }
         }
@@ -396,7 +505,7 @@ impl<'i> Machine<'i> {
         let (Some(Node::Set(s)) | Some(Node::FrozenSet(s))) = doc.nodes.get(id as usize) else {
             return Err(self.underflow());
         };
-        let (found, h, new_index) = locate(doc, &s.items, s.index.as_deref(), item);
+        let (found, h, new_index) = locate(doc, Keys::of_set(&s.items), s.index.as_deref(), item);
         let (Some(Node::Set(s)) | Some(Node::FrozenSet(s))) = self.doc.nodes.get_mut(id as usize)
         else {
             return Err(self.underflow());
@@ -417,6 +526,11 @@ impl<'i> Machine<'i> {
         let n = self.stack.len().saturating_sub(mark);
         if n % 2 != 0 {
             return Err(self.invalid("odd number of values for dict keys and values"));
+        }
+        self.before_change(id);
+        self.adopted(id, mark, self.stack.len());
+        if let Some(Node::Dict(d)) = self.doc.nodes.get_mut(id as usize) {
+            d.entries.reserve(n / 2);
         }
         let mut i = mark;
         while i + 1 < self.stack.len() {
@@ -530,6 +644,8 @@ impl<'i> Machine<'i> {
                     let k = self.pop()?;
                     match self.top()? {
                         Slot::Node(id) if matches!(self.doc.node(id), Some(Node::Dict(_))) => {
+                            self.before_change(id);
+                            self.adopt_items(id, &[k, v]);
                             self.dict_set(id, k, v)?;
                         }
                         other => return Err(self.wrong_type("dict", other)),
@@ -547,6 +663,10 @@ impl<'i> Machine<'i> {
                 op::APPENDS => {
                     let mark = self.pop_mark()?;
                     let (_, target) = self.target_below(mark)?;
+                    if let Slot::Node(id) = target {
+                        self.before_change(id);
+                        self.adopted(id, mark, self.stack.len());
+                    }
                     let list = match target {
                         Slot::Node(id) => match self.doc.nodes.get_mut(id as usize) {
                             Some(Node::List(l)) => Some(l),
@@ -557,14 +677,19 @@ impl<'i> Machine<'i> {
                     let Some(list) = list else {
                         return Err(self.wrong_type("list", target));
                     };
-                    // In bounds: mark <= stack.len() (marks record heights
-                    // and the stack never shrinks below an open mark).
-                    list.extend_from_slice(&self.stack[mark..]);
+                    // mark <= stack.len() always holds (marks record heights
+                    // and the stack never shrinks below an open mark); `get`
+                    // keeps a broken invariant from panicking.
+                    list.extend_from_slice(self.stack.get(mark..).unwrap_or(&[]));
                     self.stack.truncate(mark);
                 }
                 op::APPEND => {
                     let v = self.pop()?;
                     let target = self.top()?;
+                    if let Slot::Node(id) = target {
+                        self.before_change(id);
+                        self.adopt_items(id, &[v]);
+                    }
                     match target {
                         Slot::Node(id) => match self.doc.nodes.get_mut(id as usize) {
                             Some(Node::List(l)) => l.push(v),
@@ -576,7 +701,12 @@ impl<'i> Machine<'i> {
                 op::LIST => {
                     let mark = self.pop_mark()?;
                     let items = self.stack.split_off(mark.min(self.stack.len()));
-                    let s = self.new_node(Node::List(items));
+                    let id = self.doc.nodes.len() as u32;
+                    let s = self.new_node(Node::List(Vec::new()));
+                    self.adopt_items(id, &items);
+                    if let Some(Node::List(l)) = self.doc.nodes.get_mut(id as usize) {
+                        *l = items;
+                    }
                     self.push(s);
                 }
                 op::TUPLE => {
@@ -601,6 +731,8 @@ impl<'i> Machine<'i> {
                         Slot::Node(id) if matches!(self.doc.node(id), Some(Node::Set(_))) => id,
                         other => return Err(self.wrong_type("set", other)),
                     };
+                    self.before_change(id);
+                    self.adopted(id, mark, self.stack.len());
                     for i in mark..self.stack.len() {
                         // In bounds: i < stack.len(), and set_add does not
                         // touch the stack.
@@ -615,6 +747,7 @@ impl<'i> Machine<'i> {
                     let Slot::Node(id) = s else {
                         return Err(self.underflow());
                     };
+                    self.adopted(id, mark, self.stack.len());
                     for i in mark..self.stack.len() {
                         // In bounds: i < stack.len().
                         let item = self.stack[i];
@@ -841,7 +974,7 @@ fn lossy(b: &[u8]) -> String {
 /// linear search with this insertion, a freshly built index.
 fn locate(
     doc: &PickleDoc,
-    keys: &[Slot],
+    keys: Keys<'_>,
     index: Option<&KeyIndex>,
     key: Slot,
 ) -> (Option<usize>, Option<u64>, Option<Box<KeyIndex>>) {
@@ -851,7 +984,7 @@ fn locate(
     let new_index = match (found, grows_index, h) {
         (None, true, Some(h)) => {
             let mut ix = KeyIndex::default();
-            for (i, &k) in keys.iter().enumerate() {
+            for (i, k) in keys.iter().enumerate() {
                 ix.insert(i, doc.key_hash(k));
             }
             ix.insert(keys.len(), h);
@@ -1054,10 +1187,7 @@ fn child_at(node: Option<&Node>, pos: usize) -> Option<Slot> {
     match node? {
         Node::List(items) => items.get(pos).copied(),
         Node::Tuple(t) => t.items.get(pos).copied(),
-        Node::Dict(d) => match pos.checked_sub(d.keys.len()) {
-            None => d.keys.get(pos).copied(),
-            Some(j) => d.values.get(j).copied(),
-        },
+        Node::Dict(d) => d.entries.as_flattened().get(pos).copied(),
         Node::Set(s) | Node::FrozenSet(s) => s.items.get(pos).copied(),
         Node::ByteArray(_) => None,
     }

@@ -359,6 +359,12 @@ fn memo_opcodes_share() {
     assert_eq!(inner.get(0).unwrap().as_i64(), Some(5));
     assert!(inner.get(1).unwrap().same_object(&inner.get(2).unwrap()));
     assert_eq!(inner.get(2).unwrap().as_str(), Some("s"));
+    // Sparse memo keys join the dense part once it reaches them; MEMOIZE
+    // uses the number of keys set.
+    let doc = read(b"(K\x07q\x02K\x08q\x00K\x09q\x01\x94h\x02h\x03h\x00t.");
+    let t = doc.root().as_tuple().unwrap();
+    let got: Vec<i64> = t.iter().map(|v| v.as_i64().unwrap()).collect();
+    assert_eq!(got, [7, 8, 9, 7, 9, 8]);
     // A memoized dict referenced from many places keeps one node id.
     let doc = read(b"}\x94(\x8c\x04name\x94\x8c\x01f\x94u](h\x00h\x00h\x00e\x86.");
     let t = doc.root().as_tuple().unwrap();
@@ -933,7 +939,10 @@ fn mutated_inputs_never_panic() {
                 break;
             }
         }
-        if let Ok(doc) = PickleDoc::from_slice(&b) {
+        let fast = PickleDoc::from_slice(&b);
+        let full = super::reader::parse(&b, &ReadOptions::default(), true);
+        assert_eq!(fast.as_ref().err(), full.as_ref().err(), "{b:?}");
+        if let Ok(doc) = fast {
             ok += 1;
             // Walking and converting a document never panics either.
             let _ = doc.root().to_value();
@@ -941,6 +950,81 @@ fn mutated_inputs_never_panic() {
         }
     }
     assert!(ok > 0);
+}
+
+/// Random programs of container opcodes with memo references (which can
+/// make shared, deep and cyclic structures): the incremental depth check
+/// and the full walk must agree.
+#[test]
+fn depth_and_cycle_checks_agree() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let opts = ReadOptions {
+        max_depth: 3,
+        ..ReadOptions::default()
+    };
+    let (mut ok, mut cycles, mut deep) = (0, 0, 0);
+    for _ in 0..20_000 {
+        // Track the stack's kinds (b'L' list, b'D' dict, b'T' tuple,
+        // b'I' int) so that most programs are valid.
+        let mut b = Vec::new();
+        let mut memo: Vec<u8> = Vec::new();
+        let mut stack: Vec<u8> = Vec::new();
+        for _ in 0..1 + rnd(40) {
+            let n = stack.len();
+            match rnd(8) {
+                0 | 1 => {
+                    let kind = if rnd(2) == 0 { b'L' } else { b'D' };
+                    b.extend_from_slice(&[if kind == b'L' { b']' } else { b'}' }, 0x94]);
+                    memo.push(kind);
+                    stack.push(kind);
+                }
+                2 | 3 if !memo.is_empty() => {
+                    let i = rnd(memo.len() as u64) as usize;
+                    b.extend_from_slice(&[b'h', i as u8]);
+                    stack.push(memo[i]);
+                }
+                4 | 5 if n >= 2 && stack[n - 2] == b'L' => {
+                    b.push(b'a');
+                    stack.pop();
+                }
+                6 if n >= 1 && stack[n - 1] == b'D' && !memo.is_empty() => {
+                    let i = rnd(memo.len() as u64) as usize;
+                    b.extend_from_slice(&[b'K', rnd(3) as u8, b'h', i as u8, b's']);
+                }
+                7 if n >= 2 => {
+                    b.push(0x86);
+                    stack.truncate(n - 2);
+                    stack.push(b'T');
+                }
+                _ => {
+                    b.extend_from_slice(&[b'K', 1]);
+                    stack.push(b'I');
+                }
+            }
+        }
+        if !memo.is_empty() && rnd(2) == 0 {
+            // Return the first container, which most APPENDs fill.
+            b.extend_from_slice(b"h\x00");
+        }
+        b.push(b'.');
+        let fast = PickleDoc::from_slice_with(&b, &opts);
+        let full = super::reader::parse(&b, &opts, true);
+        assert_eq!(fast.as_ref().err(), full.as_ref().err(), "{b:?}");
+        match fast {
+            Ok(_) => ok += 1,
+            Err(PickleError::Cycle) => cycles += 1,
+            Err(PickleError::LimitExceeded { .. }) => deep += 1,
+            Err(_) => {}
+        }
+    }
+    println!("{ok} valid, {cycles} cyclic, {deep} too deep");
+    assert!(ok > 100 && cycles > 10 && deep > 10, "{ok} {cycles} {deep}");
 }
 
 fn sample_value() -> Value {

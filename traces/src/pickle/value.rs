@@ -557,24 +557,21 @@ impl ValueRef<'_> {
                 Some(Node::Set(s)) | Some(Node::FrozenSet(s)) => &s.items,
                 _ => &[],
             };
-            let (keys, values): (&[Slot], &[Slot]) = match node {
-                Some(Node::Dict(d)) => (&d.keys, &d.values),
-                _ => (&[], &[]),
+            let entries: &[Slot] = match node {
+                Some(Node::Dict(d)) => d.entries.as_flattened(),
+                _ => &[],
             };
-            let total = children.len() + keys.len() + values.len();
+            let total = children.len() + entries.len();
             let mut descend = None;
             while *pos < total {
                 let p = *pos;
                 *pos += 1;
-                let child = children
-                    .get(p)
-                    .or_else(|| keys.get(p - children.len()))
-                    .or_else(|| values.get(p - children.len() - keys.len()));
-                if let Some(&Slot::Node(c)) = child
-                    && !cache.contains_key(&c)
-                {
-                    descend = Some(c);
-                    break;
+                let child = children.get(p).or_else(|| entries.get(p - children.len()));
+                if let Some(&Slot::Node(c)) = child {
+                    if !cache.contains_key(&c) {
+                        descend = Some(c);
+                        break;
+                    }
                 }
             }
             if let Some(c) = descend {
@@ -590,9 +587,13 @@ impl ValueRef<'_> {
                 Some(Node::Set(s)) => Value::Set(Arc::new(conv(&s.items, &mut scalar))),
                 Some(Node::FrozenSet(s)) => Value::FrozenSet(Arc::new(conv(&s.items, &mut scalar))),
                 Some(Node::Dict(d)) => {
-                    let ks = conv(&d.keys, &mut scalar);
-                    let vs = conv(&d.values, &mut scalar);
-                    Value::Dict(Arc::new(ks.into_iter().zip(vs).collect()))
+                    let flat = conv(d.entries.as_flattened(), &mut scalar);
+                    let mut it = flat.into_iter();
+                    let mut pairs = Vec::with_capacity(d.entries.len());
+                    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                        pairs.push((k, v));
+                    }
+                    Value::Dict(Arc::new(pairs))
                 }
                 Some(Node::ByteArray(sp)) => Value::Bytes(doc.bytes_of(*sp).into()),
                 None => Value::None,

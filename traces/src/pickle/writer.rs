@@ -2,6 +2,7 @@
 //! PyTorch's memory viewer (`torch/utils/viz/MemoryViz.js`) can read.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -16,6 +17,28 @@ const FRAME_TARGET: usize = 64 * 1024;
 /// Shortest repeated string worth memoizing (shorter ones cost no more to
 /// repeat than a `LONG_BINGET`).
 const MIN_MEMO_STR: usize = 4;
+
+/// Hasher for container addresses (not attacker-chosen, so a fast
+/// multiplicative hash is fine).
+#[derive(Default)]
+struct PtrHasher(u64);
+
+impl Hasher for PtrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+/// Map keyed by container address.
+type PtrMap<V> = HashMap<*const (), V, BuildHasherDefault<PtrHasher>>;
 
 /// Writes [`Value`]s as protocol 4 pickles (`pickle.load` reads them back
 /// to the same Python objects).
@@ -86,7 +109,7 @@ impl PickleWriter {
             w,
             frame: Vec::with_capacity(FRAME_TARGET + 1024),
             plan,
-            memo: HashMap::new(),
+            memo: PtrMap::default(),
             str_memo: HashMap::new(),
             next_memo: 0,
         };
@@ -100,7 +123,7 @@ impl PickleWriter {
 /// What to memoize: containers seen more than once (by address) and
 /// strings seen more than once (by content).
 struct Plan<'v> {
-    shared: HashMap<*const (), u32>,
+    shared: PtrMap<u32>,
     strs: HashMap<&'v str, u32>,
 }
 
@@ -108,7 +131,7 @@ impl<'v> Plan<'v> {
     /// Counts references without recursion; a shared container's contents
     /// are counted once, since it is written once.
     fn new(root: &'v Value, dedup_strings: bool) -> Plan<'v> {
-        let mut shared: HashMap<*const (), u32> = HashMap::new();
+        let mut shared: PtrMap<u32> = PtrMap::default();
         let mut strs: HashMap<&'v str, u32> = HashMap::new();
         let mut work: Vec<&'v Value> = vec![root];
         while let Some(v) = work.pop() {
@@ -161,7 +184,7 @@ struct Emitter<'v, 'w, W: Write> {
     /// The frame being filled (opcodes never straddle frames).
     frame: Vec<u8>,
     plan: Plan<'v>,
-    memo: HashMap<*const (), u32>,
+    memo: PtrMap<u32>,
     str_memo: HashMap<&'v str, u32>,
     next_memo: u32,
 }
@@ -257,9 +280,7 @@ impl<'v, W: Write> Emitter<'v, '_, W> {
                 Task::Value(v) => v,
             };
             let ptr = v.container_ptr();
-            if let Some(p) = ptr
-                && let Some(&id) = self.memo.get(&p)
-            {
+            if let Some(&id) = ptr.and_then(|p| self.memo.get(&p)) {
                 self.get(id);
                 continue;
             }

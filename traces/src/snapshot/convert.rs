@@ -44,6 +44,10 @@ impl Default for SizeRules<'_> {
     }
 }
 
+/// A block of an initial segment before its size is settled: (address,
+/// exact size when known, requested bytes, state, entry that frees it).
+type PendingBlock = (u64, Option<u64>, u64, InitialBlockState, usize);
+
 #[derive(Debug, Clone, Copy)]
 enum LiveState {
     Allocated(AllocId),
@@ -181,6 +185,7 @@ fn device_trace(
                     size: e.size,
                 });
                 set_addr(&mut expected, id, Some(addr));
+                set_frames(&mut t, id, e.frames);
                 live.insert(addr, LiveState::Allocated(id));
                 seen.insert(addr);
             }
@@ -375,12 +380,26 @@ fn device_trace(
                 .collect(),
         })
         .collect();
+    if !t.alloc_frames.is_empty() {
+        t.frames = snap.frames.clone();
+        t.alloc_frames.resize(next_id as usize, None);
+    }
     if expected.alloc_addresses.len() < next_id as usize {
         expected.alloc_addresses.resize(next_id as usize, None);
     }
     t.num_ids = next_id;
     t.expected = Some(expected);
     Ok(t)
+}
+
+fn set_frames(t: &mut Trace, id: AllocId, frames: Option<FramesRef>) {
+    if let Some(f) = frames {
+        let i = id as usize;
+        if t.alloc_frames.len() <= i {
+            t.alloc_frames.resize(i + 1, None);
+        }
+        t.alloc_frames[i] = Some(f.0);
+    }
 }
 
 fn is_release(a: &Action) -> bool {
@@ -495,7 +514,7 @@ fn initial_state(
     }
     // Blocks per segment: (address, exact size or None, requested, state,
     // entry at which the trace frees it).
-    let mut per_seg: BTreeMap<u64, Vec<(u64, Option<u64>, u64, InitialBlockState, usize)>> =
+    let mut per_seg: BTreeMap<u64, Vec<PendingBlock>> =
         BTreeMap::new();
     let find_seg = |addr: u64| -> Option<u64> {
         segs.range(..=addr)

@@ -4,16 +4,7 @@
 
 use std::collections::BTreeMap;
 
-/// One stack frame.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Frame {
-    /// Source file.
-    pub filename: String,
-    /// Line number.
-    pub line: i64,
-    /// Function name.
-    pub name: String,
-}
+pub use crate::model::Frame;
 
 /// Index of a frame list in [`Snapshot::frames`]. Lists the pickle shares
 /// (through its memo) are stored once and referred to by the same index.

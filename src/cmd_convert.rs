@@ -1,0 +1,170 @@
+//! `vramlab convert` and `vramlab stats`: move traces between formats and
+//! look at what they contain.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use vramlab_allocator::TorchVersion;
+use vramlab_sim::load::load_traces;
+use vramlab_traces::io::{Format, write_trace};
+use vramlab_traces::summary::TraceSummary;
+
+use crate::common::parse_format;
+use crate::table::{Table, bytes, count};
+
+/// Arguments of `vramlab convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Input trace (.csv native or RMM log, .vlt, .vlt.zst, .pickle snapshot).
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// Output trace (.csv, .vlt, .vlt.zst); with several devices in the
+    /// input, `{device}` in the name is replaced by the device index.
+    #[arg(value_name = "OUT")]
+    output: PathBuf,
+    /// Input format, when the extension does not say.
+    #[arg(long, value_name = "FMT", value_parser = parse_format)]
+    from: Option<Format>,
+    /// Output format, when the extension does not say.
+    #[arg(long, value_name = "FMT", value_parser = parse_format)]
+    to: Option<Format>,
+    /// Only this device of a multi-device snapshot.
+    #[arg(long = "trace-device", value_name = "N")]
+    device: Option<u32>,
+    /// PyTorch release whose rules lay out snapshots that start mid-run.
+    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
+    torch_version: TorchVersion,
+}
+
+/// Runs `convert`.
+pub fn run_convert(args: ConvertArgs) -> Result<()> {
+    let traces = load_traces(&args.input, args.from, args.torch_version)?;
+    let traces: Vec<_> = traces
+        .into_iter()
+        .filter(|t| args.device.is_none_or(|d| t.header.device == d))
+        .collect();
+    if traces.is_empty() {
+        bail!("{}: no trace to convert", args.input.display());
+    }
+    let template = args.output.to_string_lossy().to_string();
+    if traces.len() > 1 && !template.contains("{device}") {
+        bail!(
+            "{} holds {} devices: put {{device}} in the output name, or pick one with --trace-device N",
+            args.input.display(),
+            traces.len()
+        );
+    }
+    for t in &traces {
+        let out = PathBuf::from(template.replace("{device}", &t.header.device.to_string()));
+        write_trace(t, &out, args.to)?;
+        let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+        eprintln!(
+            "wrote {} ({} events, {})",
+            out.display(),
+            count(t.events.len() as u64),
+            bytes(size)
+        );
+        for n in &t.notes {
+            eprintln!("note: {n}");
+        }
+    }
+    Ok(())
+}
+
+/// Arguments of `vramlab stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Trace file.
+    #[arg(value_name = "TRACE")]
+    trace: PathBuf,
+    /// Input format, when the extension does not say.
+    #[arg(long, value_name = "FMT", value_parser = parse_format)]
+    format: Option<Format>,
+    /// PyTorch release whose rules lay out snapshots that start mid-run.
+    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
+    torch_version: TorchVersion,
+    /// Print JSON (an array, one object per device).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `stats`.
+pub fn run_stats(args: StatsArgs) -> Result<()> {
+    let traces = load_traces(&args.trace, args.format, args.torch_version)?;
+    let sums: Vec<TraceSummary> = traces.iter().map(TraceSummary::of).collect();
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&sums)?);
+        return Ok(());
+    }
+    for (t, s) in traces.iter().zip(&sums) {
+        outln!("{} (device {})", args.trace.display(), s.device);
+        if !t.header.source.is_empty() && t.header.source != args.trace.display().to_string() {
+            outln!("  source: {}", t.header.source);
+        }
+        if let Some(fw) = &t.header.framework {
+            outln!("  framework: {fw}");
+        }
+        if let Some(c) = &t.header.alloc_conf {
+            outln!(
+                "  recorded settings: {}",
+                if c.is_empty() { "(defaults)" } else { c }
+            );
+        }
+        for (k, v) in &t.header.extra {
+            outln!("  {k}: {v}");
+        }
+        outln!(
+            "  events {}  allocations {}  frees {} (+{} deferred)  empty_cache {}  streams {}",
+            count(s.events),
+            count(s.allocs),
+            count(s.frees),
+            count(s.deferred_frees),
+            count(s.empty_cache),
+            s.streams
+        );
+        outln!(
+            "  peak live {}  requested in total {}  largest request {}  live at end {}",
+            bytes(s.peak_live_bytes),
+            bytes(s.total_requested_bytes),
+            bytes(s.max_request_bytes),
+            count(s.live_at_end)
+        );
+        if s.initial_segments > 0 {
+            outln!(
+                "  starts mid-run: {} segments, {} live at the first event",
+                s.initial_segments,
+                bytes(s.initial_live_bytes)
+            );
+        }
+        if let Some(d) = s.duration_us {
+            outln!("  duration {:.3} s", d as f64 / 1e6);
+        }
+        let mut tab = Table::new(vec![
+            "request size".into(),
+            "allocations".into(),
+            "bytes".into(),
+            "share".into(),
+        ]);
+        for b in &s.size_histogram {
+            tab.row(vec![
+                format!("{} – {}", bytes(b.lo), bytes(b.hi)),
+                count(b.count),
+                bytes(b.bytes),
+                format!(
+                    "{:.1}%",
+                    100.0 * b.bytes as f64 / s.total_requested_bytes.max(1) as f64
+                ),
+            ]);
+        }
+        outln!();
+        for line in tab.render().lines() {
+            outln!("  {line}");
+        }
+        for n in &s.notes {
+            outln!("  note: {n}");
+        }
+        outln!();
+    }
+    Ok(())
+}

@@ -1,0 +1,145 @@
+"""Re-record the bundled corpus (traces/data/*.csv.gz and MANIFEST.tsv).
+
+    python -m vramlab_record.corpus --raw /work/corpus-raw --data traces/data [--jobs 2] [--only PREFIX]
+
+Each workload family (a workload with fixed variant parameters) is
+recorded at three sizes of its scaling parameter (``seq`` or
+``resolution``) at batch 1, plus batch 2 at the smallest size, so that
+``vramlab gen`` can learn a template (sizes as functions of the
+parameters) and check it on a held-back size. Plain CSVs go to ``--raw``,
+gzip-compressed copies (deterministic: no name, mtime 0) to ``--data``,
+and one line per file to ``--data``/MANIFEST.tsv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import gzip
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+_LLM_SEQ = [512, 1024, 2048]
+
+#: (family name, workload, fixed params, scaling param, sizes, batch-2 variant?)
+FAMILIES = [
+    ("gpt-small-train", "gpt-small-train", {}, "seq", [128, 256, 512], True),
+    ("llama-3-8b-train", "llama-3-8b-train", {"attention": "flash"}, "seq", _LLM_SEQ, True),
+    ("llama-3-8b-train-ckpt", "llama-3-8b-train", {"attention": "flash", "checkpointing": "true"}, "seq",
+     _LLM_SEQ, True),
+    ("llama-3-8b-train-eager", "llama-3-8b-train", {"attention": "eager"}, "seq", _LLM_SEQ, True),
+    ("llama-3-8b-train-eager-ckpt", "llama-3-8b-train", {"attention": "eager", "checkpointing": "true"}, "seq",
+     _LLM_SEQ, True),
+    ("llama-3-8b-infer", "llama-3-8b-infer", {}, "seq", _LLM_SEQ, True),
+    ("llama-3-8b-infer-static", "llama-3-8b-infer", {"kv_cache": "static"}, "seq", _LLM_SEQ, True),
+    ("llama-3-8b-infer-eager", "llama-3-8b-infer", {"attention": "eager"}, "seq", _LLM_SEQ, True),
+    ("llama-3-8b-infer-eager-static", "llama-3-8b-infer", {"attention": "eager", "kv_cache": "static"}, "seq",
+     _LLM_SEQ, True),
+    ("llama-3-8b-infer-int8", "llama-3-8b-infer", {"precision": "int8"}, "seq", _LLM_SEQ, True),
+    # bitsandbytes' 4-bit decode takes the gemv kernel at batch 1 only: no batch variant.
+    ("llama-3-8b-infer-nf4", "llama-3-8b-infer", {"precision": "nf4"}, "seq", _LLM_SEQ, False),
+    ("sd15", "sd15", {}, "resolution", [256, 512, 768], True),
+    ("sd15-eager", "sd15", {"attention": "eager"}, "resolution", [256, 512, 768], True),
+    ("sd15-fp32", "sd15", {"precision": "fp32"}, "resolution", [256, 512, 768], True),
+    ("sdxl", "sdxl", {}, "resolution", [768, 1024, 1280], True),
+    ("sdxl-eager", "sdxl", {"attention": "eager"}, "resolution", [768, 1024, 1280], True),
+]
+
+MANIFEST_COLUMNS = ["file", "family", "workload", "params", "events", "allocs", "peak_live_bytes", "versions",
+                    "command"]
+
+
+def jobs(only: str | None):
+    for family, workload, fixed, param, sizes, batch2 in FAMILIES:
+        if only and not family.startswith(only):
+            continue
+        runs = [(1, s) for s in sizes] + ([(2, sizes[0])] if batch2 else [])
+        for batch, size in runs:
+            name = f"{family}-{param}{size}" + ("" if batch == 1 else f"-b{batch}")
+            args = [workload, "--batch", str(batch), f"--{param}", str(size)]
+            for k, v in fixed.items():
+                args += [f"--{k.replace('_', '-')}", str(v)]
+            yield family, name, args
+
+
+def header(path: str) -> dict:
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                break
+            body = line[1:].strip()
+            if ":" in body:
+                k, v = body.split(":", 1)
+                out[k.strip()] = v.strip()
+    return out
+
+
+def record(family, name, args, raw, data):
+    csv = os.path.join(raw, name + ".csv")
+    cmd = [sys.executable, "-m", "vramlab_record.cpu", "--quiet", "-o", csv, *args]
+    t0 = time.time()
+    subprocess.run(cmd, check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    gz = os.path.join(data, name + ".csv.gz")
+    with open(csv, "rb") as src, open(gz, "wb") as dst:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=dst, mtime=0, compresslevel=9) as z:
+            z.write(src.read())
+    h = header(csv)
+    params = " ".join(f"{k[len('param.'):]}={v}" for k, v in h.items() if k.startswith("param."))
+    row = {
+        "file": os.path.basename(gz),
+        "family": family,
+        "workload": h.get("workload", ""),
+        "params": params,
+        "events": h["events"],
+        "allocs": h["allocs"],
+        "peak_live_bytes": h["peak_live_bytes"],
+        "versions": h.get("framework", ""),
+        "command": "python -m vramlab_record.cpu -o " + name + ".csv " + shlex.join(args),
+    }
+    print(f"{name}: {h['allocs']} allocs, {h['events']} events, peak {int(h['peak_live_bytes']) / 2**30:.2f} GiB, "
+          f"{os.path.getsize(gz) / 1024:.0f} KiB gz, {time.time() - t0:.0f} s", file=sys.stderr)
+    return row
+
+
+def write_manifest(path: str, rows: list[dict]) -> None:
+    old = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            cols = f.readline().rstrip("\n").split("\t")
+            for line in f:
+                vals = line.rstrip("\n").split("\t")
+                old[vals[0]] = dict(zip(cols, vals))
+    for r in rows:
+        old[r["file"]] = r
+    with open(path, "w") as f:
+        f.write("\t".join(MANIFEST_COLUMNS) + "\n")
+        for name in sorted(old):
+            f.write("\t".join(str(old[name].get(c, "")) for c in MANIFEST_COLUMNS) + "\n")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vramlab_record.corpus", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--raw", required=True, help="folder for the plain CSVs")
+    p.add_argument("--data", required=True, help="folder for the .csv.gz files and MANIFEST.tsv")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--only", help="only families whose name starts with this")
+    ns = p.parse_args(argv)
+    os.makedirs(ns.raw, exist_ok=True)
+    os.makedirs(ns.data, exist_ok=True)
+    todo = list(jobs(ns.only))
+    rows = []
+    with concurrent.futures.ThreadPoolExecutor(ns.jobs) as ex:
+        futs = [ex.submit(record, f, n, a, ns.raw, ns.data) for f, n, a in todo]
+        for fut in futs:
+            rows.append(fut.result())
+    write_manifest(os.path.join(ns.data, "MANIFEST.tsv"), rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

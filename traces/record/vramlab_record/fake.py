@@ -1,0 +1,154 @@
+"""Recording under fake tensors: full-size models on a CPU, without the memory.
+
+:func:`fake_recording` enters ``FakeTensorMode`` and an
+:class:`~vramlab_record.recorder.AllocationRecorder` on a fake *CPU* device
+that stands for the GPU (backward on a fake CUDA device needs a real GPU),
+and patches what would otherwise make the recording differ from a CUDA run:
+
+* ``F.scaled_dot_product_attention`` is routed as CUDA's SDPA dispatcher
+  would route it, instead of the CPU kernels (or the math path, which
+  materialises the L x L score matrix): FlashAttention-2 for fp16/bf16
+  without a mask (grouped-query attention natively, no K/V repeat), the
+  memory-efficient kernel with a mask or fp32, the math path for masked GQA.
+  The flash backward also allocates the scratch tensors PyTorch's
+  ``mha_bwd`` allocates through the caching allocator (``softmax_d``,
+  ``dq_accum``, the expanded dK/dV of GQA), which the fake kernels skip.
+* ``torch.nn.init.trunc_normal_`` (data-dependent) becomes ``normal_``.
+
+Fake tensors cannot do data-dependent work (``.item()``, ``nonzero``,
+Python ``if`` on tensor values, HF ``generate()`` stopping checks): write
+such loops by hand. ``.to(dtype)`` of a fake module fails: set
+``torch.set_default_dtype`` before building it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .recorder import AllocationRecorder, Recording
+
+aten = torch.ops.aten
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _round_up(x: int, m: int) -> int:
+    return (x + m - 1) // m * m
+
+
+class _FlashAttention(torch.autograd.Function):
+    """FlashAttention-2 as PyTorch's CUDA SDPA runs it (GQA without repeat)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal, scale):
+        out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = aten._scaled_dot_product_flash_attention(
+            q, k, v, 0.0, is_causal, False, scale=scale
+        )
+        ctx.save_for_backward(q, k, v, out, lse, seed, offset)
+        ctx.extra = (cum_q, cum_k, max_q, max_k, is_causal, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse, seed, offset = ctx.saved_tensors
+        cum_q, cum_k, max_q, max_k, is_causal, scale = ctx.extra
+        dq, dk, dv = aten._scaled_dot_product_flash_attention_backward(
+            grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, 0.0, is_causal, seed, offset,
+            scale=scale,
+        )
+        # Scratch that flash_api.cpp's mha_bwd takes from the caching allocator.
+        b, h, sq, d = q.shape
+        hk, sk = k.shape[1], k.shape[2]
+        scratch = [
+            torch.empty((b, h, _round_up(sq, 128)), dtype=torch.float32, device=q.device),  # softmax_d
+            torch.empty((b, _round_up(sq, 128), h, _round_up(d, 32) if d <= 192 else 256),
+                        dtype=torch.float32, device=q.device),  # dq_accum
+        ]
+        if hk != h:  # dk_expanded, dv_expanded, summed into dk/dv over the groups
+            scratch.append(torch.empty((b, sk, h, d), dtype=k.dtype, device=k.device))
+            scratch.append(torch.empty((b, sk, h, v.shape[3]), dtype=v.dtype, device=v.device))
+        del scratch
+        return dq, dk, dv, None, None
+
+
+def cuda_like_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                   enable_gqa=False):
+    """``F.scaled_dot_product_attention`` routed like CUDA's dispatcher (no dropout)."""
+    if dropout_p != 0.0:
+        raise NotImplementedError("vramlab_record: SDPA with dropout is not emulated")
+    hq, hk = query.shape[-3], key.shape[-3]
+    d = query.shape[-1]
+    gqa = hq != hk
+    if gqa and not enable_gqa:
+        raise RuntimeError("SDPA: query and key head counts differ and enable_gqa is False")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    flash_ok = (
+        attn_mask is None
+        and query.dtype in _LOW_PRECISION
+        and d <= 256
+        and d % 8 == 0
+        and query.dim() == 4
+    )
+    if flash_ok:
+        # Flash takes (B, H, L, D) views and returns a (B, H, L, D)-shaped
+        # view of a (B, L, H, D) buffer, as on CUDA.
+        return _FlashAttention.apply(query, key, value, is_causal, scale)
+    if gqa:
+        # The memory-efficient kernel has no GQA: CUDA falls back to math.
+        return aten._scaled_dot_product_attention_math(
+            query, key, value, attn_mask, 0.0, is_causal, None, scale=scale, enable_gqa=True
+        )[0]
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # SDPA converts a boolean mask to an additive one of the query dtype.
+        attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill_(~attn_mask, float("-inf"))
+    if attn_mask is not None:
+        attn_mask = attn_mask.expand(query.shape[0], hq, query.shape[-2], key.shape[-2])
+    need_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    squeeze = query.dim() == 3
+    if squeeze:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+    out = aten._scaled_dot_product_efficient_attention(
+        query, key, value, attn_mask, need_lse, 0.0, is_causal, scale=scale
+    )[0]
+    return out.squeeze(0) if squeeze else out
+
+
+def _trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    with torch.no_grad():
+        return tensor.normal_(mean, std)
+
+
+@contextlib.contextmanager
+def patched_for_fake():
+    """Applies the patches described in the module docstring."""
+    saved = (F.scaled_dot_product_attention, torch.nn.init.trunc_normal_)
+    F.scaled_dot_product_attention = cuda_like_sdpa
+    torch.nn.init.trunc_normal_ = _trunc_normal_
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention, torch.nn.init.trunc_normal_ = saved
+
+
+@contextlib.contextmanager
+def fake_recording(recording: Recording | None = None):
+    """Records everything inside on a fake CPU device; yields the recorder.
+
+    Tensors created inside are fake; tensors made before must be passed to
+    ``recorder.register`` (and be fake) to be recorded.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rec = AllocationRecorder(recording, device_type="cpu")
+    with patched_for_fake(), FakeTensorMode(allow_non_fake_inputs=False):
+        with rec:
+            try:
+                yield rec
+            finally:
+                gc.collect()

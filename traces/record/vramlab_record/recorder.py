@@ -1,0 +1,294 @@
+"""Record the allocation stream of a PyTorch workload without a GPU.
+
+A ``TorchDispatchMode`` sees every op; each output whose storage was not seen
+before is an allocation of ``storage.nbytes()`` bytes. A weak reference on
+the storage object fires exactly when the C++ storage is released (PyTorch
+keeps the Python storage object alive exactly as long as the storage), which
+is the free. Views and in-place ops reuse storages and record nothing, as
+the CUDA caching allocator would see nothing. A storage whose size changes
+(``resize_``, ``out=`` ops) is recorded as a new allocation followed by the
+free of the old one, as the CUDA allocator does it.
+
+Used together with ``FakeTensorMode`` (see :mod:`vramlab_record.fake`), the
+model takes no memory at all, so full-size models record in seconds.
+
+What this cannot see (see README.md): allocations made inside kernels
+through the caching allocator (cuBLAS/cuBLASLt workspaces, cuDNN workspaces,
+flash-attention backward accumulators, reduction scratch), NCCL buffers,
+CUDA-graph pools, streams (everything is stream 0) and deferred frees.
+
+Outputs: the vramlab native CSV trace, and a PyTorch-snapshot-shaped pickle
+(``device_traces`` with alloc/free_requested/free_completed entries and
+synthetic addresses) that ``vramlab`` reads like a real snapshot.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import pickle
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+
+@dataclass
+class Recording:
+    """The events of one recording, in order.
+
+    ``events`` holds ``("alloc", id, size)``, ``("free", id, size)`` and
+    ``("mark", label, 0)`` tuples. ``header`` becomes ``# key: value`` lines
+    of the CSV (and ``vramlab_recording`` in the pickle); ``params`` become
+    ``# param.NAME: value`` lines, which ``vramlab gen --learn`` reads.
+    """
+
+    events: list = field(default_factory=list)
+    header: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    next_id: int = 0
+    live_bytes: int = 0
+    peak_live_bytes: int = 0
+    allocs: int = 0
+
+    def alloc(self, size: int) -> int:
+        i = self.next_id
+        self.next_id += 1
+        self.allocs += 1
+        self.events.append(("alloc", i, size))
+        self.live_bytes += size
+        if self.live_bytes > self.peak_live_bytes:
+            self.peak_live_bytes = self.live_bytes
+        return i
+
+    def free(self, i: int, size: int) -> None:
+        self.events.append(("free", i, size))
+        self.live_bytes -= size
+
+    def mark(self, label: str) -> None:
+        """A phase mark (``# phase: label`` in the CSV)."""
+        self.events.append(("mark", label, 0))
+
+    @property
+    def num_events(self) -> int:
+        """Allocator events (allocs and frees; marks do not count)."""
+        return sum(1 for e in self.events if e[0] != "mark")
+
+    def summary(self) -> dict:
+        return {
+            "events": self.num_events,
+            "allocs": self.allocs,
+            "peak_live_bytes": self.peak_live_bytes,
+        }
+
+    # ---- writers -------------------------------------------------------
+    def write(self, path: str) -> None:
+        """Writes by extension: ``.csv``, ``.csv.gz``, ``.pickle``/``.pkl``."""
+        if path.endswith((".pickle", ".pkl")):
+            self.write_snapshot(path)
+        else:
+            self.write_csv(path)
+
+    def write_csv(self, path: str) -> None:
+        """The vramlab native CSV trace v1 (gzip-compressed for ``.gz``)."""
+        opener = gzip.open if path.endswith(".gz") else open
+        one = lambda v: str(v).replace("\n", " ").replace("\r", " ")  # noqa: E731
+        with opener(path, "wt", newline="\n") as f:
+            f.write("# vramlab trace v1\n")
+            for k, v in self.header.items():
+                f.write(f"# {k}: {one(v)}\n")
+            for k, v in self.params.items():
+                f.write(f"# param.{k}: {one(v)}\n")
+            f.write("action,id,size,stream\n")
+            w = f.write
+            for action, i, size in self.events:
+                if action == "alloc":
+                    w(f"alloc,{i},{size},0\n")
+                elif action == "free":
+                    w(f"free,{i},,\n")
+                else:
+                    w(f"# phase: {one(i)}\n")
+
+    def write_snapshot(self, path: str) -> None:
+        """A PyTorch-snapshot-shaped pickle (protocol 4, like ``_dump_snapshot``).
+
+        Addresses are synthetic (one 512-byte slot per id), there are no
+        segments (the recording starts from an empty allocator), every free
+        is a ``free_requested`` directly followed by ``free_completed``, and
+        phase marks are ``external_annotations``.
+        """
+        base = 0x7F0000000000
+        trace = []
+        notes = []
+        addr_of = {}
+        t0 = int(time.time() * 1e6)
+        for n, (action, i, size) in enumerate(self.events):
+            if action == "alloc":
+                addr_of[i] = base + i * 512
+                trace.append({"action": "alloc", "addr": addr_of[i], "size": size,
+                              "stream": 0, "time_us": t0 + n, "frames": []})
+            elif action == "free":
+                for a in ("free_requested", "free_completed"):
+                    trace.append({"action": a, "addr": addr_of[i], "size": size,
+                                  "stream": 0, "time_us": t0 + n, "frames": []})
+            else:
+                notes.append({"device": 0, "stage": "START", "name": str(i), "time_us": t0 + n})
+        snap = {
+            "segments": [],
+            "device_traces": [trace],
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""},
+            "external_annotations": notes,
+            "vramlab_recording": {**self.header, **{f"param.{k}": v for k, v in self.params.items()}},
+        }
+        with open(path, "wb") as f:
+            pickle.dump(snap, f, protocol=4)
+
+
+#: Ops that turn Python data into a tensor (``torch.tensor``, ``as_tensor``).
+_HOST_OPS = (torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default)
+
+
+class AllocationRecorder(TorchDispatchMode):
+    """Records storage allocations and releases while active.
+
+    ``device_type`` restricts recording to storages on that device type
+    (``"cpu"`` for a fake CPU device that stands for the GPU); ``None``
+    records every device except ``meta``.
+    """
+
+    def __init__(self, recording: Recording | None = None, device_type: str | None = None):
+        super().__init__()
+        self.rec = recording or Recording()
+        self.device_type = device_type
+        self._live: dict[int, tuple[int, int]] = {}
+        self._host: set[int] = set()
+        self._orig_resize = None
+
+    # ---- mode entry/exit: wrap UntypedStorage.resize_ (not dispatched) --
+    def __enter__(self):
+        if self._orig_resize is None:
+            orig = torch.UntypedStorage.resize_
+            recorder = self
+
+            def resize_(storage, size):
+                out = orig(storage, size)
+                recorder._resized(storage)
+                return out
+
+            self._orig_resize = orig
+            torch.UntypedStorage.resize_ = resize_
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if self._orig_resize is not None:
+            torch.UntypedStorage.resize_ = self._orig_resize
+            self._orig_resize = None
+        return super().__exit__(*exc)
+
+    # ---- registration of tensors made outside the mode ------------------
+    def register(self, *tensors) -> None:
+        """Records tensors that exist before recording starts (weights, inputs)."""
+        flat, _ = tree_flatten(tensors)
+        for t in flat:
+            if isinstance(t, torch.Tensor):
+                self._see(t)
+
+    def register_module(self, module: torch.nn.Module) -> None:
+        """Records every parameter and buffer of a module (in module order)."""
+        for t in list(module.parameters()) + list(module.buffers()):
+            self._see(t)
+
+    def mark(self, label: str) -> None:
+        """A phase mark in the recording."""
+        self.rec.mark(label)
+
+    # ---- internals -------------------------------------------------------
+    def _wanted(self, dev: str) -> bool:
+        if dev == "meta":
+            return False
+        return self.device_type is None or dev == self.device_type
+
+    def _see(self, t: torch.Tensor) -> None:
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return
+        # A fake tensor's storage is a meta storage; its device is the tensor's.
+        if not self._wanted(t.device.type):
+            return
+        key = id(st)
+        if key in self._host:
+            return
+        nbytes = st.nbytes()
+        entry = self._live.get(key)
+        if entry is not None:
+            if entry[1] != nbytes:
+                self._realloc(key, nbytes)
+            return
+        if nbytes == 0:
+            return
+        i = self.rec.alloc(nbytes)
+        self._live[key] = (i, nbytes)
+        weakref.finalize(st, self._released, key)
+
+    def _realloc(self, key: int, nbytes: int) -> None:
+        old = self._live.pop(key)
+        if nbytes > 0:
+            i = self.rec.alloc(nbytes)
+            self._live[key] = (i, nbytes)
+        self.rec.free(old[0], old[1])
+
+    def _resized(self, st) -> None:
+        # Only storages already seen through a tensor can be told apart from
+        # meta scratch; an unseen storage resized from Python is recorded
+        # when its device is wanted (fake storages report "meta").
+        if id(st) not in self._live and not self._wanted(st.device.type):
+            return
+        key = id(st)
+        nbytes = st.nbytes()
+        entry = self._live.get(key)
+        if entry is None:
+            if nbytes > 0:
+                i = self.rec.alloc(nbytes)
+                self._live[key] = (i, nbytes)
+                weakref.finalize(st, self._released, key)
+        elif entry[1] != nbytes:
+            self._realloc(key, nbytes)
+
+    def _released(self, key: int) -> None:
+        entry = self._live.pop(key, None)
+        if entry is not None:
+            self.rec.free(entry[0], entry[1])
+
+    def _host_tensor(self, t: torch.Tensor) -> None:
+        """Remembers a tensor made from Python data as host-side (not recorded)."""
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return
+        key = id(st)
+        if key not in self._live and key not in self._host:
+            self._host.add(key)
+            weakref.finalize(st, self._host.discard, key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _HOST_OPS and isinstance(out, torch.Tensor):
+            # torch.tensor(data) without a device makes a CPU tensor in a GPU
+            # script too (optimizer step counters, Python constants).
+            self._host_tensor(out)
+            return out
+        flat, _ = tree_flatten(out)
+        for t in flat:
+            if isinstance(t, torch.Tensor):
+                self._see(t)
+        return out
+
+
+def finish(recorder: AllocationRecorder) -> None:
+    """Collects garbage so that frees of unreachable tensors are recorded."""
+    del recorder
+    gc.collect()

@@ -1,0 +1,384 @@
+//! The compact binary native format (`.vlt`, optionally zstd-compressed as
+//! `.vlt.zst`): everything a [`Trace`] holds, including the initial state
+//! and the expected record that the CSV format cannot carry.
+//!
+//! Layout: the 8-byte magic `VRAMLABT`, a little-endian `u16` format version
+//! (1) and `u16` flags (bit 0: the rest is one zstd frame). Then a
+//! length-prefixed (`u32` LE) postcard encoding of everything but the
+//! events, and the events in chunks of at most 65,536: `u32` LE event count,
+//! `u32` LE byte length, the postcard encoding of the events; a chunk with
+//! count 0 ends the file. Chunks let a reader stream large traces and bound
+//! every allocation by what the file really contains.
+
+use std::io::{BufRead, Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Location, TraceError};
+use crate::model::*;
+
+/// File magic.
+pub const MAGIC: &[u8; 8] = b"VRAMLABT";
+/// Current format version.
+pub const VERSION: u16 = 1;
+const FLAG_ZSTD: u16 = 1;
+const CHUNK: usize = 65_536;
+/// Largest encoded event (a postcard `Event` is at most 1 + 3×10 bytes).
+const MAX_EVENT_BYTES: usize = 32;
+/// Largest metadata block accepted (1 GiB).
+const MAX_META: usize = 1 << 30;
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    header: TraceHeader,
+    streams: Vec<u64>,
+    initial: Option<InitialState>,
+    num_ids: u32,
+    expected: Option<ExpectedRecord>,
+    notes: Vec<String>,
+    frames: Vec<Vec<Frame>>,
+    alloc_frames: Vec<Option<u32>>,
+    num_events: u64,
+}
+
+/// Writes `trace` in the binary format, zstd-compressed when `compress`.
+pub fn write_binary(
+    trace: &Trace,
+    out: impl Write,
+    compress: bool,
+    path: &str,
+) -> Result<(), TraceError> {
+    let io =
+        |e: std::io::Error| TraceError::new(path, Location::File, format!("cannot write: {e}"));
+    let enc =
+        |e: postcard::Error| TraceError::new(path, Location::File, format!("cannot encode: {e}"));
+    let mut out = out;
+    out.write_all(MAGIC).map_err(io)?;
+    out.write_all(&VERSION.to_le_bytes()).map_err(io)?;
+    out.write_all(&(if compress { FLAG_ZSTD } else { 0 }).to_le_bytes())
+        .map_err(io)?;
+    let meta = Meta {
+        header: trace.header.clone(),
+        streams: trace.streams.clone(),
+        initial: trace.initial.clone(),
+        num_ids: trace.num_ids,
+        expected: trace.expected.clone(),
+        notes: trace.notes.clone(),
+        frames: trace.frames.clone(),
+        alloc_frames: trace.alloc_frames.clone(),
+        num_events: trace.events.len() as u64,
+    };
+    let write_body = |w: &mut dyn Write| -> Result<(), TraceError> {
+        let m = postcard::to_stdvec(&meta).map_err(enc)?;
+        w.write_all(&(m.len() as u32).to_le_bytes()).map_err(io)?;
+        w.write_all(&m).map_err(io)?;
+        for chunk in trace.events.chunks(CHUNK) {
+            let b = postcard::to_stdvec(chunk).map_err(enc)?;
+            w.write_all(&(chunk.len() as u32).to_le_bytes())
+                .map_err(io)?;
+            w.write_all(&(b.len() as u32).to_le_bytes()).map_err(io)?;
+            w.write_all(&b).map_err(io)?;
+        }
+        w.write_all(&0u32.to_le_bytes()).map_err(io)?;
+        w.write_all(&0u32.to_le_bytes()).map_err(io)
+    };
+    if compress {
+        let mut z = zstd::stream::write::Encoder::new(&mut out, 3).map_err(io)?;
+        write_body(&mut z)?;
+        z.finish().map_err(io)?;
+    } else {
+        write_body(&mut out)?;
+    }
+    out.flush().map_err(io)
+}
+
+/// `true` if `bytes` start like a binary trace.
+pub fn is_binary(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+/// Reads a binary trace. `path` is used in error messages.
+pub fn read_binary(mut input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
+    let mut head = [0u8; 12];
+    read_exact(&mut input, &mut head, 0, path, "the file header")?;
+    if &head[..8] != MAGIC {
+        return Err(TraceError::new(
+            path,
+            Location::Byte(0),
+            "not a vramlab binary trace (the file does not start with VRAMLABT)",
+        ));
+    }
+    let version = u16::from_le_bytes([head[8], head[9]]);
+    if version != VERSION {
+        return Err(TraceError::new(
+            path,
+            Location::Byte(8),
+            format!(
+                "binary trace format version {version}; this version of vramlab reads version {VERSION}"
+            ),
+        ));
+    }
+    let flags = u16::from_le_bytes([head[10], head[11]]);
+    if flags & !FLAG_ZSTD != 0 {
+        return Err(TraceError::new(
+            path,
+            Location::Byte(10),
+            format!("unknown flags {flags:#06x}"),
+        ));
+    }
+    if flags & FLAG_ZSTD != 0 {
+        let z = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| {
+            TraceError::new(
+                path,
+                Location::Byte(12),
+                format!("cannot start zstd decoding: {e}"),
+            )
+        })?;
+        read_body(std::io::BufReader::new(z), path)
+    } else {
+        read_body(input, path)
+    }
+}
+
+fn read_exact(
+    r: &mut impl Read,
+    buf: &mut [u8],
+    at: u64,
+    path: &str,
+    what: &str,
+) -> Result<(), TraceError> {
+    r.read_exact(buf).map_err(|e| {
+        let msg = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            format!("file truncated while reading {what}")
+        } else {
+            format!("cannot read {what}: {e}")
+        };
+        TraceError::new(path, Location::Byte(at), msg)
+    })
+}
+
+fn read_u32(r: &mut impl Read, at: u64, path: &str, what: &str) -> Result<u32, TraceError> {
+    let mut b = [0u8; 4];
+    read_exact(r, &mut b, at, path, what)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// Reads `len` bytes without trusting `len` for the allocation.
+fn read_block(
+    r: &mut impl Read,
+    len: usize,
+    at: u64,
+    path: &str,
+    what: &str,
+) -> Result<Vec<u8>, TraceError> {
+    let mut buf = Vec::with_capacity(len.min(1 << 20));
+    let got = r.take(len as u64).read_to_end(&mut buf).map_err(|e| {
+        TraceError::new(path, Location::Byte(at), format!("cannot read {what}: {e}"))
+    })?;
+    if got != len {
+        return Err(TraceError::new(
+            path,
+            Location::Byte(at),
+            format!("file truncated while reading {what} ({got} of {len} bytes)"),
+        ));
+    }
+    Ok(buf)
+}
+
+fn read_body(mut r: impl Read, path: &str) -> Result<Trace, TraceError> {
+    // Offsets are positions in the (decompressed) body, after the 12-byte header.
+    let mut at = 12u64;
+    let meta_len = read_u32(&mut r, at, path, "the metadata length")? as usize;
+    at += 4;
+    if meta_len > MAX_META {
+        return Err(TraceError::new(
+            path,
+            Location::Byte(at),
+            format!("metadata of {meta_len} bytes is implausible"),
+        ));
+    }
+    let m = read_block(&mut r, meta_len, at, path, "the metadata")?;
+    let meta: Meta = postcard::from_bytes(&m)
+        .map_err(|e| TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {e}")))?;
+    at += meta_len as u64;
+    let mut events: Vec<Event> = Vec::with_capacity((meta.num_events as usize).min(1 << 20));
+    loop {
+        let count = read_u32(&mut r, at, path, "an event chunk header")? as usize;
+        let len = read_u32(&mut r, at + 4, path, "an event chunk header")? as usize;
+        at += 8;
+        if count == 0 {
+            break;
+        }
+        if count > CHUNK || len > count * MAX_EVENT_BYTES {
+            return Err(TraceError::new(
+                path,
+                Location::Byte(at - 8),
+                format!("corrupt event chunk ({count} events in {len} bytes)"),
+            ));
+        }
+        let b = read_block(&mut r, len, at, path, "an event chunk")?;
+        let chunk: Vec<Event> = postcard::from_bytes(&b).map_err(|e| {
+            TraceError::new(
+                path,
+                Location::Byte(at),
+                format!("corrupt event chunk: {e}"),
+            )
+        })?;
+        if chunk.len() != count {
+            return Err(TraceError::new(
+                path,
+                Location::Byte(at),
+                format!("event chunk says {count} events but holds {}", chunk.len()),
+            ));
+        }
+        events.extend(chunk);
+        at += len as u64;
+    }
+    if events.len() as u64 != meta.num_events {
+        return Err(TraceError::new(
+            path,
+            Location::File,
+            format!(
+                "the file says {} events but holds {}",
+                meta.num_events,
+                events.len()
+            ),
+        ));
+    }
+    let t = Trace {
+        header: meta.header,
+        streams: meta.streams,
+        initial: meta.initial,
+        events,
+        num_ids: meta.num_ids,
+        expected: meta.expected,
+        notes: meta.notes,
+        frames: meta.frames,
+        alloc_frames: meta.alloc_frames,
+    };
+    validate(&t).map_err(|(i, m)| TraceError::new(path, Location::Entry(i), m))?;
+    Ok(t)
+}
+
+/// Structural checks every reader applies: ids below `num_ids`, streams in
+/// the stream table, at least the default stream.
+pub fn validate(t: &Trace) -> Result<(), (u64, String)> {
+    if t.streams.is_empty() {
+        return Err((0, "the stream table is empty".into()));
+    }
+    for (i, e) in t.events.iter().enumerate() {
+        if let Some(id) = e.id() {
+            if id >= t.num_ids {
+                return Err((
+                    i as u64,
+                    format!("id {id} is not below the trace's {} ids", t.num_ids),
+                ));
+            }
+        }
+        if let Event::Alloc { stream, .. } = *e {
+            if stream as usize >= t.streams.len() {
+                return Err((
+                    i as u64,
+                    format!("stream index {stream} is not in the stream table"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Trace {
+        sample_n(100_000)
+    }
+
+    fn sample_n(n: u32) -> Trace {
+        let mut t = Trace::new(TraceHeader {
+            source: "unit".into(),
+            device_total: Some(1 << 30),
+            ..Default::default()
+        });
+        let s = t.stream_index(7);
+        for i in 0..n {
+            t.events.push(Event::Alloc {
+                id: i,
+                stream: if i % 3 == 0 { s } else { 0 },
+                size: 512 + i as u64 * 7,
+            });
+            t.events.push(if i % 5 == 0 {
+                Event::FreeRequested { id: i }
+            } else {
+                Event::Free { id: i }
+            });
+            if i % 5 == 0 {
+                t.events.push(Event::FreeCompleted { id: i });
+            }
+        }
+        t.events.push(Event::EmptyCache);
+        t.num_ids = n;
+        t.notes.push("a note".into());
+        t
+    }
+
+    #[test]
+    fn round_trips_plain_and_compressed() {
+        let t = sample();
+        let mut sizes = Vec::new();
+        for compress in [false, true] {
+            let mut buf = Vec::new();
+            write_binary(&t, &mut buf, compress, "t.vlt").unwrap();
+            assert!(is_binary(&buf));
+            let back = read_binary(buf.as_slice(), "t.vlt").unwrap();
+            assert_eq!(back, t);
+            sizes.push(buf.len());
+        }
+        assert!(sizes[1] < sizes[0], "zstd makes it smaller: {sizes:?}");
+    }
+
+    #[test]
+    fn every_truncation_is_a_clear_error() {
+        let mut t = sample_n(100);
+        t.events.truncate(300);
+        let mut buf = Vec::new();
+        write_binary(&t, &mut buf, false, "t.vlt").unwrap();
+        for n in 0..buf.len() {
+            let e = read_binary(&buf[..n], "t.vlt").unwrap_err();
+            assert!(e.to_string().starts_with("t.vlt"), "{e}");
+        }
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let mut buf = Vec::new();
+        write_binary(&sample_n(1000), &mut buf, false, "t.vlt").unwrap();
+        let mut bad = buf.clone();
+        bad[8] = 9;
+        assert!(
+            read_binary(bad.as_slice(), "t.vlt")
+                .unwrap_err()
+                .to_string()
+                .contains("version 9")
+        );
+        let mut bad = buf.clone();
+        bad[0] = b'X';
+        assert!(
+            read_binary(bad.as_slice(), "t.vlt")
+                .unwrap_err()
+                .to_string()
+                .contains("VRAMLABT")
+        );
+        // A huge metadata length must not allocate it.
+        let mut bad = buf.clone();
+        bad[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(read_binary(bad.as_slice(), "t.vlt").is_err());
+        // Flip bytes all over: errors, never panics.
+        for i in 12..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0xff;
+            let _ = read_binary(bad.as_slice(), "t.vlt");
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! What a trace contains: counts, sizes, streams, live-bytes peak — without
+//! replaying it through a policy.
+
+use serde::Serialize;
+
+use crate::model::{Event, InitialBlockState, Trace};
+
+/// One bucket of the request-size histogram: sizes in `[lo, hi)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SizeBucket {
+    /// Inclusive lower bound in bytes.
+    pub lo: u64,
+    /// Exclusive upper bound in bytes.
+    pub hi: u64,
+    /// Number of allocations.
+    pub count: u64,
+    /// Sum of their sizes.
+    pub bytes: u64,
+}
+
+/// Facts about a trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceSummary {
+    /// Device ordinal.
+    pub device: u32,
+    /// Events.
+    pub events: u64,
+    /// `Alloc` events.
+    pub allocs: u64,
+    /// Immediate frees.
+    pub frees: u64,
+    /// Deferred frees (`free_requested`).
+    pub deferred_frees: u64,
+    /// `empty_cache` calls.
+    pub empty_cache: u64,
+    /// Distinct streams.
+    pub streams: u64,
+    /// Allocations never freed by the end of the trace.
+    pub live_at_end: u64,
+    /// Bytes requested by allocations.
+    pub total_requested_bytes: u64,
+    /// Largest single request.
+    pub max_request_bytes: u64,
+    /// Peak of live requested bytes (including blocks live at the start).
+    pub peak_live_bytes: u64,
+    /// Live bytes at the start (traces that start mid-run).
+    pub initial_live_bytes: u64,
+    /// Segments at the start.
+    pub initial_segments: u64,
+    /// Wall-clock span of the recording in microseconds, when known.
+    pub duration_us: Option<u64>,
+    /// Power-of-two histogram of request sizes (empty buckets omitted).
+    pub size_histogram: Vec<SizeBucket>,
+    /// Remarks from reading the trace.
+    pub notes: Vec<String>,
+}
+
+impl TraceSummary {
+    /// Computes the summary of `t`.
+    pub fn of(t: &Trace) -> TraceSummary {
+        let mut sizes = vec![0u64; t.num_ids as usize];
+        let mut live = vec![false; t.num_ids as usize];
+        let mut cur = 0u64;
+        let mut initial_live = 0u64;
+        let mut initial_segments = 0u64;
+        if let Some(init) = &t.initial {
+            initial_segments = init.segments.len() as u64;
+            for b in init.segments.iter().flat_map(|s| &s.blocks) {
+                if let InitialBlockState::Allocated(id) = b.state {
+                    if let Some(s) = sizes.get_mut(id as usize) {
+                        *s = b.requested;
+                        live[id as usize] = true;
+                        cur += b.requested;
+                        initial_live += b.requested;
+                    }
+                }
+            }
+        }
+        let mut s = TraceSummary {
+            device: t.header.device,
+            events: t.events.len() as u64,
+            allocs: 0,
+            frees: 0,
+            deferred_frees: 0,
+            empty_cache: 0,
+            streams: t.streams.len() as u64,
+            live_at_end: 0,
+            total_requested_bytes: 0,
+            max_request_bytes: 0,
+            peak_live_bytes: cur,
+            initial_live_bytes: initial_live,
+            initial_segments,
+            duration_us: t
+                .header
+                .extra
+                .get("duration_us")
+                .and_then(|d| d.parse().ok()),
+            size_histogram: Vec::new(),
+            notes: t.notes.clone(),
+        };
+        let mut hist = [(0u64, 0u64); 65];
+        for e in &t.events {
+            match *e {
+                Event::Alloc { id, size, .. } => {
+                    s.allocs += 1;
+                    s.total_requested_bytes += size;
+                    s.max_request_bytes = s.max_request_bytes.max(size);
+                    let b = if size == 0 {
+                        0
+                    } else {
+                        64 - size.leading_zeros() as usize
+                    };
+                    hist[b].0 += 1;
+                    hist[b].1 += size;
+                    if let Some(slot) = sizes.get_mut(id as usize) {
+                        *slot = size;
+                        live[id as usize] = true;
+                    }
+                    cur += size;
+                    s.peak_live_bytes = s.peak_live_bytes.max(cur);
+                }
+                Event::Free { id } | Event::FreeRequested { id } => {
+                    if matches!(e, Event::Free { .. }) {
+                        s.frees += 1;
+                    } else {
+                        s.deferred_frees += 1;
+                    }
+                    if live.get(id as usize).copied().unwrap_or(false) {
+                        live[id as usize] = false;
+                        cur -= sizes[id as usize];
+                    }
+                }
+                Event::FreeCompleted { .. } => {}
+                Event::EmptyCache => s.empty_cache += 1,
+            }
+        }
+        s.live_at_end = live.iter().filter(|&&l| l).count() as u64;
+        for (b, &(count, bytes)) in hist.iter().enumerate() {
+            if count > 0 {
+                let lo = if b == 0 { 0 } else { 1u64 << (b - 1) };
+                let hi = if b == 0 {
+                    1
+                } else if b == 64 {
+                    u64::MAX
+                } else {
+                    1u64 << b
+                };
+                s.size_histogram.push(SizeBucket {
+                    lo,
+                    hi,
+                    count,
+                    bytes,
+                });
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::csv::read_csv;
+
+    #[test]
+    fn counts_and_peaks() {
+        let t = read_csv(
+            "action,id,size,stream\nalloc,a,1000,0\nalloc,b,3000,1\nfree,a\nalloc,c,100\nfree_requested,b\nfree_completed,b\nempty_cache\n"
+                .as_bytes(),
+            "t.csv",
+        )
+        .unwrap();
+        let s = TraceSummary::of(&t);
+        assert_eq!(
+            (s.events, s.allocs, s.frees, s.deferred_frees, s.empty_cache),
+            (7, 3, 1, 1, 1)
+        );
+        assert_eq!(s.streams, 2);
+        assert_eq!(s.peak_live_bytes, 4000);
+        assert_eq!(s.live_at_end, 1);
+        assert_eq!(s.max_request_bytes, 3000);
+        assert_eq!(s.size_histogram.len(), 3);
+        assert_eq!(
+            s.size_histogram[1],
+            SizeBucket {
+                lo: 512,
+                hi: 1024,
+                count: 1,
+                bytes: 1000
+            }
+        );
+    }
+}
