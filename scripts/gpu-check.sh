@@ -39,7 +39,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BIN_DIR="$ROOT/target/gpu-check-bin"
 PYTHON=${PYTHON:-python3}
-BUDGET=420
+BUDGET=${BUDGET:-360}
 PREPARE=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -143,17 +143,21 @@ say "== GPU tests (allocator/tests/cuda_device.rs)"
 TEST_RC=$?
 cat "$RES/tests.log" >>"$LOG"
 grep -E "^test |test result|^GPU 0|skipped" "$RES/tests.log"
-if grep -q "skipped: no CUDA driver/device" "$RES/tests.log"; then
-    say "gpu-check: the GPU tests found no CUDA driver/device:"
+NO_VRAMLAB_GPU=0
+if grep -q "skipped: no CUDA driver/device" "$RES/tests.log" || [ $TEST_RC -eq 126 ] || [ $TEST_RC -eq 127 ]; then
+    # Keep going: PyTorch's ground truth is worth having even when the
+    # vramlab binaries cannot reach the GPU (fidelity can be checked later
+    # on the returned snapshots).
+    say "gpu-check: the vramlab GPU tests could not use the GPU (rc $TEST_RC):"
     grep -m1 "skipped:" "$RES/tests.log" | tee -a "$LOG"
-    exit 2
+    NO_VRAMLAB_GPU=1
 fi
 
 # ------------------------------------------------------------- corpus
 if [ -n "${TRACES:-}" ]; then
     read -r -a TRACE_LIST <<<"$TRACES"
 else
-    TRACE_LIST=(traces/data/*.csv)
+    TRACE_LIST=(traces/data/*.csv target/gpu-traces/*.csv)
 fi
 
 # name|PYTORCH_CUDA_ALLOC_CONF|fraction ("" = none)
@@ -227,9 +231,8 @@ print("%.6f" % (0.7 * s["peak_reserved_bytes"] / s["gpu"]["total_bytes"]))' "$ba
     "$VRAMLAB" replay "$TRACE" --device cuda --conf default --conf expandable_segments:True --json \
         >"$dir/cuda-timing.json" 2>"$dir/cuda-timing.err"
     echo $? >"$dir/cuda-timing.rc"
-    if [ "$(cat "$dir/cuda-timing.rc")" = 2 ] && grep -q "no CUDA driver/device found" "$dir/cuda-timing.err"; then
-        say "gpu-check: vramlab found no CUDA driver/device: $(cat "$dir/cuda-timing.err")"
-        exit 2
+    if [ "$(cat "$dir/cuda-timing.rc")" != 0 ]; then
+        say "  vramlab --device cuda failed (rc $(cat "$dir/cuda-timing.rc")): $(head -c 300 "$dir/cuda-timing.err")"
     fi
     say "  latency runs: done ($(elapsed)s elapsed)"
 done
@@ -371,7 +374,12 @@ RC=$?
 say ""
 say "results: $RES ($(elapsed)s)"
 if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-    tar czf "$OUT/gpu-results.tgz" -C "$ROOT/docs/results" "gpu-$DATE"
+    # Two archives, to stay under the device tool's 16 MiB per file: the
+    # results without PyTorch's snapshots and per-call timings, and the
+    # snapshots alone (for re-checking fidelity elsewhere).
+    tar czf "$OUT/gpu-results.tgz" -C "$ROOT/docs/results" --exclude=snapshot.pickle --exclude=timing.csv "gpu-$DATE"
+    (cd "$ROOT/docs/results" && find "gpu-$DATE" -name snapshot.pickle -print0 |
+        tar czf "$OUT/gpu-snapshots.tgz" --null -T -)
     cp "$RES/summary.md" "$OUT/summary.md"
     cp "$LOG" "$OUT/gpu-check.log"
     echo "packed into \$OUT/gpu-results.tgz (unpack with: tar xzf gpu-results.tgz -C docs/results)"

@@ -170,6 +170,33 @@ impl SimDevice {
         Ok(())
     }
 
+    /// `true` if `[addr, addr+size)` overlaps no segment, no reservation's
+    /// base and no mapped page.
+    fn range_is_free_of_segments_and_pages(&self, addr: u64, size: u64) -> bool {
+        let end = addr.saturating_add(size);
+        let seg = self
+            .segments
+            .range(..end)
+            .next_back()
+            .map(|(&p, &s)| (p, s));
+        if seg.is_some_and(|(p, s)| p < end && addr < p + s) {
+            return false;
+        }
+        if self.reservations.range(addr..end).next().is_some() {
+            return false;
+        }
+        // Mapped pages of a reservation that starts below `addr`.
+        self.reservations
+            .range(..addr)
+            .next_back()
+            .is_none_or(|(&base, r)| {
+                r.mapped.iter().all(|(&i, &page)| {
+                    let (p0, p1) = (base + i * page, base + (i + 1) * page);
+                    p1 <= addr || p0 >= end
+                })
+            })
+    }
+
     /// `true` if `[addr, addr+size)` overlaps no segment or reservation.
     fn range_is_free(&self, addr: u64, size: u64) -> bool {
         let end = addr.saturating_add(size);
@@ -190,9 +217,19 @@ impl SimDevice {
 
     /// Picks an address for a new range: a requested placement, or the next
     /// aligned address of the bump allocator.
-    fn place(&mut self, size: u64, align: u64) -> DevicePtr {
+    ///
+    /// A placed reservation may overlap the unused tail of another
+    /// reservation: the simulated reservations are sized from the simulated
+    /// device's total memory, which can be larger than the recording GPU's,
+    /// while the recorded bases only show that the real ones did not overlap.
+    fn place(&mut self, size: u64, align: u64, reservation: bool) -> DevicePtr {
         if let Some(addr) = self.placements.pop_front() {
-            if self.range_is_free(addr, size) {
+            let free = if reservation {
+                self.range_is_free_of_segments_and_pages(addr, size)
+            } else {
+                self.range_is_free(addr, size)
+            };
+            if free {
                 self.next_addr = self.next_addr.max(addr.saturating_add(size));
                 return addr;
             }
@@ -214,7 +251,7 @@ impl Device for SimDevice {
             self.failed_mallocs += 1;
             return Err(e);
         }
-        let ptr = self.place(size, MALLOC_ALIGN);
+        let ptr = self.place(size, MALLOC_ALIGN, false);
         self.used += size;
         self.segments.insert(ptr, size);
         let cost = self.cost.malloc_us + self.cost.malloc_us_per_gib * size as f64 / GIB as f64;
@@ -259,7 +296,7 @@ impl Device for SimDevice {
     }
 
     fn reserve(&mut self, size: u64) -> Result<DevicePtr, DeviceError> {
-        let ptr = self.place(size, self.granularity);
+        let ptr = self.place(size, self.granularity, true);
         self.reservations.insert(
             ptr,
             Reservation {
@@ -398,6 +435,22 @@ mod tests {
         // An overlapping placement falls back to the bump allocator.
         d.place_next(0x1000_0200);
         assert_ne!(d.malloc(2 << 20).unwrap(), 0x1000_0200);
+    }
+
+    #[test]
+    fn placed_reservations_may_share_unused_address_space() {
+        // Simulated reservations are sized from the simulated device; a real
+        // GPU's next reservation may start inside that size.
+        let mut d = SimDevice::unlimited();
+        let page = 20 << 20;
+        d.place_next(0x1_0000_0000);
+        let a = d.reserve(1 << 40).unwrap();
+        d.map(a, page, page).unwrap();
+        d.place_next(0x2_0000_0000);
+        assert_eq!(d.reserve(1 << 40).unwrap(), 0x2_0000_0000);
+        // ... but never over mapped pages.
+        d.place_next(0x1_0000_0000 + (4 << 20));
+        assert_ne!(d.reserve(1 << 40).unwrap(), 0x1_0000_0000 + (4 << 20));
     }
 
     #[test]

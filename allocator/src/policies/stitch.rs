@@ -80,8 +80,10 @@
 //!   segments; a piece shows the state of its sBlock.
 //!
 //! Defaults: stitching on, `fragment_limit` 512 MiB, `defragment_level` 0,
-//! `gc_limit` 1000 GiB (the tutorial's values), `reuse_limit` 1,
-//! `max_pieces` unlimited.
+//! `gc_limit` 1000 GiB (the tutorial's documented values; the built-in
+//! fallbacks of the source differ between versions: `fragLimit` 32 MiB or
+//! 16 MiB, `defragLevel` 1, `autoGC` 80 GB), `reuse_limit` 1, `max_pieces`
+//! unlimited.
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -67,6 +67,27 @@ def load_events(path: str, device: int = 0) -> list[tuple[str, int, int]]:
     return out
 
 
+def export_snapshot(path: str, out_csv: str, device: int = 0) -> None:
+    """Writes a snapshot's requests as a vramlab CSV (``.gz`` compresses), each
+    alloc line followed by a comment with its innermost Python frame."""
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    opener = gzip.open if out_csv.endswith(".gz") else open
+    live, n = {}, 0
+    with opener(out_csv, "wt") as w:
+        w.write(f"# vramlab trace v1\n# source: {path}\naction,id,size,stream\n")
+        for e in snap["device_traces"][device]:
+            a = e["action"]
+            if a == "alloc":
+                live[e["addr"]] = n
+                fr = [x for x in e.get("frames", []) if x.get("filename", "").endswith(".py")]
+                where = f"{fr[0]['filename'].split('/')[-1]}:{fr[0]['line']}:{fr[0]['name']}" if fr else "C++"
+                w.write(f"alloc,{n},{e['size']},{e.get('stream', 0)}\n# at: {where}\n")
+                n += 1
+            elif a == "free_completed" and e["addr"] in live:
+                w.write(f"free,{live.pop(e['addr'])},,\n")
+
+
 def stats(events) -> dict:
     live = peak = allocs = n = 0
     hist = collections.Counter()
@@ -112,9 +133,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m vramlab_record.compare", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("b", help="the second recording, or with --export the CSV to write")
     p.add_argument("--json", help="also write the comparison as JSON")
+    p.add_argument("--export", action="store_true", help="convert snapshot A to the vramlab CSV B (with frames)")
     ns = p.parse_args(argv)
+    if ns.export:
+        export_snapshot(ns.a, ns.b)
+        return 0
     r = compare(ns.a, ns.b)
     print(f"A: {r['a']}\nB: {r['b']}")
     print(f"allocations  A {r['allocs'][0]:>10}  B {r['allocs'][1]:>10}  B-A {r['allocs'][2]:+.2%}")

@@ -14,11 +14,13 @@ and patches what would otherwise make the recording differ from a CUDA run:
   ``mha_bwd`` allocates through the caching allocator (``softmax_d``,
   ``dq_accum``, the expanded dK/dV of GQA), which the fake kernels skip.
 * ``torch.nn.init.trunc_normal_`` (data-dependent) becomes ``normal_``.
+* ``nn.Module._apply`` (``model.to(device)``, ``.to(dtype)``, ``.half()``)
+  replaces converted parameters instead of swapping them in place, which
+  fake tensors do not allow.
 
 Fake tensors cannot do data-dependent work (``.item()``, ``nonzero``,
 Python ``if`` on tensor values, HF ``generate()`` stopping checks): write
-such loops by hand. ``.to(dtype)`` of a fake module fails: set
-``torch.set_default_dtype`` before building it.
+such loops by hand.
 """
 
 from __future__ import annotations
@@ -119,6 +121,33 @@ def cuda_like_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     return out.squeeze(0) if squeeze else out
 
 
+def _fake_module_apply(self, fn, recurse=True):
+    """``nn.Module._apply`` (``.to``, ``.half``, ``.cuda``, ...) for fake
+    tensors, which cannot be swapped in place: a converted parameter becomes
+    a new ``Parameter`` (the old storage is freed when nothing else holds
+    it, as ``param.data = new`` frees it on a GPU); an unchanged one stays."""
+    if recurse:
+        for module in self.children():
+            module._apply(fn)
+    for key, param in list(self._parameters.items()):
+        if param is None:
+            continue
+        with torch.no_grad():
+            new = fn(param)
+        if new is param:
+            continue
+        p = torch.nn.Parameter(new, requires_grad=param.requires_grad)
+        if param.grad is not None:
+            with torch.no_grad():
+                p.grad = fn(param.grad)
+        self._parameters[key] = p
+        del param, p
+    for key, buf in list(self._buffers.items()):
+        if buf is not None:
+            self._buffers[key] = fn(buf)
+    return self
+
+
 def _trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     with torch.no_grad():
         return tensor.normal_(mean, std)
@@ -127,13 +156,14 @@ def _trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 @contextlib.contextmanager
 def patched_for_fake():
     """Applies the patches described in the module docstring."""
-    saved = (F.scaled_dot_product_attention, torch.nn.init.trunc_normal_)
+    saved = (F.scaled_dot_product_attention, torch.nn.init.trunc_normal_, torch.nn.Module._apply)
     F.scaled_dot_product_attention = cuda_like_sdpa
     torch.nn.init.trunc_normal_ = _trunc_normal_
+    torch.nn.Module._apply = _fake_module_apply
     try:
         yield
     finally:
-        F.scaled_dot_product_attention, torch.nn.init.trunc_normal_ = saved
+        F.scaled_dot_product_attention, torch.nn.init.trunc_normal_, torch.nn.Module._apply = saved
 
 
 @contextlib.contextmanager

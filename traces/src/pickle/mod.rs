@@ -35,6 +35,20 @@
 //! # Ok::<(), vramlab_traces::pickle::PickleError>(())
 //! ```
 //!
+//! Where this reader differs from Python's `pickle.loads` (never for
+//! files PyTorch writes):
+//!
+//! * a value that contains itself (a recursive list or dict) is refused
+//!   with [`PickleError::Cycle`], so documents can be walked without cycle
+//!   checks;
+//! * text that is not valid UTF-8 (lone surrogates written with
+//!   `surrogatepass`) is decoded with U+FFFD replacements;
+//! * Python 2 strings (`STRING`, `BINSTRING`, `SHORT_BINSTRING`) decode as
+//!   Latin-1 (`encoding='latin1'`), not as ASCII;
+//! * frozensets used as dict keys compare their container elements by
+//!   identity;
+//! * inputs above 1 GiB are refused ([`MAX_INPUT_LEN`]).
+//!
 //! # Writing
 //!
 //! Build an owned [`Value`] tree (with [`Value::dict`], [`Value::list`],

@@ -23,6 +23,10 @@ use super::doc::{Node, Slot, ValueRef, View};
 /// keys should be hashable in Python (not lists, dicts or sets).
 ///
 /// `bytearray` values read from a pickle become [`Value::Bytes`].
+///
+/// The writer, equality and `Debug` never recurse, but dropping a `Value`
+/// nested tens of thousands of levels deep uses the stack like any nested
+/// `Arc` tree (documents read with the default depth limit are fine).
 #[derive(Clone)]
 pub enum Value {
     /// `None`.

@@ -514,8 +514,7 @@ fn initial_state(
     }
     // Blocks per segment: (address, exact size or None, requested, state,
     // entry at which the trace frees it).
-    let mut per_seg: BTreeMap<u64, Vec<PendingBlock>> =
-        BTreeMap::new();
+    let mut per_seg: BTreeMap<u64, Vec<PendingBlock>> = BTreeMap::new();
     let find_seg = |addr: u64| -> Option<u64> {
         segs.range(..=addr)
             .next_back()

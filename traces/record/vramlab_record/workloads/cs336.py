@@ -66,9 +66,8 @@ class RoPE(nn.Module):
 
 
 def softmax(x, dim):
-    m = torch.max(x, dim=dim, keepdim=True)
-    e = torch.exp(x - m.values)
-    return e / torch.sum(e, dim=dim, keepdim=True)
+    m = torch.max(x, dim=dim, keepdim=True).values
+    return torch.exp(x - m) / torch.sum(torch.exp(x - m), dim=dim, keepdim=True)
 
 
 def attention(q, k, v):
@@ -76,7 +75,7 @@ def attention(q, k, v):
     mask = torch.ones(s, s, device=q.device).tril_()
     scores = torch.einsum("...qd,...kd->...qk", q, k)
     scores = scores / torch.sqrt(torch.tensor(q.shape[-1], device=q.device))
-    scores.masked_fill_((mask == 0), float("-inf"))
+    scores.masked_fill_(~mask.bool(), float("-inf"))
     p = softmax(scores, -1)
     return torch.einsum("...qk,...kd->...qd", p, v)
 
@@ -170,8 +169,8 @@ class AdamW(torch.optim.Optimizer):
                 st["m"] = b1 * st["m"] + (1 - b1) * p.grad
                 st["v"] = b2 * st["v"] + (1 - b2) * p.grad ** 2
                 lr_t = g["lr"] * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-                p -= lr_t * st["m"] / (torch.sqrt(st["v"]) + g["eps"])
-                p -= g["lr"] * g["weight_decay"] * p
+                p.data = p.data - lr_t * st["m"] / (torch.sqrt(st["v"]) + g["eps"])
+                p.data = p.data - g["lr"] * g["weight_decay"] * p.data
 
 
 def run(ctx, batch=10, seq=200, vocab=10000, d_model=512, d_ff=1344, layers=4, heads=16, mode="fwdbwd",

@@ -1,0 +1,2 @@
+//! Placeholder while the generator bench is written.
+fn main() {}
