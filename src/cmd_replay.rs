@@ -95,7 +95,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         let f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        vramlab_sim::snapshot_out::write_snapshot(&trace, run, &s.conf, &mut w)
+        vramlab_sim::snapshot_out::write_snapshot(&trace, run, s.policy.native_conf(), &mut w)
             .and_then(|_| std::io::Write::flush(&mut w))
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!(

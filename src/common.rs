@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::format::parse_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::Scenario;
+use vramlab_sim::{PolicySpec, Scenario};
 use vramlab_traces::Trace;
 use vramlab_traces::io::Format;
 
@@ -35,11 +35,54 @@ pub struct ConfArgs {
     /// Per-process memory fraction, as torch.cuda.set_per_process_memory_fraction(F).
     #[arg(long, value_name = "F")]
     pub fraction: Option<f64>,
+
+    /// Allocation policy the --conf strings configure: native (PyTorch's
+    /// caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+    /// (cudaMallocAsync-like pool), stitch (GMLake-style stitching).
+    #[arg(long, value_name = "NAME", default_value = "native")]
+    pub policy: String,
 }
 
 impl ConfArgs {
-    /// The settings to run, in order, each with the label to show.
+    /// The policies to run, in order: `--policy` with each `--conf`.
+    pub fn policies(&self, trace: Option<&Trace>) -> Result<Vec<PolicySpec>> {
+        if self.policy == "native" {
+            return Ok(self
+                .settings(trace)?
+                .into_iter()
+                .map(PolicySpec::Native)
+                .collect());
+        }
+        if self.conf_from_env || self.recorded_conf {
+            bail!(
+                "--conf-from-env and --recorded-conf are PyTorch settings: they need --policy native"
+            );
+        }
+        if self.fraction.is_some() {
+            bail!("--fraction is PyTorch's memory fraction: it needs --policy native");
+        }
+        let confs: Vec<&str> = if self.confs.is_empty() {
+            vec![""]
+        } else {
+            self.confs.iter().map(String::as_str).collect()
+        };
+        confs
+            .into_iter()
+            .map(|c| {
+                PolicySpec::parse(&self.policy, c, self.torch_version)
+                    .map_err(|e| anyhow::anyhow!("--policy {} --conf {c:?}: {e}", self.policy))
+            })
+            .collect()
+    }
+
+    /// The native policy's settings to run, in order.
     pub fn settings(&self, trace: Option<&Trace>) -> Result<Vec<AllocConf>> {
+        if self.policy != "native" {
+            bail!(
+                "this command runs PyTorch's native allocator only (not --policy {})",
+                self.policy
+            );
+        }
         let v = self.torch_version;
         let mut out = Vec::new();
         if self.conf_from_env {
@@ -133,10 +176,10 @@ impl TraceArgs {
 /// Builds the scenarios for a trace.
 pub fn scenarios(confs: &ConfArgs, dev: &DeviceArgs, trace: &Trace) -> Result<Vec<Scenario>> {
     Ok(confs
-        .settings(Some(trace))?
+        .policies(Some(trace))?
         .into_iter()
-        .map(|c| {
-            let mut s = Scenario::native(c).with_capacity(dev.capacity);
+        .map(|p| {
+            let mut s = Scenario::new(p).with_capacity(dev.capacity);
             s.memory_fraction = confs.fraction;
             s
         })

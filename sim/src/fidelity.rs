@@ -112,6 +112,11 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
         ));
     };
     let scenario = Scenario::native(conf);
+    let native = |t: &Trace| {
+        scenario
+            .native_allocator(t)
+            .ok_or_else(|| ReplayError::Initial("fidelity needs the native policy".into()))
+    };
     let opts = ReplayOptions {
         stop_at_oom: false,
         place_at_expected: true,
@@ -119,7 +124,7 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
         check_invariants: cfg!(debug_assertions),
         ..Default::default()
     };
-    let mut alloc = scenario.allocator(trace);
+    let mut alloc = native(trace)?;
     let run = replay(trace, &mut alloc, &opts)?;
     let mut report = FidelityReport {
         device: Some(trace.header.device),
@@ -295,7 +300,9 @@ fn free_blocks_before(
     };
     let mut prefix = trace.clone();
     prefix.events.truncate(idx);
-    let mut alloc = scenario.allocator(&prefix);
+    let Some(mut alloc) = scenario.native_allocator(&prefix) else {
+        return Ok(Vec::new());
+    };
     let opts = ReplayOptions {
         stop_at_oom: false,
         place_at_expected: true,

@@ -12,6 +12,7 @@ pub mod cuda;
 pub mod device;
 pub mod fidelity;
 pub mod load;
+pub mod policy;
 pub mod replay;
 pub mod run;
 pub mod scenario;
@@ -19,6 +20,7 @@ pub mod snapshot_out;
 
 pub use device::{CostModel, SimDevice};
 pub use fidelity::{FidelityReport, Mismatch, check_fidelity};
+pub use policy::PolicySpec;
 pub use replay::{ReplayDevice, ReplayError, ReplayOptions, replay};
 pub use run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use scenario::Scenario;

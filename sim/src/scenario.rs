@@ -5,36 +5,42 @@ use vramlab_allocator::{AllocConf, NativeAllocator};
 use vramlab_traces::Trace;
 
 use crate::device::{CostModel, SimDevice};
+use crate::policy::PolicySpec;
 use crate::replay::{ReplayError, ReplayOptions, replay};
 use crate::run::Run;
 
 /// Everything that defines one replay besides the trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
-    /// The native policy's settings.
-    pub conf: AllocConf,
+    /// The policy and its settings.
+    pub policy: PolicySpec,
     /// Device capacity in bytes (`None` = unlimited).
     pub capacity: Option<u64>,
     /// Total memory the device reports (`None`: the capacity, else the
     /// trace's recorded device total, else 1 TiB).
     pub device_total: Option<u64>,
     /// `torch.cuda.set_per_process_memory_fraction` applied before the
-    /// first event.
+    /// first event (native policy only).
     pub memory_fraction: Option<f64>,
     /// Simulated driver-call costs.
     pub cost: CostModel,
 }
 
 impl Scenario {
-    /// The native policy with `conf` on an unlimited device.
-    pub fn native(conf: AllocConf) -> Self {
+    /// A scenario of `policy` on an unlimited device.
+    pub fn new(policy: PolicySpec) -> Self {
         Scenario {
-            conf,
+            policy,
             capacity: None,
             device_total: None,
             memory_fraction: None,
             cost: CostModel::default(),
         }
+    }
+
+    /// The native policy with `conf` on an unlimited device.
+    pub fn native(conf: AllocConf) -> Self {
+        Scenario::new(PolicySpec::Native(conf))
     }
 
     /// The same scenario with another capacity.
@@ -43,12 +49,10 @@ impl Scenario {
         self
     }
 
-    /// A short label: the settings string, or `default`.
+    /// A short label: the settings string (`default` for PyTorch's
+    /// defaults), the policy name for other policies, and the fraction.
     pub fn label(&self) -> String {
-        let mut s = self.conf.to_string();
-        if s.is_empty() {
-            s = "default".into();
-        }
+        let mut s = self.policy.to_string();
         if let Some(f) = self.memory_fraction {
             s.push_str(&format!(" (fraction {f})"));
         }
@@ -69,19 +73,24 @@ impl Scenario {
         dev
     }
 
-    /// Builds the allocator.
-    pub fn allocator(&self, trace: &Trace) -> NativeAllocator<SimDevice> {
-        let mut a = NativeAllocator::new(self.conf.clone(), self.device(trace));
+    /// The native allocator of this scenario (`None` for other policies).
+    pub fn native_allocator(&self, trace: &Trace) -> Option<NativeAllocator<SimDevice>> {
+        let conf = self.policy.native_conf()?;
+        let mut a = NativeAllocator::new(conf.clone(), self.device(trace));
         if let Some(f) = self.memory_fraction {
             a.set_memory_fraction(f);
         }
-        a
+        Some(a)
     }
 
     /// Replays `trace` under this scenario.
     pub fn run(&self, trace: &Trace, opts: &ReplayOptions) -> Result<Run, ReplayError> {
-        let mut a = self.allocator(trace);
-        let mut run = replay(trace, &mut a, opts)?;
+        let mut run = if let Some(mut a) = self.native_allocator(trace) {
+            replay(trace, &mut a, opts)?
+        } else {
+            let dev = self.device(trace);
+            crate::with_policy!(&self.policy, dev, |a| replay(trace, &mut a, opts)?)
+        };
         run.conf = self.label();
         run.capacity = self.capacity;
         Ok(run)

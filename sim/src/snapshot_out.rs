@@ -91,8 +91,10 @@ fn entry(
 }
 
 /// Builds the snapshot of `run`, a replay of `trace` made with
-/// `record_addresses` and `final_segments` on.
-pub fn snapshot_value(trace: &Trace, run: &Run, conf: &AllocConf) -> Value {
+/// `record_addresses` and `final_segments` on. `conf` gives the
+/// `allocator_settings` (for the native policy; other policies are named
+/// by `run.policy` there).
+pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Value {
     let frames = frame_lists(trace);
     let frames_of = |id: u32| -> Option<&Value> {
         trace
@@ -211,7 +213,19 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: &AllocConf) -> Value {
             "device_traces",
             Value::list([Value::List(Arc::new(entries))]),
         )
-        .entry("allocator_settings", settings(conf))
+        .entry(
+            "allocator_settings",
+            match conf {
+                Some(c) => settings(c),
+                None => DictBuilder::new()
+                    .entry("PYTORCH_CUDA_ALLOC_CONF", "")
+                    .entry(
+                        "vramlab",
+                        format!("replayed by vramlab's {} policy ({})", run.policy, run.conf),
+                    )
+                    .build(),
+            },
+        )
         .entry("external_annotations", Value::list(Vec::<Value>::new()))
         .build()
 }
@@ -283,7 +297,7 @@ fn segment<'a>(
 pub fn write_snapshot(
     trace: &Trace,
     run: &Run,
-    conf: &AllocConf,
+    conf: Option<&AllocConf>,
     out: &mut impl std::io::Write,
 ) -> std::io::Result<()> {
     PickleWriter::new().write_to(out, &snapshot_value(trace, run, conf))
