@@ -103,36 +103,6 @@ impl fmt::Display for PolicySpec {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn labels_name_only_non_default_settings() {
-        let v = TorchVersion::NEWEST;
-        assert_eq!(
-            PolicySpec::parse("native", "", v).unwrap().to_string(),
-            "default"
-        );
-        assert_eq!(
-            PolicySpec::parse("native", "expandable_segments:True", v)
-                .unwrap()
-                .to_string(),
-            "expandable_segments:True"
-        );
-        assert_eq!(PolicySpec::parse("bfc", "", v).unwrap().to_string(), "bfc");
-        let b = PolicySpec::parse("bfc", "allow_growth:true", v).unwrap();
-        assert_eq!(b.to_string(), "bfc(allow_growth:true)");
-        assert_eq!(PolicySpec::parse("bfc", &b.settings(), v).unwrap(), b);
-        assert!(
-            PolicySpec::parse("tlsf", "", v)
-                .unwrap_err()
-                .contains("unknown policy 'tlsf'")
-        );
-        assert!(PolicySpec::parse("bfc", "allow_growth:maybe", v).is_err());
-    }
-}
-
 /// Runs `$body` with `$a` bound to the allocator a spec describes, built
 /// over `$dev`. Every policy is a different type, so the replay code is
 /// monomorphised once per policy.
@@ -162,4 +132,34 @@ macro_rules! with_policy {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_name_only_non_default_settings() {
+        let v = TorchVersion::NEWEST;
+        assert_eq!(
+            PolicySpec::parse("native", "", v).unwrap().to_string(),
+            "default"
+        );
+        assert_eq!(
+            PolicySpec::parse("native", "expandable_segments:True", v)
+                .unwrap()
+                .to_string(),
+            "expandable_segments:True"
+        );
+        assert_eq!(PolicySpec::parse("bfc", "", v).unwrap().to_string(), "bfc");
+        let b = PolicySpec::parse("bfc", "allow_growth:true", v).unwrap();
+        assert_eq!(b.to_string(), "bfc(allow_growth:true)");
+        assert_eq!(PolicySpec::parse("bfc", &b.settings(), v).unwrap(), b);
+        assert!(
+            PolicySpec::parse("tlsf", "", v)
+                .unwrap_err()
+                .contains("unknown policy 'tlsf'")
+        );
+        assert!(PolicySpec::parse("bfc", "allow_growth:maybe", v).is_err());
+    }
 }
