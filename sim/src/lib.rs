@@ -11,12 +11,16 @@
 pub mod cuda;
 pub mod device;
 pub mod fidelity;
+pub mod grid;
 pub mod load;
+pub mod oom_point;
 pub mod policy;
+pub mod recommend;
 pub mod replay;
 pub mod run;
 pub mod scenario;
 pub mod snapshot_out;
+pub mod sweep;
 
 pub use device::{CostModel, SimDevice};
 pub use fidelity::{FidelityReport, Mismatch, check_fidelity};
