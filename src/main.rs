@@ -22,8 +22,10 @@ macro_rules! outln {
 mod cmd_conf;
 mod cmd_convert;
 mod cmd_fidelity;
+mod cmd_oom_state;
 mod cmd_replay;
 mod cmd_replay_cuda;
+mod cmd_sweep;
 mod common;
 mod table;
 
@@ -48,6 +50,13 @@ enum Command {
     /// Replay a PyTorch memory snapshot under its recorded settings and
     /// compare every allocation address and segment decision with PyTorch's.
     Fidelity(cmd_fidelity::FidelityArgs),
+    /// Replay traces under a grid of settings in parallel (table, CSV, JSON).
+    Sweep(cmd_sweep::SweepArgs),
+    /// The smallest GPU capacity on which a trace runs without OOM, or
+    /// (with --capacity) where and why it runs out.
+    OomPoint(cmd_sweep::OomPointArgs),
+    /// Rank settings for a GPU capacity and print the line to export.
+    Recommend(cmd_sweep::RecommendArgs),
     /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
     Convert(cmd_convert::ConvertArgs),
     /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
@@ -74,6 +83,9 @@ fn main() {
         Command::Conf(a) => cmd_conf::run(a),
         Command::Fidelity(a) => cmd_fidelity::run(a),
         Command::Convert(a) => cmd_convert::run_convert(a),
+        Command::Sweep(a) => cmd_sweep::run(a),
+        Command::OomPoint(a) => cmd_sweep::run_oom_point(a),
+        Command::Recommend(a) => cmd_sweep::run_recommend(a),
         Command::Stats(a) => cmd_convert::run_stats(a),
     };
     if let Err(e) = result {

@@ -38,12 +38,22 @@ pub fn percent(x: f64) -> String {
 #[derive(Debug, Default)]
 pub struct Table {
     rows: Vec<Vec<String>>,
+    left: Vec<usize>,
 }
 
 impl Table {
     /// A table whose first row is `header`.
     pub fn new(header: Vec<String>) -> Self {
-        Table { rows: vec![header] }
+        Table {
+            rows: vec![header],
+            left: vec![0],
+        }
+    }
+
+    /// Left-aligns column `col` too (text columns).
+    pub fn left(mut self, col: usize) -> Self {
+        self.left.push(col);
+        self
     }
 
     /// Appends a row.
@@ -69,7 +79,7 @@ impl Table {
                     line.push_str("  ");
                 }
                 let pad = w - c.chars().count();
-                if i == 0 {
+                if self.left.contains(&i) {
                     line.push_str(c);
                     line.push_str(&" ".repeat(pad));
                 } else {

@@ -1,1 +1,86 @@
-//! x
+//! vramlab-reports: plots and a self-contained HTML report of replay results.
+//!
+//! The crate turns what the replay engine produces ([`vramlab_sim::Summary`],
+//! [`vramlab_sim::TimelinePoint`], [`vramlab_sim::OomEvent`],
+//! [`vramlab_allocator::SegmentView`]) into pictures a person can read at a
+//! glance, and into one HTML page that needs nothing but a browser:
+//!
+//! * [`plot_memory_timeline`]: allocated vs reserved bytes over the trace,
+//!   one colour per setting, with the live (requested) bytes;
+//! * [`plot_peak_reserved`]: peak reserved per setting, split into what was
+//!   allocated and the waste at the peak, against the live-bytes lower bound;
+//! * [`plot_oom_points`]: the smallest card each setting fits on, against
+//!   common card sizes;
+//! * [`plot_fit`]: peak reserved as a workload dimension (batch, sequence,
+//!   resolution) grows, against the capacity;
+//! * [`plot_segment_map`]: every segment as a bar, its blocks coloured by
+//!   state;
+//! * [`plot_external_fragmentation`]: 1 − largest free block / free cached
+//!   bytes over the trace.
+//!
+//! Every plot is written twice, as `BASE.png` and `BASE.svg`, at 1200 × 700
+//! pixels (the segment map grows taller with the number of segments). The
+//! font (DejaVu Sans) is compiled in, so nothing is read from the system.
+//! Output is deterministic: the same input gives the same bytes. Empty input
+//! gives a "no data" placeholder, never a panic.
+//!
+//! [`write_report`] renders all the plots that the [`ReportInput`] has data
+//! for into a folder and writes `index.html` next to them, with the PNGs
+//! inlined, tables of the per-setting results, the recommendation and the
+//! raw data as an embedded JSON block.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod base64;
+mod html;
+mod input;
+mod plots;
+mod style;
+mod units;
+
+use std::path::PathBuf;
+
+pub use html::write_report;
+pub use input::{
+    FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SegmentMapSource,
+    SettingResult,
+};
+pub use plots::{
+    CARD_SIZES_GB, PlotFiles, plot_external_fragmentation, plot_fit, plot_memory_timeline,
+    plot_oom_points, plot_peak_reserved, plot_segment_map,
+};
+pub use units::format_bytes;
+
+/// Why a plot or report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file or folder could not be created or written.
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The drawing library failed.
+    #[error("drawing failed: {0}")]
+    Draw(String),
+    /// The embedded font could not be registered.
+    #[error("font: {0}")]
+    Font(String),
+    /// The data could not be serialised to JSON.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl<E: std::error::Error + Send + Sync> From<plotters::drawing::DrawingAreaErrorKind<E>>
+    for ReportError
+{
+    fn from(e: plotters::drawing::DrawingAreaErrorKind<E>) -> Self {
+        ReportError::Draw(e.to_string())
+    }
+}
+
+/// `Result` with [`ReportError`].
+pub type Result<T, E = ReportError> = std::result::Result<T, E>;

@@ -146,27 +146,33 @@ pub fn recommend(rows: &[SweepRow], capacity: u64, version: TorchVersion) -> Rec
                     w.row.utilization * 100.0
                 )
             } else {
-                let saved = b.peak_reserved_bytes as i64 - w.row.peak_reserved_bytes as i64;
-                let fit_note = if !b.fits() {
+                if !b.fits() {
                     format!(
-                        " The defaults run out of memory at event {}; this setting fits.",
-                        b.oom_event
+                        "With the defaults the job runs out of memory at event {} with {} reserved, {} of it reserved but unallocated. {} fits: {} reserved at peak ({} headroom), {} wasted at the peak, utilization {:.1}%.",
+                        b.oom_event,
+                        mib(b.peak_reserved_bytes),
+                        mib(b.waste_at_peak_bytes),
+                        w.row.setting,
+                        mib(w.row.peak_reserved_bytes),
+                        mib(capacity.saturating_sub(w.row.peak_reserved_bytes)),
+                        mib(w.row.waste_at_peak_bytes),
+                        w.row.utilization * 100.0
                     )
                 } else {
-                    String::new()
-                };
-                format!(
-                    "{} reserves {} at peak against {} with the defaults ({} {}): reserved-but-unallocated memory at the peak drops from {} to {}, utilization rises from {:.1}% to {:.1}%.{fit_note}",
-                    w.row.setting,
-                    mib(w.row.peak_reserved_bytes),
-                    mib(b.peak_reserved_bytes),
-                    mib(saved.unsigned_abs()),
-                    if saved >= 0 { "less" } else { "more" },
-                    mib(b.waste_at_peak_bytes),
-                    mib(w.row.waste_at_peak_bytes),
-                    b.utilization * 100.0,
-                    w.row.utilization * 100.0
-                )
+                    let saved = b.peak_reserved_bytes as i64 - w.row.peak_reserved_bytes as i64;
+                    format!(
+                        "{} reserves {} at peak against {} with the defaults ({} {}): reserved-but-unallocated memory at the peak drops from {} to {}, utilization rises from {:.1}% to {:.1}%.",
+                        w.row.setting,
+                        mib(w.row.peak_reserved_bytes),
+                        mib(b.peak_reserved_bytes),
+                        mib(saved.unsigned_abs()),
+                        if saved >= 0 { "less" } else { "more" },
+                        mib(b.waste_at_peak_bytes),
+                        mib(w.row.waste_at_peak_bytes),
+                        b.utilization * 100.0,
+                        w.row.utilization * 100.0
+                    )
+                }
             }
         }
         (Some(w), None) => format!(
