@@ -170,7 +170,7 @@ pub(crate) fn boxed_text<DB: DrawingBackend>(
     };
     area.draw(&Rectangle::new(
         [(x0 - 4, y0 - 3), (x0 + w + 4, y0 + th + 3)],
-        fill(WHITE).color.mix(0.85).filled(),
+        WHITE.mix(0.85).filled(),
     ))?;
     text(area, s, pos, style, h, v)
 }

@@ -623,3 +623,67 @@ fn device_total_sizes_expandable_reservations() {
     assert_eq!(f.calls()[0], (DReserve, 90 * GIB));
     assert_eq!(f.a.device().mem_info().total, 80 * GIB);
 }
+
+#[test]
+fn memory_fraction_semantics_follow_the_target_version() {
+    // <= 2.9: any call sets the limit, even 1.0 (which enables GC);
+    // 2.10+: 1.0 removes the limit.
+    let v29: vramlab_allocator::TorchVersion = "2.9".parse().unwrap();
+    let mut old = Fixture::with_capacity(AllocConf::new(v29), GIB);
+    old.a.set_memory_fraction(1.0);
+    assert_eq!(old.a.allowed_memory_maximum(), Some(GIB));
+    let mut new = Fixture::with_capacity(AllocConf::default(), GIB);
+    new.a.set_memory_fraction(1.0);
+    assert_eq!(new.a.allowed_memory_maximum(), None);
+    // The 2.10+ config key applies the fraction at construction.
+    let c = AllocConf::parse("per_process_memory_fraction:0.25", vramlab_allocator::TorchVersion::NEWEST).unwrap();
+    let f = Fixture::with_capacity(c, GIB);
+    assert_eq!(f.a.allowed_memory_maximum(), Some(GIB / 4));
+}
+
+#[test]
+fn large_segment_size_changes_segments_and_pages() {
+    let c = AllocConf::parse("large_segment_size_mb:64", vramlab_allocator::TorchVersion::NEWEST).unwrap();
+    let mut f = Fixture::new(c);
+    f.malloc(2 * MIB);
+    assert_eq!(f.calls(), vec![(DMalloc, 64 * MIB)]);
+    let c = AllocConf::parse("large_segment_size_mb:64,expandable_segments:True", vramlab_allocator::TorchVersion::NEWEST).unwrap();
+    let mut f = Fixture::new(c);
+    f.malloc(2 * MIB);
+    assert_eq!(f.calls()[1], (DMap, 64 * MIB));
+}
+
+#[test]
+fn expandable_segments_ignore_max_split_size_when_splitting() {
+    // With expandable segments every large block splits with the 512-byte
+    // rule, even above max_split_size (spec §3.3).
+    let c = conf(|c| {
+        c.expandable_segments = true;
+        c.max_split_size = Some(64 * MIB);
+    });
+    let mut f = Fixture::new(c);
+    let a = f.malloc(100 * MIB); // maps 5 pages = 100 MiB, exact
+    f.free(a);
+    // get_free_block rejects the 100 MiB block for a 70 MiB oversize request
+    // (100 >= 70 + 20), but the expandable path finds it as room in front of
+    // the unmapped tail, maps nothing and splits it (spec §6.2).
+    let b = f.malloc(70 * MIB);
+    assert_eq!(f.calls().iter().filter(|c| c.0 == DMap).count(), 1);
+    assert_eq!(f.a.largest_free_block(), 30 * MIB);
+    assert_eq!(f.stat("allocated_bytes.all.current"), (70 * MIB) as i64);
+    assert_eq!(f.stat("oversize_allocations.current"), 1);
+    f.free(b);
+}
+
+#[test]
+fn pending_frees_block_merging_until_completed() {
+    let mut f = Fixture::default();
+    let a = f.malloc(4 * MIB);
+    let b = f.malloc(4 * MIB);
+    f.a.free_deferred(a).unwrap();
+    f.free(b); // b cannot merge with the pending a
+    assert_eq!(f.a.largest_free_block(), 16 * MIB - 4 * MIB + 4 * MIB - 4 * MIB + 4 * MIB);
+    f.a.complete_free(a).unwrap();
+    f.a.check_invariants().unwrap();
+    assert_eq!(f.a.largest_free_block(), 20 * MIB);
+}

@@ -10,9 +10,19 @@ and patches what would otherwise make the recording differ from a CUDA run:
   materialises the L x L score matrix): FlashAttention-2 for fp16/bf16
   without a mask (grouped-query attention natively, no K/V repeat), the
   memory-efficient kernel with a mask or fp32, the math path for masked GQA.
-  The flash backward also allocates the scratch tensors PyTorch's
-  ``mha_bwd`` allocates through the caching allocator (``softmax_d``,
-  ``dq_accum``, the expanded dK/dV of GQA), which the fake kernels skip.
+  The flash kernels also make the allocations a real run makes around
+  them (seed/offset, scratch, workspace; see ``_FlashAttention``), which
+  the fake kernels skip.
+* A cuBLAS workspace (``cublas_workspace`` bytes, 32 MiB as on Hopper
+  GPUs; 8519680 elsewhere) is allocated for good at the first matrix
+  product of the forward and again of the backward (autograd runs the
+  backward on its own thread, with its own cuBLAS handle).
+* LayerNorm / GroupNorm keep their mean and rstd in fp32 for fp16/bf16
+  inputs on CUDA (the CPU kernels keep the input dtype): recorded at fp32
+  size.
+* transformers' ``is_tracing`` does not treat fake tensors as tracing, so
+  its attention-mask code takes the branches a CUDA run takes (no causal
+  mask tensor, hence flash attention).
 * ``torch.nn.init.trunc_normal_`` (data-dependent) becomes ``normal_``.
 * ``nn.Module._apply`` (``model.to(device)``, ``.to(dtype)``, ``.half()``)
   replaces converted parameters instead of swapping them in place, which
@@ -43,15 +53,41 @@ def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
+#: Bytes of the scratch block PyTorch's flash forward takes and frees at
+#: once (measured: torch 2.11 on an H200): for a single query row
+#: (decode, split-KV) and otherwise.
+FLASH_FWD_SCRATCH_DECODE = 66688
+FLASH_FWD_SCRATCH = 256
+
+
+def _scratch(nbytes: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.empty((nbytes,), dtype=torch.uint8, device=like.device)
+
+
 class _FlashAttention(torch.autograd.Function):
-    """FlashAttention-2 as PyTorch's CUDA SDPA runs it (GQA without repeat)."""
+    """FlashAttention-2 as PyTorch's CUDA SDPA runs it (GQA without repeat),
+    with the allocations a real run makes around the kernels (measured with
+    torch 2.11 on an H200): forward: philox seed and offset (8 bytes each),
+    the output, the log-sum-exp when a backward will need it, and a scratch
+    block freed at once; backward: a contiguous copy of the output's
+    gradient, dQ/dK/dV, and one workspace (``2·dq_accum + softmax_d + 256``
+    bytes; no expanded dK/dV for GQA)."""
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal, scale):
-        out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = aten._scaled_dot_product_flash_attention(
+        seed = torch.empty((), dtype=torch.long, device=q.device)
+        offset = torch.empty((), dtype=torch.long, device=q.device)
+        out, lse, cum_q, cum_k, max_q, max_k, mseed, moffset, _ = aten._scaled_dot_product_flash_attention(
             q, k, v, 0.0, is_causal, False, scale=scale
         )
-        ctx.save_for_backward(q, k, v, out, lse, seed, offset)
+        if not ctx.needs_input_grad[0] and not ctx.needs_input_grad[1] and not ctx.needs_input_grad[2]:
+            del lse
+            lse = None
+        scratch = _scratch(FLASH_FWD_SCRATCH_DECODE if q.shape[2] == 1 else FLASH_FWD_SCRATCH, q)
+        del scratch
+        if lse is not None:
+            ctx.save_for_backward(q, k, v, out, lse, mseed, moffset)
+            ctx.keep = (seed, offset)
         ctx.extra = (cum_q, cum_k, max_q, max_k, is_causal, scale)
         return out
 
@@ -59,22 +95,17 @@ class _FlashAttention(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, out, lse, seed, offset = ctx.saved_tensors
         cum_q, cum_k, max_q, max_k, is_causal, scale = ctx.extra
+        grad_out = grad_out.clone()  # made contiguous in (B, L, H, D) order
         dq, dk, dv = aten._scaled_dot_product_flash_attention_backward(
             grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, 0.0, is_causal, seed, offset,
             scale=scale,
         )
-        # Scratch that flash_api.cpp's mha_bwd takes from the caching allocator.
         b, h, sq, d = q.shape
-        hk, sk = k.shape[1], k.shape[2]
-        scratch = [
-            torch.empty((b, h, _round_up(sq, 128)), dtype=torch.float32, device=q.device),  # softmax_d
-            torch.empty((b, _round_up(sq, 128), h, _round_up(d, 32) if d <= 192 else 256),
-                        dtype=torch.float32, device=q.device),  # dq_accum
-        ]
-        if hk != h:  # dk_expanded, dv_expanded, summed into dk/dv over the groups
-            scratch.append(torch.empty((b, sk, h, d), dtype=k.dtype, device=k.device))
-            scratch.append(torch.empty((b, sk, h, v.shape[3]), dtype=v.dtype, device=v.device))
-        del scratch
+        sq_r = _round_up(sq, 128)
+        d_r = _round_up(d, 32) if d <= 192 else 256
+        work = _scratch(2 * b * sq_r * h * d_r * 4 + b * h * sq_r * 4 + 256, q)
+        del work, grad_out
+        ctx.keep = None
         return dq, dk, dv, None, None
 
 

@@ -320,6 +320,11 @@ fn device_trace(
         k += 1;
     }
 
+    if entries.is_empty() {
+        t.notes.push(
+            "the snapshot holds no trace entries for this device (recorded with enabled=\"state\", or without _record_memory_history): there is nothing to replay; record with torch.cuda.memory._record_memory_history(max_entries=...)".into(),
+        );
+    }
     for (name, n) in &unknown_actions {
         t.notes.push(format!(
             "{n} trace entries with the unknown action '{name}' were ignored"

@@ -1,0 +1,198 @@
+//! The plots. Each one is a [`Figure`] drawn twice, to PNG and to SVG.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use vramlab_allocator::SegmentView;
+
+use crate::input::{FitSweep, OomPointResult, SettingResult};
+use crate::style::{Area, ensure_fonts};
+use crate::{ReportError, Result};
+
+mod bars;
+mod fit;
+mod segments;
+mod timeline;
+
+pub use bars::CARD_SIZES_GB;
+
+/// Default picture size in pixels.
+pub(crate) const WIDTH: u32 = 1200;
+/// Default picture height in pixels.
+pub(crate) const HEIGHT: u32 = 700;
+
+/// The two files a plot was written to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlotFiles {
+    /// `BASE.png`.
+    pub png: PathBuf,
+    /// `BASE.svg`.
+    pub svg: PathBuf,
+}
+
+/// Something that can draw itself on any plotters backend.
+pub(crate) trait Figure {
+    /// Picture size in pixels.
+    fn size(&self) -> (u32, u32) {
+        (WIDTH, HEIGHT)
+    }
+
+    /// Draws the whole picture on `root`.
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()>;
+}
+
+/// `base` with `.ext` appended (`out/timeline` → `out/timeline.png`; a dot
+/// already in the name is kept).
+fn with_ext(base: &Path, ext: &str) -> PathBuf {
+    let mut s = OsString::from(base.as_os_str());
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+    move |source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Renders `fig` to SVG text.
+pub(crate) fn render_svg<F: Figure>(fig: &F) -> Result<String> {
+    ensure_fonts()?;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, fig.size()).into_drawing_area();
+        fig.draw(&root)?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// Renders `fig` to `BASE.png` and `BASE.svg`.
+pub(crate) fn render<F: Figure>(base: &Path, fig: &F) -> Result<PlotFiles> {
+    ensure_fonts()?;
+    if let Some(parent) = base.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    let png = with_ext(base, "png");
+    let svg = with_ext(base, "svg");
+    {
+        let root = BitMapBackend::new(&png, fig.size()).into_drawing_area();
+        fig.draw(&root)?;
+        root.present().map_err(|e| {
+            ReportError::Draw(format!("cannot write {}: {e}", png.display()))
+        })?;
+    }
+    let text = render_svg(fig)?;
+    fs::write(&svg, text).map_err(io_err(&svg))?;
+    Ok(PlotFiles { png, svg })
+}
+
+/// Allocated vs reserved bytes over the trace, one colour per setting
+/// (solid: reserved, dashed: allocated), the live (requested) bytes as a
+/// thin black line, OOMs marked, and `capacity` as a horizontal line when it
+/// is on the scale. Writes `out.png` and `out.svg`.
+pub fn plot_memory_timeline(
+    out: &Path,
+    settings: &[SettingResult],
+    capacity: Option<u64>,
+) -> Result<PlotFiles> {
+    render(out, &timeline::Timeline { settings, capacity })
+}
+
+/// External fragmentation (1 − largest free block / free cached bytes) over
+/// the trace, one line per setting. Writes `out.png` and `out.svg`.
+pub fn plot_external_fragmentation(out: &Path, settings: &[SettingResult]) -> Result<PlotFiles> {
+    render(out, &timeline::Fragmentation { settings })
+}
+
+/// Peak reserved bytes per setting as bars split into the part allocated
+/// at the peak and the waste at the peak (hatched), labelled with their
+/// values, against the live-bytes lower bound and `capacity` (when on the
+/// scale). Writes `out.png` and `out.svg`.
+pub fn plot_peak_reserved(
+    out: &Path,
+    settings: &[SettingResult],
+    capacity: Option<u64>,
+) -> Result<PlotFiles> {
+    render(out, &bars::PeakReserved { settings, capacity })
+}
+
+/// The minimum capacity (OOM point) per setting as bars, with each
+/// setting's live-bytes lower bound and the common card sizes of
+/// [`CARD_SIZES_GB`] that are on the scale as labelled reference lines.
+/// Writes `out.png` and `out.svg`.
+pub fn plot_oom_points(out: &Path, points: &[OomPointResult]) -> Result<PlotFiles> {
+    render(out, &bars::OomPoints { points })
+}
+
+/// Peak reserved bytes against the workload's varied size, one line per
+/// setting (dots: fits, crosses: OOM), with the capacity as a horizontal
+/// line. Writes `out.png` and `out.svg`.
+pub fn plot_fit(out: &Path, fit: &FitSweep) -> Result<PlotFiles> {
+    render(out, &fit::Fit { fit })
+}
+
+/// A map of the allocator's segments: each segment a horizontal bar scaled
+/// by its size, its blocks coloured by state (allocated, pending free,
+/// free), largest first. Up to 40 segments get one labelled row each; more
+/// are packed into rows of equal byte width. The picture grows taller with
+/// the number of rows. Writes `out.png` and `out.svg`.
+pub fn plot_segment_map(out: &Path, title: &str, segments: &[SegmentView]) -> Result<PlotFiles> {
+    render(out, &segments::SegmentMap::new(title, segments))
+}
+
+/// A chart over `f64 × f64`.
+pub(crate) type Chart2d<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Axis descriptions and tick formatters of a chart.
+pub(crate) struct Axes<'f> {
+    /// X axis description.
+    pub x_desc: &'f str,
+    /// Y axis description.
+    pub y_desc: &'f str,
+    /// X tick formatter (`None`: no x tick labels).
+    pub x_fmt: Option<&'f dyn Fn(&f64) -> String>,
+    /// Y tick formatter.
+    pub y_fmt: &'f dyn Fn(&f64) -> String,
+    /// Draw vertical grid lines.
+    pub x_grid: bool,
+}
+
+/// Draws the grid, axes, tick labels and axis descriptions in the house
+/// style.
+pub(crate) fn mesh<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, axes: &Axes<'_>) -> Result<()> {
+    use crate::style::{AXIS_DESC_SIZE, GRID, INK, MUTED, TICK_SIZE, font, stroke};
+    let none = |_: &f64| String::new();
+    let mut m = chart.configure_mesh();
+    m.bold_line_style(stroke(GRID, 1))
+        .light_line_style(ShapeStyle {
+            color: TRANSPARENT,
+            filled: false,
+            stroke_width: 0,
+        })
+        .axis_style(stroke(MUTED, 1))
+        .label_style(font(TICK_SIZE, INK))
+        .axis_desc_style(font(AXIS_DESC_SIZE, INK))
+        .x_desc(axes.x_desc)
+        .y_desc(axes.y_desc)
+        .y_label_formatter(axes.y_fmt)
+        .x_labels(10)
+        .y_labels(8);
+    match axes.x_fmt {
+        Some(f) => m.x_label_formatter(f),
+        None => m.x_label_formatter(&none),
+    };
+    if !axes.x_grid {
+        m.disable_x_mesh();
+    }
+    m.draw()?;
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! Plots over the trace: memory timeline and external fragmentation.
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::{Axes, Figure, mesh};
+use crate::Result;
+use crate::input::SettingResult;
+use crate::style::*;
+use crate::units::{fmt_count_tick, fmt_tick, format_bytes, unit_for};
+
+/// Memory timeline of several settings.
+pub(crate) struct Timeline<'a> {
+    pub settings: &'a [SettingResult],
+    pub capacity: Option<u64>,
+}
+
+/// The largest event index of any shown timeline (at least 1).
+fn x_max(shown: &[(usize, &SettingResult)]) -> f64 {
+    shown
+        .iter()
+        .flat_map(|(_, s)| s.timeline.last().map(|p| p.event_index))
+        .chain(
+            shown
+                .iter()
+                .filter_map(|(_, s)| s.oom.as_ref().map(|o| o.event_index)),
+        )
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64
+}
+
+/// Settings that have a timeline, with their palette index.
+fn shown(settings: &[SettingResult]) -> Vec<(usize, &SettingResult)> {
+    settings
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.timeline.is_empty())
+        .collect()
+}
+
+impl Figure for Timeline<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
+        let title = "Memory over the trace";
+        let shown = shown(self.settings);
+        if shown.is_empty() {
+            return no_data(root, title, "no timeline points to draw");
+        }
+        let data_max = shown
+            .iter()
+            .flat_map(|(_, s)| {
+                s.timeline
+                    .iter()
+                    .map(|p| p.reserved.max(p.allocated).max(p.requested))
+                    .chain(s.oom.as_ref().map(|o| o.reserved_bytes))
+            })
+            .max()
+            .unwrap_or(0);
+        // A capacity far above the data would squash it: mention it instead.
+        let cap_on_scale = self
+            .capacity
+            .filter(|&c| (c as f64) <= (data_max as f64) * 2.0);
+        let mut subtitle =
+            "Solid: reserved, dashed: allocated, thin black: live (requested) bytes; maximum over each interval"
+                .to_string();
+        if let Some(c) = self.capacity.filter(|_| cap_on_scale.is_none()) {
+            subtitle.push_str(&format!("; capacity {} (off the scale)", format_bytes(c)));
+        }
+        let top = frame(root, title, &subtitle)?;
+
+        let mut items: Vec<LegendItem> = shown
+            .iter()
+            .map(|&(i, s)| {
+                LegendItem::new(
+                    Swatch::Line(series_color(i), 4),
+                    format!(
+                        "{} (peak {})",
+                        s.label,
+                        format_bytes(s.summary.peak_reserved_bytes)
+                    ),
+                )
+            })
+            .collect();
+        items.push(LegendItem::new(Swatch::Line(INK, 1), "live (requested)"));
+        if shown.iter().any(|(_, s)| s.oom.is_some()) {
+            items.push(LegendItem::new(Swatch::Cross(ALERT), "out of memory"));
+        }
+        if cap_on_scale.is_some() {
+            items.push(LegendItem::new(Swatch::Dashed(ALERT, 2), "capacity"));
+        }
+
+        let (w, h) = root.dim_in_pixel();
+        let (w, h) = (w as i32, h as i32);
+        let lh = legend_height(root, &items, w - 48)?;
+        let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
+        let unit = unit_for(data_max.max(cap_on_scale.unwrap_or(0)));
+        let y_top = unit.of(data_max.max(cap_on_scale.unwrap_or(0))) * 1.08;
+        let y_top = if y_top > 0.0 { y_top } else { 1.0 };
+        let xmax = x_max(&shown);
+        let mut chart = ChartBuilder::on(&area)
+            .margin_left(16)
+            .margin_right(40)
+            .margin_top(8)
+            .x_label_area_size(64)
+            .y_label_area_size(100)
+            .build_cartesian_2d(0f64..xmax, 0f64..y_top)?;
+        let y_desc = format!("memory ({})", unit.name);
+        mesh(
+            &mut chart,
+            &Axes {
+                x_desc: "event index",
+                y_desc: &y_desc,
+                x_fmt: Some(&|v| fmt_count_tick(*v)),
+                y_fmt: &|v| fmt_tick(*v),
+                x_grid: true,
+            },
+        )?;
+
+        let pts = |s: &SettingResult, f: fn(&vramlab_sim::TimelinePoint) -> u64| {
+            s.timeline
+                .iter()
+                .map(|p| (p.event_index as f64, unit.of(f(p))))
+                .collect::<Vec<_>>()
+        };
+        for &(i, s) in &shown {
+            let c = series_color(i);
+            chart.draw_series(DashedLineSeries::new(
+                pts(s, |p| p.allocated),
+                9,
+                6,
+                stroke(c, 2),
+            ))?;
+        }
+        for &(i, s) in &shown {
+            let c = series_color(i);
+            let p = pts(s, |p| p.reserved);
+            if p.len() == 1 {
+                chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, fill(c))))?;
+            }
+            chart.draw_series(LineSeries::new(p, stroke(c, 3)))?;
+        }
+        // The live bytes are the same under every setting: draw them once,
+        // from the setting that replayed furthest.
+        if let Some(&(_, longest)) = shown
+            .iter()
+            .max_by_key(|(i, s)| (s.timeline.last().map(|p| p.event_index), usize::MAX - i))
+        {
+            chart.draw_series(LineSeries::new(pts(longest, |p| p.requested), stroke(INK, 1)))?;
+        }
+
+        let (xr, _) = chart.plotting_area().get_pixel_range();
+        if let Some(c) = cap_on_scale {
+            let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
+            dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
+            boxed_text(
+                root,
+                &format!("capacity {}", format_bytes(c)),
+                (xr.end - 8, y - 6),
+                &font(LABEL_SIZE, ALERT),
+                HPos::Right,
+                VPos::Bottom,
+            )?;
+        }
+        for &(i, s) in &shown {
+            if let Some(o) = &s.oom {
+                let (x, y) = chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
+                root.draw(&Cross::new((x, y), 9, stroke(ALERT, 3)))?;
+                boxed_text(
+                    root,
+                    &format!("OOM ({})", s.label),
+                    (x - 12, y - 10),
+                    &bold(LABEL_SIZE, series_color(i)),
+                    HPos::Right,
+                    VPos::Bottom,
+                )?;
+            }
+        }
+        draw_legend(root, &items, 24, h - lh - 4, w - 48)
+    }
+}
+
+/// External fragmentation of several settings over the trace.
+pub(crate) struct Fragmentation<'a> {
+    pub settings: &'a [SettingResult],
+}
+
+impl Figure for Fragmentation<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
+        let title = "External fragmentation over the trace";
+        let shown = shown(self.settings);
+        if shown.is_empty() {
+            return no_data(root, title, "no timeline points to draw");
+        }
+        let top = frame(
+            root,
+            title,
+            "1 − largest free cached block / free cached bytes: 0% = all cached memory in one block",
+        )?;
+        let items: Vec<LegendItem> = shown
+            .iter()
+            .map(|&(i, s)| {
+                let f: Vec<f64> = s
+                    .timeline
+                    .iter()
+                    .map(|p| p.external_fragmentation())
+                    .collect();
+                let mean = f.iter().sum::<f64>() / f.len() as f64;
+                let max = f.iter().cloned().fold(0.0, f64::max);
+                LegendItem::new(
+                    Swatch::Line(series_color(i), 4),
+                    format!(
+                        "{} (mean {:.0}%, max {:.0}%)",
+                        s.label,
+                        mean * 100.0,
+                        max * 100.0
+                    ),
+                )
+            })
+            .collect();
+        let (w, h) = root.dim_in_pixel();
+        let (w, h) = (w as i32, h as i32);
+        let lh = legend_height(root, &items, w - 48)?;
+        let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
+        let mut chart = ChartBuilder::on(&area)
+            .margin_left(16)
+            .margin_right(40)
+            .margin_top(8)
+            .x_label_area_size(64)
+            .y_label_area_size(100)
+            .build_cartesian_2d(0f64..x_max(&shown), 0f64..105f64)?;
+        mesh(
+            &mut chart,
+            &Axes {
+                x_desc: "event index",
+                y_desc: "external fragmentation (%)",
+                x_fmt: Some(&|v| fmt_count_tick(*v)),
+                y_fmt: &|v| fmt_tick(*v),
+                x_grid: true,
+            },
+        )?;
+        for &(i, s) in &shown {
+            let p: Vec<(f64, f64)> = s
+                .timeline
+                .iter()
+                .map(|p| (p.event_index as f64, p.external_fragmentation() * 100.0))
+                .collect();
+            if p.len() == 1 {
+                chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, fill(series_color(i)))))?;
+            }
+            chart.draw_series(LineSeries::new(p, stroke(series_color(i), 2)))?;
+        }
+        draw_legend(root, &items, 24, h - lh - 4, w - 48)
+    }
+}
