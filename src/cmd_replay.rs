@@ -34,6 +34,10 @@ pub struct ReplayArgs {
     /// Check the allocator's invariants after every event (slow).
     #[arg(long)]
     check: bool,
+    /// Measure the host time of every malloc/free call of the policy
+    /// (p50/p99/max per setting).
+    #[arg(long)]
+    latency: bool,
     /// Write the replay as a PyTorch memory snapshot (.pickle) that
     /// pytorch.org/memory_viz opens (one --conf only).
     #[arg(long, value_name = "FILE")]
@@ -77,15 +81,22 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         ..Default::default()
     };
     let mut runs = Vec::new();
+    let mut latencies = Vec::new();
     for s in &scenarios {
-        let run = s.run(&trace, &opts).with_context(|| {
+        let ctx = || {
             format!(
                 "replaying {} under {}",
                 args.trace.trace.display(),
                 s.label()
             )
-        })?;
-        runs.push(run);
+        };
+        if args.latency {
+            let (run, m, f) = s.run_timed(&trace, &opts).with_context(ctx)?;
+            runs.push(run);
+            latencies.push((m, f));
+        } else {
+            runs.push(s.run(&trace, &opts).with_context(ctx)?);
+        }
     }
     if let Some(path) = &args.timeline {
         write_timeline(path, &runs)?;
@@ -116,6 +127,28 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         out!("{}", human(&trace, &args.trace.trace, &runs));
+        if !latencies.is_empty() {
+            let mut t = Table::new(vec![
+                "policy call time (host)".into(),
+                "calls".into(),
+                "p50".into(),
+                "p99".into(),
+                "max".into(),
+            ]);
+            for (r, (m, f)) in runs.iter().zip(&latencies) {
+                for (what, l) in [("malloc", m), ("free", f)] {
+                    t.row(vec![
+                        format!("{} {what}", r.conf),
+                        count(l.count),
+                        format!("{} ns", l.p50_ns),
+                        format!("{} ns", l.p99_ns),
+                        format!("{:.1} µs", l.max_ns as f64 / 1000.0),
+                    ]);
+                }
+            }
+            outln!();
+            out!("{}", t.render());
+        }
     }
     Ok(())
 }

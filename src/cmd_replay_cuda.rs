@@ -61,6 +61,7 @@ pub struct CudaArgs {
 
 /// How [`run_cuda`] replays and prints.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub struct CudaReplayOptions<'a> {
     /// The trace file, for the output.
     pub trace_path: &'a Path,

@@ -167,7 +167,11 @@ impl TraceArgs {
     pub fn load(&self, version: TorchVersion) -> Result<Trace> {
         let t = vramlab_sim::load::load_trace(&self.trace, self.format, self.device, version)?;
         if t.events.is_empty() {
-            let why = t.notes.first().cloned().unwrap_or_else(|| "the trace has no events".into());
+            let why = t
+                .notes
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "the trace has no events".into());
             bail!("{}: nothing to replay: {why}", self.trace.display());
         }
         for n in &t.notes {

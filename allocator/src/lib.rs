@@ -13,6 +13,7 @@ pub mod conf;
 pub mod cuda;
 pub mod device;
 pub mod format;
+pub mod latency;
 pub mod native;
 pub mod policies;
 pub mod policy;

@@ -236,6 +236,17 @@ pub trait Allocator {
         )))
     }
 
+    /// `torch.cuda.set_per_process_memory_fraction(fraction)`: limits what
+    /// the policy may obtain from the device. Policies without such a limit
+    /// return [`AllocError::Invalid`].
+    fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
+        let _ = fraction;
+        Err(AllocError::Invalid(format!(
+            "the {} policy has no per-process memory fraction",
+            self.name()
+        )))
+    }
+
     /// Checks every internal invariant; `Err` describes the first violation.
     fn check_invariants(&self) -> Result<(), String>;
 

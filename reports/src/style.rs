@@ -72,12 +72,8 @@ pub(crate) fn ensure_fonts() -> Result<()> {
     FONTS
         .get_or_init(|| {
             for family in [FAMILY, "sans-serif"] {
-                plotters::style::register_font(
-                    family,
-                    FontStyle::Normal,
-                    dejavu::sans::regular(),
-                )
-                .map_err(|_| "DejaVu Sans regular is not a valid font".to_string())?;
+                plotters::style::register_font(family, FontStyle::Normal, dejavu::sans::regular())
+                    .map_err(|_| "DejaVu Sans regular is not a valid font".to_string())?;
                 plotters::style::register_font(family, FontStyle::Bold, dejavu::sans::bold())
                     .map_err(|_| "DejaVu Sans bold is not a valid font".to_string())?;
             }
@@ -195,7 +191,12 @@ pub(crate) fn dashed<DB: DrawingBackend>(
     dash: i32,
     gap: i32,
 ) -> Result<()> {
-    area.draw(&DashedPathElement::new(vec![a, b], dash, gap, style))?;
+    area.draw(&plotters::element::DashedPathElement::new(
+        vec![a, b],
+        dash,
+        gap,
+        style,
+    ))?;
     Ok(())
 }
 
@@ -230,12 +231,7 @@ pub(crate) fn hatch<DB: DrawingBackend>(
         let t0 = (x0 - k).max(0);
         let t1 = (x1 - k).min(h);
         if t0 < t1 {
-            line(
-                area,
-                (k + t0, y1 - t0),
-                (k + t1, y1 - t1),
-                stroke(color, 1),
-            )?;
+            line(area, (k + t0, y1 - t0), (k + t1, y1 - t1), stroke(color, 1))?;
         }
         k += spacing.max(2);
     }
@@ -446,8 +442,8 @@ pub(crate) fn draw_legend<DB: DrawingBackend>(
 ) -> Result<()> {
     let style = font(LABEL_SIZE, INK);
     for (r, row) in legend_rows(area, items, max_w)?.iter().enumerate() {
-        let total: i32 = row.iter().map(|&(_, w)| w).sum::<i32>()
-            + LEGEND_GAP * (row.len() as i32 - 1).max(0);
+        let total: i32 =
+            row.iter().map(|&(_, w)| w).sum::<i32>() + LEGEND_GAP * (row.len() as i32 - 1).max(0);
         let mut cx = x + (max_w - total) / 2;
         let cy = y + 6 + r as i32 * LEGEND_ROW_H + LEGEND_ROW_H / 2;
         for &(i, w) in row {

@@ -4,16 +4,13 @@
 //! native policy on the GPU and checks that every byte comes back.
 
 use std::rc::Rc;
-use std::time::Instant;
 
 use vramlab_allocator::cuda::{
     CudaDevice, CudaDeviceOptions, CudaError, DeviceLatencies, Gpu, GpuInfo, LatencyHistogram,
 };
-use vramlab_allocator::device::DevicePtr;
-use vramlab_allocator::{
-    AllocConf, AllocError, Allocator, BlockHandle, MemoryStats, NativeAllocator, PoolKind,
-    SeedBlock, SegmentView,
-};
+
+pub use crate::timed::TimedAllocator;
+use vramlab_allocator::{AllocConf, Allocator, NativeAllocator};
 use vramlab_traces::Trace;
 
 use crate::replay::{ReplayDevice, ReplayError, ReplayOptions, replay};
@@ -24,96 +21,6 @@ use crate::run::Run;
 impl ReplayDevice for CudaDevice {
     fn device_time_us(&self) -> f64 {
         self.driver_time_us()
-    }
-}
-
-/// Wraps a policy and times each caller-level call: every
-/// [`Allocator::malloc`] (cache hits included) into `malloc`, every
-/// [`Allocator::free`] and [`Allocator::free_deferred`] into `free`. These
-/// are the figures to compare with `torch.cuda.caching_allocator_alloc` /
-/// `caching_allocator_delete` timings.
-#[derive(Debug)]
-pub struct TimedAllocator<A> {
-    /// The wrapped policy.
-    pub inner: A,
-    /// Latency of each malloc call (successful or not).
-    pub malloc: LatencyHistogram,
-    /// Latency of each free call.
-    pub free: LatencyHistogram,
-}
-
-impl<A: Allocator> TimedAllocator<A> {
-    /// Wraps `inner` with empty histograms.
-    pub fn new(inner: A) -> Self {
-        TimedAllocator {
-            inner,
-            malloc: LatencyHistogram::new(),
-            free: LatencyHistogram::new(),
-        }
-    }
-}
-
-impl<A: Allocator> Allocator for TimedAllocator<A> {
-    type Dev = A::Dev;
-
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError> {
-        let t = Instant::now();
-        let r = self.inner.malloc(size, stream);
-        self.malloc.record(t.elapsed());
-        r
-    }
-    fn free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        let t = Instant::now();
-        let r = self.inner.free(handle);
-        self.free.record(t.elapsed());
-        r
-    }
-    fn free_deferred(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        let t = Instant::now();
-        let r = self.inner.free_deferred(handle);
-        self.free.record(t.elapsed());
-        r
-    }
-    fn complete_free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.inner.complete_free(handle)
-    }
-    fn record_stream(&mut self, handle: BlockHandle, stream: u64) -> Result<(), AllocError> {
-        self.inner.record_stream(handle, stream)
-    }
-    fn empty_cache(&mut self) -> Result<(), AllocError> {
-        self.inner.empty_cache()
-    }
-    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
-        self.inner.block_ptr(handle)
-    }
-    fn stats(&self) -> &MemoryStats {
-        self.inner.stats()
-    }
-    fn largest_free_block(&self) -> u64 {
-        self.inner.largest_free_block()
-    }
-    fn segments(&self) -> Vec<SegmentView> {
-        self.inner.segments()
-    }
-    fn seed_segment(
-        &mut self,
-        pool: PoolKind,
-        stream: u64,
-        blocks: &[SeedBlock],
-    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
-        self.inner.seed_segment(pool, stream, blocks)
-    }
-    fn check_invariants(&self) -> Result<(), String> {
-        self.inner.check_invariants()
-    }
-    fn device(&self) -> &Self::Dev {
-        self.inner.device()
-    }
-    fn device_mut(&mut self) -> &mut Self::Dev {
-        self.inner.device_mut()
     }
 }
 

@@ -21,6 +21,7 @@ pub mod run;
 pub mod scenario;
 pub mod snapshot_out;
 pub mod sweep;
+pub mod timed;
 
 pub use device::{CostModel, SimDevice};
 pub use fidelity::{FidelityReport, Mismatch, check_fidelity};

@@ -111,22 +111,27 @@ macro_rules! with_policy {
     ($spec:expr, $dev:expr, |$a:ident| $body:expr) => {
         match $spec {
             $crate::policy::PolicySpec::Native(c) => {
+                #[allow(unused_mut)]
                 let mut $a = vramlab_allocator::NativeAllocator::new(c.clone(), $dev);
                 $body
             }
             $crate::policy::PolicySpec::Direct(c) => {
+                #[allow(unused_mut)]
                 let mut $a = vramlab_allocator::policies::DirectAllocator::new(c.clone(), $dev);
                 $body
             }
             $crate::policy::PolicySpec::Bfc(c) => {
+                #[allow(unused_mut)]
                 let mut $a = vramlab_allocator::policies::BfcAllocator::new(c.clone(), $dev);
                 $body
             }
             $crate::policy::PolicySpec::Async(c) => {
+                #[allow(unused_mut)]
                 let mut $a = vramlab_allocator::policies::AsyncPoolAllocator::new(c.clone(), $dev);
                 $body
             }
             $crate::policy::PolicySpec::Stitch(c) => {
+                #[allow(unused_mut)]
                 let mut $a = vramlab_allocator::policies::StitchAllocator::new(c.clone(), $dev);
                 $body
             }

@@ -262,7 +262,8 @@ mod tests {
             "set PYTORCH_ALLOC_CONF=max_split_size_mb:128"
         );
         assert!(
-            r.why.contains("The defaults run out of memory at event 40"),
+            r.why
+                .contains("With the defaults the job runs out of memory at event 40"),
             "{}",
             r.why
         );

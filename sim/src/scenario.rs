@@ -8,6 +8,19 @@ use crate::device::{CostModel, SimDevice};
 use crate::policy::PolicySpec;
 use crate::replay::{ReplayError, ReplayOptions, replay};
 use crate::run::Run;
+use crate::timed::TimedAllocator;
+use vramlab_allocator::Allocator;
+use vramlab_allocator::latency::LatencySummary;
+
+/// Applies the scenario's memory fraction, if any.
+fn set_fraction(a: &mut impl Allocator, fraction: Option<f64>) -> Result<(), ReplayError> {
+    match fraction {
+        Some(f) => a
+            .set_memory_fraction(f)
+            .map_err(|e| ReplayError::Initial(e.to_string())),
+        None => Ok(()),
+    }
+}
 
 /// Everything that defines one replay besides the trace.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +94,25 @@ impl Scenario {
             a.set_memory_fraction(f);
         }
         Some(a)
+    }
+
+    /// Replays `trace` and measures the host time of every caller-level
+    /// malloc and free of the policy (`replay --latency`).
+    pub fn run_timed(
+        &self,
+        trace: &Trace,
+        opts: &ReplayOptions,
+    ) -> Result<(Run, LatencySummary, LatencySummary), ReplayError> {
+        let dev = self.device(trace);
+        let (mut run, m, f) = crate::with_policy!(&self.policy, dev, |a| {
+            let mut t = TimedAllocator::new(a);
+            set_fraction(&mut t, self.memory_fraction)?;
+            let run = replay(trace, &mut t, opts)?;
+            (run, t.malloc.summary(), t.free.summary())
+        });
+        run.conf = self.label();
+        run.capacity = self.capacity;
+        Ok((run, m, f))
     }
 
     /// Replays `trace` under this scenario.

@@ -636,18 +636,30 @@ fn memory_fraction_semantics_follow_the_target_version() {
     new.a.set_memory_fraction(1.0);
     assert_eq!(new.a.allowed_memory_maximum(), None);
     // The 2.10+ config key applies the fraction at construction.
-    let c = AllocConf::parse("per_process_memory_fraction:0.25", vramlab_allocator::TorchVersion::NEWEST).unwrap();
+    let c = AllocConf::parse(
+        "per_process_memory_fraction:0.25",
+        vramlab_allocator::TorchVersion::NEWEST,
+    )
+    .unwrap();
     let f = Fixture::with_capacity(c, GIB);
     assert_eq!(f.a.allowed_memory_maximum(), Some(GIB / 4));
 }
 
 #[test]
 fn large_segment_size_changes_segments_and_pages() {
-    let c = AllocConf::parse("large_segment_size_mb:64", vramlab_allocator::TorchVersion::NEWEST).unwrap();
+    let c = AllocConf::parse(
+        "large_segment_size_mb:64",
+        vramlab_allocator::TorchVersion::NEWEST,
+    )
+    .unwrap();
     let mut f = Fixture::new(c);
     f.malloc(2 * MIB);
     assert_eq!(f.calls(), vec![(DMalloc, 64 * MIB)]);
-    let c = AllocConf::parse("large_segment_size_mb:64,expandable_segments:True", vramlab_allocator::TorchVersion::NEWEST).unwrap();
+    let c = AllocConf::parse(
+        "large_segment_size_mb:64,expandable_segments:True",
+        vramlab_allocator::TorchVersion::NEWEST,
+    )
+    .unwrap();
     let mut f = Fixture::new(c);
     f.malloc(2 * MIB);
     assert_eq!(f.calls()[1], (DMap, 64 * MIB));
@@ -682,7 +694,10 @@ fn pending_frees_block_merging_until_completed() {
     let b = f.malloc(4 * MIB);
     f.a.free_deferred(a).unwrap();
     f.free(b); // b cannot merge with the pending a
-    assert_eq!(f.a.largest_free_block(), 16 * MIB - 4 * MIB + 4 * MIB - 4 * MIB + 4 * MIB);
+    assert_eq!(
+        f.a.largest_free_block(),
+        16 * MIB - 4 * MIB + 4 * MIB - 4 * MIB + 4 * MIB
+    );
     f.a.complete_free(a).unwrap();
     f.a.check_invariants().unwrap();
     assert_eq!(f.a.largest_free_block(), 20 * MIB);

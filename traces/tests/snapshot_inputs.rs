@@ -20,7 +20,9 @@ fn snapshot(entries: Vec<Value>, segments: Vec<Value>) -> Vec<u8> {
         .entry("device_traces", Value::list([Value::list(entries)]))
         .entry(
             "allocator_settings",
-            DictBuilder::new().entry("PYTORCH_CUDA_ALLOC_CONF", "").build(),
+            DictBuilder::new()
+                .entry("PYTORCH_CUDA_ALLOC_CONF", "")
+                .build(),
         )
         .build();
     PickleWriter::new().to_vec(&v)
@@ -56,20 +58,44 @@ fn segment_free_bursts_become_empty_cache_calls() {
     assert_eq!(
         t.events,
         vec![
-            Event::Alloc { id: 0, stream: 0, size: 4 * MIB },
-            Event::Alloc { id: 1, stream: 0, size: 30 * MIB },
+            Event::Alloc {
+                id: 0,
+                stream: 0,
+                size: 4 * MIB
+            },
+            Event::Alloc {
+                id: 1,
+                stream: 0,
+                size: 30 * MIB
+            },
             Event::Free { id: 1 },
             Event::EmptyCache,
-            Event::Alloc { id: 2, stream: 0, size: 8 * MIB },
+            Event::Alloc {
+                id: 2,
+                stream: 0,
+                size: 8 * MIB
+            },
         ]
     );
     let e = t.expected.as_ref().unwrap();
-    let kinds: Vec<_> = e.segment_events.iter().map(|s| (s.event_index, s.kind)).collect();
+    let kinds: Vec<_> = e
+        .segment_events
+        .iter()
+        .map(|s| (s.event_index, s.kind))
+        .collect();
     assert_eq!(
         kinds,
-        vec![(0, SegmentEventKind::Alloc), (1, SegmentEventKind::Alloc), (3, SegmentEventKind::Free)]
+        vec![
+            (0, SegmentEventKind::Alloc),
+            (1, SegmentEventKind::Alloc),
+            (3, SegmentEventKind::Free)
+        ]
     );
-    assert!(t.notes.iter().any(|n| n.contains("inferred 1 empty_cache()")));
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("inferred 1 empty_cache()"))
+    );
 }
 
 #[test]
@@ -91,7 +117,10 @@ fn releases_inside_a_malloc_are_not_empty_cache() {
     let t = &convert(&bytes).unwrap()[0];
     assert!(!t.events.contains(&Event::EmptyCache));
     let e = t.expected.as_ref().unwrap();
-    assert_eq!(e.segment_events[1].event_index, 2, "the free belongs to the next alloc");
+    assert_eq!(
+        e.segment_events[1].event_index, 2,
+        "the free belongs to the next alloc"
+    );
 }
 
 #[test]
@@ -118,11 +147,23 @@ fn deferred_frees_and_ooms_are_kept() {
     assert_eq!(
         t.events,
         vec![
-            Event::Alloc { id: 0, stream: 0, size: 4 * MIB },
+            Event::Alloc {
+                id: 0,
+                stream: 0,
+                size: 4 * MIB
+            },
             Event::FreeRequested { id: 0 },
-            Event::Alloc { id: 1, stream: 0, size: 4 * MIB },
+            Event::Alloc {
+                id: 1,
+                stream: 0,
+                size: 4 * MIB
+            },
             Event::FreeCompleted { id: 0 },
-            Event::Alloc { id: 2, stream: 0, size: 100 * MIB },
+            Event::Alloc {
+                id: 2,
+                stream: 0,
+                size: 100 * MIB
+            },
         ]
     );
     let e = t.expected.as_ref().unwrap();
@@ -143,10 +184,23 @@ fn bad_snapshots_get_specific_messages() {
             PickleWriter::new().to_vec(&DictBuilder::new().entry("weights", 1i64).build()),
             "has neither 'segments' nor 'device_traces'",
         ),
-        (b"\x80\x04\x95\x10\x00\x00\x00".to_vec(), "not a readable pickle: pickle truncated"),
-        (b"cbuiltins\neval\n.".to_vec(), "pickle references global 'builtins.eval'"),
         (
-            snapshot(vec![entry("free_requested", a, 10), entry("free_completed", a, 10), entry("free_requested", a, 10)], vec![]),
+            b"\x80\x04\x95\x10\x00\x00\x00".to_vec(),
+            "not a readable pickle: pickle truncated",
+        ),
+        (
+            b"cbuiltins\neval\n.".to_vec(),
+            "pickle references global 'builtins.eval'",
+        ),
+        (
+            snapshot(
+                vec![
+                    entry("free_requested", a, 10),
+                    entry("free_completed", a, 10),
+                    entry("free_requested", a, 10),
+                ],
+                vec![],
+            ),
             "free_requested at 0x700000000000, which is not allocated",
         ),
         (
@@ -155,13 +209,27 @@ fn bad_snapshots_get_specific_messages() {
         ),
         (
             snapshot(
-                vec![DictBuilder::new().entry("action", "alloc").entry("addr", 1i64).entry("size", "big").build()],
+                vec![
+                    DictBuilder::new()
+                        .entry("action", "alloc")
+                        .entry("addr", 1i64)
+                        .entry("size", "big")
+                        .build(),
+                ],
                 vec![],
             ),
             "device_traces[0][0].size: is a str, expected an int",
         ),
         (
-            snapshot(vec![DictBuilder::new().entry("action", "alloc").entry("size", 5i64).build()], vec![]),
+            snapshot(
+                vec![
+                    DictBuilder::new()
+                        .entry("action", "alloc")
+                        .entry("size", 5i64)
+                        .build(),
+                ],
+                vec![],
+            ),
             "a 'alloc' entry has no 'addr'",
         ),
     ];
@@ -177,9 +245,18 @@ fn frees_of_blocks_allocated_before_recording_need_their_segment() {
     // A free of a block the trace never allocated means the recording began
     // mid-run; without a segment holding it the state cannot be rebuilt.
     let a = 0x7000_0000_0000u64;
-    let bytes = snapshot(vec![entry("free_requested", a, 10), entry("free_completed", a, 10)], vec![]);
+    let bytes = snapshot(
+        vec![
+            entry("free_requested", a, 10),
+            entry("free_completed", a, 10),
+        ],
+        vec![],
+    );
     let err = convert(&bytes).unwrap_err();
-    assert!(err.contains("was allocated before the recording began, but no segment holds it"), "{err}");
+    assert!(
+        err.contains("was allocated before the recording began, but no segment holds it"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -204,5 +281,12 @@ fn state_only_snapshots_have_no_events() {
     let traces = convert(&bytes).unwrap();
     assert_eq!(traces.len(), 1);
     assert!(traces[0].events.is_empty());
-    assert!(traces[0].notes.iter().any(|n| n.contains("no trace entries")), "{:?}", traces[0].notes);
+    assert!(
+        traces[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("no trace entries")),
+        "{:?}",
+        traces[0].notes
+    );
 }

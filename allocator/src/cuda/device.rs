@@ -6,9 +6,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::driver::{self, DriverError};
-use super::latency::DeviceLatencies;
 use super::{CudaError, Gpu, GpuInfo};
 use crate::device::{Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr, MemInfo};
+use crate::latency::DeviceLatencies;
 
 /// How a [`CudaDevice`] behaves.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -27,12 +27,11 @@
 
 mod device;
 mod driver;
-mod latency;
 
 use std::rc::Rc;
 
+pub use crate::latency::{DeviceLatencies, LatencyHistogram, LatencySummary};
 pub use device::{CudaDevice, CudaDeviceOptions};
-pub use latency::{DeviceLatencies, LatencyHistogram, LatencySummary};
 
 use crate::device::MemInfo;
 

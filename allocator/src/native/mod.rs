@@ -272,6 +272,11 @@ impl<D: Device> Allocator for NativeAllocator<D> {
         self.seed_segment_impl(pool, stream, blocks)
     }
 
+    fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
+        NativeAllocator::set_memory_fraction(self, fraction);
+        Ok(())
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         self.check_invariants_impl()
     }

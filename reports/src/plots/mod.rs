@@ -82,9 +82,8 @@ pub(crate) fn render<F: Figure>(base: &Path, fig: &F) -> Result<PlotFiles> {
     {
         let root = BitMapBackend::new(&png, fig.size()).into_drawing_area();
         fig.draw(&root)?;
-        root.present().map_err(|e| {
-            ReportError::Draw(format!("cannot write {}: {e}", png.display()))
-        })?;
+        root.present()
+            .map_err(|e| ReportError::Draw(format!("cannot write {}: {e}", png.display())))?;
     }
     let text = render_svg(fig)?;
     fs::write(&svg, text).map_err(io_err(&svg))?;

@@ -145,7 +145,10 @@ impl Figure for Timeline<'_> {
             .iter()
             .max_by_key(|(i, s)| (s.timeline.last().map(|p| p.event_index), usize::MAX - i))
         {
-            chart.draw_series(LineSeries::new(pts(longest, |p| p.requested), stroke(INK, 1)))?;
+            chart.draw_series(LineSeries::new(
+                pts(longest, |p| p.requested),
+                stroke(INK, 1),
+            ))?;
         }
 
         let (xr, _) = chart.plotting_area().get_pixel_range();
@@ -163,7 +166,8 @@ impl Figure for Timeline<'_> {
         }
         for &(i, s) in &shown {
             if let Some(o) = &s.oom {
-                let (x, y) = chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
+                let (x, y) =
+                    chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
                 root.draw(&Cross::new((x, y), 9, stroke(ALERT, 3)))?;
                 boxed_text(
                     root,

@@ -37,6 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--real", action="store_true", help="run for real on the CPU instead of under fake tensors")
     p.add_argument("--list", action="store_true", help="list the built-in workloads and their parameters")
     p.add_argument("--quiet", action="store_true", help="hide library warnings")
+    p.add_argument("--device-type", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="the fake device that stands for the GPU: a script's 'cuda' tensors where CUDA is "
+                        "available (auto), else 'cpu'; built-in workloads always use cpu")
+    p.add_argument("--cublas-workspace", type=int, default=None, metavar="BYTES",
+                   help="emulated cuBLAS workspace per thread (default 33554432, Hopper; 8519680 on other "
+                        "GPUs; 0 for none)")
     p.add_argument("workload", nargs="?", help="a built-in workload (see --list)")
     ns, rest = p.parse_known_args(own)
     if ns.list:
@@ -54,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from .fake import fake_recording
+    from .fake import CUBLAS_WORKSPACE_HOPPER, fake_recording
     from .recorder import AllocationRecorder, Recording, finish
     from .workloads import WORKLOADS, Ctx
 
@@ -66,8 +72,12 @@ def main(argv: list[str] | None = None) -> int:
             _run(ns.workload, params, script, Ctx(torch.device("cpu"), False, recorder=recorder))
             finish(recorder)
     else:
-        with fake_recording(rec) as recorder:
-            _run(ns.workload, params, script, Ctx(torch.device("cpu"), True, recorder=recorder))
+        dev = ns.device_type
+        if dev == "auto":
+            dev = "cuda" if (script is not None and torch.cuda.is_available()) else "cpu"
+        ws = CUBLAS_WORKSPACE_HOPPER if ns.cublas_workspace is None else ns.cublas_workspace
+        with fake_recording(rec, device_type=dev, cublas_workspace=ws) as recorder:
+            _run(ns.workload, params, script, Ctx(torch.device(dev), True, recorder=recorder))
     seconds = time.time() - t0
 
     what = ns.workload or " ".join(script)

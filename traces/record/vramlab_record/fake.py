@@ -187,26 +187,102 @@ def _trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 @contextlib.contextmanager
 def patched_for_fake():
     """Applies the patches described in the module docstring."""
+    import sys
+
     saved = (F.scaled_dot_product_attention, torch.nn.init.trunc_normal_, torch.nn.Module._apply)
     F.scaled_dot_product_attention = cuda_like_sdpa
     torch.nn.init.trunc_normal_ = _trunc_normal_
     torch.nn.Module._apply = _fake_module_apply
+    hf = sys.modules.get("transformers.utils.import_utils")
+    if hf is None:
+        try:
+            import transformers.utils.import_utils as hf
+        except ImportError:
+            hf = None
+    hf_saved = getattr(hf, "is_fake_tensor", None)
+    if hf_saved is not None:
+        hf.is_fake_tensor = lambda x: False
+    mu = sys.modules.get("transformers.masking_utils")
+    if mu is None and hf is not None:
+        import transformers.masking_utils as mu
+    packed_saved = getattr(mu, "find_packed_sequence_indices", None)
+    if packed_saved is not None:
+        mu.find_packed_sequence_indices = _find_packed_sequence_indices
     try:
         yield
     finally:
         F.scaled_dot_product_attention, torch.nn.init.trunc_normal_, torch.nn.Module._apply = saved
+        if hf_saved is not None:
+            hf.is_fake_tensor = hf_saved
+        if packed_saved is not None:
+            mu.find_packed_sequence_indices = packed_saved
+
+
+def _find_packed_sequence_indices(position_ids):
+    """transformers' check for packed sequences, as a CUDA run executes it
+    (the same tensors), answering "not packed" where the real one reads the
+    answer from the GPU (data-dependent, impossible with fake tensors)."""
+    first = position_ids[:, :1] - 1
+    diff = torch.diff(position_ids, prepend=first, dim=-1)
+    packed = (diff != 1).cumsum(-1)
+    del first, diff
+    answer = (packed[:, -1] == 0).all()
+    del answer, packed
+    return None
+
+
+#: Bytes of the cuBLAS workspace on Hopper (H100/H200) GPUs; PyTorch uses
+#: 4096·2 KiB + 16·8 KiB = 8519680 bytes on other GPUs.
+CUBLAS_WORKSPACE_HOPPER = 32 * 1024 * 1024
+
+_MATMUL_OPS = {
+    aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default, aten.addmv.default,
+    aten.mv.default, aten.addbmm.default, aten._scaled_mm.default,
+}
+_NORM_OPS = {aten.native_layer_norm.default, aten.native_group_norm.default}
+
+
+class FakeCudaRecorder(AllocationRecorder):
+    """The recorder with the CUDA-side differences described in the module
+    docstring: cuBLAS workspaces and fp32 norm statistics."""
+
+    def __init__(self, recording=None, device_type="cpu", cublas_workspace=CUBLAS_WORKSPACE_HOPPER):
+        super().__init__(recording, device_type=device_type)
+        self.cublas_workspace = cublas_workspace
+        self._workspaces: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in _NORM_OPS:
+            out = func(*args, **(kwargs or {}))
+            x = args[0]
+            scale = 2 if x.dtype in _LOW_PRECISION else 1
+            for i, t in enumerate(out):
+                if isinstance(t, torch.Tensor):
+                    self._see(t, scale=scale if i > 0 else 1)
+            return out
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if func in _MATMUL_OPS and self.cublas_workspace:
+            key = "backward" if torch._C._current_autograd_node() is not None else "forward"
+            if key not in self._workspaces:
+                self._workspaces[key] = self.rec.alloc(self.cublas_workspace)
+        return out
 
 
 @contextlib.contextmanager
-def fake_recording(recording: Recording | None = None):
-    """Records everything inside on a fake CPU device; yields the recorder.
+def fake_recording(recording: Recording | None = None, device_type: str = "cpu",
+                   cublas_workspace: int = CUBLAS_WORKSPACE_HOPPER):
+    """Records everything inside on a fake device; yields the recorder.
 
-    Tensors created inside are fake; tensors made before must be passed to
+    ``device_type``: the (fake) device that stands for the GPU: ``cpu``
+    where there is no GPU, ``cuda`` for a script that puts its work on
+    ``cuda`` (needs a machine with a GPU for the backward). Tensors created
+    inside are fake; tensors made before must be passed to
     ``recorder.register`` (and be fake) to be recorded.
+    ``cublas_workspace``: bytes of the emulated cuBLAS workspace (0: none).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    rec = AllocationRecorder(recording, device_type="cpu")
+    rec = FakeCudaRecorder(recording, device_type=device_type, cublas_workspace=cublas_workspace)
     with patched_for_fake(), FakeTensorMode(allow_non_fake_inputs=False):
         with rec:
             try:

@@ -163,7 +163,7 @@ class AllocationRecorder(TorchDispatchMode):
         super().__init__()
         self.rec = recording or Recording()
         self.device_type = device_type
-        self._live: dict[int, tuple[int, int]] = {}
+        self._live: dict[int, tuple[int, int, int]] = {}  # storage -> (id, recorded bytes, bytes)
         self._host: set[int] = set()
         self._orig_resize = None
 
@@ -211,7 +211,7 @@ class AllocationRecorder(TorchDispatchMode):
             return False
         return self.device_type is None or dev == self.device_type
 
-    def _see(self, t: torch.Tensor) -> None:
+    def _see(self, t: torch.Tensor, scale: int = 1) -> None:
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -225,20 +225,22 @@ class AllocationRecorder(TorchDispatchMode):
         nbytes = st.nbytes()
         entry = self._live.get(key)
         if entry is not None:
-            if entry[1] != nbytes:
+            if entry[2] != nbytes:
                 self._realloc(key, nbytes)
             return
         if nbytes == 0:
             return
-        i = self.rec.alloc(nbytes)
-        self._live[key] = (i, nbytes)
+        i = self.rec.alloc(nbytes * scale)
+        self._live[key] = (i, nbytes * scale, nbytes)
         weakref.finalize(st, self._released, key)
 
     def _realloc(self, key: int, nbytes: int) -> None:
+        """The storage now has ``nbytes`` (scaled like its first size)."""
         old = self._live.pop(key)
         if nbytes > 0:
-            i = self.rec.alloc(nbytes)
-            self._live[key] = (i, nbytes)
+            scaled = nbytes * old[1] // old[2] if old[2] else nbytes
+            i = self.rec.alloc(scaled)
+            self._live[key] = (i, scaled, nbytes)
         self.rec.free(old[0], old[1])
 
     def _resized(self, st) -> None:
@@ -253,9 +255,9 @@ class AllocationRecorder(TorchDispatchMode):
         if entry is None:
             if nbytes > 0:
                 i = self.rec.alloc(nbytes)
-                self._live[key] = (i, nbytes)
+                self._live[key] = (i, nbytes, nbytes)
                 weakref.finalize(st, self._released, key)
-        elif entry[1] != nbytes:
+        elif entry[2] != nbytes:
             self._realloc(key, nbytes)
 
     def _released(self, key: int) -> None:

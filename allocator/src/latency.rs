@@ -104,7 +104,7 @@ pub struct LatencySummary {
     pub total_ns: u64,
 }
 
-/// Latencies of the driver calls a [`super::CudaDevice`] made, one
+/// Latencies of the driver calls a GPU device made, one
 /// histogram per kind of call. Only successful calls are recorded.
 #[derive(Debug, Clone, Default)]
 pub struct DeviceLatencies {
