@@ -19,6 +19,7 @@ macro_rules! outln {
     };
 }
 
+mod cmd_bench;
 mod cmd_conf;
 mod cmd_convert;
 mod cmd_fidelity;
@@ -57,6 +58,10 @@ enum Command {
     OomPoint(cmd_sweep::OomPointArgs),
     /// Rank settings for a GPU capacity and print the line to export.
     Recommend(cmd_sweep::RecommendArgs),
+    /// Compare every policy on the bundled traces: memory and replay speed.
+    Bench(cmd_bench::BenchArgs),
+    /// The regression gate: deterministic metrics against a committed baseline.
+    BenchCheck(cmd_bench::BenchCheckArgs),
     /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
     Convert(cmd_convert::ConvertArgs),
     /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
@@ -84,6 +89,8 @@ fn main() {
         Command::Fidelity(a) => cmd_fidelity::run(a),
         Command::Convert(a) => cmd_convert::run_convert(a),
         Command::Sweep(a) => cmd_sweep::run(a),
+        Command::Bench(a) => cmd_bench::run_bench(a),
+        Command::BenchCheck(a) => cmd_bench::run_check(a),
         Command::OomPoint(a) => cmd_sweep::run_oom_point(a),
         Command::Recommend(a) => cmd_sweep::run_recommend(a),
         Command::Stats(a) => cmd_convert::run_stats(a),

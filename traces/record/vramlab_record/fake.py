@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -69,20 +70,21 @@ class _FlashAttention(torch.autograd.Function):
     with the allocations a real run makes around the kernels (measured with
     torch 2.11 on an H200): forward: philox seed and offset (8 bytes each),
     the output, the log-sum-exp when a backward will need it, and a scratch
-    block freed at once; backward: a contiguous copy of the output's
-    gradient, dQ/dK/dV, and one workspace (``2·dq_accum + softmax_d + 256``
+    block freed at once; backward: dQ/dK/dV and one workspace (``2·dq_accum + softmax_d + 256``
     bytes; no expanded dK/dV for GQA)."""
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal, scale):
         seed = torch.empty((), dtype=torch.long, device=q.device)
         offset = torch.empty((), dtype=torch.long, device=q.device)
-        out, lse, cum_q, cum_k, max_q, max_k, mseed, moffset, _ = aten._scaled_dot_product_flash_attention(
-            q, k, v, 0.0, is_causal, False, scale=scale
-        )
-        if not ctx.needs_input_grad[0] and not ctx.needs_input_grad[1] and not ctx.needs_input_grad[2]:
-            del lse
-            lse = None
+        if any(ctx.needs_input_grad[:3]):
+            out, lse, cum_q, cum_k, max_q, max_k, mseed, moffset, _ = aten._scaled_dot_product_flash_attention(
+                q, k, v, 0.0, is_causal, False, scale=scale
+            )
+        else:  # no log-sum-exp without a backward
+            b, h, sq, _ = q.shape
+            out = torch.empty_permuted((b, h, sq, v.shape[3]), (0, 2, 1, 3), dtype=q.dtype, device=q.device)
+            lse = cum_q = cum_k = max_q = max_k = mseed = moffset = None
         scratch = _scratch(FLASH_FWD_SCRATCH_DECODE if q.shape[2] == 1 else FLASH_FWD_SCRATCH, q)
         del scratch
         if lse is not None:
@@ -95,7 +97,6 @@ class _FlashAttention(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, out, lse, seed, offset = ctx.saved_tensors
         cum_q, cum_k, max_q, max_k, is_causal, scale = ctx.extra
-        grad_out = grad_out.clone()  # made contiguous in (B, L, H, D) order
         dq, dk, dv = aten._scaled_dot_product_flash_attention_backward(
             grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, 0.0, is_causal, seed, offset,
             scale=scale,
@@ -104,7 +105,7 @@ class _FlashAttention(torch.autograd.Function):
         sq_r = _round_up(sq, 128)
         d_r = _round_up(d, 32) if d <= 192 else 256
         work = _scratch(2 * b * sq_r * h * d_r * 4 + b * h * sq_r * 4 + 256, q)
-        del work, grad_out
+        del work
         ctx.keep = None
         return dq, dk, dv, None, None
 
@@ -244,7 +245,21 @@ _NORM_OPS = {aten.native_layer_norm.default, aten.native_group_norm.default}
 
 class FakeCudaRecorder(AllocationRecorder):
     """The recorder with the CUDA-side differences described in the module
-    docstring: cuBLAS workspaces and fp32 norm statistics."""
+    docstring: cuBLAS workspaces, fp32 norm statistics, and gradients
+    accumulated in place by the autograd engine."""
+
+    def _rebind(self, old: torch.Tensor, new: torch.Tensor) -> bool:
+        """``new`` takes over the allocation of ``old`` (an in-place result)."""
+        try:
+            so, sn = old.untyped_storage(), new.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return False
+        ko, kn = id(so), id(sn)
+        if ko not in self._live or kn in self._live or ko == kn:
+            return False
+        self._live[kn] = self._live.pop(ko)
+        weakref.finalize(sn, self._released, kn)
+        return True
 
     def __init__(self, recording=None, device_type="cpu", cublas_workspace=CUBLAS_WORKSPACE_HOPPER):
         super().__init__(recording, device_type=device_type)
@@ -259,6 +274,21 @@ class FakeCudaRecorder(AllocationRecorder):
             for i, t in enumerate(out):
                 if isinstance(t, torch.Tensor):
                     self._see(t, scale=scale if i > 0 else 1)
+            return out
+        if (
+            func is aten.add.Tensor
+            and torch._C._current_graph_task_id() != -1
+            and torch._C._current_autograd_node() is None
+        ):
+            # The autograd engine summing two gradients for one input: on a
+            # GPU it adds in place into the first buffer (fake tensors are
+            # a tensor subclass, which the engine never accumulates in place).
+            out = func(*args, **(kwargs or {}))
+            a = args[0]
+            if isinstance(a, torch.Tensor) and a.shape == out.shape and a.dtype == out.dtype:
+                if self._rebind(a, out):
+                    return out
+            self._see(out)
             return out
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if func in _MATMUL_OPS and self.cublas_workspace:

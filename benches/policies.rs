@@ -1,0 +1,77 @@
+//! Malloc/free cost per policy: replay throughput (events per second) of
+//! every policy on the bundled traces, each repeated to ~300k events.
+//!
+//!     cargo bench --bench policies
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use vramlab_allocator::TorchVersion;
+use vramlab_sim::ReplayOptions;
+use vramlab_sim::grid::parse_grid_line;
+use vramlab_traces::{Event, Trace};
+
+fn repeated(base: &Trace, min_events: usize) -> Trace {
+    let mut t = Trace::new(base.header.clone());
+    t.streams = base.streams.clone();
+    let mut offset = 0u32;
+    while t.events.len() < min_events {
+        t.events.extend(base.events.iter().map(|e| match *e {
+            Event::Alloc { id, stream, size } => Event::Alloc { id: id + offset, stream, size },
+            Event::Free { id } => Event::Free { id: id + offset },
+            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
+            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
+            Event::EmptyCache => Event::EmptyCache,
+        }));
+        offset += base.num_ids;
+    }
+    t.num_ids = offset;
+    t
+}
+
+fn bench_policies(c: &mut Criterion) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/data");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("traces/data")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| vramlab_traces::io::Format::from_path(p).is_some())
+        .collect();
+    files.sort();
+    let opts = ReplayOptions {
+        check_invariants: false,
+        timeline_points: 1,
+        ..Default::default()
+    };
+    for f in files {
+        let Ok(base) = vramlab_traces::io::read_trace(&f, None, None) else {
+            continue;
+        };
+        if base.initial.is_some() || base.events.is_empty() {
+            continue;
+        }
+        let trace = repeated(&base, 300_000);
+        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let mut g = c.benchmark_group(format!("policy/{name}"));
+        g.throughput(Throughput::Elements(trace.events.len() as u64));
+        g.sample_size(10);
+        for line in [
+            "default",
+            "expandable_segments:True",
+            "policy=direct",
+            "policy=bfc allow_growth:true",
+            "policy=async",
+            "policy=stitch",
+        ] {
+            let entry = parse_grid_line(line, TorchVersion::NEWEST).expect("grid line");
+            let s = entry.scenario(None);
+            g.bench_function(entry.label(), |b| {
+                b.iter(|| black_box(s.run(&trace, &opts).expect("replay").summary.peak_reserved_bytes))
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench_policies);
+criterion_main!(benches);
