@@ -90,10 +90,9 @@ pub(crate) fn font(size: f64, color: RGBColor) -> TextStyle<'static> {
 
 /// A bold text style in the report font.
 pub(crate) fn bold(size: f64, color: RGBColor) -> TextStyle<'static> {
-    (FAMILY, size)
-        .into_font()
-        .style(FontStyle::Bold)
-        .color(&color)
+    // `FontDesc::style` keeps the regular face's glyphs: ask for bold when
+    // the font is looked up.
+    (FAMILY, size, FontStyle::Bold).into_font().color(&color)
 }
 
 /// A line style.
@@ -139,6 +138,12 @@ pub(crate) fn text<DB: DrawingBackend>(
     if s.is_empty() {
         return Ok(());
     }
+    // Plotters centres on the layout box, which sits high for this font:
+    // move centred text down so it looks centred on both backends.
+    let pos = match v {
+        VPos::Center => (pos.0, pos.1 + (style.font.get_size() * 0.12).round() as i32),
+        _ => pos,
+    };
     let style = style.pos(Pos::new(h, v));
     area.draw(&Text::new(s.to_string(), pos, style))?;
     Ok(())

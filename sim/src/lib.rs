@@ -11,6 +11,7 @@
 pub mod cuda;
 pub mod device;
 pub mod fidelity;
+pub mod fit;
 pub mod gate;
 pub mod grid;
 pub mod load;

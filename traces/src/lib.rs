@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod csv;
 pub mod error;
+pub mod r#gen;
 pub mod io;
 pub mod model;
 pub mod pickle;

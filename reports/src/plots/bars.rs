@@ -37,6 +37,15 @@ fn category_labels<DB: DrawingBackend>(
     Ok((out, 14 + lines * LINE_H))
 }
 
+/// Top of a bar chart's value axis so that `lines` label lines fit above
+/// the highest bar (`bar_top`, in axis units) in a plot `plot_h` pixels
+/// high, and `at_least` is on the scale too.
+fn axis_top(bar_top: f64, lines: usize, plot_h: i32, at_least: f64) -> f64 {
+    let room = (lines as i32 * LINE_H + 18) as f64 / plot_h.max(1) as f64;
+    let top = (bar_top / (1.0 - room.min(0.6))).max(at_least * 1.04);
+    if top > 0.0 { top } else { 1.0 }
+}
+
 /// Draws the wrapped category labels under bar `i` of `n`.
 fn draw_category_labels<DB: DrawingBackend>(
     root: &Area<DB>,
@@ -131,12 +140,23 @@ impl Figure for PeakReserved<'_> {
         let lh = legend_height(root, &items, w - 48)?;
         let labels: Vec<&str> = s.iter().map(|r| r.label.as_str()).collect();
         let plot_w = w - MARGIN_LEFT - Y_LABEL_AREA - MARGIN_RIGHT;
-        let (label_lines, label_h) = category_labels(root, &labels, plot_w)?;
+        let (cat_lines, label_h) = category_labels(root, &labels, plot_w)?;
 
         let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
-        let unit = unit_for(data_max.max(cap.unwrap_or(0)));
-        let y_top = unit.of(data_max.max(cap.unwrap_or(0))) * 1.25;
-        let y_top = if y_top > 0.0 { y_top } else { 1.0 };
+        let unit = unit_for(data_max);
+        let label_lines = if s.iter().any(|r| r.oom.is_some()) { 3 } else { 2 };
+        let plot_h = h - top - lh - 4 - 8 - label_h;
+        let bar_top = s
+            .iter()
+            .map(|r| r.summary.peak_reserved_bytes)
+            .max()
+            .unwrap_or(0);
+        let y_top = axis_top(
+            unit.of(bar_top),
+            label_lines,
+            plot_h,
+            unit.of(lower.max(cap.unwrap_or(0))),
+        );
         let n = s.len() as f64;
         let mut chart = ChartBuilder::on(&area)
             .margin_left(MARGIN_LEFT)
@@ -201,7 +221,7 @@ impl Figure for PeakReserved<'_> {
             let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
             dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
         }
-        draw_category_labels(root, &chart, &label_lines)?;
+        draw_category_labels(root, &chart, &cat_lines)?;
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }
 }
@@ -256,37 +276,50 @@ impl Figure for OomPoints<'_> {
             LegendItem::new(Swatch::Box(GOOD), "lowest minimum capacity"),
             LegendItem::new(Swatch::Line(INK, 3), "live-bytes lower bound"),
         ];
-        let unit = unit_for(top_bytes);
-        let y_top = unit.of(top_bytes) * 1.18;
-        let y_top = if y_top > 0.0 { y_top } else { 1.0 };
-        let cards: Vec<u64> = CARD_SIZES_GB
-            .iter()
-            .copied()
-            .filter(|&gb| unit.of(gib(gb)) <= y_top)
-            .collect();
+        // "fits N GB" under each value only says something when not every
+        // setting fits on the smallest card.
+        let show_fits = data_max > gib(CARD_SIZES_GB[0]);
+        let card_on_scale = |unit: crate::units::Unit, y_top: f64| -> Vec<u64> {
+            CARD_SIZES_GB
+                .iter()
+                .copied()
+                .filter(|&gb| unit.of(gib(gb)) <= y_top)
+                .collect()
+        };
+        let unit = unit_for(data_max);
+        let (w, h) = root.dim_in_pixel();
+        let (w, h) = (w as i32, h as i32);
+        // The legend depends on whether cards are on the scale, the scale on
+        // the legend's height: assume one legend row, the usual case.
+        let right = 90;
+        let labels: Vec<&str> = p.iter().map(|q| q.label.as_str()).collect();
+        let plot_w = w - MARGIN_LEFT - Y_LABEL_AREA - right;
+        let (cat_lines, label_h) = category_labels(root, &labels, plot_w)?;
+        let lh0 = legend_height(root, &items, w - 48)?;
+        let bar_top = p.iter().map(|q| q.min_capacity).max().unwrap_or(0);
+        let lines = 2 + usize::from(show_fits);
+        let y_top = axis_top(
+            unit.of(bar_top),
+            lines,
+            h - top - lh0 - 4 - 8 - label_h,
+            unit.of(top_bytes.max(data_max)),
+        );
+        let cards = card_on_scale(unit, y_top);
         if !cards.is_empty() {
             items.push(LegendItem::new(
                 Swatch::Dashed(MUTED, 2),
                 "card size (N GB drawn at N GiB)",
             ));
         }
-
-        let (w, h) = root.dim_in_pixel();
-        let (w, h) = (w as i32, h as i32);
         let lh = legend_height(root, &items, w - 48)?;
-        let right = 90;
-        let labels: Vec<&str> = p.iter().map(|q| q.label.as_str()).collect();
-        let plot_w = w - MARGIN_LEFT - Y_LABEL_AREA - right;
-        let (label_lines, label_h) = category_labels(root, &labels, plot_w)?;
         let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
         let n = p.len() as f64;
         let mut chart = ChartBuilder::on(&area)
             .margin_left(MARGIN_LEFT)
-            .margin_right(8)
+            .margin_right(right)
             .margin_top(8)
             .x_label_area_size(label_h)
             .y_label_area_size(Y_LABEL_AREA)
-            .right_y_label_area_size(right - 8)
             .build_cartesian_2d(0f64..n, 0f64..y_top)?;
         let y_desc = format!("minimum capacity ({})", unit.name);
         mesh(
@@ -333,16 +366,22 @@ impl Figure for OomPoints<'_> {
                     font(LABEL_SIZE, MUTED),
                 ));
             }
-            if let Some(gb) = CARD_SIZES_GB
-                .iter()
-                .copied()
-                .find(|&gb| gib(gb) >= q.min_capacity)
-            {
-                lines.push((format!("fits {gb} GB"), font(LABEL_SIZE, MUTED)));
+            if show_fits {
+                lines.push((
+                    match CARD_SIZES_GB
+                        .iter()
+                        .copied()
+                        .find(|&gb| gib(gb) >= q.min_capacity)
+                    {
+                        Some(gb) => format!("fits {gb} GB"),
+                        None => "fits no listed card".to_string(),
+                    },
+                    font(LABEL_SIZE, MUTED),
+                ));
             }
             draw_above(root, (a.0 + b.0) / 2, b.1.min(ly), &lines)?;
         }
-        draw_category_labels(root, &chart, &label_lines)?;
+        draw_category_labels(root, &chart, &cat_lines)?;
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }
 }

@@ -99,7 +99,7 @@ impl Figure for Fit<'_> {
         let lh = legend_height(root, &items, w - 48)?;
         let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
         let top_bytes = data_max.max(cap.unwrap_or(0));
-        let unit = unit_for(top_bytes);
+        let unit = unit_for(data_max);
         let y_top = unit.of(top_bytes) * 1.1;
         let y_top = if y_top > 0.0 { y_top } else { 1.0 };
         let mut chart = ChartBuilder::on(&area)
@@ -141,12 +141,13 @@ impl Figure for Fit<'_> {
             let (xr, _) = chart.plotting_area().get_pixel_range();
             let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
             dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
+            // Small sizes sit low: the label goes on the left.
             boxed_text(
                 root,
                 &format!("capacity {}", format_bytes(c)),
-                (xr.end - 8, y - 6),
+                (xr.start + 10, y - 6),
                 &font(LABEL_SIZE, ALERT),
-                HPos::Right,
+                HPos::Left,
                 VPos::Bottom,
             )?;
         }

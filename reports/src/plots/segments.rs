@@ -7,22 +7,27 @@ use vramlab_allocator::{BlockState, PoolKind, SegmentView};
 use super::{Figure, HEIGHT, WIDTH};
 use crate::Result;
 use crate::style::*;
-use crate::units::{fmt_int, format_bytes};
+use crate::units::{fmt_int, fmt_tick, format_bytes, unit_for};
 
-/// Up to this many segments get one labelled row each.
-const ROWS_MODE_MAX: usize = 40;
-/// Height of the title, subtitle and statistics line.
-const HEADER_H: i32 = 118;
-/// Height kept under the bars for the legend.
-const FOOTER_H: i32 = 64;
-/// Bar height and row pitch, one row per segment.
-const ROW_BAR: i32 = 22;
-const ROW_PITCH: i32 = 32;
-/// Bar height and row pitch, packed.
-const PACK_BAR: i32 = 24;
-const PACK_PITCH: i32 = 30;
+/// Up to this many segments get rows of their own, labelled.
+const OWN_ROWS_MAX: usize = 40;
+/// With rows of their own, the segments are wrapped into at most this many
+/// rows (or one per segment when there are more segments).
+const OWN_ROWS_TARGET: usize = 24;
+/// Left and right page margins.
+const SIDE: i32 = 24;
+/// Bar height.
+const BAR: i32 = 22;
+/// Gap between the rows of one segment.
+const GAP_IN: i32 = 4;
+/// Gap between segments (and between packed rows).
+const GAP_OUT: i32 = 10;
+/// Height of the title, subtitle, statistics line and legend.
+const HEADER_H: i32 = 160;
+/// Height kept under the bars for the scale.
+const FOOTER_H: i32 = 70;
 
-/// A part of a segment drawn in one packed row.
+/// A part of a segment drawn in one row.
 #[derive(Debug, Clone, Copy)]
 struct Piece {
     /// Index into the sorted segments.
@@ -37,16 +42,17 @@ struct Piece {
     at: u64,
 }
 
-enum Layout {
-    /// One row per segment.
-    Rows,
-    /// Segments packed into rows of `row_bytes`, largest first; a segment
-    /// longer than a row continues on the next.
-    Packed {
-        row_bytes: u64,
-        rows: usize,
-        pieces: Vec<Piece>,
-    },
+/// How the segments are laid out: rows of `row_bytes` each, pieces placed
+/// in them.
+struct Layout {
+    /// `true`: every segment starts a row of its own and wraps within its
+    /// own rows (labelled); `false`: packed first-fit, largest first.
+    own_rows: bool,
+    row_bytes: u64,
+    rows: usize,
+    pieces: Vec<Piece>,
+    /// Whether each row starts a new segment (own rows) — wider gap above.
+    row_starts_segment: Vec<bool>,
 }
 
 /// A segment map.
@@ -73,7 +79,60 @@ fn state_color(s: BlockState) -> RGBColor {
     }
 }
 
-/// First-fit-decreasing packing of `segs` (sorted largest first) into rows.
+/// Rows that segments of `lens` bytes take when each starts a row of
+/// `row_bytes` of its own.
+fn own_rows_needed(lens: &[u64], row_bytes: u64) -> u128 {
+    lens.iter()
+        .map(|&l| (l.max(1) as u128).div_ceil(row_bytes as u128))
+        .sum()
+}
+
+/// Every segment in rows of its own, wrapped at the smallest row width that
+/// keeps the row count at most `max(OWN_ROWS_TARGET, segments)`.
+fn own_rows(segs: &[&SegmentView]) -> Layout {
+    let lens: Vec<u64> = segs.iter().map(|s| seg_len(s)).collect();
+    let max_rows = OWN_ROWS_TARGET.max(segs.len()) as u128;
+    let (mut lo, mut hi) = (1u64, lens.iter().copied().max().unwrap_or(1).max(1));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if own_rows_needed(&lens, mid) <= max_rows {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let row_bytes = hi;
+    let mut pieces = Vec::new();
+    let mut row_starts_segment = Vec::new();
+    for (k, &len) in lens.iter().enumerate() {
+        let mut start = 0u64;
+        loop {
+            let part = (len - start).min(row_bytes);
+            row_starts_segment.push(start == 0);
+            pieces.push(Piece {
+                seg: k,
+                start,
+                len: part,
+                row: row_starts_segment.len() - 1,
+                at: 0,
+            });
+            start += part;
+            if start >= len {
+                break;
+            }
+        }
+    }
+    Layout {
+        own_rows: true,
+        row_bytes,
+        rows: row_starts_segment.len(),
+        pieces,
+        row_starts_segment,
+    }
+}
+
+/// First-fit-decreasing packing of `segs` (sorted largest first) into
+/// rows; a segment longer than a row continues on the next rows.
 fn pack(segs: &[&SegmentView]) -> Layout {
     let total: u128 = segs.iter().map(|s| seg_len(s) as u128).sum();
     let target_rows = segs.len().div_ceil(6).clamp(10, 44) as u128;
@@ -114,10 +173,12 @@ fn pack(segs: &[&SegmentView]) -> Layout {
         });
         free[row] -= len;
     }
-    Layout::Packed {
+    Layout {
+        own_rows: false,
         row_bytes,
         rows: free.len(),
         pieces,
+        row_starts_segment: vec![true; free.len()],
     }
 }
 
@@ -127,8 +188,8 @@ impl<'a> SegmentMap<'a> {
     pub(crate) fn new(title: &'a str, segments: &'a [SegmentView]) -> Self {
         let mut segs: Vec<&SegmentView> = segments.iter().collect();
         segs.sort_by(|a, b| seg_len(b).cmp(&seg_len(a)).then(a.ptr.cmp(&b.ptr)));
-        let layout = if segs.len() <= ROWS_MODE_MAX {
-            Layout::Rows
+        let layout = if segs.len() <= OWN_ROWS_MAX {
+            own_rows(&segs)
         } else {
             pack(&segs)
         };
@@ -139,11 +200,23 @@ impl<'a> SegmentMap<'a> {
         }
     }
 
-    fn rows_height(&self) -> i32 {
-        match &self.layout {
-            Layout::Rows => self.segs.len() as i32 * ROW_PITCH,
-            Layout::Packed { rows, .. } => *rows as i32 * PACK_PITCH,
+    /// Top of each row relative to the first, and the total height.
+    fn row_offsets(&self) -> (Vec<i32>, i32) {
+        let mut y = 0;
+        let mut out = Vec::with_capacity(self.layout.rows);
+        for r in 0..self.layout.rows {
+            if r > 0 {
+                y += BAR
+                    + if self.layout.row_starts_segment[r] {
+                        GAP_OUT
+                    } else {
+                        GAP_IN
+                    };
+            }
+            out.push(y);
         }
+        let total = if self.layout.rows == 0 { 0 } else { y + BAR };
+        (out, total)
     }
 
     /// The statistics line.
@@ -195,15 +268,37 @@ impl<'a> SegmentMap<'a> {
                 String::new()
             }
         );
-        match &self.layout {
-            Layout::Rows => s.push_str(", largest first; bar length ∝ segment size"),
-            Layout::Packed { row_bytes, .. } => s.push_str(&format!(
+        if self.layout.own_rows {
+            s.push_str(&format!(
+                ", largest first; one row = {}",
+                format_bytes(self.layout.row_bytes)
+            ));
+        } else {
+            s.push_str(&format!(
                 ", packed largest first; one row = {}",
-                format_bytes(*row_bytes)
-            )),
+                format_bytes(self.layout.row_bytes)
+            ));
         }
         s
     }
+}
+
+/// The largest 1, 2 or 5 × 10^k (in the unit of `max_bytes`) that is at
+/// most `max_bytes`, in bytes, with its label.
+fn nice_scale(max_bytes: u64) -> (u64, String) {
+    let unit = unit_for(max_bytes.max(1));
+    let v = unit.of(max_bytes.max(1));
+    let mut base = 1.0;
+    while base * 10.0 <= v {
+        base *= 10.0;
+    }
+    let nice = [5.0, 2.0, 1.0]
+        .iter()
+        .map(|m| m * base)
+        .find(|&x| x <= v)
+        .unwrap_or(base);
+    let bytes = (nice * unit.div).round() as u64;
+    (bytes.max(1), format!("{} {}", fmt_tick(nice), unit.name))
 }
 
 /// Draws bytes `start .. start + len` of `seg` into the box `a`–`b`.
@@ -252,7 +347,7 @@ fn draw_piece<DB: DrawingBackend>(
 
 impl Figure for SegmentMap<'_> {
     fn size(&self) -> (u32, u32) {
-        let h = HEADER_H + self.rows_height() + FOOTER_H + 24;
+        let h = HEADER_H + self.row_offsets().1 + FOOTER_H;
         (WIDTH, (h.max(HEIGHT as i32)) as u32)
     }
 
@@ -266,163 +361,122 @@ impl Figure for SegmentMap<'_> {
             return no_data(root, title, "no segments: nothing was reserved");
         }
         let top = frame(root, title, &self.subtitle())?;
-        let (w, h) = root.dim_in_pixel();
-        let (w, h) = (w as i32, h as i32);
-        let stats_style = font(LABEL_SIZE, INK);
-        let stats = ellipsize(root, &self.stats(), &stats_style, w - 48)?;
-        text(root, &stats, (24, top), &stats_style, HPos::Left, VPos::Top)?;
-        let body_top = top.max(HEADER_H - 30) + 34;
-        let label_style = font(LABEL_SIZE, INK);
+        let (w, _) = root.dim_in_pixel();
+        let w = w as i32;
+        let ink = font(LABEL_SIZE, INK);
         let muted = font(LABEL_SIZE, MUTED);
+        let stats = ellipsize(root, &self.stats(), &ink, w - 2 * SIDE)?;
+        text(root, &stats, (SIDE, top), &ink, HPos::Left, VPos::Top)?;
+        let items = [
+            LegendItem::new(Swatch::Box(ALLOCATED), "allocated"),
+            LegendItem::new(Swatch::Box(PENDING), "pending free (in use on another stream)"),
+            LegendItem::new(Swatch::Box(FREE), "free (cached, reusable)"),
+        ];
+        let legend_y = top + LABEL_SIZE as i32 + 6;
+        let lh = legend_height(root, &items, w - 2 * SIDE)?;
+        draw_legend(root, &items, SIDE, legend_y, w - 2 * SIDE)?;
+        let body_top = (legend_y + lh + 8).max(HEADER_H - 10);
+        let (offsets, body_h) = self.row_offsets();
+        let l = &self.layout;
 
-        match &self.layout {
-            Layout::Rows => {
-                let lefts: Vec<String> = self
-                    .segs
+        // Label columns (own rows): address on the left, size and free
+        // share on the right of each segment's first row.
+        let (mut left_w, mut right_w) = (0, 0);
+        let mut lefts = Vec::new();
+        let mut rights = Vec::new();
+        if l.own_rows {
+            for s in &self.segs {
+                let free = s
+                    .blocks
                     .iter()
-                    .map(|s| {
-                        format!(
-                            "{}0x{:x}",
-                            if s.is_expandable {
-                                "expandable "
-                            } else if s.pool == PoolKind::Small {
-                                "small "
-                            } else {
-                                ""
-                            },
-                            s.ptr
-                        )
-                    })
-                    .collect();
-                let mut left_w = 0;
-                for l in &lefts {
-                    left_w = left_w.max(text_size(root, l, &label_style)?.0);
-                }
-                let left_w = left_w.min(320);
-                let rights: Vec<String> = self
-                    .segs
-                    .iter()
-                    .map(|s| {
-                        let free = s
-                            .blocks
-                            .iter()
-                            .filter(|b| b.state == BlockState::Free)
-                            .fold(0u64, |a, b| a.saturating_add(b.size));
-                        let len = seg_len(s);
-                        let pct = if len > 0 {
-                            free as f64 * 100.0 / len as f64
-                        } else {
-                            0.0
-                        };
-                        format!(
-                            "{} · {} block{} · {:.0}% free",
-                            format_bytes(s.size),
-                            s.blocks.len(),
-                            if s.blocks.len() == 1 { "" } else { "s" },
-                            pct
-                        )
-                    })
-                    .collect();
-                let mut right_w = 0;
-                for r in &rights {
-                    right_w = right_w.max(text_size(root, r, &label_style)?.0);
-                }
-                let right_w = right_w.min(360);
-                let bar_x0 = 24 + left_w + 14;
-                let bar_x1 = (w - 24 - right_w - 14).max(bar_x0 + 100);
-                let max_len = self.segs.iter().map(|s| seg_len(s)).max().unwrap_or(0);
-                for (k, s) in self.segs.iter().enumerate() {
-                    let y = body_top + k as i32 * ROW_PITCH;
-                    let len = seg_len(s);
-                    let frac = if max_len > 0 {
-                        len as f64 / max_len as f64
-                    } else {
-                        0.0
-                    };
-                    let px = ((bar_x1 - bar_x0) as f64 * frac).round() as i32;
-                    let px = if len > 0 { px.max(3) } else { 0 };
-                    draw_piece(root, s, 0, len, (bar_x0, y), (bar_x0 + px, y + ROW_BAR))?;
-                    let left = ellipsize(root, &lefts[k], &muted, left_w)?;
+                    .filter(|b| b.state == BlockState::Free)
+                    .fold(0u64, |a, b| a.saturating_add(b.size));
+                let len = seg_len(s);
+                let pct = if len > 0 {
+                    free as f64 * 100.0 / len as f64
+                } else {
+                    0.0
+                };
+                let left = format!("0x{:x}", s.ptr);
+                let right = format!("{} · {:.0}% free", format_bytes(s.size), pct);
+                left_w = left_w.max(text_size(root, &left, &muted)?.0);
+                right_w = right_w.max(text_size(root, &right, &ink)?.0);
+                lefts.push(left);
+                rights.push(right);
+            }
+            left_w = left_w.min(260);
+            right_w = right_w.min(300);
+        }
+        let bar_x0 = if l.own_rows { SIDE + left_w + 14 } else { SIDE };
+        let bar_x1 = if l.own_rows {
+            w - SIDE - right_w - 14
+        } else {
+            w - SIDE
+        };
+        let bar_x1 = bar_x1.max(bar_x0 + 200);
+        let scale = (bar_x1 - bar_x0) as f64 / l.row_bytes.max(1) as f64;
+        let bold_label = bold(LABEL_SIZE, INK);
+        for p in &l.pieces {
+            let y = body_top + offsets[p.row];
+            let x0 = bar_x0 + (p.at as f64 * scale).round() as i32;
+            let x1 = bar_x0 + ((p.at + p.len) as f64 * scale).round() as i32;
+            let x1 = x1.max(x0 + 1);
+            let seg = self.segs[p.seg];
+            draw_piece(root, seg, p.start, p.len, (x0, y), (x1, y + BAR))?;
+            if l.own_rows {
+                if p.start == 0 {
+                    let left = ellipsize(root, &lefts[p.seg], &muted, left_w)?;
                     text(
                         root,
                         &left,
-                        (bar_x0 - 14, y + ROW_BAR / 2),
+                        (bar_x0 - 14, y + BAR / 2),
                         &muted,
                         HPos::Right,
                         VPos::Center,
                     )?;
+                    let right = ellipsize(root, &rights[p.seg], &ink, right_w)?;
                     text(
                         root,
-                        &rights[k],
-                        (bar_x0 + px + 10, y + ROW_BAR / 2),
-                        &label_style,
+                        &right,
+                        (bar_x1 + 14, y + BAR / 2),
+                        &ink,
+                        HPos::Left,
+                        VPos::Center,
+                    )?;
+                }
+            } else {
+                let label = if p.start == 0 {
+                    format_bytes(seg.size)
+                } else {
+                    format!("{} (cont.)", format_bytes(seg.size))
+                };
+                if text_size(root, &label, &bold_label)?.0 + 16 <= x1 - x0 {
+                    boxed_text(
+                        root,
+                        &label,
+                        (x0 + 8, y + BAR / 2),
+                        &bold_label,
                         HPos::Left,
                         VPos::Center,
                     )?;
                 }
             }
-            Layout::Packed {
-                row_bytes,
-                rows,
-                pieces,
-            } => {
-                let mut left_w = 0;
-                let offsets: Vec<String> = (0..*rows)
-                    .map(|r| format_bytes((r as u64).saturating_mul(*row_bytes)))
-                    .collect();
-                for o in &offsets {
-                    left_w = left_w.max(text_size(root, o, &muted)?.0);
-                }
-                let bar_x0 = 24 + left_w + 14;
-                let bar_x1 = w - 32;
-                let scale = (bar_x1 - bar_x0) as f64 / *row_bytes as f64;
-                for (r, o) in offsets.iter().enumerate() {
-                    let y = body_top + r as i32 * PACK_PITCH;
-                    text(
-                        root,
-                        o,
-                        (bar_x0 - 14, y + PACK_BAR / 2),
-                        &muted,
-                        HPos::Right,
-                        VPos::Center,
-                    )?;
-                }
-                for p in pieces {
-                    let y = body_top + p.row as i32 * PACK_PITCH;
-                    let x0 = bar_x0 + (p.at as f64 * scale).round() as i32;
-                    let x1 = bar_x0 + ((p.at + p.len) as f64 * scale).round() as i32;
-                    let x1 = x1.max(x0 + 1);
-                    let seg = self.segs[p.seg];
-                    draw_piece(root, seg, p.start, p.len, (x0, y), (x1, y + PACK_BAR))?;
-                    let label = if p.start == 0 {
-                        format_bytes(seg.size)
-                    } else {
-                        format!("{} (cont.)", format_bytes(seg.size))
-                    };
-                    let small = bold(LABEL_SIZE, INK);
-                    if text_size(root, &label, &small)?.0 + 16 <= x1 - x0 {
-                        boxed_text(
-                            root,
-                            &label,
-                            (x0 + 8, y + PACK_BAR / 2),
-                            &small,
-                            HPos::Left,
-                            VPos::Center,
-                        )?;
-                    }
-                }
-            }
         }
 
-        let items = [
-            LegendItem::new(Swatch::Box(ALLOCATED), "allocated"),
-            LegendItem::new(
-                Swatch::Box(PENDING),
-                "pending free (in use on another stream)",
-            ),
-            LegendItem::new(Swatch::Box(FREE), "free (cached, reusable)"),
-        ];
-        let lh = legend_height(root, &items, w - 48)?;
-        draw_legend(root, &items, 24, h - lh - 8, w - 48)
+        // Scale bar.
+        let (bytes, label) = nice_scale(l.row_bytes / 4);
+        let sy = body_top + body_h + 28;
+        let sx1 = bar_x0 + (bytes as f64 * scale).round() as i32;
+        line(root, (bar_x0, sy), (sx1, sy), stroke(INK, 2))?;
+        line(root, (bar_x0, sy - 6), (bar_x0, sy + 6), stroke(INK, 2))?;
+        line(root, (sx1, sy - 6), (sx1, sy + 6), stroke(INK, 2))?;
+        text(
+            root,
+            &format!("{label}   (one row = {})", format_bytes(l.row_bytes)),
+            (sx1 + 12, sy),
+            &muted,
+            HPos::Left,
+            VPos::Center,
+        )
     }
 }

@@ -30,6 +30,33 @@ fn x_max(shown: &[(usize, &SettingResult)]) -> f64 {
         .max(1) as f64
 }
 
+/// A step path through `points`: each value holds from the previous
+/// point's x (or 0) to its own, as the timeline's per-interval maxima do.
+/// Steps only turn by right angles, so thick lines never grow miter spikes.
+pub(crate) fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    let mut prev = points.first().map_or(0.0, |p| p.0.min(0.0));
+    for &(x, y) in points {
+        out.push((prev, y));
+        out.push((x, y));
+        prev = x;
+    }
+    out
+}
+
+/// For each shown series, the index of an earlier one it is identical to.
+fn duplicates<T: PartialEq>(series: &[T]) -> Vec<Option<usize>> {
+    (0..series.len())
+        .map(|i| (0..i).find(|&j| series[j] == series[i]))
+        .collect()
+}
+
+/// Line width of the `rank`-th of `n` drawn series: earlier series are
+/// drawn wider so a later one on top of them leaves them visible.
+fn layered_width(base: u32, rank: usize, n: usize) -> u32 {
+    (base + 2 * (n.saturating_sub(rank + 1)) as u32).min(base + 4)
+}
+
 /// Settings that have a timeline, with their palette index.
 fn shown(settings: &[SettingResult]) -> Vec<(usize, &SettingResult)> {
     settings
@@ -68,17 +95,26 @@ impl Figure for Timeline<'_> {
         }
         let top = frame(root, title, &subtitle)?;
 
+        let keys: Vec<Vec<(u64, u64, u64)>> = shown
+            .iter()
+            .map(|(_, s)| {
+                s.timeline
+                    .iter()
+                    .map(|p| (p.event_index, p.reserved, p.allocated))
+                    .collect()
+            })
+            .collect();
+        let dup = duplicates(&keys);
         let mut items: Vec<LegendItem> = shown
             .iter()
-            .map(|&(i, s)| {
-                LegendItem::new(
-                    Swatch::Line(series_color(i), 4),
-                    format!(
-                        "{} (peak {})",
-                        s.label,
-                        format_bytes(s.summary.peak_reserved_bytes)
-                    ),
-                )
+            .zip(&dup)
+            .map(|(&(i, s), d)| {
+                let what = match d {
+                    Some(j) => format!("same as {}", shown[*j].1.label),
+                    None => format!("peak {}", format_bytes(s.summary.peak_reserved_bytes)),
+                };
+                let color = series_color(d.map_or(i, |j| shown[j].0));
+                LegendItem::new(Swatch::Line(color, 4), format!("{} ({what})", s.label))
             })
             .collect();
         items.push(LegendItem::new(Swatch::Line(INK, 1), "live (requested)"));
@@ -93,7 +129,7 @@ impl Figure for Timeline<'_> {
         let (w, h) = (w as i32, h as i32);
         let lh = legend_height(root, &items, w - 48)?;
         let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
-        let unit = unit_for(data_max.max(cap_on_scale.unwrap_or(0)));
+        let unit = unit_for(data_max);
         let y_top = unit.of(data_max.max(cap_on_scale.unwrap_or(0))) * 1.08;
         let y_top = if y_top > 0.0 { y_top } else { 1.0 };
         let xmax = x_max(&shown);
@@ -117,12 +153,20 @@ impl Figure for Timeline<'_> {
         )?;
 
         let pts = |s: &SettingResult, f: fn(&vramlab_sim::TimelinePoint) -> u64| {
-            s.timeline
+            let p: Vec<(f64, f64)> = s
+                .timeline
                 .iter()
                 .map(|p| (p.event_index as f64, unit.of(f(p))))
-                .collect::<Vec<_>>()
+                .collect();
+            steps(&p)
         };
-        for &(i, s) in &shown {
+        let drawn: Vec<(usize, &SettingResult)> = shown
+            .iter()
+            .zip(&dup)
+            .filter(|(_, d)| d.is_none())
+            .map(|(x, _)| *x)
+            .collect();
+        for &(i, s) in &drawn {
             let c = series_color(i);
             chart.draw_series(DashedLineSeries::new(
                 pts(s, |p| p.allocated),
@@ -131,13 +175,14 @@ impl Figure for Timeline<'_> {
                 stroke(c, 2),
             ))?;
         }
-        for &(i, s) in &shown {
+        for (rank, &(i, s)) in drawn.iter().enumerate() {
             let c = series_color(i);
             let p = pts(s, |p| p.reserved);
-            if p.len() == 1 {
-                chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, fill(c))))?;
+            if s.timeline.len() == 1 {
+                chart.draw_series(p.iter().take(1).map(|&q| Circle::new(q, 4, fill(c))))?;
             }
-            chart.draw_series(LineSeries::new(p, stroke(c, 3)))?;
+            let width = layered_width(3, rank, drawn.len());
+            chart.draw_series(LineSeries::new(p, stroke(c, width)))?;
         }
         // The live bytes are the same under every setting: draw them once,
         // from the setting that replayed furthest.
@@ -200,25 +245,29 @@ impl Figure for Fragmentation<'_> {
             title,
             "1 − largest free cached block / free cached bytes: 0% = all cached memory in one block",
         )?;
+        let series: Vec<Vec<(f64, f64)>> = shown
+            .iter()
+            .map(|(_, s)| {
+                s.timeline
+                    .iter()
+                    .map(|p| (p.event_index as f64, p.external_fragmentation() * 100.0))
+                    .collect()
+            })
+            .collect();
+        let dup = duplicates(&series);
         let items: Vec<LegendItem> = shown
             .iter()
-            .map(|&(i, s)| {
-                let f: Vec<f64> = s
-                    .timeline
-                    .iter()
-                    .map(|p| p.external_fragmentation())
-                    .collect();
-                let mean = f.iter().sum::<f64>() / f.len() as f64;
-                let max = f.iter().cloned().fold(0.0, f64::max);
-                LegendItem::new(
-                    Swatch::Line(series_color(i), 4),
-                    format!(
-                        "{} (mean {:.0}%, max {:.0}%)",
-                        s.label,
-                        mean * 100.0,
-                        max * 100.0
-                    ),
-                )
+            .zip(&series)
+            .zip(&dup)
+            .map(|((&(i, s), f), d)| {
+                let mean = f.iter().map(|p| p.1).sum::<f64>() / f.len() as f64;
+                let max = f.iter().map(|p| p.1).fold(0.0, f64::max);
+                let what = match d {
+                    Some(j) => format!("same as {}", shown[*j].1.label),
+                    None => format!("mean {mean:.0}%, max {max:.0}%"),
+                };
+                let color = series_color(d.map_or(i, |j| shown[j].0));
+                LegendItem::new(Swatch::Line(color, 4), format!("{} ({what})", s.label))
             })
             .collect();
         let (w, h) = root.dim_in_pixel();
@@ -242,16 +291,14 @@ impl Figure for Fragmentation<'_> {
                 x_grid: true,
             },
         )?;
-        for &(i, s) in &shown {
-            let p: Vec<(f64, f64)> = s
-                .timeline
-                .iter()
-                .map(|p| (p.event_index as f64, p.external_fragmentation() * 100.0))
-                .collect();
+        for ((&(i, _), p), d) in shown.iter().zip(&series).zip(&dup) {
+            if d.is_some() {
+                continue;
+            }
             if p.len() == 1 {
                 chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, fill(series_color(i)))))?;
             }
-            chart.draw_series(LineSeries::new(p, stroke(series_color(i), 2)))?;
+            chart.draw_series(LineSeries::new(steps(p), stroke(series_color(i), 2)))?;
         }
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }

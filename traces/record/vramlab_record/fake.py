@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-import weakref
 
 import torch
 import torch.nn.functional as F
@@ -245,21 +244,7 @@ _NORM_OPS = {aten.native_layer_norm.default, aten.native_group_norm.default}
 
 class FakeCudaRecorder(AllocationRecorder):
     """The recorder with the CUDA-side differences described in the module
-    docstring: cuBLAS workspaces, fp32 norm statistics, and gradients
-    accumulated in place by the autograd engine."""
-
-    def _rebind(self, old: torch.Tensor, new: torch.Tensor) -> bool:
-        """``new`` takes over the allocation of ``old`` (an in-place result)."""
-        try:
-            so, sn = old.untyped_storage(), new.untyped_storage()
-        except (RuntimeError, NotImplementedError):
-            return False
-        ko, kn = id(so), id(sn)
-        if ko not in self._live or kn in self._live or ko == kn:
-            return False
-        self._live[kn] = self._live.pop(ko)
-        weakref.finalize(sn, self._released, kn)
-        return True
+    docstring: cuBLAS workspaces and fp32 norm statistics."""
 
     def __init__(self, recording=None, device_type="cpu", cublas_workspace=CUBLAS_WORKSPACE_HOPPER):
         super().__init__(recording, device_type=device_type)
@@ -274,21 +259,6 @@ class FakeCudaRecorder(AllocationRecorder):
             for i, t in enumerate(out):
                 if isinstance(t, torch.Tensor):
                     self._see(t, scale=scale if i > 0 else 1)
-            return out
-        if (
-            func is aten.add.Tensor
-            and torch._C._current_graph_task_id() != -1
-            and torch._C._current_autograd_node() is None
-        ):
-            # The autograd engine summing two gradients for one input: on a
-            # GPU it adds in place into the first buffer (fake tensors are
-            # a tensor subclass, which the engine never accumulates in place).
-            out = func(*args, **(kwargs or {}))
-            a = args[0]
-            if isinstance(a, torch.Tensor) and a.shape == out.shape and a.dtype == out.dtype:
-                if self._rebind(a, out):
-                    return out
-            self._see(out)
             return out
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if func in _MATMUL_OPS and self.cublas_workspace:

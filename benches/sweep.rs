@@ -1,0 +1,49 @@
+//! A sweep of the default grid (44 settings) over a 100k-event trace, in
+//! parallel on all cores: the figure issue 6 asks for (under 2 s on 2
+//! cores).
+//!
+//!     cargo bench --bench sweep
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use vramlab_allocator::TorchVersion;
+use vramlab_sim::grid::default_grid;
+use vramlab_sim::sweep::run_sweep;
+use vramlab_traces::{Event, Trace};
+
+fn trace_100k() -> Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/data/gpt-small-train.csv");
+    let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
+    let mut t = Trace::new(base.header.clone());
+    t.streams = base.streams.clone();
+    let mut offset = 0u32;
+    while t.events.len() < 100_000 {
+        t.events.extend(base.events.iter().map(|e| match *e {
+            Event::Alloc { id, stream, size } => Event::Alloc { id: id + offset, stream, size },
+            Event::Free { id } => Event::Free { id: id + offset },
+            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
+            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
+            Event::EmptyCache => Event::EmptyCache,
+        }));
+        offset += base.num_ids;
+    }
+    t.num_ids = offset;
+    t
+}
+
+fn bench_sweep(c: &mut Criterion) {
+    let traces = vec![("gpt-small-train x31".to_string(), trace_100k())];
+    let grid = default_grid(TorchVersion::NEWEST);
+    assert!(grid.len() >= 40);
+    let mut g = c.benchmark_group("sweep");
+    g.sample_size(10);
+    g.bench_function(format!("default_grid_{}_settings_100k_events", grid.len()), |b| {
+        b.iter(|| black_box(run_sweep(&traces, &grid, Some(24 << 30), None, &|| {}).expect("sweep").len()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_sweep);
+criterion_main!(benches);
