@@ -18,7 +18,11 @@ fn repeated(base: &Trace, min_events: usize) -> Trace {
     let mut offset = 0u32;
     while t.events.len() < min_events {
         t.events.extend(base.events.iter().map(|e| match *e {
-            Event::Alloc { id, stream, size } => Event::Alloc { id: id + offset, stream, size },
+            Event::Alloc { id, stream, size } => Event::Alloc {
+                id: id + offset,
+                stream,
+                size,
+            },
             Event::Free { id } => Event::Free { id: id + offset },
             Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
             Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
@@ -51,7 +55,11 @@ fn bench_policies(c: &mut Criterion) {
             continue;
         }
         let trace = repeated(&base, 300_000);
-        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
         let mut g = c.benchmark_group(format!("policy/{name}"));
         g.throughput(Throughput::Elements(trace.events.len() as u64));
         g.sample_size(10);
@@ -66,7 +74,14 @@ fn bench_policies(c: &mut Criterion) {
             let entry = parse_grid_line(line, TorchVersion::NEWEST).expect("grid line");
             let s = entry.scenario(None);
             g.bench_function(entry.label(), |b| {
-                b.iter(|| black_box(s.run(&trace, &opts).expect("replay").summary.peak_reserved_bytes))
+                b.iter(|| {
+                    black_box(
+                        s.run(&trace, &opts)
+                            .expect("replay")
+                            .summary
+                            .peak_reserved_bytes,
+                    )
+                })
             });
         }
         g.finish();

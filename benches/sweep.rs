@@ -21,7 +21,11 @@ fn trace_100k() -> Trace {
     let mut offset = 0u32;
     while t.events.len() < 100_000 {
         t.events.extend(base.events.iter().map(|e| match *e {
-            Event::Alloc { id, stream, size } => Event::Alloc { id: id + offset, stream, size },
+            Event::Alloc { id, stream, size } => Event::Alloc {
+                id: id + offset,
+                stream,
+                size,
+            },
             Event::Free { id } => Event::Free { id: id + offset },
             Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
             Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
@@ -39,9 +43,18 @@ fn bench_sweep(c: &mut Criterion) {
     assert!(grid.len() >= 40);
     let mut g = c.benchmark_group("sweep");
     g.sample_size(10);
-    g.bench_function(format!("default_grid_{}_settings_100k_events", grid.len()), |b| {
-        b.iter(|| black_box(run_sweep(&traces, &grid, Some(24 << 30), None, &|| {}).expect("sweep").len()))
-    });
+    g.bench_function(
+        format!("default_grid_{}_settings_100k_events", grid.len()),
+        |b| {
+            b.iter(|| {
+                black_box(
+                    run_sweep(&traces, &grid, Some(24 << 30), None, &|| {})
+                        .expect("sweep")
+                        .len(),
+                )
+            })
+        },
+    );
     g.finish();
 }
 

@@ -54,7 +54,10 @@ pub fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
 fn load_dir(dir: &Path) -> Result<Vec<(String, Trace)>> {
     let mut out = Vec::new();
     for p in trace_files(dir)? {
-        let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         for t in load_traces(&p, None, TorchVersion::NEWEST)? {
             out.push((name.clone(), t));
         }
@@ -94,7 +97,10 @@ fn measure(args: &BenchCheckArgs) -> Result<Baseline> {
     };
     for (name, t) in &traces {
         for g in &grid {
-            let run = g.scenario(None).run(t, &opts).with_context(|| format!("{name} under {}", g.label()))?;
+            let run = g
+                .scenario(None)
+                .run(t, &opts)
+                .with_context(|| format!("{name} under {}", g.label()))?;
             b.replays.insert(
                 format!("{name} / {}", g.label()),
                 GateMetrics {
@@ -113,7 +119,10 @@ fn measure(args: &BenchCheckArgs) -> Result<Baseline> {
             .collect();
         snaps.sort();
         for p in snaps {
-            let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
             for t in load_traces(&p, None, TorchVersion::NEWEST)? {
                 let conf = recorded_conf(&t, TorchVersion::NEWEST)
                     .map_err(anyhow::Error::msg)?
@@ -131,7 +140,10 @@ fn measure(args: &BenchCheckArgs) -> Result<Baseline> {
             }
         }
     } else {
-        eprintln!("note: {} not found: the fidelity part is skipped", args.snapshots.display());
+        eprintln!(
+            "note: {} not found: the fidelity part is skipped",
+            args.snapshots.display()
+        );
     }
     Ok(b)
 }
@@ -235,7 +247,11 @@ fn repeated(t: &Trace, min_events: usize) -> Trace {
     let mut offset = 0u32;
     while out.events.len() < min_events {
         out.events.extend(t.events.iter().map(|e| match *e {
-            Event::Alloc { id, stream, size } => Event::Alloc { id: id + offset, stream, size },
+            Event::Alloc { id, stream, size } => Event::Alloc {
+                id: id + offset,
+                stream,
+                size,
+            },
             Event::Free { id } => Event::Free { id: id + offset },
             Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
             Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },

@@ -342,7 +342,8 @@ pub fn run_recommend(args: RecommendArgs) -> Result<()> {
     }
     let grid = args.grid.entries()?;
     let rows = sweep_rows(&traces, &grid, Some(args.capacity), None, false)?;
-    let rec = recommend(&rows, args.capacity, args.grid.torch_version);
+    let peak_live = vramlab_traces::summary::TraceSummary::of(&traces[0].1).peak_live_bytes;
+    let rec = recommend(&rows, args.capacity, peak_live, args.grid.torch_version);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&rec)?);
         return Ok(());

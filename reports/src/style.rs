@@ -531,3 +531,64 @@ pub(crate) fn no_data<DB: DrawingBackend>(root: &Area<DB>, title: &str, why: &st
     )?;
     Ok(())
 }
+
+/// The box `text` takes when anchored at `pos`.
+pub(crate) fn text_box<DB: DrawingBackend>(
+    area: &Area<DB>,
+    s: &str,
+    pos: (i32, i32),
+    style: &TextStyle,
+    h: HPos,
+    v: VPos,
+) -> Result<(i32, i32, i32, i32)> {
+    let (w, th) = text_size(area, s, style)?;
+    let x0 = match h {
+        HPos::Left => pos.0,
+        HPos::Center => pos.0 - w / 2,
+        HPos::Right => pos.0 - w,
+    };
+    let y0 = match v {
+        VPos::Top => pos.1,
+        VPos::Center => pos.1 - th / 2,
+        VPos::Bottom => pos.1 - th,
+    };
+    Ok((x0 - 4, y0 - 3, x0 + w + 4, y0 + th + 3))
+}
+
+/// Places boxed labels so that they do not cover each other: each label
+/// takes the first of its candidate anchors whose box is free.
+#[derive(Debug, Default)]
+pub(crate) struct Placer {
+    taken: Vec<(i32, i32, i32, i32)>,
+}
+
+impl Placer {
+    /// Draws `s` boxed at the first free candidate `(pos, h, v)` (the first
+    /// candidate when none is free).
+    pub fn place<DB: DrawingBackend>(
+        &mut self,
+        area: &Area<DB>,
+        s: &str,
+        style: &TextStyle,
+        candidates: &[((i32, i32), HPos, VPos)],
+    ) -> Result<()> {
+        let Some(&first) = candidates.first() else {
+            return Ok(());
+        };
+        let mut chosen = first;
+        for &c in candidates {
+            let b = text_box(area, s, c.0, style, c.1, c.2)?;
+            let clash = self
+                .taken
+                .iter()
+                .any(|t| b.0 < t.2 && t.0 < b.2 && b.1 < t.3 && t.1 < b.3);
+            if !clash {
+                chosen = c;
+                break;
+            }
+        }
+        let b = text_box(area, s, chosen.0, style, chosen.1, chosen.2)?;
+        self.taken.push(b);
+        boxed_text(area, s, chosen.0, style, chosen.1, chosen.2)
+    }
+}

@@ -69,7 +69,7 @@ pub fn max_fitting_size(
         ..Default::default()
     };
     let mut probes: Vec<FitProbe> = Vec::new();
-    let mut probe = |size: u64, probes: &mut Vec<FitProbe>| -> Result<bool, FitError> {
+    let probe = |size: u64, probes: &mut Vec<FitProbe>| -> Result<bool, FitError> {
         if let Some(p) = probes.iter().find(|p| p.size == size) {
             return Ok(p.fits);
         }
@@ -161,6 +161,9 @@ mod tests {
         assert_eq!(r.max_size, Some(20));
         assert!(r.hit_limit);
         let tiny = Scenario::native(AllocConf::default()).with_capacity(Some(5 << 20));
-        assert_eq!(max_fitting_size(&make, &tiny, 1, 100).unwrap().max_size, None);
+        assert_eq!(
+            max_fitting_size(&make, &tiny, 1, 100).unwrap().max_size,
+            None
+        );
     }
 }

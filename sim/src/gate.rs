@@ -68,34 +68,58 @@ pub fn compare(base: &Baseline, now: &Baseline) -> Vec<Finding> {
     let mut out = Vec::new();
     for (k, b) in &base.replays {
         let Some(n) = now.replays.get(k) else {
-            out.push(Finding::Missing(format!("{k}: in the baseline but not measured")));
+            out.push(Finding::Missing(format!(
+                "{k}: in the baseline but not measured"
+            )));
             continue;
         };
         let mut cmp = |what: &str, b: u64, n: u64| {
             if n > b {
-                out.push(Finding::Regression(format!("{k}: {what} {b} -> {n} (+{})", n - b)));
+                out.push(Finding::Regression(format!(
+                    "{k}: {what} {b} -> {n} (+{})",
+                    n - b
+                )));
             } else if n < b {
-                out.push(Finding::Improvement(format!("{k}: {what} {b} -> {n} (-{})", b - n)));
+                out.push(Finding::Improvement(format!(
+                    "{k}: {what} {b} -> {n} (-{})",
+                    b - n
+                )));
             }
         };
-        cmp("peak reserved bytes", b.peak_reserved_bytes, n.peak_reserved_bytes);
+        cmp(
+            "peak reserved bytes",
+            b.peak_reserved_bytes,
+            n.peak_reserved_bytes,
+        );
         cmp("device allocs", b.num_device_alloc, n.num_device_alloc);
         cmp("device frees", b.num_device_free, n.num_device_free);
         match (b.oom_event, n.oom_event) {
-            (-1, e) if e >= 0 => out.push(Finding::Regression(format!("{k}: now runs out of memory at event {e}"))),
-            (e, -1) if e >= 0 => out.push(Finding::Improvement(format!("{k}: no longer runs out of memory"))),
-            (a, b) if a != b => out.push(Finding::Regression(format!("{k}: OOM moved from event {a} to {b}"))),
+            (-1, e) if e >= 0 => out.push(Finding::Regression(format!(
+                "{k}: now runs out of memory at event {e}"
+            ))),
+            (e, -1) if e >= 0 => out.push(Finding::Improvement(format!(
+                "{k}: no longer runs out of memory"
+            ))),
+            (a, b) if a != b => out.push(Finding::Regression(format!(
+                "{k}: OOM moved from event {a} to {b}"
+            ))),
             _ => {}
         }
     }
     for k in now.replays.keys() {
         if !base.replays.contains_key(k) {
-            out.push(Finding::Missing(format!("{k}: measured but not in the baseline")));
+            out.push(Finding::Missing(format!(
+                "{k}: measured but not in the baseline"
+            )));
         }
     }
     for (k, b) in &base.fidelity {
-        let Some(n) = now.fidelity.get(k) else { continue };
-        if n.alloc_addresses_matched < b.alloc_addresses_matched || n.segment_events_matched < b.segment_events_matched {
+        let Some(n) = now.fidelity.get(k) else {
+            continue;
+        };
+        if n.alloc_addresses_matched < b.alloc_addresses_matched
+            || n.segment_events_matched < b.segment_events_matched
+        {
             out.push(Finding::Regression(format!(
                 "{k}: fidelity {}/{} addresses, {}/{} segment events (baseline {}/{}, {}/{})",
                 n.alloc_addresses_matched,
@@ -108,7 +132,9 @@ pub fn compare(base: &Baseline, now: &Baseline) -> Vec<Finding> {
                 b.segment_events_expected
             )));
         } else if n != b {
-            out.push(Finding::Improvement(format!("{k}: fidelity counts changed without getting worse")));
+            out.push(Finding::Improvement(format!(
+                "{k}: fidelity counts changed without getting worse"
+            )));
         }
     }
     out
@@ -138,10 +164,23 @@ mod tests {
         now.replays.insert("t / expandable".into(), m(80, 4, -1));
         now.replays.insert("t / new".into(), m(1, 1, -1));
         let f = compare(&base, &now);
-        let regressions: Vec<_> = f.iter().filter(|x| matches!(x, Finding::Regression(_))).collect();
+        let regressions: Vec<_> = f
+            .iter()
+            .filter(|x| matches!(x, Finding::Regression(_)))
+            .collect();
         assert_eq!(regressions.len(), 2, "{f:?}");
-        assert_eq!(f.iter().filter(|x| matches!(x, Finding::Improvement(_))).count(), 2);
-        assert_eq!(f.iter().filter(|x| matches!(x, Finding::Missing(_))).count(), 2);
+        assert_eq!(
+            f.iter()
+                .filter(|x| matches!(x, Finding::Improvement(_)))
+                .count(),
+            2
+        );
+        assert_eq!(
+            f.iter()
+                .filter(|x| matches!(x, Finding::Missing(_)))
+                .count(),
+            2
+        );
         assert!(compare(&base, &base).is_empty());
     }
 }

@@ -36,22 +36,28 @@ pub struct Recommendation {
 
 fn rank(rows: &[SweepRow], capacity: u64) -> Vec<Ranked> {
     let mut v: Vec<&SweepRow> = rows.iter().collect();
-    v.sort_by(|a, b| {
-        (
-            !a.fits(),
-            a.peak_reserved_bytes,
-            a.num_device_alloc + a.num_device_free,
-            a.num_sync_all_streams,
-            a.index,
-        )
-            .cmp(&(
-                !b.fits(),
-                b.peak_reserved_bytes,
-                b.num_device_alloc + b.num_device_free,
-                b.num_sync_all_streams,
-                b.index,
-            ))
-    });
+    // Settings that fit first, by peak reserved, then device calls and
+    // flushes; then those that do not, the ones that get furthest first.
+    let key = |r: &SweepRow| {
+        if r.fits() {
+            (
+                0,
+                r.peak_reserved_bytes,
+                r.num_device_alloc + r.num_device_free,
+                r.num_sync_all_streams,
+                r.index,
+            )
+        } else {
+            (
+                1,
+                u64::MAX - r.oom_event as u64,
+                r.peak_reserved_bytes,
+                0,
+                r.index,
+            )
+        }
+    };
+    v.sort_by_key(|r| key(r));
     v.into_iter()
         .enumerate()
         .map(|(i, r)| Ranked {
@@ -85,8 +91,15 @@ pub fn env_var_for(version: TorchVersion) -> &'static str {
     }
 }
 
-/// Ranks the rows of one trace (a sweep at `capacity`, 0 = unlimited).
-pub fn recommend(rows: &[SweepRow], capacity: u64, version: TorchVersion) -> Recommendation {
+/// Ranks the rows of one trace (a sweep at `capacity`, 0 = unlimited);
+/// `peak_live` is the trace's peak of live bytes (the bound no setting
+/// can beat).
+pub fn recommend(
+    rows: &[SweepRow],
+    capacity: u64,
+    peak_live: u64,
+    version: TorchVersion,
+) -> Recommendation {
     let native: Vec<SweepRow> = rows
         .iter()
         .filter(|r| r.policy == "native")
@@ -105,12 +118,21 @@ pub fn recommend(rows: &[SweepRow], capacity: u64, version: TorchVersion) -> Rec
     let why = match (ranked.first(), baseline) {
         (None, _) => "no PyTorch settings were replayed".to_string(),
         (Some(w), _) if !w.row.fits() => format!(
-            "no setting fits {}: the best, {}, still runs out of memory at event {} ({} requested); the job needs at least {} of live memory at its peak",
+            "no setting fits {}: the one that gets furthest, {}, runs out of memory at event {} of {} ({} requested). The job holds {} of live tensors at its peak{}",
             mib(capacity),
             w.row.setting,
             w.row.oom_event,
+            w.row.events,
             mib(w.row.oom_requested_bytes),
-            mib(w.row.peak_requested_bytes)
+            mib(peak_live),
+            if peak_live > capacity {
+                ": more than the device has, whatever the allocator does — reduce the batch, sequence length or precision, or use a larger GPU".to_string()
+            } else {
+                format!(
+                    ", so a better-packed allocator could fit in principle ({} of slack)",
+                    mib(capacity - peak_live)
+                )
+            }
         ),
         (Some(w), Some(b)) => {
             let settings = w
@@ -231,7 +253,7 @@ mod tests {
             row(3, "roundup_power2_divisions:4", 950, -1, 5),
             row(4, "policy=bfc", 600, -1, 1),
         ];
-        let r = recommend(&rows, 1000 << 20, TorchVersion::NEWEST);
+        let r = recommend(&rows, 1000 << 20, 500 << 20, TorchVersion::NEWEST);
         let order: Vec<&str> = r.ranked.iter().map(|x| x.row.grid_line.as_str()).collect();
         assert_eq!(
             order,
@@ -268,7 +290,7 @@ mod tests {
             r.why
         );
         // older releases read the CUDA variable
-        let r29 = recommend(&rows, 1000 << 20, "2.9".parse().unwrap());
+        let r29 = recommend(&rows, 1000 << 20, 500 << 20, "2.9".parse().unwrap());
         assert!(
             r29.export[0]
                 .1
@@ -288,17 +310,21 @@ mod tests {
                 9,
             ),
         ];
-        let r = recommend(&rows, 1000 << 20, TorchVersion::NEWEST);
+        let r = recommend(&rows, 1000 << 20, 500 << 20, TorchVersion::NEWEST);
         assert_eq!(
             r.python.as_deref(),
             Some("torch.cuda.set_per_process_memory_fraction(0.9)")
         );
         assert!(r.export[0].1.contains("garbage_collection_threshold:0.8"));
         let none = recommend(
-            &[row(0, "default", 1100, 40, 10)],
+            &[row(0, "default", 1100, 40, 10), row(1, "max_split_size_mb:128", 1050, 60, 10)],
             1000 << 20,
+            1100 << 20,
             TorchVersion::NEWEST,
         );
+        // the setting that gets furthest ranks first
+        assert_eq!(none.ranked[0].row.grid_line, "max_split_size_mb:128");
+        assert!(none.why.contains("more than the device has"), "{}", none.why);
         assert!(none.why.starts_with("no setting fits"), "{}", none.why);
         assert!(none.export.is_empty());
     }

@@ -17,6 +17,8 @@ use crate::snapshot::{SizeRules, Snapshot, read_snapshot, snapshot_to_traces};
 pub enum Format {
     /// The native CSV text format (`.csv`).
     Csv,
+    /// The native CSV text format, gzip-compressed (`.csv.gz`).
+    CsvGz,
     /// The native binary format (`.vlt`; zstd-compressed: `.vlt.zst`).
     Binary,
     /// The native binary format, zstd-compressed (`.vlt.zst`).
@@ -29,8 +31,13 @@ pub enum Format {
 
 impl Format {
     /// All formats with their names and descriptions, for help texts.
-    pub const ALL: [(Format, &'static str, &'static str); 5] = [
+    pub const ALL: [(Format, &'static str, &'static str); 6] = [
         (Format::Csv, "csv", "native CSV (.csv)"),
+        (
+            Format::CsvGz,
+            "csv.gz",
+            "native CSV, gzip-compressed (.csv.gz)",
+        ),
         (Format::Binary, "vlt", "native binary (.vlt)"),
         (
             Format::BinaryZstd,
@@ -67,6 +74,8 @@ impl Format {
         let name = path.file_name()?.to_str()?.to_ascii_lowercase();
         if name.ends_with(".csv") {
             Some(Format::Csv)
+        } else if name.ends_with(".csv.gz") {
+            Some(Format::CsvGz)
         } else if name.ends_with(".vlt.zst") {
             Some(Format::BinaryZstd)
         } else if name.ends_with(".vlt") {
@@ -139,6 +148,18 @@ pub fn read_traces_with(
                 Ok(vec![read_rmm(open()?, &name)?])
             } else {
                 Ok(vec![read_csv(open()?, &name)?])
+            }
+        }
+        Format::CsvGz => {
+            let gz =
+                || Ok::<_, TraceError>(BufReader::new(flate2::read::MultiGzDecoder::new(open()?)));
+            let first = first_data_line(&mut gz()?).map_err(|e| {
+                TraceError::new(&name, Location::File, format!("cannot decompress: {e}"))
+            })?;
+            if first.as_deref().is_some_and(is_rmm_header) {
+                Ok(vec![read_rmm(gz()?, &name)?])
+            } else {
+                Ok(vec![read_csv(gz()?, &name)?])
             }
         }
         Format::Rmm => Ok(vec![read_rmm(open()?, &name)?]),
@@ -244,6 +265,13 @@ pub fn write_trace(trace: &Trace, path: &Path, format: Option<Format>) -> Result
     let w = BufWriter::new(f);
     match fmt {
         Format::Csv => write_csv(trace, w, &name),
+        Format::CsvGz => {
+            let mut z = flate2::write::GzEncoder::new(w, flate2::Compression::best());
+            write_csv(trace, &mut z, &name)?;
+            z.finish()
+                .map(|_| ())
+                .map_err(|e| TraceError::new(&name, Location::File, format!("cannot write: {e}")))
+        }
         Format::Binary => write_binary(trace, w, false, &name),
         _ => write_binary(trace, w, true, &name),
     }

@@ -81,7 +81,7 @@ fn draw_above<DB: DrawingBackend>(
     let n = lines.len() as i32;
     for (k, (s, st)) in lines.iter().enumerate() {
         let y = y_top - 6 - (n - 1 - k as i32) * LINE_H;
-        text(root, s, (x, y), st, HPos::Center, VPos::Bottom)?;
+        boxed_text(root, s, (x, y), st, HPos::Center, VPos::Bottom)?;
     }
     Ok(())
 }
@@ -144,7 +144,11 @@ impl Figure for PeakReserved<'_> {
 
         let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
         let unit = unit_for(data_max);
-        let label_lines = if s.iter().any(|r| r.oom.is_some()) { 3 } else { 2 };
+        let label_lines = if s.iter().any(|r| r.oom.is_some()) {
+            3
+        } else {
+            2
+        };
         let plot_h = h - top - lh - 4 - 8 - label_h;
         let bar_top = s
             .iter()
@@ -178,6 +182,7 @@ impl Figure for PeakReserved<'_> {
         )?;
 
         let (xr, _) = chart.plotting_area().get_pixel_range();
+        let mut labels_above = Vec::with_capacity(s.len());
         for (i, r) in s.iter().enumerate() {
             let sm = &r.summary;
             let reserved = sm.peak_reserved_bytes;
@@ -213,13 +218,17 @@ impl Figure for PeakReserved<'_> {
                     ),
                 );
             }
-            draw_above(root, cx, c.1, &lines)?;
+            labels_above.push((cx, c.1, lines));
         }
+        // Reference lines over the bars, value labels over everything.
         let (_, ly) = chart.backend_coord(&(0.0, unit.of(lower)));
         dashed(root, (xr.start, ly), (xr.end, ly), stroke(INK, 2), 10, 6)?;
         if let Some(c) = cap {
             let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
             dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
+        }
+        for (cx, y, lines) in &labels_above {
+            draw_above(root, *cx, *y, lines)?;
         }
         draw_category_labels(root, &chart, &cat_lines)?;
         draw_legend(root, &items, 24, h - lh - 4, w - 48)

@@ -195,3 +195,117 @@ pub(crate) fn mesh<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, axes: &Axes<
     m.draw()?;
     Ok(())
 }
+
+/// Simplifies a path in pixel space for thick-line drawing: drops repeated
+/// points, reduces each pixel column to its entry, extremes and exit,
+/// merges straight runs, and splits the path where it turns back on itself
+/// (plotters' thick-line polygons break on zero-length segments and spike
+/// on reversals).
+pub(crate) fn pixel_paths(points: &[(i32, i32)]) -> Vec<Vec<(i32, i32)>> {
+    // Column reduction.
+    let mut cols: Vec<(i32, i32)> = Vec::with_capacity(points.len());
+    let mut i = 0;
+    while i < points.len() {
+        let x = points[i].0;
+        let mut j = i;
+        while j < points.len() && points[j].0 == x {
+            j += 1;
+        }
+        let run = &points[i..j];
+        let (first, last) = (run[0].1, run[run.len() - 1].1);
+        let (mut imin, mut imax) = (0, 0);
+        for (k, p) in run.iter().enumerate() {
+            if p.1 < run[imin].1 {
+                imin = k;
+            }
+            if p.1 > run[imax].1 {
+                imax = k;
+            }
+        }
+        let (a, b) = if imin <= imax {
+            (run[imin].1, run[imax].1)
+        } else {
+            (run[imax].1, run[imin].1)
+        };
+        for y in [first, a, b, last] {
+            if cols.last() != Some(&(x, y)) {
+                cols.push((x, y));
+            }
+        }
+        i = j;
+    }
+    // Straight runs merged, reversals split.
+    let mut out: Vec<Vec<(i32, i32)>> = Vec::new();
+    let mut cur: Vec<(i32, i32)> = Vec::new();
+    for p in cols {
+        if cur.len() >= 2 {
+            let a = cur[cur.len() - 2];
+            let b = cur[cur.len() - 1];
+            let (ux, uy) = ((b.0 - a.0) as i64, (b.1 - a.1) as i64);
+            let (vx, vy) = ((p.0 - b.0) as i64, (p.1 - b.1) as i64);
+            if ux * vy - uy * vx == 0 {
+                if ux * vx + uy * vy > 0 {
+                    cur.pop();
+                } else {
+                    out.push(std::mem::replace(&mut cur, vec![b]));
+                }
+            }
+        }
+        cur.push(p);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Draws a polyline given in chart coordinates, solid or dashed
+/// (`dash = Some((dash, gap))`), as simplified pixel paths on `root`.
+pub(crate) fn draw_polyline<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &Chart2d<'_, DB>,
+    points: &[(f64, f64)],
+    style: ShapeStyle,
+    dash: Option<(i32, i32)>,
+) -> Result<()> {
+    let px: Vec<(i32, i32)> = points.iter().map(|p| chart.backend_coord(p)).collect();
+    for path in pixel_paths(&px) {
+        if path.len() < 2 {
+            continue;
+        }
+        match dash {
+            None => root.draw(&PathElement::new(path, style))?,
+            Some((d, g)) => root.draw(&plotters::element::DashedPathElement::new(
+                path.into_iter(),
+                d,
+                g,
+                style,
+            ))?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pixel_paths;
+
+    #[test]
+    fn pixel_paths_drop_repeats_and_split_reversals() {
+        let p = [
+            (0, 10),
+            (0, 10),
+            (5, 10),
+            (10, 10),
+            (10, 0),
+            (10, 20),
+            (12, 20),
+        ];
+        let paths = pixel_paths(&p);
+        // (0,10) → (10,10) → (10,0), then back down: a new path.
+        assert_eq!(paths[0], vec![(0, 10), (10, 10), (10, 0)]);
+        assert_eq!(paths[1], vec![(10, 0), (10, 20), (12, 20)]);
+        assert!(pixel_paths(&[]).is_empty());
+        assert_eq!(pixel_paths(&[(3, 4)]), vec![vec![(3, 4)]]);
+    }
+}

@@ -101,7 +101,7 @@ fn own_rows(segs: &[&SegmentView]) -> Layout {
             lo = mid + 1;
         }
     }
-    let row_bytes = hi;
+    let row_bytes = nice_ceil(hi);
     let mut pieces = Vec::new();
     let mut row_starts_segment = Vec::new();
     for (k, &len) in lens.iter().enumerate() {
@@ -136,7 +136,7 @@ fn own_rows(segs: &[&SegmentView]) -> Layout {
 fn pack(segs: &[&SegmentView]) -> Layout {
     let total: u128 = segs.iter().map(|s| seg_len(s) as u128).sum();
     let target_rows = segs.len().div_ceil(6).clamp(10, 44) as u128;
-    let row_bytes = total.div_ceil(target_rows).clamp(1, u64::MAX as u128) as u64;
+    let row_bytes = nice_ceil(total.div_ceil(target_rows).clamp(1, u64::MAX as u128) as u64);
     let mut free: Vec<u64> = Vec::new();
     let mut pieces = Vec::new();
     for (k, s) in segs.iter().enumerate() {
@@ -283,6 +283,28 @@ impl<'a> SegmentMap<'a> {
     }
 }
 
+/// The smallest 1, 2, 2.5 or 5 × 10^k (in the unit of `bytes`) that is at
+/// least `bytes`, in bytes (saturating).
+fn nice_ceil(bytes: u64) -> u64 {
+    let unit = unit_for(bytes.max(1));
+    let v = unit.of(bytes.max(1));
+    let mut base = 1.0;
+    while base * 10.0 <= v {
+        base *= 10.0;
+    }
+    let nice = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * base)
+        .find(|&x| x >= v)
+        .unwrap_or(10.0 * base);
+    let b = nice * unit.div;
+    if b >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        (b.round() as u64).max(bytes)
+    }
+}
+
 /// The largest 1, 2 or 5 × 10^k (in the unit of `max_bytes`) that is at
 /// most `max_bytes`, in bytes, with its label.
 fn nice_scale(max_bytes: u64) -> (u64, String) {
@@ -369,7 +391,10 @@ impl Figure for SegmentMap<'_> {
         text(root, &stats, (SIDE, top), &ink, HPos::Left, VPos::Top)?;
         let items = [
             LegendItem::new(Swatch::Box(ALLOCATED), "allocated"),
-            LegendItem::new(Swatch::Box(PENDING), "pending free (in use on another stream)"),
+            LegendItem::new(
+                Swatch::Box(PENDING),
+                "pending free (in use on another stream)",
+            ),
             LegendItem::new(Swatch::Box(FREE), "free (cached, reusable)"),
         ];
         let legend_y = top + LABEL_SIZE as i32 + 6;
@@ -415,7 +440,7 @@ impl Figure for SegmentMap<'_> {
         };
         let bar_x1 = bar_x1.max(bar_x0 + 200);
         let scale = (bar_x1 - bar_x0) as f64 / l.row_bytes.max(1) as f64;
-        let bold_label = bold(LABEL_SIZE, INK);
+        let bold_label = font(LABEL_SIZE, INK);
         for p in &l.pieces {
             let y = body_top + offsets[p.row];
             let x0 = bar_x0 + (p.at as f64 * scale).round() as i32;

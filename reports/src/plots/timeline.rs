@@ -3,7 +3,7 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{Axes, Figure, mesh};
+use super::{Axes, Figure, draw_polyline, mesh};
 use crate::Result;
 use crate::input::SettingResult;
 use crate::style::*;
@@ -168,12 +168,13 @@ impl Figure for Timeline<'_> {
             .collect();
         for &(i, s) in &drawn {
             let c = series_color(i);
-            chart.draw_series(DashedLineSeries::new(
-                pts(s, |p| p.allocated),
-                9,
-                6,
+            draw_polyline(
+                root,
+                &chart,
+                &pts(s, |p| p.allocated),
                 stroke(c, 2),
-            ))?;
+                Some((9, 6)),
+            )?;
         }
         for (rank, &(i, s)) in drawn.iter().enumerate() {
             let c = series_color(i);
@@ -182,7 +183,7 @@ impl Figure for Timeline<'_> {
                 chart.draw_series(p.iter().take(1).map(|&q| Circle::new(q, 4, fill(c))))?;
             }
             let width = layered_width(3, rank, drawn.len());
-            chart.draw_series(LineSeries::new(p, stroke(c, width)))?;
+            draw_polyline(root, &chart, &p, stroke(c, width), None)?;
         }
         // The live bytes are the same under every setting: draw them once,
         // from the setting that replayed furthest.
@@ -196,33 +197,58 @@ impl Figure for Timeline<'_> {
             ))?;
         }
 
-        let (xr, _) = chart.plotting_area().get_pixel_range();
+        let (xr, yr) = chart.plotting_area().get_pixel_range();
+        let mut placer = Placer::default();
         if let Some(c) = cap_on_scale {
             let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
             dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
-            boxed_text(
+            placer.place(
                 root,
                 &format!("capacity {}", format_bytes(c)),
-                (xr.end - 8, y - 6),
                 &font(LABEL_SIZE, ALERT),
-                HPos::Right,
-                VPos::Bottom,
+                &[((xr.end - 8, y - 6), HPos::Right, VPos::Bottom)],
             )?;
         }
-        for &(i, s) in &shown {
+        // OOM markers; settings that failed at the same spot share a label.
+        let mut marks: Vec<((i32, i32), Vec<&str>)> = Vec::new();
+        for &(_, s) in &shown {
             if let Some(o) = &s.oom {
-                let (x, y) =
-                    chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
-                root.draw(&Cross::new((x, y), 9, stroke(ALERT, 3)))?;
-                boxed_text(
-                    root,
-                    &format!("OOM ({})", s.label),
-                    (x - 12, y - 10),
-                    &bold(LABEL_SIZE, series_color(i)),
-                    HPos::Right,
-                    VPos::Bottom,
-                )?;
+                let p = chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
+                match marks
+                    .iter_mut()
+                    .find(|(q, _)| (q.0 - p.0).abs() <= 12 && (q.1 - p.1).abs() <= 12)
+                {
+                    Some((_, names)) => names.push(&s.label),
+                    None => marks.push((p, vec![&s.label])),
+                }
             }
+        }
+        let oom_style = bold(LABEL_SIZE, ALERT);
+        for (p, names) in &marks {
+            root.draw(&Cross::new(*p, 9, stroke(ALERT, 3)))?;
+            let label = ellipsize(
+                root,
+                &format!("OOM: {}", names.join(", ")),
+                &oom_style,
+                (xr.end - xr.start) / 2,
+            )?;
+            // Towards the middle of the plot, above the marker unless that
+            // leaves the plot or covers another label.
+            let towards = if p.0 > (xr.start + xr.end) / 2 {
+                [(p.0 - 14, HPos::Right), (p.0 + 14, HPos::Left)]
+            } else {
+                [(p.0 + 14, HPos::Left), (p.0 - 14, HPos::Right)]
+            };
+            let above = p.1 - 40 >= yr.start;
+            let mut cands = Vec::new();
+            for (vy, vp, ok) in [(p.1 - 12, VPos::Bottom, above), (p.1 + 12, VPos::Top, true)] {
+                if ok {
+                    for (x, hp) in towards {
+                        cands.push(((x, vy), hp, vp));
+                    }
+                }
+            }
+            placer.place(root, &label, &oom_style, &cands)?;
         }
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }
@@ -298,7 +324,7 @@ impl Figure for Fragmentation<'_> {
             if p.len() == 1 {
                 chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, fill(series_color(i)))))?;
             }
-            chart.draw_series(LineSeries::new(steps(p), stroke(series_color(i), 2)))?;
+            draw_polyline(root, &chart, &steps(p), stroke(series_color(i), 2), None)?;
         }
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }

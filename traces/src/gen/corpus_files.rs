@@ -2,8 +2,20 @@
 
 /// (file name, contents) of every corpus file in the manifest.
 pub(crate) static FILES: &[(&str, &[u8])] = &[
-    ("gpt-small-train-seq128-b2.csv.gz", include_bytes!("../../data/gpt-small-train-seq128-b2.csv.gz")),
-    ("gpt-small-train-seq128.csv.gz", include_bytes!("../../data/gpt-small-train-seq128.csv.gz")),
-    ("gpt-small-train-seq256.csv.gz", include_bytes!("../../data/gpt-small-train-seq256.csv.gz")),
-    ("gpt-small-train-seq512.csv.gz", include_bytes!("../../data/gpt-small-train-seq512.csv.gz")),
+    (
+        "gpt-small-train-seq128-b2.csv.gz",
+        include_bytes!("../../data/gpt-small-train-seq128-b2.csv.gz"),
+    ),
+    (
+        "gpt-small-train-seq128.csv.gz",
+        include_bytes!("../../data/gpt-small-train-seq128.csv.gz"),
+    ),
+    (
+        "gpt-small-train-seq256.csv.gz",
+        include_bytes!("../../data/gpt-small-train-seq256.csv.gz"),
+    ),
+    (
+        "gpt-small-train-seq512.csv.gz",
+        include_bytes!("../../data/gpt-small-train-seq512.csv.gz"),
+    ),
 ];

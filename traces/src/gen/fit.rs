@@ -166,11 +166,7 @@ impl Poly {
 pub(crate) fn div_round(n: i128, d: i128) -> i128 {
     let q = n / d;
     let r = n % d;
-    if 2 * r.abs() >= d {
-        q + n.signum()
-    } else {
-        q
-    }
+    if 2 * r.abs() >= d { q + n.signum() } else { q }
 }
 
 fn fits(p: &Poly, pts: &[(i128, i128)]) -> bool {
@@ -211,11 +207,7 @@ pub fn fit(pts: &[(i128, i128)]) -> Option<(Poly, FitKind)> {
     let a = Q::new(y2 - y1, x2 - x1)?;
     let c0 = Q::int(y1).add(a.mul(Q::int(x1))?.neg())?;
     let affine = poly(c0, a, zero)?;
-    candidates.push((
-        affine,
-        FitKind::Affine,
-        c0.is_nonneg() && a.is_nonneg(),
-    ));
+    candidates.push((affine, FitKind::Affine, c0.is_nonneg() && a.is_nonneg()));
     // a·x + c·x² through the first two points: y/x is affine in x.
     if x1 != 0 && x2 != 0 {
         let r1 = Q::new(y1, x1)?;
@@ -270,13 +262,19 @@ mod tests {
         check(&[(512, 7), (1024, 7), (2048, 7)], FitKind::Constant);
         let p = check(&[(512, 1024), (2048, 4096)], FitKind::Proportional);
         assert_eq!(p.eval(1000), 2000);
-        let p = check(&[(512, 512 * 512 * 3), (2048, 2048 * 2048 * 3)], FitKind::Square);
+        let p = check(
+            &[(512, 512 * 512 * 3), (2048, 2048 * 2048 * 3)],
+            FitKind::Square,
+        );
         assert_eq!(p.eval(1024), 1024 * 1024 * 3);
         // K·(s + 8): affine with a non-negative constant.
         let p = check(&[(512, 520 * 6), (2048, 2056 * 6)], FitKind::Affine);
         assert_eq!(p.eval(1024), 1032 * 6);
         // K·s·(s + 8): the affine fit has a negative constant, a·x + c·x² fits.
-        let p = check(&[(512, 512 * 520 * 2), (2048, 2048 * 2056 * 2)], FitKind::LinearSquare);
+        let p = check(
+            &[(512, 512 * 520 * 2), (2048, 2048 * 2056 * 2)],
+            FitKind::LinearSquare,
+        );
         assert_eq!(p.eval(1024), 1024 * 1032 * 2);
         // A general quadratic through three points.
         let f = |x: i128| 5 + 3 * x + 7 * x * x;
@@ -284,7 +282,10 @@ mod tests {
         assert_eq!(p.eval(100), f(100));
         // Rounded sizes (ceil to 32): exact at the points, rounded between.
         let r = |x: i128| (x + 31) / 32 * 32 * 4;
-        let p = check(&[(100, r(100)), (200, r(200)), (300, r(300))], FitKind::Quadratic);
+        let p = check(
+            &[(100, r(100)), (200, r(200)), (300, r(300))],
+            FitKind::Quadratic,
+        );
         assert!((p.eval(150) - r(150)).abs() < 200);
     }
 

@@ -31,11 +31,11 @@ mod template;
 
 use std::path::Path;
 
-pub use corpus::{CorpusEntry, corpus};
+pub use corpus::{CorpusEntry, MANIFEST, corpus, embedded_files};
 pub use fit::{FitKind, Poly, fit};
 pub use preset::{
-    Attention, Check, CheckKind, GenRequest, KvCache, Precision, Preset, PRESETS, Variant, check_family,
-    family_recordings, generate, preset,
+    Attention, Check, CheckKind, GenRequest, KvCache, PRESETS, Precision, Preset, Variant,
+    check_family, family_recordings, generate, load_template, preset,
 };
 pub use read::{Recording, gunzip, is_gzip, read_csv_gz, read_recording, read_recording_bytes};
 pub use template::{Presence, Sample, Scaling, SizeFn, Template, peak_live_bytes};

@@ -49,7 +49,9 @@ impl Precision {
 
     /// Parses a name.
     pub fn from_name(s: &str) -> Option<Precision> {
-        Precision::ALL.into_iter().find(|p| p.name() == s.to_ascii_lowercase())
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name() == s.to_ascii_lowercase())
     }
 }
 
@@ -176,7 +178,11 @@ pub fn preset(name: &str) -> Result<&'static Preset, GenError> {
         .ok_or_else(|| {
             GenError::Request(format!(
                 "unknown workload '{name}'; presets: {}",
-                PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
         })
 }

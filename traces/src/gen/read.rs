@@ -46,9 +46,9 @@ pub fn is_gzip(bytes: &[u8]) -> bool {
 /// Decompresses gzip data; `name` is used in messages.
 pub fn gunzip(bytes: &[u8], name: &str) -> Result<Vec<u8>, TraceError> {
     let mut out = Vec::with_capacity(bytes.len() * 8);
-    GzDecoder::new(bytes)
-        .read_to_end(&mut out)
-        .map_err(|e| TraceError::new(name, Location::File, format!("cannot decompress gzip: {e}")))?;
+    GzDecoder::new(bytes).read_to_end(&mut out).map_err(|e| {
+        TraceError::new(name, Location::File, format!("cannot decompress gzip: {e}"))
+    })?;
     Ok(out)
 }
 
@@ -86,7 +86,10 @@ pub fn read_recording_bytes(bytes: &[u8], name: &str) -> Result<Recording, Trace
         if let Some(c) = t.strip_prefix(b"#") {
             if seen_header {
                 if let Some(label) = c.trim_ascii().strip_prefix(b"phase:") {
-                    phases.push((events, String::from_utf8_lossy(label.trim_ascii()).into_owned()));
+                    phases.push((
+                        events,
+                        String::from_utf8_lossy(label.trim_ascii()).into_owned(),
+                    ));
                 }
             }
             continue;
@@ -146,8 +149,15 @@ mod tests {
     #[test]
     fn errors_name_the_file() {
         let e = read_recording_bytes(&[0x1f, 0x8b, 1, 2, 3], "bad.csv.gz").unwrap_err();
-        assert!(e.to_string().starts_with("bad.csv.gz: cannot decompress gzip"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("bad.csv.gz: cannot decompress gzip"),
+            "{e}"
+        );
         let e = read_recording_bytes(b"action,id,size,stream\nfree,x\n", "f.csv").unwrap_err();
-        assert_eq!(e.to_string(), "f.csv:2: free of id 'x', which is not allocated");
+        assert_eq!(
+            e.to_string(),
+            "f.csv:2: free of id 'x', which is not allocated"
+        );
     }
 }

@@ -13,10 +13,10 @@
 //! 2. An optional recording at another batch size and one of the series'
 //!    values is aligned with that series member. Batch 1 often takes other
 //!    code paths than larger batches (a view where batch 2 needs a copy),
-//!    so the alignment allows a few inserted or missing events: it walks
-//!    both sequences, matching events whose sizes are consistent with
-//!    scaling by the batch ratio, and skips the fewest events that make the
-//!    next 16 line up again. Matched allocations get a batch factor
+//!    and frees some tensors at other points, so the alignment is a
+//!    shortest edit script (Myers' diff) over events that match when their
+//!    sizes are consistent with scaling by the batch ratio; frees must free
+//!    matched allocations, else each side keeps its own. Matched allocations get a batch factor
 //!    (`size(b) = f(x)·(1 + (b − b₀)·r)`, exact at both batches); events
 //!    seen only at the other batch are emitted for every batch but the
 //!    base one (their sizes follow the allocation of equal size just
@@ -159,6 +159,8 @@ pub struct Template {
     streams: Vec<u64>,
     allocs: Vec<TAlloc>,
     events: Vec<TEvent>,
+    /// For which batch sizes each event happens.
+    presence: Vec<Presence>,
     phases: Vec<(usize, String)>,
 }
 
@@ -211,7 +213,9 @@ fn shape(rec: &Recording) -> Result<Shape, TraceError> {
                 _ => Err(TraceError::new(
                     &rec.name,
                     Location::Entry(n as u64),
-                    format!("event refers to allocation {id}, which was not allocated in the trace"),
+                    format!(
+                        "event refers to allocation {id}, which was not allocated in the trace"
+                    ),
                 )),
             }
         };
@@ -251,135 +255,116 @@ fn describe(ev: TEvent) -> String {
 /// Which of two recordings' events correspond: (base event, other event).
 type Pairs = Vec<(Option<usize>, Option<usize>)>;
 
-struct Aligner<'a> {
-    r: &'a Shape,
-    v: &'a Shape,
-    kmax: u128,
-    r2v: Vec<u32>,
-    v2r: Vec<u32>,
-}
-
-const LOOKAHEAD: usize = 16;
-const MAX_SKIP: usize = 64;
-
-impl Aligner<'_> {
-    fn size_ok(&self, a: u32, b: u32) -> bool {
-        let (sr, sv) = (
-            self.r.sizes[a as usize] as u128,
-            self.v.sizes[b as usize] as u128,
-        );
-        sr <= sv && sv <= sr * self.kmax && self.r.streams[a as usize] == self.v.streams[b as usize]
-    }
-
-    /// How many events from (i, j) match in a row (at most `LOOKAHEAD`).
-    fn run(&self, i: usize, j: usize) -> usize {
-        let mut tentative: Vec<(u32, u32)> = Vec::new();
-        let mapped = |a: u32, t: &Vec<(u32, u32)>| -> u32 {
-            let m = self.r2v[a as usize];
-            if m != u32::MAX {
-                return m;
+/// Aligns two recordings of the same code at two batch sizes: a shortest
+/// edit script (Myers' O((N+M)·D) diff) over events that match when they
+/// are of the same kind and their allocation sizes are consistent with the
+/// batch ratio (`s₀ ≤ s₁ ≤ ⌈b₁/b₀⌉·s₀`, same stream). Matched frees of
+/// allocations that were not matched to each other are split into a free
+/// for each side. `None` when more than `max_d` events differ.
+fn align(r: &Shape, v: &Shape, kmax: u128, max_d: usize) -> Option<Pairs> {
+    let size_ok = |a: u32, b: u32| {
+        let (sr, sv) = (r.sizes[a as usize] as u128, v.sizes[b as usize] as u128);
+        sr <= sv && sv <= sr * kmax && r.streams[a as usize] == v.streams[b as usize]
+    };
+    let eq = |i: usize, j: usize| match (r.events[i], v.events[j]) {
+        (TEvent::Alloc(a), TEvent::Alloc(b))
+        | (TEvent::Free(a), TEvent::Free(b))
+        | (TEvent::FreeRequested(a), TEvent::FreeRequested(b))
+        | (TEvent::FreeCompleted(a), TEvent::FreeCompleted(b)) => size_ok(a, b),
+        (TEvent::EmptyCache, TEvent::EmptyCache) => true,
+        _ => false,
+    };
+    let (n, m) = (r.events.len() as isize, v.events.len() as isize);
+    let max_d = max_d.min((n + m) as usize) as isize;
+    let off = max_d + 1;
+    let mut vx = vec![0isize; (2 * max_d + 3) as usize];
+    let mut hist: Vec<Vec<isize>> = Vec::new();
+    let mut end_d = None;
+    'outer: for d in 0..=max_d {
+        let mut k = -d;
+        while k <= d {
+            let i = (k + off) as usize;
+            let mut x = if d == 0 {
+                0
+            } else if k == -d || (k != d && vx[i - 1] < vx[i + 1]) {
+                vx[i + 1]
+            } else {
+                vx[i - 1] + 1
+            };
+            let mut y = x - k;
+            while x < n && y < m && eq(x as usize, y as usize) {
+                x += 1;
+                y += 1;
             }
-            t.iter().find(|p| p.0 == a).map_or(u32::MAX, |p| p.1)
+            vx[i] = x;
+            if x >= n && y >= m {
+                hist.push(vx[(off - d) as usize..=(off + d) as usize].to_vec());
+                end_d = Some(d);
+                break 'outer;
+            }
+            k += 2;
+        }
+        hist.push(vx[(off - d) as usize..=(off + d) as usize].to_vec());
+    }
+    let end_d = end_d?;
+    let mut out: Pairs = Vec::with_capacity((n.max(m) + end_d) as usize);
+    let (mut x, mut y) = (n, m);
+    for d in (1..=end_d).rev() {
+        let k = x - y;
+        let prev = &hist[(d - 1) as usize];
+        let get = |kk: isize| prev[(kk + d - 1) as usize];
+        let pk = if k == -d || (k != d && get(k - 1) < get(k + 1)) {
+            k + 1
+        } else {
+            k - 1
         };
-        let mut n = 0;
-        while n < LOOKAHEAD && i + n < self.r.events.len() && j + n < self.v.events.len() {
-            let ok = match (self.r.events[i + n], self.v.events[j + n]) {
-                (TEvent::Alloc(a), TEvent::Alloc(b)) => {
-                    let ok = self.size_ok(a, b);
-                    if ok {
-                        tentative.push((a, b));
-                    }
-                    ok
-                }
+        let px = get(pk);
+        let py = px - pk;
+        while x > px && y > py {
+            out.push((Some((x - 1) as usize), Some((y - 1) as usize)));
+            x -= 1;
+            y -= 1;
+        }
+        if x == px {
+            out.push((None, Some((y - 1) as usize)));
+        } else {
+            out.push((Some((x - 1) as usize), None));
+        }
+        x = px;
+        y = py;
+    }
+    while x > 0 && y > 0 {
+        out.push((Some((x - 1) as usize), Some((y - 1) as usize)));
+        x -= 1;
+        y -= 1;
+    }
+    out.reverse();
+    // Frees must free allocations matched to each other.
+    let mut r2v = vec![u32::MAX; r.sizes.len()];
+    let mut fixed: Pairs = Vec::with_capacity(out.len() + 16);
+    for (ri, vi) in out {
+        if let (Some(i), Some(j)) = (ri, vi) {
+            match (r.events[i], v.events[j]) {
+                (TEvent::Alloc(a), TEvent::Alloc(b)) => r2v[a as usize] = b,
                 (TEvent::Free(a), TEvent::Free(b))
                 | (TEvent::FreeRequested(a), TEvent::FreeRequested(b))
-                | (TEvent::FreeCompleted(a), TEvent::FreeCompleted(b)) => mapped(a, &tentative) == b,
-                (TEvent::EmptyCache, TEvent::EmptyCache) => true,
-                _ => false,
-            };
-            if !ok {
-                break;
-            }
-            n += 1;
-        }
-        n
-    }
-
-    fn need(&self, i: usize, j: usize) -> usize {
-        LOOKAHEAD
-            .min(self.r.events.len().saturating_sub(i))
-            .min(self.v.events.len().saturating_sub(j))
-    }
-
-    /// Events `from..from+d` of `s` can be unmatched: their frees concern
-    /// allocations that are unmatched too.
-    fn skippable(s: &Shape, map: &[u32], from: usize, d: usize) -> bool {
-        if from + d > s.events.len() {
-            return false;
-        }
-        s.events[from..from + d].iter().all(|e| match *e {
-            TEvent::Alloc(_) | TEvent::EmptyCache => true,
-            TEvent::Free(a) | TEvent::FreeRequested(a) | TEvent::FreeCompleted(a) => {
-                map[a as usize] == u32::MAX
-            }
-        })
-    }
-
-    fn align(mut self) -> Result<Pairs, (usize, usize)> {
-        let (nr, nv) = (self.r.events.len(), self.v.events.len());
-        let mut out: Pairs = Vec::with_capacity(nr.max(nv) + 64);
-        let (mut i, mut j) = (0usize, 0usize);
-        while i < nr || j < nv {
-            if i == nr || j == nv {
-                let (ok, len) = if i == nr {
-                    (Self::skippable(self.v, &self.v2r, j, nv - j), nv - j)
-                } else {
-                    (Self::skippable(self.r, &self.r2v, i, nr - i), nr - i)
-                };
-                if !ok {
-                    return Err((i, j));
+                | (TEvent::FreeCompleted(a), TEvent::FreeCompleted(b))
+                    if r2v[a as usize] != b =>
+                {
+                    fixed.push((Some(i), None));
+                    fixed.push((None, Some(j)));
+                    continue;
                 }
-                for k in 0..len {
-                    out.push(if i == nr {
-                        (None, Some(j + k))
-                    } else {
-                        (Some(i + k), None)
-                    });
-                }
-                break;
-            }
-            if self.run(i, j) >= self.need(i, j) {
-                if let (TEvent::Alloc(a), TEvent::Alloc(b)) = (self.r.events[i], self.v.events[j]) {
-                    self.r2v[a as usize] = b;
-                    self.v2r[b as usize] = a;
-                }
-                out.push((Some(i), Some(j)));
-                i += 1;
-                j += 1;
-                continue;
-            }
-            let mut moved = false;
-            for d in 1..=MAX_SKIP {
-                if Self::skippable(self.v, &self.v2r, j, d) && self.run(i, j + d) >= self.need(i, j + d) {
-                    out.extend((j..j + d).map(|k| (None, Some(k))));
-                    j += d;
-                    moved = true;
-                    break;
-                }
-                if Self::skippable(self.r, &self.r2v, i, d) && self.run(i + d, j) >= self.need(i + d, j) {
-                    out.extend((i..i + d).map(|k| (Some(k), None)));
-                    i += d;
-                    moved = true;
-                    break;
-                }
-            }
-            if !moved {
-                return Err((i, j));
+                _ => {}
             }
         }
-        Ok(out)
+        fixed.push((ri, vi));
     }
+    Some(fixed)
 }
+
+/// Most events two batch sizes' recordings may differ by.
+const MAX_DIFF: usize = 20_000;
 
 fn reduce(n: i128, d: i128) -> (i128, i128) {
     let mut g = (n.abs(), d.abs());
@@ -403,13 +388,18 @@ fn step_index(label: &str) -> Option<u32> {
 
 impl Template {
     /// Learns a template from samples. See the module documentation.
-    pub fn learn(name: &str, scaling: Scaling, samples: &[Sample<'_>]) -> Result<Template, GenError> {
+    pub fn learn(
+        name: &str,
+        scaling: Scaling,
+        samples: &[Sample<'_>],
+    ) -> Result<Template, GenError> {
         let base_batch = samples
             .iter()
             .map(|s| s.batch)
             .min()
             .ok_or_else(|| GenError::Request(format!("{name}: no recordings to learn from")))?;
-        let mut series: Vec<&Sample<'_>> = samples.iter().filter(|s| s.batch == base_batch).collect();
+        let mut series: Vec<&Sample<'_>> =
+            samples.iter().filter(|s| s.batch == base_batch).collect();
         series.sort_by_key(|s| s.value);
         for w in series.windows(2) {
             if w[0].value == w[1].value {
@@ -445,7 +435,10 @@ impl Template {
             .map(|s| scaling.variable(s.value))
             .collect::<Result<_, _>>()
             .map_err(|m| GenError::Request(format!("{name}: {m}")))?;
-        let shapes: Vec<Shape> = series.iter().map(|s| shape(s.rec)).collect::<Result<_, _>>()?;
+        let shapes: Vec<Shape> = series
+            .iter()
+            .map(|s| shape(s.rec))
+            .collect::<Result<_, _>>()?;
         let first = &shapes[0];
         for (k, sh) in shapes.iter().enumerate().skip(1) {
             let n = first.events.len().min(sh.events.len());
@@ -459,7 +452,10 @@ impl Template {
             });
             let bad = bad.or((first.events.len() != sh.events.len()).then_some(n));
             if let Some(i) = bad {
-                let theirs = first.events.get(i).map_or("the end".into(), |e| describe(*e));
+                let theirs = first
+                    .events
+                    .get(i)
+                    .map_or("the end".into(), |e| describe(*e));
                 let ours = sh.events.get(i).map_or("the end".into(), |e| describe(*e));
                 return Err(TraceError::new(
                     &series[k].rec.name,
@@ -477,7 +473,11 @@ impl Template {
         let mut pts = Vec::with_capacity(xs.len());
         for a in 0..first.sizes.len() {
             pts.clear();
-            pts.extend(xs.iter().zip(&shapes).map(|(&x, sh)| (x, sh.sizes[a] as i128)));
+            pts.extend(
+                xs.iter()
+                    .zip(&shapes)
+                    .map(|(&x, sh)| (x, sh.sizes[a] as i128)),
+            );
             let f = fit(&pts).ok_or_else(|| {
                 GenError::Request(format!(
                     "{name}: cannot fit allocation #{a} (sizes {:?}) exactly",
@@ -499,7 +499,9 @@ impl Template {
         let (ref_k, pairs, other) = match others.first() {
             None => (
                 0,
-                (0..first.events.len()).map(|i| (Some(i), None)).collect::<Pairs>(),
+                (0..first.events.len())
+                    .map(|i| (Some(i), None))
+                    .collect::<Pairs>(),
                 None,
             ),
             Some(o) => {
@@ -514,19 +516,12 @@ impl Template {
                 })?;
                 let vs = shape(o.rec)?;
                 let kmax = o.batch.div_ceil(base_batch) as u128;
-                let aligner = Aligner {
-                    r: &shapes[k],
-                    v: &vs,
-                    kmax,
-                    r2v: vec![u32::MAX; shapes[k].sizes.len()],
-                    v2r: vec![u32::MAX; vs.sizes.len()],
-                };
-                let pairs = aligner.align().map_err(|(i, j)| {
+                let pairs = align(&shapes[k], &vs, kmax, MAX_DIFF).ok_or_else(|| {
                     TraceError::new(
                         &o.rec.name,
-                        Location::Entry(j as u64),
+                        Location::File,
                         format!(
-                            "cannot align with {} (event {i} there): more than {MAX_SKIP} events differ in a row",
+                            "cannot align with {}: more than {MAX_DIFF} events differ",
                             series[k].rec.name
                         ),
                     )
@@ -539,6 +534,7 @@ impl Template {
         // Merge into template allocations and events.
         let mut allocs: Vec<TAlloc> = Vec::with_capacity(first.sizes.len() + 16);
         let mut events = Vec::with_capacity(pairs.len());
+        let mut presence_of = Vec::with_capacity(pairs.len());
         let mut r_alloc = vec![u32::MAX; rshape.sizes.len()];
         let mut v_alloc: Vec<u32> = other
             .as_ref()
@@ -566,9 +562,16 @@ impl Template {
                             if let (Some(vi), Some((o, vs))) = (vi, &other) {
                                 if let TEvent::Alloc(b) = vs.events[*vi] {
                                     v_alloc[b as usize] = t;
-                                    let (sr, sv) = (rshape.sizes[a as usize] as i128, vs.sizes[b as usize] as i128);
+                                    let (sr, sv) = (
+                                        rshape.sizes[a as usize] as i128,
+                                        vs.sizes[b as usize] as i128,
+                                    );
                                     let db = o.batch as i128 - b0;
-                                    let (n, d) = if sr == 0 { (0, 1) } else { reduce(sv - sr, sr * db) };
+                                    let (n, d) = if sr == 0 {
+                                        (0, 1)
+                                    } else {
+                                        reduce(sv - sr, sr * db)
+                                    };
                                     size.bnum = n;
                                     size.bden = d;
                                     presence = Presence::Always;
@@ -586,7 +589,9 @@ impl Template {
                     }
                 }
                 (None, Some(vi)) => {
-                    let (o, vs) = other.as_ref().expect("other events come from the other recording");
+                    let (o, vs) = other
+                        .as_ref()
+                        .expect("other events come from the other recording");
                     let e = vs.events[*vi];
                     match e {
                         TEvent::Alloc(b) => {
@@ -623,6 +628,12 @@ impl Template {
                 }
                 (None, None) => continue,
             };
+            presence_of.push(match (ri, vi) {
+                _ if other.is_none() => Presence::Always,
+                (Some(_), Some(_)) => Presence::Always,
+                (Some(_), None) => Presence::BaseBatchOnly,
+                _ => Presence::OtherBatchOnly,
+            });
             events.push(ev);
         }
         r_pos[rshape.events.len()] = events.len();
@@ -679,6 +690,7 @@ impl Template {
             streams,
             allocs,
             events,
+            presence: presence_of,
             phases,
         })
     }
@@ -706,7 +718,10 @@ impl Template {
     /// Event range of the last recorded step.
     fn step_block(&self) -> Option<(usize, usize, u32)> {
         let last = self.recorded_steps()? - 1;
-        let start = self.phases.iter().position(|(_, l)| step_index(l) == Some(last))?;
+        let start = self
+            .phases
+            .iter()
+            .position(|(_, l)| step_index(l) == Some(last))?;
         let end = self.phases[start..]
             .iter()
             .find(|(_, l)| step_index(l) != Some(last))
@@ -721,7 +736,12 @@ impl Template {
     /// allocation that a step leaves to the next (latents, accumulated
     /// state) is paired with the one the previous step left, by size
     /// function; a request for fewer steps than recorded is refused.
-    pub fn instantiate(&self, batch: u64, value: u64, steps: Option<u32>) -> Result<Trace, GenError> {
+    pub fn instantiate(
+        &self,
+        batch: u64,
+        value: u64,
+        steps: Option<u32>,
+    ) -> Result<Trace, GenError> {
         let req = |m: String| GenError::Request(format!("{}: {m}", self.name));
         if batch == 0 {
             return Err(req("--batch must be at least 1".into()));
@@ -734,15 +754,13 @@ impl Template {
         }
         let x = self.scaling.variable(value).map_err(req)?;
         let base = batch == self.base_batch;
-        let present: Vec<bool> = self
-            .allocs
-            .iter()
-            .map(|a| match a.presence {
-                Presence::Always => true,
-                Presence::BaseBatchOnly => base,
-                Presence::OtherBatchOnly => !base,
-            })
-            .collect();
+        let here = |p: Presence| match p {
+            Presence::Always => true,
+            Presence::BaseBatchOnly => base,
+            Presence::OtherBatchOnly => !base,
+        };
+        let ev_present: Vec<bool> = self.presence.iter().map(|&p| here(p)).collect();
+        let present: Vec<bool> = self.allocs.iter().map(|a| here(a.presence)).collect();
         let sizes: Vec<u64> = self
             .allocs
             .iter()
@@ -767,17 +785,25 @@ impl Template {
                 return Err(req("--steps: needs at least two recorded steps".into()));
             }
             if want > recorded {
-                let pairs = self.carry_pairs(start, end, &present, &sizes)?;
+                let pairs = self.carry_pairs(start, end, &present, &ev_present, &sizes)?;
                 repeat = Some((start, end, want - recorded, pairs));
             }
         }
 
-        let extra = repeat.as_ref().map_or(0, |(s, e, n, _)| (e - s) * *n as usize);
+        let extra = repeat
+            .as_ref()
+            .map_or(0, |(s, e, n, _)| (e - s) * *n as usize);
         let mut out = Vec::with_capacity(self.events.len() + extra);
         let mut id_of = vec![0 as AllocId; self.allocs.len()];
         let mut next: AllocId = 0;
-        let mut emit = |range: std::ops::Range<usize>, out: &mut Vec<Event>, id_of: &mut Vec<AllocId>| -> Result<(), GenError> {
-            for ev in &self.events[range] {
+        let mut emit = |range: std::ops::Range<usize>,
+                        out: &mut Vec<Event>,
+                        id_of: &mut Vec<AllocId>|
+         -> Result<(), GenError> {
+            for (ev, &on) in self.events[range.clone()].iter().zip(&ev_present[range]) {
+                if !on {
+                    continue;
+                }
                 let e = match *ev {
                     TEvent::Alloc(t) => {
                         if !present[t as usize] {
@@ -794,9 +820,15 @@ impl Template {
                             size: sizes[t as usize],
                         }
                     }
-                    TEvent::Free(t) if present[t as usize] => Event::Free { id: id_of[t as usize] },
-                    TEvent::FreeRequested(t) if present[t as usize] => Event::FreeRequested { id: id_of[t as usize] },
-                    TEvent::FreeCompleted(t) if present[t as usize] => Event::FreeCompleted { id: id_of[t as usize] },
+                    TEvent::Free(t) if present[t as usize] => Event::Free {
+                        id: id_of[t as usize],
+                    },
+                    TEvent::FreeRequested(t) if present[t as usize] => Event::FreeRequested {
+                        id: id_of[t as usize],
+                    },
+                    TEvent::FreeCompleted(t) if present[t as usize] => Event::FreeCompleted {
+                        id: id_of[t as usize],
+                    },
                     TEvent::EmptyCache => Event::EmptyCache,
                     _ => continue,
                 };
@@ -821,7 +853,10 @@ impl Template {
         let mut header = self.header.clone();
         header.extra.retain(|k, _| {
             !(k.starts_with("param.")
-                || matches!(k.as_str(), "events" | "allocs" | "peak_live_bytes" | "command" | "source"))
+                || matches!(
+                    k.as_str(),
+                    "events" | "allocs" | "peak_live_bytes" | "command" | "source"
+                ))
         });
         for (k, v) in &self.header.extra {
             if let Some(p) = k.strip_prefix("param.") {
@@ -831,14 +866,19 @@ impl Template {
             }
         }
         header.extra.insert("param.batch".into(), batch.to_string());
-        header.extra.insert(format!("param.{}", self.scaling.param()), value.to_string());
+        header
+            .extra
+            .insert(format!("param.{}", self.scaling.param()), value.to_string());
         if let Some(s) = steps {
             header.extra.insert("param.steps".into(), s.to_string());
         }
+        header.extra.insert(
+            "generator".into(),
+            format!("vramlab gen (template {})", self.name),
+        );
         header
             .extra
-            .insert("generator".into(), format!("vramlab gen (template {})", self.name));
-        header.extra.insert("template_sources".into(), self.sources.join(" "));
+            .insert("template_sources".into(), self.sources.join(" "));
         header.source = format!(
             "vramlab gen {} --batch {batch} --{} {value}{}: generated from recordings at {} {}",
             self.name,
@@ -851,15 +891,11 @@ impl Template {
                 .collect::<Vec<_>>()
                 .join("/")
         );
-        Ok(Trace {
-            header,
-            streams: self.streams.clone(),
-            initial: None,
-            events: out,
-            num_ids: next,
-            expected: None,
-            notes: Vec::new(),
-        })
+        let mut trace = Trace::new(header);
+        trace.streams = self.streams.clone();
+        trace.events = out;
+        trace.num_ids = next;
+        Ok(trace)
     }
 
     /// Pairs each allocation a step frees but an earlier step made with the
@@ -869,11 +905,15 @@ impl Template {
         start: usize,
         end: usize,
         present: &[bool],
+        ev_present: &[bool],
         sizes: &[u64],
     ) -> Result<Vec<(u32, u32)>, GenError> {
         let mut born = vec![usize::MAX; self.allocs.len()];
         let mut died = vec![usize::MAX; self.allocs.len()];
         for (n, ev) in self.events.iter().enumerate() {
+            if !ev_present[n] {
+                continue;
+            }
             match *ev {
                 TEvent::Alloc(t) => born[t as usize] = n,
                 TEvent::Free(t) | TEvent::FreeCompleted(t) => died[t as usize] = n,
@@ -887,7 +927,13 @@ impl Template {
             .collect();
         carried_in.sort_unstable();
         let carried_out: Vec<u32> = (0..self.allocs.len())
-            .filter(|&t| live(t) && born[t] >= start && born[t] < end && died[t] >= end && died[t] != usize::MAX)
+            .filter(|&t| {
+                live(t)
+                    && born[t] >= start
+                    && born[t] < end
+                    && died[t] >= end
+                    && died[t] != usize::MAX
+            })
             .map(|t| t as u32)
             .collect();
         if carried_in.len() != carried_out.len() {
@@ -936,7 +982,9 @@ pub fn peak_live_bytes(trace: &Trace) -> u64 {
     let mut size = vec![0u64; trace.num_ids as usize];
     if let Some(init) = &trace.initial {
         for b in init.segments.iter().flat_map(|s| &s.blocks) {
-            if let crate::model::InitialBlockState::Allocated(id) | crate::model::InitialBlockState::PendingFree(id) = b.state {
+            if let crate::model::InitialBlockState::Allocated(id)
+            | crate::model::InitialBlockState::PendingFree(id) = b.state
+            {
                 if let Some(s) = size.get_mut(id as usize) {
                     *s = b.requested;
                 }

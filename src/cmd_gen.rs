@@ -1,0 +1,305 @@
+//! `vramlab gen`: generate the allocation trace of a real LLM or diffusion
+//! workload at any batch size, sequence length or resolution, from
+//! templates learned from the recorded corpus (see `vramlab_traces::r#gen`).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use vramlab_traces::Trace;
+use vramlab_traces::r#gen::{
+    self as vgen, Attention, CheckKind, GenRequest, KvCache, PRESETS, Precision, Variant,
+};
+
+use crate::table::{Table, bytes, count};
+
+/// Weight precision of a recorded variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    /// 32-bit float.
+    Fp32,
+    /// 16-bit float (diffusion presets).
+    Fp16,
+    /// bfloat16 (LLM presets).
+    Bf16,
+    /// bitsandbytes LLM.int8() weights (inference).
+    Int8,
+    /// bitsandbytes 4-bit NF4 weights (inference, batch 1).
+    Nf4,
+}
+
+/// Attention implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AttentionArg {
+    /// Matmul + softmax: the score matrix is materialised.
+    Eager,
+    /// FlashAttention-2 (PyTorch SDPA on CUDA).
+    Flash,
+}
+
+/// KV cache of the inference presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KvCacheArg {
+    /// Grows by concatenation every token (Hugging Face DynamicCache).
+    Dynamic,
+    /// Preallocated for prompt + new tokens (StaticCache).
+    Static,
+}
+
+/// Arguments of `vramlab gen`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// Workload preset: llama-3-8b-train, llama-3-8b-infer, sd15, sdxl,
+    /// gpt-small (see --list).
+    #[arg(value_name = "WORKLOAD", required_unless_present_any = ["list", "learn"])]
+    pub workload: Option<String>,
+    /// Batch size (images per prompt for diffusion). Default 1.
+    #[arg(long, value_name = "N")]
+    pub batch: Option<u64>,
+    /// Sequence length (LLM presets: tokens per sample; for inference the
+    /// prompt length).
+    #[arg(long, value_name = "N")]
+    pub seq: Option<u64>,
+    /// Image side in pixels (diffusion presets; a multiple of 64).
+    #[arg(long, value_name = "N")]
+    pub resolution: Option<u64>,
+    /// Weight precision (where recorded).
+    #[arg(long, value_enum)]
+    pub precision: Option<PrecisionArg>,
+    /// Attention implementation (default flash).
+    #[arg(long, value_enum)]
+    pub attention: Option<AttentionArg>,
+    /// Activation checkpointing (training presets).
+    #[arg(long)]
+    pub checkpointing: bool,
+    /// KV cache (inference presets; default dynamic).
+    #[arg(long, value_enum)]
+    pub kv_cache: Option<KvCacheArg>,
+    /// Training / denoising steps: repeats the last recorded step (at
+    /// least the number recorded).
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u32>,
+    /// Output trace: .csv, .csv.gz, or any format `vramlab convert` writes.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// List the presets, their recorded variants and sizes.
+    #[arg(long)]
+    pub list: bool,
+    /// Compare the template with the recordings it comes from: each
+    /// recorded size regenerated, one size held back, the largest
+    /// extrapolated.
+    #[arg(long)]
+    pub check: bool,
+    /// Learn the template from your own recordings instead of a preset
+    /// (repeat; two or three sizes of --seq or --resolution at one batch
+    /// size, optionally one more at another batch size). Sizes come from
+    /// the files' `# param.seq:` / `# param.resolution:` / `# param.batch:`
+    /// header lines, or FILE@seq=512,batch=2.
+    #[arg(long, value_name = "FILE[@k=v,...]")]
+    pub learn: Vec<String>,
+}
+
+/// Runs the command.
+pub fn run(args: GenArgs) -> Result<()> {
+    if args.list {
+        print!("{}", list());
+        return Ok(());
+    }
+    if !args.learn.is_empty() {
+        return run_learned(&args);
+    }
+    let req = request(&args)?;
+    if args.check {
+        let (p, v) = req.resolve()?;
+        print!("{}", check_table(p, &v)?);
+        if args.output.is_none() {
+            return Ok(());
+        }
+    }
+    let Some(out) = &args.output else {
+        bail!("give an output file with -o FILE (or --list / --check)");
+    };
+    let t0 = Instant::now();
+    let (trace, template) = vgen::generate(&req)?;
+    let took = t0.elapsed();
+    write(&trace, out)?;
+    eprintln!("template: {template}");
+    summary(&trace, out, took);
+    Ok(())
+}
+
+fn request(a: &GenArgs) -> Result<GenRequest> {
+    let workload = a
+        .workload
+        .clone()
+        .context("name a workload preset (see --list)")?;
+    Ok(GenRequest {
+        preset: workload,
+        batch: a.batch,
+        seq: a.seq,
+        resolution: a.resolution,
+        precision: a.precision.map(|p| match p {
+            PrecisionArg::Fp32 => Precision::Fp32,
+            PrecisionArg::Fp16 => Precision::Fp16,
+            PrecisionArg::Bf16 => Precision::Bf16,
+            PrecisionArg::Int8 => Precision::Int8,
+            PrecisionArg::Nf4 => Precision::Nf4,
+        }),
+        attention: a.attention.map(|x| match x {
+            AttentionArg::Eager => Attention::Eager,
+            AttentionArg::Flash => Attention::Flash,
+        }),
+        checkpointing: a.checkpointing,
+        kv_cache: a.kv_cache.map(|x| match x {
+            KvCacheArg::Dynamic => KvCache::Dynamic,
+            KvCacheArg::Static => KvCache::Static,
+        }),
+        steps: a.steps,
+    })
+}
+
+fn list() -> String {
+    let mut out = String::new();
+    for p in PRESETS {
+        out.push_str(&format!("{}\n    {}\n", p.name, p.description));
+        for (v, entries) in p.variants() {
+            let mut sizes: Vec<String> = entries
+                .iter()
+                .map(|e| {
+                    let b = e.params.get("batch").map_or("1", String::as_str);
+                    let s = e.params.get(p.scaling.param()).map_or("?", String::as_str);
+                    if b == "1" {
+                        s.to_string()
+                    } else {
+                        format!("{s}@b{b}")
+                    }
+                })
+                .collect();
+            sizes.sort_by_key(|s| {
+                let n: u64 = s.split('@').next().and_then(|x| x.parse().ok()).unwrap_or(0);
+                (s.contains('@'), n)
+            });
+            out.push_str(&format!(
+                "    {:<52} --{} recorded at {}\n",
+                v.describe(p),
+                p.scaling.param(),
+                sizes.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+fn check_table(p: &vgen::Preset, v: &Variant) -> Result<String> {
+    let checks = vgen::check_family(p, v)?;
+    let mut t = Table::new(vec![
+        "recording".into(),
+        "kind".into(),
+        "batch".into(),
+        p.scaling.param().into(),
+        "allocs rec".into(),
+        "allocs gen".into(),
+        "peak rec".into(),
+        "peak gen".into(),
+        "peak error".into(),
+    ])
+    .left(1);
+    for c in &checks {
+        t.row(vec![
+            c.file.clone(),
+            c.kind.to_string(),
+            c.batch.to_string(),
+            c.value.to_string(),
+            count(c.recorded_allocs as u64),
+            count(c.generated_allocs as u64),
+            bytes(c.recorded_peak),
+            bytes(c.generated_peak),
+            format!("{:+.3}%", 100.0 * c.peak_error()),
+        ]);
+    }
+    let worst = |k: CheckKind| {
+        checks
+            .iter()
+            .filter(|c| c.kind == k)
+            .map(|c| c.peak_error().abs())
+            .fold(0.0f64, f64::max)
+    };
+    Ok(format!(
+        "{} {}\n{}worst peak error: recorded {:.3}%, held back {:.3}%, extrapolated {:.3}%\n",
+        p.name,
+        v.describe(p),
+        t.render(),
+        100.0 * worst(CheckKind::Recorded),
+        100.0 * worst(CheckKind::HeldBack),
+        100.0 * worst(CheckKind::Extrapolated)
+    ))
+}
+
+fn run_learned(a: &GenArgs) -> Result<()> {
+    let mut paths = Vec::new();
+    let mut overrides = Vec::new();
+    for (i, spec) in a.learn.iter().enumerate() {
+        let (file, kv) = match spec.rsplit_once('@') {
+            Some((f, kv)) if kv.contains('=') => (f, Some(kv)),
+            _ => (spec.as_str(), None),
+        };
+        paths.push(PathBuf::from(file));
+        for pair in kv.into_iter().flat_map(|kv| kv.split(',')) {
+            let (k, v) = pair
+                .split_once('=')
+                .with_context(|| format!("--learn {spec}: '{pair}' is not key=value"))?;
+            let v: u64 = v
+                .trim()
+                .parse()
+                .with_context(|| format!("--learn {spec}: '{v}' is not a whole number"))?;
+            let k = k.trim();
+            if !matches!(k, "seq" | "resolution" | "batch") {
+                bail!("--learn {spec}: unknown key '{k}' (seq, resolution or batch)");
+            }
+            overrides.push((i, k.to_string(), v));
+        }
+    }
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let name = a.workload.clone().unwrap_or_else(|| "learned".into());
+    let template = vgen::learn_files(&name, &refs, &overrides)?;
+    let value = match template.scaling {
+        vgen::Scaling::Seq => a.seq,
+        vgen::Scaling::Resolution => a.resolution,
+    }
+    .with_context(|| format!("give the size to generate with --{}", template.scaling.param()))?;
+    let Some(out) = &a.output else {
+        bail!("give an output file with -o FILE");
+    };
+    let t0 = Instant::now();
+    let trace = template.instantiate(a.batch.unwrap_or(template.base_batch), value, a.steps)?;
+    let took = t0.elapsed();
+    write(&trace, out)?;
+    eprintln!("template: {template}");
+    summary(&trace, out, took);
+    Ok(())
+}
+
+fn write(trace: &Trace, out: &Path) -> Result<()> {
+    let name = out.display().to_string();
+    if name.to_ascii_lowercase().ends_with(".csv") {
+        let f = File::create(out).with_context(|| format!("cannot create {name}"))?;
+        vramlab_traces::csv::write_csv(trace, BufWriter::new(f), &name)?;
+    } else {
+        vramlab_traces::io::write_trace(trace, out, None)?;
+    }
+    Ok(())
+}
+
+fn summary(trace: &Trace, out: &Path, took: std::time::Duration) {
+    eprintln!(
+        "{}: {} events, {} allocations, peak live {} (generated in {:.1} ms)",
+        out.display(),
+        count(trace.events.len() as u64),
+        count(trace.num_allocs() as u64),
+        bytes(vgen::peak_live_bytes(trace)),
+        took.as_secs_f64() * 1e3
+    );
+}
