@@ -179,7 +179,11 @@ fn list() -> String {
                 })
                 .collect();
             sizes.sort_by_key(|s| {
-                let n: u64 = s.split('@').next().and_then(|x| x.parse().ok()).unwrap_or(0);
+                let n: u64 = s
+                    .split('@')
+                    .next()
+                    .and_then(|x| x.parse().ok())
+                    .unwrap_or(0);
                 (s.contains('@'), n)
             });
             out.push_str(&format!(
@@ -269,7 +273,12 @@ fn run_learned(a: &GenArgs) -> Result<()> {
         vgen::Scaling::Seq => a.seq,
         vgen::Scaling::Resolution => a.resolution,
     }
-    .with_context(|| format!("give the size to generate with --{}", template.scaling.param()))?;
+    .with_context(|| {
+        format!(
+            "give the size to generate with --{}",
+            template.scaling.param()
+        )
+    })?;
     let Some(out) = &a.output else {
         bail!("give an output file with -o FILE");
     };

@@ -26,6 +26,7 @@ mod cmd_fidelity;
 mod cmd_oom_state;
 mod cmd_replay;
 mod cmd_replay_cuda;
+mod cmd_report;
 mod cmd_sweep;
 mod common;
 mod table;
@@ -58,6 +59,11 @@ enum Command {
     OomPoint(cmd_sweep::OomPointArgs),
     /// Rank settings for a GPU capacity and print the line to export.
     Recommend(cmd_sweep::RecommendArgs),
+    /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
+    /// write an HTML report (a bundled recorded trace).
+    Demo(cmd_report::DemoArgs),
+    /// Sweep, rank and plot one trace: an HTML report with its data.
+    Report(cmd_report::ReportArgs),
     /// Compare every policy on the bundled traces: memory and replay speed.
     Bench(cmd_bench::BenchArgs),
     /// The regression gate: deterministic metrics against a committed baseline.
@@ -89,6 +95,8 @@ fn main() {
         Command::Fidelity(a) => cmd_fidelity::run(a),
         Command::Convert(a) => cmd_convert::run_convert(a),
         Command::Sweep(a) => cmd_sweep::run(a),
+        Command::Demo(a) => cmd_report::run_demo(a),
+        Command::Report(a) => cmd_report::run(a),
         Command::Bench(a) => cmd_bench::run_bench(a),
         Command::BenchCheck(a) => cmd_bench::run_check(a),
         Command::OomPoint(a) => cmd_sweep::run_oom_point(a),

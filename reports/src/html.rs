@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::input::{ReportInput, SettingResult};
+use crate::input::{ReportInput, SegmentMapSource, SettingResult};
 use crate::plots::{
     PlotFiles, plot_external_fragmentation, plot_fit, plot_memory_timeline, plot_oom_points,
     plot_peak_reserved, plot_segment_map,
@@ -286,7 +286,14 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
             let Some((source, segs)) = r.segment_map() else {
                 continue;
             };
-            let title = format!("Segments {} — {}", source.describe(), r.label);
+            let title = match (source, &r.oom) {
+                (SegmentMapSource::AtOom, Some(o)) => format!(
+                    "Segments at the OOM (request of {}) — {}",
+                    format_bytes(o.requested_bytes),
+                    r.label
+                ),
+                _ => format!("Segments {} — {}", source.describe(), r.label),
+            };
             let base = dir.join(format!("segments-{}-{}", i + 1, slug(&r.label)));
             let f = plot_segment_map(&base, &title, segs)?;
             figure(

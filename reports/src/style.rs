@@ -1,7 +1,10 @@
 //! Look and feel shared by every plot: the embedded font, colours, titles,
 //! legends, the "no data" placeholder and small drawing helpers.
 
+use std::cell::Cell;
 use std::sync::OnceLock;
+
+use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -126,6 +129,108 @@ pub(crate) fn text_size<DB: DrawingBackend>(
     Ok((w as i32, h as i32))
 }
 
+thread_local! {
+    /// `true` while a figure is drawn on a bitmap.
+    static RASTER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While alive, [`text`] rasterises glyphs itself (for bitmaps): plotters'
+/// own rasterisation drops each glyph's left side bearing, which puts a
+/// visible gap after narrow glyphs such as `:`.
+pub(crate) struct RasterGuard(());
+
+impl RasterGuard {
+    /// Starts bitmap text drawing on this thread.
+    pub fn start() -> Self {
+        RASTER.with(|r| r.set(true));
+        RasterGuard(())
+    }
+}
+
+impl Drop for RasterGuard {
+    fn drop(&mut self) {
+        RASTER.with(|r| r.set(false));
+    }
+}
+
+/// The embedded faces, parsed once.
+fn faces() -> Option<&'static (FontRef<'static>, FontRef<'static>)> {
+    static FACES: OnceLock<Option<(FontRef<'static>, FontRef<'static>)>> = OnceLock::new();
+    FACES
+        .get_or_init(|| {
+            Some((
+                FontRef::try_from_slice(dejavu::sans::regular()).ok()?,
+                FontRef::try_from_slice(dejavu::sans::bold()).ok()?,
+            ))
+        })
+        .as_ref()
+}
+
+/// Rasterises `s` with glyphs placed by their real bounds.
+fn raster_text<DB: DrawingBackend>(
+    area: &Area<DB>,
+    s: &str,
+    pos: (i32, i32),
+    style: &TextStyle,
+    h: HPos,
+    v: VPos,
+) -> Result<bool> {
+    let Some((regular, bold)) = faces() else {
+        return Ok(false);
+    };
+    let face = if matches!(style.font.get_style(), FontStyle::Bold) {
+        bold
+    } else {
+        regular
+    };
+    let size = style.font.get_size();
+    let scaled = face.as_scaled(PxScale::from(size as f32));
+    let width = text_size(area, s, style)?.0 as f32;
+    let x0 = pos.0 as f32
+        - match h {
+            HPos::Left => 0.0,
+            HPos::Center => width / 2.0,
+            HPos::Right => width,
+        };
+    // Baselines chosen to match what SVG renderers do with plotters'
+    // anchors (top: 0.76 em below, centre: capitals centred, bottom:
+    // descenders just above).
+    let baseline = pos.1 as f32
+        + (size as f32)
+            * match v {
+                VPos::Top => 0.66,
+                VPos::Center => 0.30,
+                VPos::Bottom => -0.22,
+            };
+    let c = style.color;
+    let mut caret = 0.0f32;
+    let mut prev = None;
+    for ch in s.chars() {
+        let id = scaled.glyph_id(ch);
+        if let Some(p) = prev {
+            caret += scaled.kern(p, id);
+        }
+        let glyph =
+            id.with_scale_and_position(PxScale::from(size as f32), point(x0 + caret, baseline));
+        if let Some(outline) = face.outline_glyph(glyph) {
+            let b = outline.px_bounds();
+            let mut pixels = Vec::new();
+            outline.draw(|gx, gy, cov| {
+                if cov > 0.0 {
+                    pixels.push((b.min.x as i32 + gx as i32, b.min.y as i32 + gy as i32, cov));
+                }
+            });
+            for (x, y, cov) in pixels {
+                let color = RGBAColor(c.rgb.0, c.rgb.1, c.rgb.2, c.alpha * cov.min(1.0) as f64);
+                area.draw_pixel((x, y), &color)?;
+            }
+        }
+        caret += scaled.h_advance(id);
+        prev = Some(id);
+    }
+    Ok(true)
+}
+
 /// Draws `text` with its anchor at `pos`.
 pub(crate) fn text<DB: DrawingBackend>(
     area: &Area<DB>,
@@ -138,8 +243,11 @@ pub(crate) fn text<DB: DrawingBackend>(
     if s.is_empty() {
         return Ok(());
     }
+    if RASTER.with(|r| r.get()) && raster_text(area, s, pos, style, h, v)? {
+        return Ok(());
+    }
     // Plotters centres on the layout box, which sits high for this font:
-    // move centred text down so it looks centred on both backends.
+    // move centred text down so it looks centred.
     let pos = match v {
         VPos::Center => (pos.0, pos.1 + (style.font.get_size() * 0.12).round() as i32),
         _ => pos,
@@ -560,9 +668,18 @@ pub(crate) fn text_box<DB: DrawingBackend>(
 #[derive(Debug, Default)]
 pub(crate) struct Placer {
     taken: Vec<(i32, i32, i32, i32)>,
+    bounds: Option<(i32, i32, i32, i32)>,
 }
 
 impl Placer {
+    /// A placer that keeps labels inside `x0..x1` × `y0..y1` where it can.
+    pub fn within(x: std::ops::Range<i32>, y: std::ops::Range<i32>) -> Self {
+        Placer {
+            taken: Vec::new(),
+            bounds: Some((x.start, y.start, x.end, y.end)),
+        }
+    }
+
     /// Draws `s` boxed at the first free candidate `(pos, h, v)` (the first
     /// candidate when none is free).
     pub fn place<DB: DrawingBackend>(
@@ -578,10 +695,14 @@ impl Placer {
         let mut chosen = first;
         for &c in candidates {
             let b = text_box(area, s, c.0, style, c.1, c.2)?;
-            let clash = self
-                .taken
-                .iter()
-                .any(|t| b.0 < t.2 && t.0 < b.2 && b.1 < t.3 && t.1 < b.3);
+            let outside = self
+                .bounds
+                .is_some_and(|r| b.0 < r.0 || b.1 < r.1 || b.2 > r.2 || b.3 > r.3);
+            let clash = outside
+                || self
+                    .taken
+                    .iter()
+                    .any(|t| b.0 < t.2 && t.0 < b.2 && b.1 < t.3 && t.1 < b.3);
             if !clash {
                 chosen = c;
                 break;

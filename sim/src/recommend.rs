@@ -317,14 +317,21 @@ mod tests {
         );
         assert!(r.export[0].1.contains("garbage_collection_threshold:0.8"));
         let none = recommend(
-            &[row(0, "default", 1100, 40, 10), row(1, "max_split_size_mb:128", 1050, 60, 10)],
+            &[
+                row(0, "default", 1100, 40, 10),
+                row(1, "max_split_size_mb:128", 1050, 60, 10),
+            ],
             1000 << 20,
             1100 << 20,
             TorchVersion::NEWEST,
         );
         // the setting that gets furthest ranks first
         assert_eq!(none.ranked[0].row.grid_line, "max_split_size_mb:128");
-        assert!(none.why.contains("more than the device has"), "{}", none.why);
+        assert!(
+            none.why.contains("more than the device has"),
+            "{}",
+            none.why
+        );
         assert!(none.why.starts_with("no setting fits"), "{}", none.why);
         assert!(none.export.is_empty());
     }

@@ -273,6 +273,11 @@ impl<D: Device> NativeAllocator<D> {
         };
         let mss = self.max_split_size();
         let b = &mut self.arena[block];
+        // A new generation per hand-out: a cached block handed out whole
+        // keeps its arena slot, and a stale handle (a deferred free that a
+        // synchronisation already completed) must not name the new
+        // allocation.
+        b.generation = b.generation.wrapping_add(1);
         b.state = State::Allocated;
         b.requested = orig;
         let size = b.size;

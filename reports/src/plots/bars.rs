@@ -171,6 +171,7 @@ impl Figure for PeakReserved<'_> {
             .build_cartesian_2d(0f64..n, 0f64..y_top)?;
         let y_desc = format!("peak reserved ({})", unit.name);
         mesh(
+            root,
             &mut chart,
             &Axes {
                 x_desc: "",
@@ -332,6 +333,7 @@ impl Figure for OomPoints<'_> {
             .build_cartesian_2d(0f64..n, 0f64..y_top)?;
         let y_desc = format!("minimum capacity ({})", unit.name);
         mesh(
+            root,
             &mut chart,
             &Axes {
                 x_desc: "",

@@ -3,7 +3,8 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{Axes, Figure, mesh};
+use super::timeline::{duplicates, layered_width};
+use super::{Axes, Figure, draw_polyline, mesh};
 use crate::Result;
 use crate::input::FitSweep;
 use crate::style::*;
@@ -74,15 +75,27 @@ impl Figure for Fit<'_> {
             subtitle.push_str(&format!("; capacity {} (off the scale)", format_bytes(c)));
         }
         let top = frame(root, &title, &subtitle)?;
+        let keys: Vec<Vec<(u64, u64, bool)>> = groups
+            .iter()
+            .map(|(_, pts)| {
+                pts.iter()
+                    .map(|p| (p.size, p.peak_reserved, p.fits))
+                    .collect()
+            })
+            .collect();
+        let dup = duplicates(&keys);
         let mut items: Vec<LegendItem> = groups
             .iter()
+            .zip(&dup)
             .enumerate()
-            .map(|(i, (s, _))| {
-                let best = match self.fit.largest_fitting(s) {
-                    Some(v) => format!("largest that fits: {}", fmt_int(v)),
-                    None => "none fits".to_string(),
+            .map(|(i, ((s, _), d))| {
+                let what = match (d, self.fit.largest_fitting(s)) {
+                    (Some(j), _) => format!("same as {}", groups[*j].0),
+                    (None, Some(v)) => format!("largest that fits: {}", fmt_int(v)),
+                    (None, None) => "none fits".to_string(),
                 };
-                LegendItem::new(Swatch::Line(series_color(i), 4), format!("{s} ({best})"))
+                let color = series_color(d.unwrap_or(i));
+                LegendItem::new(Swatch::Line(color, 4), format!("{s} ({what})"))
             })
             .collect();
         items.push(LegendItem::new(Swatch::Dot(INK), "fits"));
@@ -111,6 +124,7 @@ impl Figure for Fit<'_> {
             .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..y_top)?;
         let y_desc = format!("peak reserved ({})", unit.name);
         mesh(
+            root,
             &mut chart,
             &Axes {
                 x_desc: dim,
@@ -151,13 +165,20 @@ impl Figure for Fit<'_> {
                 VPos::Bottom,
             )?;
         }
+        let n_drawn = dup.iter().filter(|d| d.is_none()).count();
+        let mut rank = 0;
         for (i, (_, pts)) in groups.iter().enumerate() {
+            if dup[i].is_some() {
+                continue;
+            }
             let c = series_color(i);
             let xy: Vec<(f64, f64)> = pts
                 .iter()
                 .map(|p| (xmap(p.size), unit.of(p.peak_reserved)))
                 .collect();
-            chart.draw_series(LineSeries::new(xy.clone(), stroke(c, 3)))?;
+            let width = layered_width(3, rank, n_drawn);
+            rank += 1;
+            draw_polyline(root, &chart, &xy, stroke(c, width), None)?;
             for (p, q) in pts.iter().zip(&xy) {
                 let px = chart.backend_coord(q);
                 if p.fits {

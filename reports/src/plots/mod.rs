@@ -80,6 +80,7 @@ pub(crate) fn render<F: Figure>(base: &Path, fig: &F) -> Result<PlotFiles> {
     let png = with_ext(base, "png");
     let svg = with_ext(base, "svg");
     {
+        let _raster = crate::style::RasterGuard::start();
         let root = BitMapBackend::new(&png, fig.size()).into_drawing_area();
         fig.draw(&root)?;
         root.present()
@@ -167,8 +168,16 @@ pub(crate) struct Axes<'f> {
 
 /// Draws the grid, axes, tick labels and axis descriptions in the house
 /// style.
-pub(crate) fn mesh<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, axes: &Axes<'_>) -> Result<()> {
+pub(crate) fn mesh<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &mut Chart2d<'_, DB>,
+    axes: &Axes<'_>,
+) -> Result<()> {
     use crate::style::{AXIS_DESC_SIZE, GRID, INK, MUTED, TICK_SIZE, font, stroke};
+    use plotters::coord::ranged1d::{BoldPoints, Ranged};
+    use plotters::style::text_anchor::{HPos, VPos};
+    // Tick labels are drawn below with the report's text routine (plotters'
+    // own would sit a few pixels off on bitmaps).
     let none = |_: &f64| String::new();
     let mut m = chart.configure_mesh();
     m.bold_line_style(stroke(GRID, 1))
@@ -182,19 +191,47 @@ pub(crate) fn mesh<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, axes: &Axes<
         .axis_desc_style(font(AXIS_DESC_SIZE, INK))
         .x_desc(axes.x_desc)
         .y_desc(axes.y_desc)
-        .y_label_formatter(axes.y_fmt)
-        .x_labels(10)
-        .y_labels(8);
-    match axes.x_fmt {
-        Some(f) => m.x_label_formatter(f),
-        None => m.x_label_formatter(&none),
-    };
+        .x_label_formatter(&none)
+        .y_label_formatter(&none)
+        .x_labels(X_TICKS)
+        .y_labels(Y_TICKS);
     if !axes.x_grid {
         m.disable_x_mesh();
     }
     m.draw()?;
+    let (xr, yr) = chart.plotting_area().get_pixel_range();
+    let style = font(TICK_SIZE, INK);
+    let spec = chart.as_coord_spec();
+    for v in spec.y_spec().key_points(BoldPoints(Y_TICKS)) {
+        let (_, y) = chart.backend_coord(&(0.0, v));
+        crate::style::text(
+            root,
+            &(axes.y_fmt)(&v),
+            (xr.start - 10, y),
+            &style,
+            HPos::Right,
+            VPos::Center,
+        )?;
+    }
+    if let Some(f) = axes.x_fmt {
+        for v in spec.x_spec().key_points(BoldPoints(X_TICKS)) {
+            let (x, _) = chart.backend_coord(&(v, 0.0));
+            crate::style::text(
+                root,
+                &f(&v),
+                (x, yr.end + 10),
+                &style,
+                HPos::Center,
+                VPos::Top,
+            )?;
+        }
+    }
     Ok(())
 }
+
+/// Tick label counts (upper bounds) of the value axes.
+const X_TICKS: usize = 10;
+const Y_TICKS: usize = 8;
 
 /// Simplifies a path in pixel space for thick-line drawing: drops repeated
 /// points, reduces each pixel column to its entry, extremes and exit,

@@ -45,7 +45,7 @@ pub(crate) fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 /// For each shown series, the index of an earlier one it is identical to.
-fn duplicates<T: PartialEq>(series: &[T]) -> Vec<Option<usize>> {
+pub(crate) fn duplicates<T: PartialEq>(series: &[T]) -> Vec<Option<usize>> {
     (0..series.len())
         .map(|i| (0..i).find(|&j| series[j] == series[i]))
         .collect()
@@ -53,7 +53,7 @@ fn duplicates<T: PartialEq>(series: &[T]) -> Vec<Option<usize>> {
 
 /// Line width of the `rank`-th of `n` drawn series: earlier series are
 /// drawn wider so a later one on top of them leaves them visible.
-fn layered_width(base: u32, rank: usize, n: usize) -> u32 {
+pub(crate) fn layered_width(base: u32, rank: usize, n: usize) -> u32 {
     (base + 2 * (n.saturating_sub(rank + 1)) as u32).min(base + 4)
 }
 
@@ -142,6 +142,7 @@ impl Figure for Timeline<'_> {
             .build_cartesian_2d(0f64..xmax, 0f64..y_top)?;
         let y_desc = format!("memory ({})", unit.name);
         mesh(
+            root,
             &mut chart,
             &Axes {
                 x_desc: "event index",
@@ -198,7 +199,7 @@ impl Figure for Timeline<'_> {
         }
 
         let (xr, yr) = chart.plotting_area().get_pixel_range();
-        let mut placer = Placer::default();
+        let mut placer = Placer::within(xr.clone(), yr.clone());
         if let Some(c) = cap_on_scale {
             let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
             dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
@@ -308,6 +309,7 @@ impl Figure for Fragmentation<'_> {
             .y_label_area_size(100)
             .build_cartesian_2d(0f64..x_max(&shown), 0f64..105f64)?;
         mesh(
+            root,
             &mut chart,
             &Axes {
                 x_desc: "event index",

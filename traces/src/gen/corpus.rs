@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+#[rustfmt::skip]
 #[path = "corpus_files.rs"]
 mod files;
 

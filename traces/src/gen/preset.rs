@@ -408,12 +408,21 @@ fn samples<'a>(p: &Preset, recs: &'a [Recording]) -> Result<Vec<Sample<'a>>, Gen
 }
 
 fn template_name(p: &Preset, v: &Variant) -> String {
-    let d = v.describe(p);
-    if d.is_empty() {
-        p.name.to_string()
-    } else {
-        format!("{} {d}", p.name)
+    let d = Variant::default_for(p);
+    let mut name = p.name.to_string();
+    if v.precision != d.precision {
+        name.push_str(&format!(" --precision {}", v.precision.name()));
     }
+    if v.attention != d.attention {
+        name.push_str(&format!(" --attention {}", v.attention.name()));
+    }
+    if v.checkpointing {
+        name.push_str(" --checkpointing");
+    }
+    if v.kv_cache != d.kv_cache {
+        name.push_str(&format!(" --kv-cache {}", v.kv_cache.name()));
+    }
+    name
 }
 
 /// Learns the template of a preset's variant from the embedded corpus.

@@ -1,0 +1,202 @@
+//! `vramlab report` (plots and an HTML page for one trace) and `vramlab
+//! demo` (recommend + report on a bundled recorded trace).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use vramlab_allocator::TorchVersion;
+use vramlab_reports::{
+    OomPointResult, Recommendation as ReportRecommendation, ReportInput, SettingResult,
+    write_report,
+};
+use vramlab_sim::ReplayOptions;
+use vramlab_sim::grid::GridEntry;
+use vramlab_sim::oom_point::find_oom_point;
+use vramlab_sim::recommend::{Recommendation, recommend};
+use vramlab_traces::Trace;
+use vramlab_traces::summary::TraceSummary;
+
+use crate::cmd_sweep::{GridArgs, print_recommendation, sweep_rows};
+use crate::common::parse_size_arg;
+
+/// Arguments of `vramlab report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Trace to report on.
+    #[arg(value_name = "TRACE")]
+    trace: PathBuf,
+    /// Folder to write index.html and the plots into.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The GPU memory the job may use (default: unlimited; then settings
+    /// are ranked by peak reserved alone).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    capacity: Option<u64>,
+    #[command(flatten)]
+    grid: GridArgs,
+    /// How many settings get plots of their own (the best ones, plus the
+    /// defaults).
+    #[arg(long, default_value_t = 5)]
+    plots: usize,
+}
+
+/// Everything `report` computed, for printing.
+pub struct Built {
+    /// The ranking.
+    pub rec: Recommendation,
+    /// Where index.html went.
+    pub index: PathBuf,
+}
+
+/// Sweeps, ranks, replays the chosen settings in detail, finds their OOM
+/// points and writes the report.
+pub fn build_report(
+    name: &str,
+    trace: &Trace,
+    capacity: Option<u64>,
+    grid: &[GridEntry],
+    plots: usize,
+    version: TorchVersion,
+    out: &Path,
+) -> Result<Built> {
+    let traces = vec![(name.to_string(), trace.clone())];
+    let rows = sweep_rows(&traces, grid, capacity, None, false)?;
+    let peak_live = TraceSummary::of(trace).peak_live_bytes;
+    let rec = recommend(&rows, capacity.unwrap_or(0), peak_live, version);
+    // The defaults, then the best-ranked settings.
+    let mut chosen: Vec<&GridEntry> = Vec::new();
+    if let Some(d) = grid.iter().find(|g| g.to_line() == "default") {
+        chosen.push(d);
+    }
+    for r in &rec.ranked {
+        if chosen.len() > plots {
+            break;
+        }
+        if let Some(g) = grid.iter().find(|g| g.to_line() == r.row.grid_line) {
+            if !chosen.contains(&g) {
+                chosen.push(g);
+            }
+        }
+    }
+    let opts = ReplayOptions {
+        check_invariants: false,
+        segments_at_peak: true,
+        timeline_points: 600,
+        ..Default::default()
+    };
+    let mut settings = Vec::new();
+    let mut oom_points = Vec::new();
+    for g in &chosen {
+        let s = g.scenario(capacity);
+        let run = s
+            .run(trace, &opts)
+            .with_context(|| format!("replaying under {}", g.label()))?;
+        let p =
+            find_oom_point(trace, &s).with_context(|| format!("OOM point under {}", g.label()))?;
+        settings
+            .push(SettingResult::from_run(g.label(), &run).with_min_capacity(Some(p.min_capacity)));
+        oom_points.push(OomPointResult {
+            label: g.label(),
+            min_capacity: p.min_capacity,
+            lower_bound: p.lower_bound,
+        });
+    }
+    let recommendation =
+        rec.ranked
+            .first()
+            .filter(|w| w.row.fits())
+            .map(|w| ReportRecommendation {
+                setting: w.row.setting.clone(),
+                reason: rec.why.clone(),
+                export_lines: rec
+                    .export
+                    .iter()
+                    .map(|(shell, line)| format!("{line}    # {shell}"))
+                    .collect(),
+            });
+    let mut notes: Vec<String> = trace.notes.clone();
+    notes.push(format!(
+        "{} settings were replayed; the table ranks {} of them. Full results: `vramlab sweep {} --capacity … --csv rows.csv`.",
+        rows.len(),
+        settings.len(),
+        name
+    ));
+    let input = ReportInput {
+        title: format!("vramlab report: {name}"),
+        trace: name.to_string(),
+        capacity,
+        settings,
+        oom_points,
+        fit: None,
+        recommendation,
+        notes,
+    };
+    let index =
+        write_report(out, &input).map_err(|e| anyhow::anyhow!("writing the report: {e}"))?;
+    Ok(Built { rec, index })
+}
+
+/// Runs `report`.
+pub fn run(args: ReportArgs) -> Result<()> {
+    let traces =
+        crate::cmd_sweep::load_all(std::slice::from_ref(&args.trace), args.grid.torch_version)?;
+    let (name, trace) = &traces[0];
+    let grid = args.grid.entries()?;
+    let built = build_report(
+        name,
+        trace,
+        args.capacity,
+        &grid,
+        args.plots,
+        args.grid.torch_version,
+        &args.out,
+    )?;
+    if let Some(c) = args.capacity {
+        print_recommendation(name, c, &built.rec, 5);
+    }
+    outln!("\nreport: {}", built.index.display());
+    Ok(())
+}
+
+/// The trace `demo` uses: Llama-3-8B-shaped full fine-tuning (bf16, AdamW),
+/// sequence length 1024, recorded on the CPU with fake tensors.
+const DEMO_TRACE: &[u8] = include_bytes!("../traces/data/llama-3-8b-train-seq1024.csv.gz");
+const DEMO_NAME: &str = "llama-3-8b-train-seq1024.csv.gz";
+
+/// Arguments of `vramlab demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for the report.
+    #[arg(long, value_name = "DIR", default_value = "vramlab-demo")]
+    out: PathBuf,
+    /// The GPU memory the job may use: an H100 80GB has 79.6 GiB, of which
+    /// about 79 GiB are left after the CUDA context.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, default_value = "79GiB")]
+    capacity: u64,
+}
+
+/// Runs `demo`.
+pub fn run_demo(args: DemoArgs) -> Result<()> {
+    let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
+    let trace = vramlab_traces::csv::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
+    outln!(
+        "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit a {} GPU, and with which PYTORCH_ALLOC_CONF?\n",
+        trace.events.len(),
+        crate::table::bytes(args.capacity)
+    );
+    let v = TorchVersion::NEWEST;
+    let grid = vramlab_sim::grid::default_grid(v);
+    let built = build_report(
+        DEMO_NAME,
+        &trace,
+        Some(args.capacity),
+        &grid,
+        4,
+        v,
+        &args.out,
+    )?;
+    print_recommendation(DEMO_NAME, args.capacity, &built.rec, 8);
+    outln!("\nreport with plots: {}", built.index.display());
+    Ok(())
+}
