@@ -219,6 +219,10 @@ pub struct BenchArgs {
     /// Write a Markdown table (for BENCHMARKS.md).
     #[arg(long, value_name = "FILE")]
     markdown: Option<PathBuf>,
+    /// Draw, per trace, peak reserved of every policy against the
+    /// live-bytes bound into this folder (`TRACE-policies.png/.svg`).
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
 }
 
 /// One row of the benchmark table.
@@ -350,6 +354,21 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         ));
     }
     out!("{}", tab.render());
+    if let Some(dir) = &args.plots {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for (name, _) in &traces {
+            let results: Vec<vramlab_reports::SettingResult> = rows
+                .iter()
+                .filter(|r| &r.trace == name)
+                .map(|r| vramlab_reports::SettingResult::new(r.setting.clone(), r.summary.clone()))
+                .collect();
+            let stem = name.trim_end_matches(".gz").trim_end_matches(".csv").trim_end_matches(".zst").trim_end_matches(".vlt");
+            let base = dir.join(format!("{stem}-policies"));
+            vramlab_reports::plot_peak_reserved(&base, &results, None)
+                .map_err(|e| anyhow::anyhow!("plotting {name}: {e}"))?;
+        }
+        eprintln!("wrote plots to {}", dir.display());
+    }
     if let Some(p) = &args.csv {
         std::fs::write(p, &csv).with_context(|| format!("cannot write {}", p.display()))?;
         eprintln!("wrote {}", p.display());

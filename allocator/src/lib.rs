@@ -15,6 +15,7 @@ pub mod device;
 pub mod format;
 pub mod latency;
 pub mod native;
+mod pending;
 pub mod policies;
 pub mod policy;
 pub mod stats;

@@ -118,10 +118,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     for conf in SETTINGS {
         let run = scenario(conf, Some(capacity))?.run(&trace, &opts)?;
         let min = min_capacity(&trace, conf)?;
+        // The lower bound of the whole trace (a replay that hit an OOM
+        // stopped before the peak).
+        let unlimited = scenario(conf, None)?.run(&trace, &fast())?;
         oom_points.push(OomPointResult {
             label: label(conf),
             min_capacity: min,
-            lower_bound: run.summary.peak_requested_bytes,
+            lower_bound: unlimited.summary.peak_requested_bytes,
         });
         settings.push(SettingResult::from_run(label(conf), &run).with_min_capacity(Some(min)));
     }

@@ -52,7 +52,7 @@ fn slug(s: &str) -> String {
 /// JSON that can sit inside a `<script>` element: `<`, `>` and `&` are
 /// written as `\u003c`, `\u003e`, `\u0026` (they can only occur in strings).
 fn script_json(value: &impl serde::Serialize) -> Result<String> {
-    let raw = serde_json::to_string_pretty(value)?;
+    let raw = serde_json::to_string(value)?;
     let mut out = String::with_capacity(raw.len());
     for c in raw.chars() {
         match c {
@@ -76,9 +76,9 @@ fn figure(out: &mut String, files: &PlotFiles, alt: &str, caption: &str) -> Resu
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{} <a href=\"{}\">SVG</a></figcaption></figure>\n",
+        "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{} <a href=\"{}\">SVG</a></figcaption></figure>",
         esc(alt),
         base64::encode(&png),
         esc(caption),

@@ -76,10 +76,20 @@ pub(crate) fn fmt_int(v: u64) -> String {
     out
 }
 
-/// A tick on an axis of counts (event indices, sizes): integers get
-/// separators, fractions keep two decimals.
+/// A tick on an axis of counts (event indices, sizes): integers below ten
+/// million get separators (`12,345`), larger values a decimal suffix
+/// (`25M`, `1.5G`), fractions two decimals.
 pub(crate) fn fmt_count_tick(v: f64) -> String {
-    if v >= 0.0 && v.fract().abs() < 1e-9 && v < 1e18 {
+    if v.abs() >= 1e7 {
+        let mut x = v;
+        let mut i = 0;
+        while x.abs() >= 1000.0 && i < 6 {
+            x /= 1000.0;
+            i += 1;
+        }
+        return format!("{}{}", fmt_tick(x), ["", "k", "M", "G", "T", "P", "E"][i]);
+    }
+    if v >= 0.0 && v.fract().abs() < 1e-9 {
         fmt_int(v as u64)
     } else {
         fmt_tick(v)
@@ -116,7 +126,7 @@ mod tests {
         assert_eq!(format_bytes(1536), "1.50 KiB");
         assert_eq!(format_bytes(864 << 20), "864.0 MiB");
         assert_eq!(format_bytes(80 << 30), "80.0 GiB");
-        assert_eq!(format_bytes(u64::MAX), "16.00 EiB");
+        assert_eq!(format_bytes(u64::MAX), "16.0 EiB");
     }
 
     #[test]
@@ -130,5 +140,9 @@ mod tests {
         assert_eq!(fmt_int(1234567), "1,234,567");
         assert_eq!(fmt_count_tick(1500.0), "1,500");
         assert_eq!(fmt_count_tick(2.5), "2.5");
+        assert_eq!(fmt_count_tick(9_999_999.0), "9,999,999");
+        assert_eq!(fmt_count_tick(25_000_000.0), "25M");
+        assert_eq!(fmt_count_tick(1.5e9), "1.5G");
+        assert_eq!(fmt_count_tick(1.8e19), "18E");
     }
 }

@@ -74,8 +74,13 @@ fn rank(rows: &[SweepRow], capacity: u64) -> Vec<Ranked> {
         .collect()
 }
 
+/// Bytes for a sentence: MiB below 10 GiB, GiB with two decimals above.
 fn mib(n: u64) -> String {
-    format!("{:.0} MiB", n as f64 / 1048576.0)
+    if n >= 10 << 30 {
+        format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.0} MiB", n as f64 / 1048576.0)
+    }
 }
 
 /// The environment variable a PyTorch release reads for CUDA settings.

@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
 use crate::error::{Location, TraceError};
-use crate::model::{AllocId, Event, Trace, TraceHeader};
+use crate::model::{AllocId, Event, StreamInterner, Trace, TraceHeader};
 
 /// The header row every file must have.
 pub const HEADER_ROW: &str = "action,id,size,stream";
@@ -53,6 +53,7 @@ pub fn read_csv(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
     let mut live: HashMap<String, Live> = HashMap::new();
     let mut seen_header = false;
     let mut next_id: AllocId = 0;
+    let mut streams = StreamInterner::default();
     let err = |line: u64, msg: String| TraceError::new(path, Location::Line(line), msg);
 
     for (n, line) in input.lines().enumerate() {
@@ -130,7 +131,7 @@ pub fn read_csv(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
                 next_id = next_id
                     .checked_add(1)
                     .ok_or_else(|| err(lineno, "more than 4294967295 allocations".into()))?;
-                let s = trace.stream_index(raw_stream);
+                let s = streams.index(&mut trace, raw_stream);
                 trace.events.push(Event::Alloc {
                     id: dense,
                     stream: s,

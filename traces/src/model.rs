@@ -5,7 +5,7 @@
 //! its id → block map in a flat vector. Sizes are the caller's request,
 //! unrounded, exactly as `torch.cuda.caching_allocator_alloc` would see them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -277,7 +277,8 @@ impl Trace {
             .count()
     }
 
-    /// Index of a raw stream handle, interning it if new.
+    /// Index of a raw stream handle, interning it if new. Scans the stream
+    /// table; readers that intern many handles use [`StreamInterner`].
     pub fn stream_index(&mut self, raw: u64) -> StreamIndex {
         match self.streams.iter().position(|&s| s == raw) {
             Some(i) => i as StreamIndex,
@@ -286,5 +287,38 @@ impl Trace {
                 (self.streams.len() - 1) as StreamIndex
             }
         }
+    }
+}
+
+/// [`Trace::stream_index`] in constant time per handle: a reader interns
+/// one handle per event, and a file with thousands of distinct streams
+/// must not make that a scan of the table each time.
+#[derive(Debug, Clone, Default)]
+pub struct StreamInterner {
+    index: HashMap<u64, StreamIndex>,
+}
+
+impl StreamInterner {
+    /// Index of `raw` in `trace`'s stream table, appending it if new (the
+    /// same answer as [`Trace::stream_index`]).
+    pub fn index(&mut self, trace: &mut Trace, raw: u64) -> StreamIndex {
+        if self.index.len() != trace.streams.len() {
+            // First use, or the table changed behind our back: rebuild.
+            self.index.clear();
+            for (i, &s) in trace.streams.iter().enumerate() {
+                self.index.entry(s).or_insert(i as StreamIndex);
+            }
+            if self.index.len() != trace.streams.len() {
+                // A table with duplicates: fall back to the scan.
+                return trace.stream_index(raw);
+            }
+        }
+        if let Some(&i) = self.index.get(&raw) {
+            return i;
+        }
+        trace.streams.push(raw);
+        let i = (trace.streams.len() - 1) as StreamIndex;
+        self.index.insert(raw, i);
+        i
     }
 }

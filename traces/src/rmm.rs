@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 
 use crate::error::{Location, TraceError};
-use crate::model::{AllocId, Event, Trace, TraceHeader};
+use crate::model::{AllocId, Event, StreamInterner, Trace, TraceHeader};
 
 /// The columns an RMM log must have.
 pub const RMM_COLUMNS: [&str; 6] = ["Thread", "Time", "Action", "Pointer", "Size", "Stream"];
@@ -55,6 +55,7 @@ pub fn read_rmm(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
     let mut time_col = None;
     let mut live: HashMap<u64, (AllocId, u64)> = HashMap::new();
     let mut next_id: AllocId = 0;
+    let mut streams = StreamInterner::default();
     let mut failures = 0u64;
     let (mut first_time, mut last_time, mut wrapped) = (None::<u64>, 0u64, 0u64);
     for (n, line) in input.lines().enumerate() {
@@ -121,7 +122,7 @@ pub fn read_rmm(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
                 next_id = next_id
                     .checked_add(1)
                     .ok_or_else(|| err(lineno, "more than 4294967295 allocations".into()))?;
-                let s = t.stream_index(stream);
+                let s = streams.index(&mut t, stream);
                 t.events.push(Event::Alloc {
                     id,
                     stream: s,

@@ -56,10 +56,12 @@ impl<D: Device> NativeAllocator<D> {
         }
         match self.arena[h.index].state {
             State::PendingFree => {
-                if let Some(pos) = self.trace_pending.iter().position(|&i| i == h.index) {
-                    self.trace_pending.swap_remove(pos);
+                if self.trace_pending.remove(h.index) {
+                    // Deferred by the trace.
                 } else if let Some(pos) = self.stream_event_queue.iter().position(|&i| i == h.index)
                 {
+                    // Deferred by `record_stream` (never in a replay; the
+                    // queue empties at every malloc).
                     self.stream_event_queue.remove(pos);
                 }
                 self.arena[h.index].event_count = 0;
@@ -91,11 +93,12 @@ impl<D: Device> NativeAllocator<D> {
     pub(super) fn synchronize_and_free_events(&mut self) {
         self.stats.num_sync_all_streams += 1;
         self.process_events();
-        let pending = std::mem::take(&mut self.trace_pending);
+        let pending = self.trace_pending.take();
         for &idx in &pending {
             self.arena[idx].event_count = 0;
             self.free_block(idx);
         }
+        self.trace_pending.recycle(pending);
     }
 
     /// `free_block`: returns a block to its pool, merging free neighbours.

@@ -50,7 +50,7 @@ pub struct NativeAllocator<D: Device> {
     stream_event_queue: Vec<u32>,
     /// Blocks whose free a trace deferred; they complete on
     /// [`Allocator::complete_free`] or at a synchronisation.
-    trace_pending: Vec<u32>,
+    trace_pending: crate::pending::PendingList,
     /// Expandable segments (`expandable_segments_`), `None` once released.
     expandable_segments: Vec<Option<ExpandableSegment>>,
     /// `stream_uses` of allocated blocks that were used on other streams
@@ -81,7 +81,7 @@ impl<D: Device> NativeAllocator<D> {
             total_allocated_memory: 0,
             allowed_memory_maximum: None,
             stream_event_queue: Vec::new(),
-            trace_pending: Vec::new(),
+            trace_pending: Default::default(),
             expandable_segments: Vec::new(),
             stream_uses: std::collections::HashMap::new(),
         };

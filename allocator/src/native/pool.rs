@@ -2,10 +2,12 @@
 //!
 //! PyTorch keeps one `std::set` per pool ordered by (stream, size, address).
 //! Here each stream of a pool has its own B-tree keyed by one `u128`
-//! (`size << 64 | address`), and the streams are kept sorted by their raw
-//! handle, which gives the same order with cheaper comparisons; a pool
-//! rarely sees more than a few streams.
+//! (`size << 64 | address`), and the streams are kept in a map ordered by
+//! their raw handle, which gives the same order with cheaper comparisons.
+//! A pool rarely sees more than a few streams, but a trace with thousands
+//! of them must not make every lookup scan them all.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// A free block as the pool orders it: stream (unsigned), then size, then
@@ -40,7 +42,6 @@ fn pack(size: u64, ptr: u64) -> u128 {
 
 #[derive(Debug, Clone, Default)]
 struct StreamBlocks {
-    stream: u64,
     /// `size << 64 | ptr` → arena index.
     free: BTreeMap<u128, u32>,
     /// address → arena index.
@@ -48,8 +49,7 @@ struct StreamBlocks {
 }
 
 impl StreamBlocks {
-    fn free_keys(&self) -> impl DoubleEndedIterator<Item = FreeKey> + '_ {
-        let stream = self.stream;
+    fn free_keys(&self, stream: u64) -> impl DoubleEndedIterator<Item = FreeKey> + '_ {
         self.free.iter().map(move |(&k, &idx)| FreeKey {
             stream,
             size: (k >> 64) as u64,
@@ -62,12 +62,18 @@ impl StreamBlocks {
 /// One of the allocator's pools (`BlockPool`).
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
-    /// Per-stream block sets, sorted by stream.
-    streams: Vec<StreamBlocks>,
+    /// Per-stream block sets by raw stream handle.
+    streams: BTreeMap<u64, StreamBlocks>,
     /// Number of free blocks.
     free_len: usize,
     /// `get_free_blocks_call_count`: the garbage collector's clock.
     pub clock: u64,
+    /// The largest free size and how many free blocks have it, kept up to
+    /// date by `insert`/`remove` until the last such block goes (then
+    /// `None` until [`Pool::max_size`] rescans the streams): the replay asks
+    /// for it at every timeline point, and a scan of every stream each time
+    /// is slow with thousands of streams.
+    max: Cell<Option<(u64, usize)>>,
 }
 
 impl Pool {
@@ -78,26 +84,12 @@ impl Pool {
 
     #[inline]
     fn find(&self, stream: u64) -> Option<&StreamBlocks> {
-        self.streams.iter().find(|s| s.stream == stream)
+        self.streams.get(&stream)
     }
 
     #[inline]
     fn entry(&mut self, stream: u64) -> &mut StreamBlocks {
-        let pos = match self.streams.iter().position(|s| s.stream == stream) {
-            Some(p) => p,
-            None => {
-                let at = self.streams.partition_point(|s| s.stream < stream);
-                self.streams.insert(
-                    at,
-                    StreamBlocks {
-                        stream,
-                        ..Default::default()
-                    },
-                );
-                at
-            }
-        };
-        &mut self.streams[pos]
+        self.streams.entry(stream).or_default()
     }
 
     /// Adds a free block.
@@ -110,6 +102,11 @@ impl Pool {
             .is_none()
         {
             self.free_len += 1;
+            match self.max.get() {
+                Some((m, _)) if k.size > m => self.max.set(Some((k.size, 1))),
+                Some((m, n)) if k.size == m => self.max.set(Some((m, n + 1))),
+                _ => {}
+            }
         }
     }
 
@@ -118,11 +115,15 @@ impl Pool {
     pub fn remove(&mut self, k: &FreeKey) -> bool {
         let removed = self
             .streams
-            .iter_mut()
-            .find(|s| s.stream == k.stream)
+            .get_mut(&k.stream)
             .is_some_and(|s| s.free.remove(&pack(k.size, k.ptr)).is_some());
         if removed {
             self.free_len -= 1;
+            match self.max.get() {
+                Some((m, n)) if k.size == m && n > 1 => self.max.set(Some((m, n - 1))),
+                Some((m, _)) if k.size == m => self.max.set(None),
+                _ => {}
+            }
         }
         removed
     }
@@ -172,7 +173,7 @@ impl Pool {
 
     /// Every free block in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = FreeKey> + '_ {
-        self.streams.iter().flat_map(StreamBlocks::free_keys)
+        self.streams.iter().flat_map(|(&stream, s)| s.free_keys(stream))
     }
 
     /// Number of free blocks.
@@ -182,11 +183,22 @@ impl Pool {
 
     /// Largest free block size.
     pub fn max_size(&self) -> u64 {
-        self.streams
-            .iter()
+        if let Some((m, _)) = self.max.get() {
+            return m;
+        }
+        let m = self
+            .streams
+            .values()
             .filter_map(|s| s.free.last_key_value().map(|(&k, _)| (k >> 64) as u64))
             .max()
-            .unwrap_or(0)
+            .unwrap_or(0);
+        let n = self
+            .streams
+            .values()
+            .map(|s| s.free.range(pack(m, 0)..).count())
+            .sum();
+        self.max.set(Some((m, n)));
+        m
     }
 
     /// Adds an unmapped block.
@@ -196,7 +208,7 @@ impl Pool {
 
     /// Removes an unmapped block.
     pub fn remove_unmapped(&mut self, k: &UnmappedKey) {
-        if let Some(s) = self.streams.iter_mut().find(|s| s.stream == k.stream) {
+        if let Some(s) = self.streams.get_mut(&k.stream) {
             s.unmapped.remove(&k.ptr);
         }
     }
@@ -211,8 +223,7 @@ impl Pool {
 
     /// Every unmapped block in (stream, address) order.
     pub fn unmapped_iter(&self) -> impl Iterator<Item = UnmappedKey> + '_ {
-        self.streams.iter().flat_map(|s| {
-            let stream = s.stream;
+        self.streams.iter().flat_map(|(&stream, s)| {
             s.unmapped
                 .iter()
                 .map(move |(&ptr, &idx)| UnmappedKey { stream, ptr, idx })

@@ -285,7 +285,7 @@ pub struct BfcAllocator<D: Device> {
     /// Bytes of the last sub-allocator request (for OOM reports).
     last_device_request: u64,
     /// Chunks whose trace-deferred free has not completed.
-    trace_pending: Vec<u32>,
+    trace_pending: crate::pending::PendingList,
     /// Reusable buffer of region addresses.
     scratch: Vec<u64>,
     stats: MemoryStats,
@@ -321,7 +321,7 @@ impl<D: Device> BfcAllocator<D> {
             total_region_allocated_bytes: 0,
             max_internal_fragmentation_bytes: max_frag,
             last_device_request: 0,
-            trace_pending: Vec::new(),
+            trace_pending: Default::default(),
             scratch: Vec::new(),
             stats: MemoryStats::new(u64::MAX),
         }
@@ -627,12 +627,11 @@ impl<D: Device> BfcAllocator<D> {
 
     /// Completes every trace-deferred free.
     fn complete_pending(&mut self) {
-        let pending = std::mem::take(&mut self.trace_pending);
+        let pending = self.trace_pending.take();
         for &idx in &pending {
             self.free_chunk(idx);
         }
-        self.trace_pending = pending;
-        self.trace_pending.clear();
+        self.trace_pending.recycle(pending);
     }
 
     fn resolve(&self, h: BlockHandle, want: ChunkState) -> Result<u32, AllocError> {
@@ -725,9 +724,7 @@ impl<D: Device> Allocator for BfcAllocator<D> {
         }
         match self.chunks[handle.index].state {
             ChunkState::PendingFree => {
-                if let Some(pos) = self.trace_pending.iter().position(|&i| i == handle.index) {
-                    self.trace_pending.swap_remove(pos);
-                }
+                self.trace_pending.remove(handle.index);
                 self.free_chunk(handle.index);
                 Ok(())
             }

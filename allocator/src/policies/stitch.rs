@@ -346,7 +346,7 @@ pub struct StitchAllocator<D: Device> {
     /// `malloc`.
     stream_event_queue: Vec<u32>,
     /// Blocks whose free the trace deferred.
-    trace_pending: Vec<u32>,
+    trace_pending: crate::pending::PendingList,
     /// Bytes of all live sBlocks.
     stitched_bytes: u64,
     num_stitches: u64,
@@ -366,7 +366,7 @@ impl<D: Device> StitchAllocator<D> {
             pools: [BTreeSet::new(), BTreeSet::new()],
             cached: BTreeSet::new(),
             stream_event_queue: Vec::new(),
-            trace_pending: Vec::new(),
+            trace_pending: Default::default(),
             stitched_bytes: 0,
             num_stitches: 0,
             num_dissolves: 0,
@@ -540,12 +540,11 @@ impl<D: Device> StitchAllocator<D> {
     fn synchronize_and_free_events(&mut self) {
         self.stats.num_sync_all_streams += 1;
         self.process_events();
-        let pending = std::mem::take(&mut self.trace_pending);
+        let pending = self.trace_pending.take();
         for &idx in &pending {
             self.free_block(idx);
         }
-        self.trace_pending = pending;
-        self.trace_pending.clear();
+        self.trace_pending.recycle(pending);
     }
 
     /// Best fit among the free plain blocks of the request's pool and
@@ -1033,8 +1032,8 @@ impl<D: Device> Allocator for StitchAllocator<D> {
         match self.blocks[handle.index].state {
             State::PendingFree => {
                 let i = handle.index;
-                if let Some(pos) = self.trace_pending.iter().position(|&x| x == i) {
-                    self.trace_pending.swap_remove(pos);
+                if self.trace_pending.remove(i) {
+                    // Deferred by the trace.
                 } else if let Some(pos) = self.stream_event_queue.iter().position(|&x| x == i) {
                     self.stream_event_queue.remove(pos);
                 }

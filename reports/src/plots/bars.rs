@@ -71,17 +71,31 @@ fn draw_category_labels<DB: DrawingBackend>(
 }
 
 /// Value labels stacked upwards from just above a bar's top (`lines[0]` is
-/// the top line).
+/// the top line). Each line lists its wordings from longest to shortest;
+/// the longest that fits in `max_w` pixels is drawn (else the shortest,
+/// ellipsized).
 fn draw_above<DB: DrawingBackend>(
     root: &Area<DB>,
     x: i32,
     y_top: i32,
-    lines: &[(String, TextStyle)],
+    max_w: i32,
+    lines: &[(Vec<String>, TextStyle)],
 ) -> Result<()> {
     let n = lines.len() as i32;
-    for (k, (s, st)) in lines.iter().enumerate() {
+    for (k, (wordings, st)) in lines.iter().enumerate() {
+        let mut chosen = None;
+        for w in wordings {
+            if text_size(root, w, st)?.0 <= max_w {
+                chosen = Some(w.clone());
+                break;
+            }
+        }
+        let s = match chosen {
+            Some(s) => s,
+            None => ellipsize(root, wordings.last().map_or("", String::as_str), st, max_w)?,
+        };
         let y = y_top - 6 - (n - 1 - k as i32) * LINE_H;
-        boxed_text(root, s, (x, y), st, HPos::Center, VPos::Bottom)?;
+        boxed_text(root, &s, (x, y), st, HPos::Center, VPos::Bottom)?;
     }
     Ok(())
 }
@@ -200,26 +214,36 @@ impl Figure for PeakReserved<'_> {
             }
             rect(root, a, c, stroke(INK, 1))?;
             let cx = (a.0 + c.0) / 2;
-            let mut lines = vec![(format_bytes(reserved), bold(LABEL_SIZE, INK))];
+            let slot =
+                chart.backend_coord(&(x + 1.0, 0.0)).0 - chart.backend_coord(&(x, 0.0)).0 - 8;
+            let mut lines = vec![(vec![format_bytes(reserved)], bold(LABEL_SIZE, INK))];
             let pct = if reserved > 0 {
                 waste as f64 / reserved as f64
             } else {
                 0.0
             };
             lines.push((
-                format!("waste {} ({:.1}%)", format_bytes(waste), pct * 100.0),
+                vec![
+                    format!("waste {} ({:.1}%)", format_bytes(waste), pct * 100.0),
+                    format!("waste {}", format_bytes(waste)),
+                    format_bytes(waste),
+                ],
                 font(LABEL_SIZE, WASTE_TEXT),
             ));
             if let Some(o) = &r.oom {
                 lines.insert(
                     0,
                     (
-                        format!("OOM at event {}", fmt_int(o.event_index)),
+                        vec![
+                            format!("OOM at event {}", fmt_int(o.event_index)),
+                            format!("OOM at {}", fmt_int(o.event_index)),
+                            "OOM".to_string(),
+                        ],
                         bold(LABEL_SIZE, ALERT),
                     ),
                 );
             }
-            labels_above.push((cx, c.1, lines));
+            labels_above.push((cx, c.1, slot, lines));
         }
         // Reference lines over the bars, value labels over everything.
         let (_, ly) = chart.backend_coord(&(0.0, unit.of(lower)));
@@ -228,8 +252,8 @@ impl Figure for PeakReserved<'_> {
             let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
             dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
         }
-        for (cx, y, lines) in &labels_above {
-            draw_above(root, *cx, *y, lines)?;
+        for (cx, y, slot, lines) in &labels_above {
+            draw_above(root, *cx, *y, *slot, lines)?;
         }
         draw_category_labels(root, &chart, &cat_lines)?;
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
@@ -281,10 +305,18 @@ impl Figure for OomPoints<'_> {
         }
         let top = frame(root, title, &subtitle)?;
         let best = p.iter().map(|q| q.min_capacity).min().unwrap_or(0);
+        let bound = if p.iter().all(|q| q.lower_bound == p[0].lower_bound) {
+            format!(
+                "live-bytes lower bound ({})",
+                format_bytes(p[0].lower_bound)
+            )
+        } else {
+            "live-bytes lower bound".to_string()
+        };
         let mut items = vec![
             LegendItem::new(Swatch::Box(ALLOCATED), "minimum capacity"),
             LegendItem::new(Swatch::Box(GOOD), "lowest minimum capacity"),
-            LegendItem::new(Swatch::Line(INK, 3), "live-bytes lower bound"),
+            LegendItem::new(Swatch::Line(INK, 3), bound),
         ];
         // "fits N GB" under each value only says something when not every
         // setting fits on the smallest card.
@@ -344,8 +376,16 @@ impl Figure for OomPoints<'_> {
             },
         )?;
         let (xr, _) = chart.plotting_area().get_pixel_range();
+        // Card lines closer than a label's height to the axis or to the
+        // previous card's line are left out.
+        let (_, y_axis) = chart.backend_coord(&(0.0, 0.0));
+        let mut last_y = y_axis;
         for &gb in &cards {
             let (_, y) = chart.backend_coord(&(0.0, unit.of(gib(gb))));
+            if last_y - y < LINE_H {
+                continue;
+            }
+            last_y = y;
             dashed(root, (xr.start, y), (xr.end, y), stroke(MUTED, 2), 8, 6)?;
             text(
                 root,
@@ -369,11 +409,15 @@ impl Figure for OomPoints<'_> {
             rect(root, a, b, stroke(INK, 1))?;
             let (_, ly) = chart.backend_coord(&(0.0, unit.of(q.lower_bound)));
             line(root, (a.0 - 8, ly), (b.0 + 8, ly), stroke(INK, 3))?;
-            let mut lines = vec![(format_bytes(q.min_capacity), bold(LABEL_SIZE, INK))];
+            let mut lines = vec![(vec![format_bytes(q.min_capacity)], bold(LABEL_SIZE, INK))];
             if q.lower_bound > 0 {
                 let over = q.min_capacity as f64 / q.lower_bound as f64 - 1.0;
                 lines.push((
-                    format!("{:+.1}% over lower bound", over * 100.0),
+                    vec![
+                        format!("{:+.1}% over lower bound", over * 100.0),
+                        format!("{:+.1}% over bound", over * 100.0),
+                        format!("{:+.1}%", over * 100.0),
+                    ],
                     font(LABEL_SIZE, MUTED),
                 ));
             }
@@ -384,13 +428,15 @@ impl Figure for OomPoints<'_> {
                         .copied()
                         .find(|&gb| gib(gb) >= q.min_capacity)
                     {
-                        Some(gb) => format!("fits {gb} GB"),
-                        None => "fits no listed card".to_string(),
+                        Some(gb) => vec![format!("fits {gb} GB"), format!("{gb} GB")],
+                        None => vec!["fits no listed card".to_string(), "too big".to_string()],
                     },
                     font(LABEL_SIZE, MUTED),
                 ));
             }
-            draw_above(root, (a.0 + b.0) / 2, b.1.min(ly), &lines)?;
+            let slot =
+                chart.backend_coord(&(x + 1.0, 0.0)).0 - chart.backend_coord(&(x, 0.0)).0 - 8;
+            draw_above(root, (a.0 + b.0) / 2, b.1.min(ly), slot, &lines)?;
         }
         draw_category_labels(root, &chart, &cat_lines)?;
         draw_legend(root, &items, 24, h - lh - 4, w - 48)

@@ -8,7 +8,7 @@ use super::{Axes, Figure, draw_polyline, mesh};
 use crate::Result;
 use crate::input::FitSweep;
 use crate::style::*;
-use crate::units::{fmt_int, fmt_tick, format_bytes, unit_for};
+use crate::units::{fmt_count_tick, fmt_int, fmt_tick, format_bytes, unit_for};
 
 /// The fit chart.
 pub(crate) struct Fit<'a> {
@@ -144,7 +144,7 @@ impl Figure for Fit<'_> {
             line(root, (x, yr.end), (x, yr.end + 5), stroke(MUTED, 1))?;
             text(
                 root,
-                &fmt_int(s),
+                &fmt_count_tick(s as f64),
                 (x, yr.end + 10),
                 &tick_style,
                 HPos::Center,

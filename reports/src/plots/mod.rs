@@ -313,10 +313,7 @@ pub(crate) fn draw_polyline<DB: DrawingBackend>(
         match dash {
             None => root.draw(&PathElement::new(path, style))?,
             Some((d, g)) => root.draw(&plotters::element::DashedPathElement::new(
-                path.into_iter(),
-                d,
-                g,
-                style,
+                path, d, g, style,
             ))?,
         }
     }

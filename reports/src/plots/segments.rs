@@ -364,7 +364,12 @@ fn draw_piece<DB: DrawingBackend>(
             line(root, (p0, y0 + 1), (p0, y1 - 1), stroke(WHITE, 1))?;
         }
     }
-    rect(root, (x0, y0), (x1, y1), stroke(INK, 1))
+    if x1 - x0 >= 4 {
+        rect(root, (x0, y0), (x1, y1), stroke(INK, 1))
+    } else {
+        // Too narrow for an outline: a white edge keeps neighbours apart.
+        line(root, (x0, y0), (x0, y1), stroke(WHITE, 1))
+    }
 }
 
 impl Figure for SegmentMap<'_> {
@@ -489,6 +494,9 @@ impl Figure for SegmentMap<'_> {
         }
 
         // Scale bar.
+        if l.row_bytes < 4 {
+            return Ok(());
+        }
         let (bytes, label) = nice_scale(l.row_bytes / 4);
         let sy = body_top + body_h + 28;
         let sx1 = bar_x0 + (bytes as f64 * scale).round() as i32;

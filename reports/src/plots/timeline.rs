@@ -54,7 +54,7 @@ pub(crate) fn duplicates<T: PartialEq>(series: &[T]) -> Vec<Option<usize>> {
 /// Line width of the `rank`-th of `n` drawn series: earlier series are
 /// drawn wider so a later one on top of them leaves them visible.
 pub(crate) fn layered_width(base: u32, rank: usize, n: usize) -> u32 {
-    (base + 2 * (n.saturating_sub(rank + 1)) as u32).min(base + 4)
+    base + (n.saturating_sub(rank + 1)).min(2) as u32
 }
 
 /// Settings that have a timeline, with their palette index.

@@ -24,8 +24,7 @@ pub fn out_dir(name: &str) -> PathBuf {
 /// The bundled GPT training-step trace replayed under `settings` on a card
 /// of `capacity_mib`, with segments at the peak.
 pub fn replay(settings: &[&str], capacity_mib: u64) -> Vec<SettingResult> {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_trace(&path, None, None).unwrap();
     let opts = ReplayOptions {
         segments_at_peak: true,

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-#[rustfmt::skip]
 #[path = "corpus_files.rs"]
 mod files;
 

@@ -769,7 +769,9 @@ impl Template {
             .collect();
 
         // Step repetition.
-        let mut repeat: Option<(usize, usize, u32, Vec<(u32, u32)>)> = None;
+        // (first event, end event, extra repetitions, carry pairs)
+        type Repeat = (usize, usize, u32, Vec<(u32, u32)>);
+        let mut repeat: Option<Repeat> = None;
         if let Some(want) = steps {
             let Some((start, end, recorded)) = self.step_block() else {
                 return Err(req(

@@ -70,24 +70,29 @@ pub fn snapshot_to_traces(
     path: &str,
     rules: &SizeRules<'_>,
 ) -> Result<Vec<Trace>, TraceError> {
-    let mut devices: Vec<u32> = (0..snap.device_traces.len() as u32)
-        .filter(|&d| !snap.device_traces[d as usize].is_empty())
-        .collect();
-    for s in &snap.segments {
-        if !devices.contains(&s.device) {
-            devices.push(s.device);
+    // Segments grouped by device once: a snapshot naming many devices must
+    // not make every device's conversion scan every segment.
+    let mut by_device: BTreeMap<u32, Vec<&Segment>> = BTreeMap::new();
+    for (d, entries) in snap.device_traces.iter().enumerate() {
+        if !entries.is_empty() {
+            if let Ok(d) = u32::try_from(d) {
+                by_device.entry(d).or_default();
+            }
         }
     }
-    devices.sort_unstable();
-    devices
+    for s in &snap.segments {
+        by_device.entry(s.device).or_default().push(s);
+    }
+    by_device
         .into_iter()
-        .map(|d| device_trace(snap, d, path, rules))
+        .map(|(d, segs)| device_trace(snap, d, &segs, path, rules))
         .collect()
 }
 
 fn device_trace(
     snap: &Snapshot,
     device: u32,
+    segments: &[&Segment],
     path: &str,
     rules: &SizeRules<'_>,
 ) -> Result<Trace, TraceError> {
@@ -126,6 +131,7 @@ fn device_trace(
     }
     header.framework = Some("torch (PyTorch memory snapshot)".into());
     let mut t = Trace::new(header);
+    let mut streams = StreamInterner::default();
     let mut expected = ExpectedRecord::default();
     let mut live: HashMap<u64, LiveState> = HashMap::new();
     let mut seen: HashSet<u64> = HashSet::new();
@@ -178,7 +184,7 @@ fn device_trace(
                     return Err(err(k, format!("alloc at {addr:#x}, which is still {what}")));
                 }
                 let id = new_id(k)?;
-                let stream = t.stream_index(e.stream);
+                let stream = streams.index(&mut t, e.stream);
                 t.events.push(Event::Alloc {
                     id,
                     stream,
@@ -301,7 +307,7 @@ fn device_trace(
                 // The failed request has no alloc entry: replay it so the
                 // replay fails at the same point.
                 let id = new_id(k)?;
-                let stream = t.stream_index(e.stream);
+                let stream = streams.index(&mut t, e.stream);
                 expected.ooms.push(ExpectedOom {
                     event_index: t.events.len() as u32,
                     size: e.size,
@@ -341,7 +347,7 @@ fn device_trace(
         ));
     }
     let initial = initial_state(
-        snap,
+        segments,
         device,
         &mut t,
         &initial_live,
@@ -362,10 +368,8 @@ fn device_trace(
         ));
     }
     t.initial = initial;
-    expected.final_segments = snap
-        .segments
+    expected.final_segments = segments
         .iter()
-        .filter(|s| s.device == device)
         .map(|s| FinalSegment {
             address: s.address,
             size: s.total_size,
@@ -434,7 +438,7 @@ fn starts_release_burst(entries: &[TraceEntry], k: usize) -> bool {
 
 #[allow(clippy::too_many_arguments)]
 fn initial_state(
-    snap: &Snapshot,
+    segments: &[&Segment],
     device: u32,
     t: &mut Trace,
     initial_live: &[InitialLive],
@@ -456,7 +460,7 @@ fn initial_state(
     // (address, size, stream, is_small, expandable)
     let mut segs: BTreeMap<u64, (u64, u64, bool, bool)> = BTreeMap::new();
     let mut exact_blocks: Vec<(u64, u64, u64, InitialBlockState)> = Vec::new();
-    for s in snap.segments.iter().filter(|s| s.device == device) {
+    for &s in segments {
         if seg_first.contains_key(&s.address) {
             continue; // created (or re-created) during the trace
         }
@@ -552,6 +556,7 @@ fn initial_state(
             .push((addr, Some(size), requested, st, usize::MAX));
     }
     let mut out = InitialState::default();
+    let mut streams = StreamInterner::default();
     for (&base, &(size, stream, is_small, expandable)) in &segs {
         let mut blocks = per_seg.remove(&base).unwrap_or_default();
         blocks.sort_by_key(|b| b.0);
@@ -621,7 +626,7 @@ fn initial_state(
                 state: InitialBlockState::Free,
             });
         }
-        let stream_idx = t.stream_index(stream);
+        let stream_idx = streams.index(t, stream);
         out.segments.push(InitialSegment {
             address: base,
             size,

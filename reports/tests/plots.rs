@@ -1,0 +1,295 @@
+//! Every plot is written as a PNG and an SVG, byte-for-byte the same for
+//! the same input, and draws a placeholder (not a panic) for empty or
+//! extreme data.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::{many_segments, out_dir, replay, report, synthetic};
+use vramlab_reports::{
+    FitPoint, FitSweep, OomPointResult, PlotFiles, SettingResult, plot_external_fragmentation,
+    plot_fit, plot_memory_timeline, plot_oom_points, plot_peak_reserved, plot_segment_map,
+};
+use vramlab_sim::{Summary, TimelinePoint};
+
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+/// Checks both files exist, are non-trivial and are what they claim to be.
+fn check(files: &PlotFiles) -> (Vec<u8>, String) {
+    let png = fs::read(&files.png).unwrap();
+    assert!(
+        png.starts_with(PNG_MAGIC),
+        "{} is not a PNG",
+        files.png.display()
+    );
+    assert!(png.len() > 5_000, "{} is almost empty", files.png.display());
+    let svg = fs::read_to_string(&files.svg).unwrap();
+    assert!(
+        svg.starts_with("<svg"),
+        "{} is not an SVG",
+        files.svg.display()
+    );
+    assert!(svg.len() > 1_000);
+    (png, svg)
+}
+
+/// Renders all six plots from real replays into `dir`.
+fn render_all(dir: &Path) -> Vec<PlotFiles> {
+    let settings = replay(
+        &["", "expandable_segments:True", "max_split_size_mb:128"],
+        1024,
+    );
+    let r = report(settings);
+    let s = &r.settings;
+    vec![
+        plot_memory_timeline(&dir.join("timeline"), s, r.capacity).unwrap(),
+        plot_peak_reserved(&dir.join("peak_reserved"), s, r.capacity).unwrap(),
+        plot_oom_points(&dir.join("oom_points"), &r.oom_points).unwrap(),
+        plot_fit(&dir.join("fit"), r.fit.as_ref().unwrap()).unwrap(),
+        plot_segment_map(
+            &dir.join("segments"),
+            "Segments at peak reserved — default",
+            &s[0].segments_at_peak,
+        )
+        .unwrap(),
+        plot_external_fragmentation(&dir.join("fragmentation"), s).unwrap(),
+    ]
+}
+
+#[test]
+fn all_plots_are_written_from_real_replays() {
+    let dir = out_dir("real");
+    let files = render_all(&dir);
+    assert_eq!(files.len(), 6);
+    for f in &files {
+        let (_, svg) = check(f);
+        assert!(
+            !svg.contains("no data"),
+            "{} is a placeholder",
+            f.svg.display()
+        );
+    }
+    let timeline = fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    assert!(timeline.contains("expandable_segments:True"));
+    assert!(timeline.contains("event index"));
+    assert!(timeline.contains("memory (MiB)"));
+}
+
+#[test]
+fn output_is_deterministic() {
+    let a = out_dir("determinism-a");
+    let b = out_dir("determinism-b");
+    let fa = render_all(&a);
+    let fb = render_all(&b);
+    for (x, y) in fa.iter().zip(&fb) {
+        assert_eq!(
+            fs::read(&x.png).unwrap(),
+            fs::read(&y.png).unwrap(),
+            "{}",
+            x.png.display()
+        );
+        assert_eq!(
+            fs::read(&x.svg).unwrap(),
+            fs::read(&y.svg).unwrap(),
+            "{}",
+            x.svg.display()
+        );
+    }
+}
+
+#[test]
+fn empty_data_draws_placeholders() {
+    let dir = out_dir("empty");
+    let no_timeline = vec![SettingResult::new("default", Summary::default())];
+    let all = [
+        plot_memory_timeline(&dir.join("timeline"), &[], None).unwrap(),
+        plot_memory_timeline(&dir.join("timeline-no-points"), &no_timeline, Some(1 << 30)).unwrap(),
+        plot_peak_reserved(&dir.join("peak_reserved"), &[], None).unwrap(),
+        plot_oom_points(&dir.join("oom_points"), &[]).unwrap(),
+        plot_fit(&dir.join("fit"), &FitSweep::default()).unwrap(),
+        plot_segment_map(&dir.join("segments"), "Segments", &[]).unwrap(),
+        plot_external_fragmentation(&dir.join("fragmentation"), &[]).unwrap(),
+    ];
+    for f in &all {
+        let (_, svg) = check(f);
+        assert!(
+            svg.contains("no data"),
+            "{} has no placeholder",
+            f.svg.display()
+        );
+    }
+}
+
+#[test]
+fn zero_and_huge_values_do_not_panic() {
+    let dir = out_dir("extremes");
+    let zero = SettingResult {
+        label: "zero".into(),
+        timeline: vec![TimelinePoint::default()],
+        ..SettingResult::default()
+    };
+    let huge_point = TimelinePoint {
+        event_index: u64::MAX,
+        requested: u64::MAX,
+        allocated: u64::MAX,
+        active: u64::MAX,
+        reserved: u64::MAX,
+        largest_free: u64::MAX,
+    };
+    let huge = SettingResult {
+        label: "huge".into(),
+        summary: Summary {
+            peak_requested_bytes: u64::MAX,
+            peak_reserved_bytes: u64::MAX,
+            waste_at_peak_bytes: u64::MAX,
+            ..Summary::default()
+        },
+        timeline: vec![TimelinePoint::default(), huge_point],
+        min_capacity: Some(u64::MAX),
+        ..SettingResult::default()
+    };
+    for (name, set) in [("zero", vec![zero.clone()]), ("both", vec![zero, huge])] {
+        check(&plot_memory_timeline(&dir.join(format!("timeline-{name}")), &set, Some(0)).unwrap());
+        check(
+            &plot_peak_reserved(&dir.join(format!("peak-{name}")), &set, Some(u64::MAX)).unwrap(),
+        );
+        check(&plot_external_fragmentation(&dir.join(format!("frag-{name}")), &set).unwrap());
+    }
+    let points = [
+        OomPointResult {
+            label: "zero".into(),
+            min_capacity: 0,
+            lower_bound: 0,
+        },
+        OomPointResult {
+            label: "huge".into(),
+            min_capacity: u64::MAX,
+            lower_bound: u64::MAX,
+        },
+    ];
+    check(&plot_oom_points(&dir.join("oom-zero"), &points[..1]).unwrap());
+    check(&plot_oom_points(&dir.join("oom-huge"), &points).unwrap());
+    let fit = FitSweep {
+        dimension: String::new(),
+        capacity: Some(0),
+        points: vec![
+            FitPoint {
+                setting: "a".into(),
+                size: 0,
+                fits: true,
+                peak_reserved: 0,
+            },
+            FitPoint {
+                setting: "a".into(),
+                size: u64::MAX,
+                fits: false,
+                peak_reserved: u64::MAX,
+            },
+        ],
+    };
+    check(&plot_fit(&dir.join("fit-extremes"), &fit).unwrap());
+    let one = FitSweep {
+        dimension: "sequence length".into(),
+        capacity: None,
+        points: vec![FitPoint {
+            setting: "a".into(),
+            size: 512,
+            fits: true,
+            peak_reserved: 3 << 30,
+        }],
+    };
+    check(&plot_fit(&dir.join("fit-one-point"), &one).unwrap());
+    let zero_seg = many_segments(3, 4)
+        .into_iter()
+        .map(|mut s| {
+            s.size = 0;
+            s.blocks.clear();
+            s
+        })
+        .collect::<Vec<_>>();
+    check(&plot_segment_map(&dir.join("segments-zero"), "zero-size segments", &zero_seg).unwrap());
+}
+
+#[test]
+fn crowded_inputs_stay_readable() {
+    // Hundreds of segments, many settings with long labels, big cards.
+    let dir = out_dir("crowded");
+    let segs = many_segments(300, 512);
+    let f = plot_segment_map(&dir.join("segments-300"), "300 segments", &segs).unwrap();
+    check(&f);
+    let f = plot_segment_map(
+        &dir.join("segments-12"),
+        "12 segments",
+        &many_segments(12, 64),
+    )
+    .unwrap();
+    check(&f);
+    let labels = [
+        "default",
+        "expandable_segments:True",
+        "max_split_size_mb:128",
+        "max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+        "roundup_power2_divisions:4",
+        "garbage_collection_threshold:0.6,max_split_size_mb:256",
+        "expandable_segments:True,roundup_power2_divisions:16",
+        "max_non_split_rounding_mb:1024",
+    ];
+    let gib = 1u64 << 30;
+    let settings: Vec<SettingResult> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| synthetic(l, (20 + 3 * i as u64) * gib, 1500))
+        .collect();
+    check(&plot_memory_timeline(&dir.join("timeline-8"), &settings, Some(80 * gib)).unwrap());
+    check(&plot_peak_reserved(&dir.join("peak-8"), &settings, Some(40 * gib)).unwrap());
+    check(&plot_external_fragmentation(&dir.join("frag-8"), &settings).unwrap());
+    let points: Vec<OomPointResult> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| OomPointResult {
+            label: l.to_string(),
+            min_capacity: (30 + 9 * i as u64) * gib,
+            lower_bound: 29 * gib,
+        })
+        .collect();
+    check(&plot_oom_points(&dir.join("oom-8"), &points).unwrap());
+    let mut fit = Vec::new();
+    for (i, l) in labels.iter().take(4).enumerate() {
+        for seq in [512u64, 1024, 2048, 4096, 8192, 16384, 32768] {
+            let peak = (4 + i as u64) * gib + seq * (1 + i as u64) * (1 << 20);
+            fit.push(FitPoint {
+                setting: l.to_string(),
+                size: seq,
+                fits: peak <= 24 * gib,
+                peak_reserved: peak.min(24 * gib),
+            });
+        }
+    }
+    let sweep = FitSweep {
+        dimension: "sequence length".into(),
+        capacity: Some(24 * gib),
+        points: fit,
+    };
+    check(&plot_fit(&dir.join("fit-seq"), &sweep).unwrap());
+}
+
+#[test]
+fn a_dot_in_the_base_name_is_kept() {
+    let dir = out_dir("names");
+    let f = plot_oom_points(&dir.join("run.v2"), &[]).unwrap();
+    assert_eq!(f.png, dir.join("run.v2.png"));
+    assert_eq!(f.svg, dir.join("run.v2.svg"));
+    check(&f);
+}
+
+#[test]
+fn an_unwritable_path_is_an_error_not_a_panic() {
+    let dir = out_dir("unwritable");
+    let blocker = dir.join("file");
+    fs::write(&blocker, b"x").unwrap();
+    // A folder cannot be created under a file.
+    let err = plot_oom_points(&blocker.join("sub").join("plot"), &[]).unwrap_err();
+    assert!(err.to_string().contains("file"), "{err}");
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# bench.sh: every policy on every bundled trace — peak reserved against the
+# live-bytes bound, utilization, device calls, replay speed — written as CSV,
+# plotted, and put into BENCHMARKS.md together with the criterion figures
+# and the commands that made them.
+#
+#   bash scripts/bench.sh            # full run (criterion benches: several minutes)
+#   bash scripts/bench.sh --quick    # skip criterion, table and plots only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+OUT=docs/bench
+mkdir -p "$OUT"
+cargo build --release --locked -q
+./target/release/vramlab bench --csv "$OUT/bench.csv" --markdown "$OUT/table.md" --plots "$OUT/plots" >/dev/null
+
+crit() { # group/function -> "median time" and throughput from criterion's estimates
+    local f="target/criterion/$1/new/estimates.json"
+    [ -f "$f" ] || { echo "-"; return; }
+    python3 - "$f" "${2:-0}" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+ns = e["median"]["point_estimate"]
+elems = int(sys.argv[2])
+if elems:
+    print(f"{ns/1e6:.1f} ms ({elems/ns*1e3:.2f} M events/s)")
+else:
+    print(f"{ns/1e6:.0f} ms")
+PY
+}
+
+if [ $QUICK = 0 ]; then
+    cargo bench --locked --bench replay -- --warm-up-time 1 --measurement-time 5 >/dev/null
+    cargo bench --locked --bench sweep -- --warm-up-time 1 --measurement-time 5 >/dev/null
+    cargo bench --locked -p vramlab-traces --bench pickle >/dev/null 2>&1 || true
+fi
+EVENTS=$(python3 -c "print(3280*305)")
+{
+    echo "# Benchmarks"
+    echo
+    echo "Made by \`bash scripts/bench.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores ($(uname -m)), $(rustc --version)."
+    echo "The machine was shared with other work; throughput figures vary by ±20 % between runs."
+    echo
+    echo "## Replay throughput (criterion)"
+    echo
+    echo "| benchmark | median |"
+    echo "|---|---|"
+    for b in default expandable_segments max_split_size_mb_256 roundup_power2_divisions_4; do
+        echo "| \`cargo bench --bench replay\` replay/$b (bundled GPT trace x305, $EVENTS events) | $(crit "replay/$b" "$EVENTS") |"
+    done
+    echo "| \`cargo bench --bench sweep\` default grid (44 settings) x 100k events, 2 threads | $(crit sweep/default_grid_44_settings_100k_events) |"
+    echo
+    echo "## Every policy on every bundled trace"
+    echo
+    echo "\`vramlab bench --csv docs/bench/bench.csv --markdown docs/bench/table.md\`: unlimited device;"
+    echo "*over bound* is peak reserved above the peak of live (requested) bytes, the bound no allocator can beat;"
+    echo "utilization is peak active / peak reserved; device calls are cudaMalloc + cudaFree (+ map/unmap);"
+    echo "events/s is the replay speed of each trace repeated to at least 200k events, fastest of 3."
+    echo
+    for t in gpt-small-train llama-3-8b-train-seq1024 llama-3-8b-infer-seq1024 sd15-512; do
+        [ -f "$OUT/plots/$t-policies.png" ] && echo "![every policy on $t](docs/bench/plots/$t-policies.png)" && echo
+    done
+    cat "$OUT/table.md"
+} > BENCHMARKS.md
+echo "wrote BENCHMARKS.md, $OUT/bench.csv and plots in $OUT"
