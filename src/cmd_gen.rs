@@ -131,7 +131,7 @@ pub fn run(args: GenArgs) -> Result<()> {
     Ok(())
 }
 
-fn request(a: &GenArgs) -> Result<GenRequest> {
+pub(crate) fn request(a: &GenArgs) -> Result<GenRequest> {
     let workload = a
         .workload
         .clone()

@@ -23,6 +23,8 @@ mod cmd_bench;
 mod cmd_conf;
 mod cmd_convert;
 mod cmd_fidelity;
+mod cmd_fit;
+mod cmd_gen;
 mod cmd_oom_state;
 mod cmd_replay;
 mod cmd_replay_cuda;
@@ -64,6 +66,12 @@ enum Command {
     Demo(cmd_report::DemoArgs),
     /// Sweep, rank and plot one trace: an HTML report with its data.
     Report(cmd_report::ReportArgs),
+    /// Generate the trace of an LLM or diffusion workload at any size,
+    /// from templates learned from the recorded corpus.
+    Gen(cmd_gen::GenArgs),
+    /// The largest batch, sequence length or resolution of a generated
+    /// workload that fits a GPU, per setting.
+    Fit(cmd_fit::FitArgs),
     /// Compare every policy on the bundled traces: memory and replay speed.
     Bench(cmd_bench::BenchArgs),
     /// The regression gate: deterministic metrics against a committed baseline.
@@ -95,6 +103,8 @@ fn main() {
         Command::Fidelity(a) => cmd_fidelity::run(a),
         Command::Convert(a) => cmd_convert::run_convert(a),
         Command::Sweep(a) => cmd_sweep::run(a),
+        Command::Gen(a) => cmd_gen::run(a),
+        Command::Fit(a) => cmd_fit::run(a),
         Command::Demo(a) => cmd_report::run_demo(a),
         Command::Report(a) => cmd_report::run(a),
         Command::Bench(a) => cmd_bench::run_bench(a),

@@ -65,6 +65,9 @@ impl Default for CostModel {
 struct Reservation {
     size: u64,
     mapped: BTreeMap<u64, u64>,
+    /// The page size of every mapping so far (0: none yet, `u64::MAX`:
+    /// several sizes), so that an unmap looks only at its own pages.
+    page: u64,
 }
 
 /// A simulated GPU.
@@ -302,6 +305,7 @@ impl Device for SimDevice {
             Reservation {
                 size,
                 mapped: BTreeMap::new(),
+                page: 0,
             },
         );
         self.record(DeviceCallKind::Reserve, ptr, size, self.cost.reserve_us);
@@ -343,6 +347,11 @@ impl Device for SimDevice {
         for i in first..first + pages {
             res.mapped.insert(i, page);
         }
+        res.page = if res.page == 0 || res.page == page {
+            page
+        } else {
+            u64::MAX
+        };
         self.used += size;
         self.record(
             DeviceCallKind::Map,
@@ -363,12 +372,18 @@ impl Device for SimDevice {
             })?;
         let mut freed = 0u64;
         let mut pages = 0u64;
-        let keys: Vec<u64> = res
-            .mapped
-            .iter()
-            .filter(|&(&i, &p)| base + i * p >= ptr && base + (i + 1) * p <= ptr + size)
-            .map(|(&i, _)| i)
-            .collect();
+        let keys: Vec<u64> = if res.page != 0 && res.page != u64::MAX {
+            // One page size: the pages inside [ptr, ptr + size) by index.
+            let p = res.page;
+            let (lo, hi) = ((ptr - base).div_ceil(p), (ptr + size - base) / p);
+            res.mapped.range(lo..hi.max(lo)).map(|(&i, _)| i).collect()
+        } else {
+            res.mapped
+                .iter()
+                .filter(|&(&i, &p)| base + i * p >= ptr && base + (i + 1) * p <= ptr + size)
+                .map(|(&i, _)| i)
+                .collect()
+        };
         for i in keys {
             freed += res.mapped.remove(&i).unwrap_or(0);
             pages += 1;

@@ -139,6 +139,9 @@ impl<D: Device> NativeAllocator<D> {
                 self.pools[pi].len(),
                 free_keys[pi].len()
             );
+            self.pools[pi]
+                .check_max()
+                .map_err(|e| format!("{} pool: {e}", kind.name()))?;
             let unmapped: BTreeSet<UnmappedKey> = self.pools[pi].unmapped_iter().collect();
             ensure!(
                 unmapped_keys[pi] == unmapped,

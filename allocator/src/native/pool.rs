@@ -7,8 +7,12 @@
 //! A pool rarely sees more than a few streams, but a trace with thousands
 //! of them must not make every lookup scan them all.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+/// Above this many streams, a pool keeps [`Pool::maxima`] so that its
+/// largest free size needs no scan of the streams.
+const MANY_STREAMS: usize = 32;
 
 /// A free block as the pool orders it: stream (unsigned), then size, then
 /// address; `idx` is the block's arena index.
@@ -44,6 +48,9 @@ fn pack(size: u64, ptr: u64) -> u128 {
 struct StreamBlocks {
     /// `size << 64 | ptr` → arena index.
     free: BTreeMap<u128, u32>,
+    /// The largest size in `free` (0 when empty), kept next to the map so
+    /// that [`Pool::max_size`] reads one value per stream.
+    max_free: u64,
     /// address → arena index.
     unmapped: BTreeMap<u64, u32>,
 }
@@ -68,12 +75,28 @@ pub struct Pool {
     free_len: usize,
     /// `get_free_blocks_call_count`: the garbage collector's clock.
     pub clock: u64,
-    /// The largest free size and how many free blocks have it, kept up to
-    /// date by `insert`/`remove` until the last such block goes (then
-    /// `None` until [`Pool::max_size`] rescans the streams): the replay asks
-    /// for it at every timeline point, and a scan of every stream each time
-    /// is slow with thousands of streams.
-    max: Cell<Option<(u64, usize)>>,
+    /// With more than [`MANY_STREAMS`] streams: the number of streams by
+    /// their largest free size. The replay asks for the pool's largest free
+    /// size at every timeline point; scanning thousands of streams each
+    /// time was slow.
+    maxima: Option<BTreeMap<u64, usize>>,
+}
+
+/// Moves one stream from `old` to `new` in `maxima`.
+#[inline]
+fn move_max(maxima: &mut Option<BTreeMap<u64, usize>>, old: u64, new: u64) {
+    if old == new {
+        return;
+    }
+    if let Some(m) = maxima {
+        if let Entry::Occupied(mut e) = m.entry(old) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+        *m.entry(new).or_default() += 1;
+    }
 }
 
 impl Pool {
@@ -89,23 +112,33 @@ impl Pool {
 
     #[inline]
     fn entry(&mut self, stream: u64) -> &mut StreamBlocks {
+        if !self.streams.contains_key(&stream) {
+            self.streams.insert(stream, StreamBlocks::default());
+            if let Some(m) = &mut self.maxima {
+                *m.entry(0).or_default() += 1;
+            } else if self.streams.len() > MANY_STREAMS {
+                let mut m = BTreeMap::new();
+                for s in self.streams.values() {
+                    *m.entry(s.max_free).or_default() += 1;
+                }
+                self.maxima = Some(m);
+            }
+        }
         self.streams.entry(stream).or_default()
     }
 
     /// Adds a free block.
     #[inline]
     pub fn insert(&mut self, k: FreeKey) {
-        if self
-            .entry(k.stream)
-            .free
-            .insert(pack(k.size, k.ptr), k.idx)
-            .is_none()
-        {
+        self.entry(k.stream);
+        let Some(s) = self.streams.get_mut(&k.stream) else {
+            return; // just created by `entry`
+        };
+        if s.free.insert(pack(k.size, k.ptr), k.idx).is_none() {
             self.free_len += 1;
-            match self.max.get() {
-                Some((m, _)) if k.size > m => self.max.set(Some((k.size, 1))),
-                Some((m, n)) if k.size == m => self.max.set(Some((m, n + 1))),
-                _ => {}
+            if k.size > s.max_free {
+                move_max(&mut self.maxima, s.max_free, k.size);
+                s.max_free = k.size;
             }
         }
     }
@@ -113,19 +146,19 @@ impl Pool {
     /// Removes a free block; `true` if it was there.
     #[inline]
     pub fn remove(&mut self, k: &FreeKey) -> bool {
-        let removed = self
-            .streams
-            .get_mut(&k.stream)
-            .is_some_and(|s| s.free.remove(&pack(k.size, k.ptr)).is_some());
-        if removed {
-            self.free_len -= 1;
-            match self.max.get() {
-                Some((m, n)) if k.size == m && n > 1 => self.max.set(Some((m, n - 1))),
-                Some((m, _)) if k.size == m => self.max.set(None),
-                _ => {}
-            }
+        let Some(s) = self.streams.get_mut(&k.stream) else {
+            return false;
+        };
+        if s.free.remove(&pack(k.size, k.ptr)).is_none() {
+            return false;
         }
-        removed
+        if k.size == s.max_free {
+            let new = s.free.last_key_value().map_or(0, |(&m, _)| (m >> 64) as u64);
+            move_max(&mut self.maxima, s.max_free, new);
+            s.max_free = new;
+        }
+        self.free_len -= 1;
+        true
     }
 
     /// The first free block of `stream` with size ≥ `size` (ties: lowest
@@ -183,22 +216,35 @@ impl Pool {
 
     /// Largest free block size.
     pub fn max_size(&self) -> u64 {
-        if let Some((m, _)) = self.max.get() {
-            return m;
+        match &self.maxima {
+            Some(m) => m.last_key_value().map_or(0, |(&k, _)| k),
+            None => self.streams.values().map(|s| s.max_free).max().unwrap_or(0),
         }
-        let m = self
-            .streams
-            .values()
-            .filter_map(|s| s.free.last_key_value().map(|(&k, _)| (k >> 64) as u64))
-            .max()
-            .unwrap_or(0);
-        let n = self
-            .streams
-            .values()
-            .map(|s| s.free.range(pack(m, 0)..).count())
-            .sum();
-        self.max.set(Some((m, n)));
-        m
+    }
+
+    /// Checks the cached largest sizes (per stream, and the count of streams
+    /// by largest size) against the blocks; for the invariant checker.
+    pub fn check_max(&self) -> Result<(), String> {
+        let mut by_max: BTreeMap<u64, usize> = BTreeMap::new();
+        for (stream, s) in &self.streams {
+            let m = s.free.last_key_value().map_or(0, |(&k, _)| (k >> 64) as u64);
+            if s.max_free != m {
+                return Err(format!(
+                    "stream {stream:#x}: cached largest free size {} but {m} in the set",
+                    s.max_free
+                ));
+            }
+            *by_max.entry(m).or_default() += 1;
+        }
+        match &self.maxima {
+            Some(m) if *m != by_max => Err(format!(
+                "streams by largest free size {m:?}, but the sets say {by_max:?}"
+            )),
+            None if self.streams.len() > MANY_STREAMS => {
+                Err(format!("{} streams but no maxima", self.streams.len()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Adds an unmapped block.

@@ -113,11 +113,20 @@ impl Figure for PeakReserved<'_> {
         if s.is_empty() {
             return no_data(root, title, "no settings to compare");
         }
+        // A replay that ended at an OOM saw only part of the trace: the
+        // lower bound comes from the complete ones when there are any.
+        let complete = s.iter().any(|r| r.oom.is_none());
         let lower = s
             .iter()
+            .filter(|r| r.oom.is_none() || !complete)
             .map(|r| r.summary.peak_requested_bytes)
             .max()
             .unwrap_or(0);
+        let lower_label = if complete {
+            format!("live-bytes lower bound ({})", format_bytes(lower))
+        } else {
+            format!("peak live bytes before the OOMs ({})", format_bytes(lower))
+        };
         let data_max = s
             .iter()
             .map(|r| r.summary.peak_reserved_bytes)
@@ -138,10 +147,7 @@ impl Figure for PeakReserved<'_> {
         let mut items = vec![
             LegendItem::new(Swatch::Box(ALLOCATED), "allocated at peak"),
             LegendItem::new(Swatch::Hatch(WASTE_FILL, WASTE), "waste at peak"),
-            LegendItem::new(
-                Swatch::Dashed(INK, 2),
-                format!("live-bytes lower bound ({})", format_bytes(lower)),
-            ),
+            LegendItem::new(Swatch::Dashed(INK, 2), lower_label),
         ];
         if let Some(c) = cap {
             items.push(LegendItem::new(

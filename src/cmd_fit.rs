@@ -1,0 +1,138 @@
+//! `vramlab fit`: the largest batch, sequence length or resolution of a
+//! generated workload that fits a GPU, per setting.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use vramlab_allocator::TorchVersion;
+use vramlab_reports::{FitPoint, FitSweep};
+use vramlab_sim::fit::max_fitting_size;
+use vramlab_sim::grid::parse_grid_line;
+use vramlab_traces::r#gen::{self as vgen, GenRequest};
+
+use crate::common::parse_size_arg;
+use crate::table::{Table, bytes};
+
+/// The dimension to vary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Vary {
+    /// Batch size.
+    Batch,
+    /// Sequence length (LLM presets).
+    Seq,
+    /// Image side in pixels (diffusion presets; multiples of 64).
+    Resolution,
+}
+
+/// Arguments of `vramlab fit`.
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    #[command(flatten)]
+    workload: crate::cmd_gen::GenArgs,
+    /// The dimension to grow.
+    #[arg(long, value_enum)]
+    vary: Vary,
+    /// The GPU memory the job may use.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    capacity: u64,
+    /// Settings to compare (grid-line syntax; repeat). Default: PyTorch's
+    /// defaults and expandable_segments:True.
+    #[arg(long = "conf", value_name = "STR")]
+    confs: Vec<String>,
+    /// Largest size to try.
+    #[arg(long, value_name = "N")]
+    max: Option<u64>,
+    /// Also plot peak reserved against the size into this folder (fit.png/svg).
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `fit`.
+pub fn run(args: FitArgs) -> Result<()> {
+    let base: GenRequest = crate::cmd_gen::request(&args.workload)?;
+    let (preset, _) = base.resolve()?;
+    let (start, step, limit) = match args.vary {
+        Vary::Batch => (1, 1, args.max.unwrap_or(4096)),
+        Vary::Seq => (128, 1, args.max.unwrap_or(1 << 20)),
+        Vary::Resolution => (64, 64, args.max.unwrap_or(8192)),
+    };
+    let make = |n: u64| -> Result<vramlab_traces::Trace, String> {
+        let mut r = base.clone();
+        match args.vary {
+            Vary::Batch => r.batch = Some(n),
+            Vary::Seq => r.seq = Some(n),
+            Vary::Resolution => r.resolution = Some(n * step),
+        }
+        vgen::generate(&r).map(|(t, _)| t).map_err(|e| e.to_string())
+    };
+    let confs = if args.confs.is_empty() {
+        vec!["default".to_string(), "expandable_segments:True".to_string()]
+    } else {
+        args.confs.clone()
+    };
+    let (lo, hi) = if args.vary == Vary::Resolution { (start / step, limit / step) } else { (start, limit) };
+    if lo > hi {
+        bail!("--max {limit} is below the smallest size tried ({start})");
+    }
+    let mut results = Vec::new();
+    let mut sweep = FitSweep {
+        dimension: match args.vary {
+            Vary::Batch => "batch size".into(),
+            Vary::Seq => "sequence length (tokens)".into(),
+            Vary::Resolution => "resolution (pixels)".into(),
+        },
+        capacity: Some(args.capacity),
+        points: Vec::new(),
+    };
+    for c in &confs {
+        let entry = parse_grid_line(c, TorchVersion::NEWEST).map_err(|e| anyhow::anyhow!("--conf {c:?}: {e}"))?;
+        let s = entry.scenario(Some(args.capacity));
+        let r = max_fitting_size(&make, &s, lo, hi).with_context(|| format!("searching under {}", entry.label()))?;
+        for p in &r.probes {
+            sweep.points.push(FitPoint {
+                setting: r.setting.clone(),
+                size: p.size * step,
+                fits: p.fits,
+                peak_reserved: p.peak_reserved_bytes,
+            });
+        }
+        results.push(r);
+    }
+    if let Some(dir) = &args.plot {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        vramlab_reports::plot_fit(&dir.join("fit"), &sweep).map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
+        eprintln!("wrote {}", dir.join("fit.png").display());
+    }
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&results)?);
+        return Ok(());
+    }
+    outln!(
+        "{} on {}: the largest {} that fits",
+        preset.name,
+        bytes(args.capacity),
+        sweep.dimension
+    );
+    let mut t = Table::new(vec!["setting".into(), "largest that fits".into(), "peak reserved there".into(), "first that does not".into()]);
+    for r in &results {
+        let best = r.max_size;
+        let at = best.and_then(|b| r.probes.iter().find(|p| p.size == b));
+        let first_bad = r.probes.iter().filter(|p| !p.fits).map(|p| p.size).min();
+        t.row(vec![
+            r.setting.clone(),
+            match best {
+                None => "none".into(),
+                Some(b) if r.hit_limit => format!(">= {} (limit)", b * step),
+                Some(b) => (b * step).to_string(),
+            },
+            at.map_or("-".into(), |p| bytes(p.peak_reserved_bytes)),
+            first_bad.map_or("-".into(), |b| (b * step).to_string()),
+        ]);
+    }
+    out!("{}", t.render());
+    Ok(())
+}
