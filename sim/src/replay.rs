@@ -505,7 +505,8 @@ where
             states[idu] = st;
             sizes[idu] = b.requested;
             if st == IdState::Live {
-                *live_requested += b.requested;
+                // `requested` comes from the trace file, unchecked.
+                *live_requested = live_requested.saturating_add(b.requested);
             }
         }
     }

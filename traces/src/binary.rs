@@ -245,6 +245,24 @@ fn read_body(mut r: impl Read, path: &str) -> Result<Trace, TraceError> {
             ),
         ));
     }
+    // Every id is an allocation or a block of the initial state; a larger
+    // count would only size the replay's per-id tables (a few bytes of
+    // file could otherwise claim four billion ids).
+    let allocs = events
+        .iter()
+        .filter(|e| matches!(e, Event::Alloc { .. }))
+        .count() as u64;
+    let initial = meta.initial.as_ref().map_or(0, |i| i.live_blocks() as u64);
+    if u64::from(meta.num_ids) > allocs + initial {
+        return Err(TraceError::new(
+            path,
+            Location::File,
+            format!(
+                "the file declares {} allocation ids but holds {allocs} allocations and {initial} live initial blocks",
+                meta.num_ids
+            ),
+        ));
+    }
     let t = Trace {
         header: meta.header,
         streams: meta.streams,
@@ -348,6 +366,20 @@ mod tests {
             let e = read_binary(&buf[..n], "t.vlt").unwrap_err();
             assert!(e.to_string().starts_with("t.vlt"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_id_count_beyond_the_allocations_is_refused() {
+        // A few bytes claiming four billion ids would size the replay's
+        // per-id tables (tens of GB) before any event is replayed.
+        let mut t = sample_n(3);
+        t.num_ids = u32::MAX;
+        let mut buf = Vec::new();
+        write_binary(&t, &mut buf, false, "t.vlt").unwrap();
+        assert_eq!(
+            read_binary(buf.as_slice(), "t.vlt").unwrap_err().to_string(),
+            "t.vlt: the file declares 4294967295 allocation ids but holds 3 allocations and 0 live initial blocks"
+        );
     }
 
     #[test]

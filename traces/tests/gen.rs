@@ -86,13 +86,14 @@ fn every_variant_reproduces_its_recordings() {
             let mut held_back = false;
             for c in &checks {
                 report.push_str(&format!(
-                    "{:<46} {:<12} b{} {:>5}: allocs {:>6} vs {:>6}, peak {:>12} vs {:>12} ({:+.3}%)\n",
+                    "{:<46} {:<12} b{} {:>5}: allocs {:>6} vs {:>6}, exact sizes {:>6}, peak {:>12} vs {:>12} ({:+.3}%)\n",
                     c.file,
                     c.kind.to_string(),
                     c.batch,
                     c.value,
                     c.recorded_allocs,
                     c.generated_allocs,
+                    c.exact_sizes,
                     c.recorded_peak,
                     c.generated_peak,
                     100.0 * c.peak_error()
@@ -100,6 +101,7 @@ fn every_variant_reproduces_its_recordings() {
                 match c.kind {
                     CheckKind::Recorded => {
                         assert_eq!(c.recorded_allocs, c.generated_allocs, "{}", c.file);
+                        assert_eq!(c.exact_sizes, c.recorded_allocs, "{}", c.file);
                         assert!(
                             c.peak_error().abs() <= 0.01,
                             "{}: {}",

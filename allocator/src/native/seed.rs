@@ -4,6 +4,7 @@
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
 use crate::device::{Device, DeviceError};
+use super::rounding::MAX_REQUEST;
 use crate::policy::{AllocError, BlockHandle, SeedBlock, SeedBlockState};
 use crate::stats::PoolKind;
 
@@ -21,12 +22,19 @@ impl<D: Device> NativeAllocator<D> {
         stream: u64,
         blocks: &[SeedBlock],
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
-        let size: u64 = blocks.iter().map(|b| b.size).sum();
         if blocks.is_empty() || blocks.iter().any(|b| b.size == 0 || b.size % 512 != 0) {
             return Err(AllocError::Invalid(
                 "a seeded segment needs blocks whose sizes are positive multiples of 512".into(),
             ));
         }
+        // Sizes come from a trace file: their sum may overflow.
+        let size = blocks
+            .iter()
+            .try_fold(0u64, |sum, b| sum.checked_add(b.size))
+            .filter(|&s| s < MAX_REQUEST)
+            .ok_or_else(|| {
+                AllocError::Invalid("a seeded segment of 2^60 bytes or more".into())
+            })?;
         let base = match self.device.malloc(size) {
             Ok(p) => p,
             Err(DeviceError::OutOfMemory { requested, free }) => {

@@ -479,6 +479,9 @@ pub struct Check {
     pub recorded_peak: u64,
     /// Peak live requested bytes of the generated trace.
     pub generated_peak: u64,
+    /// Allocations, in order, whose generated size equals the recorded one
+    /// (of `recorded_allocs`; 0 when the counts differ).
+    pub exact_sizes: usize,
 }
 
 impl Check {
@@ -493,6 +496,21 @@ impl Check {
 
 fn compare(t: &Template, s: &Sample<'_>, kind: CheckKind) -> Result<Check, GenError> {
     let g = t.instantiate(s.batch, s.value, None)?;
+    let sizes = |tr: &Trace| -> Vec<u64> {
+        tr.events
+            .iter()
+            .filter_map(|e| match *e {
+                crate::model::Event::Alloc { size, .. } => Some(size),
+                _ => None,
+            })
+            .collect()
+    };
+    let (a, b) = (sizes(&s.rec.trace), sizes(&g));
+    let exact_sizes = if a.len() == b.len() {
+        a.iter().zip(&b).filter(|(x, y)| x == y).count()
+    } else {
+        0
+    };
     Ok(Check {
         file: s.rec.name.clone(),
         kind,
@@ -502,6 +520,7 @@ fn compare(t: &Template, s: &Sample<'_>, kind: CheckKind) -> Result<Check, GenEr
         generated_allocs: g.num_allocs(),
         recorded_peak: peak_live_bytes(&s.rec.trace),
         generated_peak: peak_live_bytes(&g),
+        exact_sizes,
     })
 }
 
