@@ -362,7 +362,11 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 .filter(|r| &r.trace == name)
                 .map(|r| vramlab_reports::SettingResult::new(r.setting.clone(), r.summary.clone()))
                 .collect();
-            let stem = name.trim_end_matches(".gz").trim_end_matches(".csv").trim_end_matches(".zst").trim_end_matches(".vlt");
+            let stem = name
+                .trim_end_matches(".gz")
+                .trim_end_matches(".csv")
+                .trim_end_matches(".zst")
+                .trim_end_matches(".vlt");
             let base = dir.join(format!("{stem}-policies"));
             vramlab_reports::plot_peak_reserved(&base, &results, None)
                 .map_err(|e| anyhow::anyhow!("plotting {name}: {e}"))?;

@@ -67,14 +67,23 @@ pub fn run(args: FitArgs) -> Result<()> {
             Vary::Seq => r.seq = Some(n),
             Vary::Resolution => r.resolution = Some(n * step),
         }
-        vgen::generate(&r).map(|(t, _)| t).map_err(|e| e.to_string())
+        vgen::generate(&r)
+            .map(|(t, _)| t)
+            .map_err(|e| e.to_string())
     };
     let confs = if args.confs.is_empty() {
-        vec!["default".to_string(), "expandable_segments:True".to_string()]
+        vec![
+            "default".to_string(),
+            "expandable_segments:True".to_string(),
+        ]
     } else {
         args.confs.clone()
     };
-    let (lo, hi) = if args.vary == Vary::Resolution { (start / step, limit / step) } else { (start, limit) };
+    let (lo, hi) = if args.vary == Vary::Resolution {
+        (start / step, limit / step)
+    } else {
+        (start, limit)
+    };
     if lo > hi {
         bail!("--max {limit} is below the smallest size tried ({start})");
     }
@@ -89,9 +98,11 @@ pub fn run(args: FitArgs) -> Result<()> {
         points: Vec::new(),
     };
     for c in &confs {
-        let entry = parse_grid_line(c, TorchVersion::NEWEST).map_err(|e| anyhow::anyhow!("--conf {c:?}: {e}"))?;
+        let entry = parse_grid_line(c, TorchVersion::NEWEST)
+            .map_err(|e| anyhow::anyhow!("--conf {c:?}: {e}"))?;
         let s = entry.scenario(Some(args.capacity));
-        let r = max_fitting_size(&make, &s, lo, hi).with_context(|| format!("searching under {}", entry.label()))?;
+        let r = max_fitting_size(&make, &s, lo, hi)
+            .with_context(|| format!("searching under {}", entry.label()))?;
         for p in &r.probes {
             sweep.points.push(FitPoint {
                 setting: r.setting.clone(),
@@ -104,7 +115,8 @@ pub fn run(args: FitArgs) -> Result<()> {
     }
     if let Some(dir) = &args.plot {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        vramlab_reports::plot_fit(&dir.join("fit"), &sweep).map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
+        vramlab_reports::plot_fit(&dir.join("fit"), &sweep)
+            .map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
         eprintln!("wrote {}", dir.join("fit.png").display());
     }
     if args.json {
@@ -117,7 +129,12 @@ pub fn run(args: FitArgs) -> Result<()> {
         bytes(args.capacity),
         sweep.dimension
     );
-    let mut t = Table::new(vec!["setting".into(), "largest that fits".into(), "peak reserved there".into(), "first that does not".into()]);
+    let mut t = Table::new(vec![
+        "setting".into(),
+        "largest that fits".into(),
+        "peak reserved there".into(),
+        "first that does not".into(),
+    ]);
     for r in &results {
         let best = r.max_size;
         let at = best.and_then(|b| r.probes.iter().find(|p| p.size == b));

@@ -21,12 +21,15 @@ pub struct Stat {
 }
 
 impl Stat {
-    /// Adds `amount` (PyTorch's `Stat::increase`).
+    /// Adds `amount` (PyTorch's `Stat::increase`). The arithmetic wraps like
+    /// PyTorch's `int64_t` counters: the cumulative `allocated` passes 2^63
+    /// after a few requests near the 2^60-byte limit, which must not abort
+    /// a replay (debug builds check for overflow).
     #[inline]
     pub fn increase(&mut self, amount: u64) {
         let a = amount as i64;
-        self.current += a;
-        self.allocated += a;
+        self.current = self.current.wrapping_add(a);
+        self.allocated = self.allocated.wrapping_add(a);
         if self.current > self.peak {
             self.peak = self.current;
         }
@@ -36,8 +39,8 @@ impl Stat {
     #[inline]
     pub fn decrease(&mut self, amount: u64) {
         let a = amount as i64;
-        self.current -= a;
-        self.freed += a;
+        self.current = self.current.wrapping_sub(a);
+        self.freed = self.freed.wrapping_add(a);
     }
 
     /// `reset_peak_memory_stats`: peak := current.

@@ -17,12 +17,25 @@ fuzz_target!(|data: &[u8]| {
         let _ = c.effective_rows();
         let _ = c.warnings();
         let printed = c.to_string();
-        let mut back = AllocConf::parse(&printed, v)
-            .unwrap_or_else(|e| panic!("{v}: '{printed}' (printed from '{s}') does not parse: {e}"));
+        let mut back = AllocConf::parse(&printed, v).unwrap_or_else(|e| {
+            panic!("{v}: '{printed}' (printed from '{s}') does not parse: {e}")
+        });
         back.raw = c.raw.clone();
-        assert_eq!(back, c, "{v}: '{s}' prints as '{printed}', which parses differently");
+        assert_eq!(
+            back, c,
+            "{v}: '{s}' prints as '{printed}', which parses differently"
+        );
         let _ = c.parse_update(&s);
-        for n in [1u64, 511, 513, 1 << 20, (1 << 20) + 1, 10 << 20, (1 << 40) + 3, (1 << 60) - 1] {
+        for n in [
+            1u64,
+            511,
+            513,
+            1 << 20,
+            (1 << 20) + 1,
+            10 << 20,
+            (1 << 40) + 3,
+            (1 << 60) - 1,
+        ] {
             let r = round_size(&c, n);
             assert!(r >= n && r % 512 == 0, "{v} '{s}': round_size({n}) = {r}");
             let a = allocation_size(&c, r);
@@ -38,10 +51,18 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(c) = async_pool::Config::parse(&s) {
         let p = c.to_string();
-        assert_eq!(async_pool::Config::parse(&p), Ok(c), "async '{s}' prints as '{p}'");
+        assert_eq!(
+            async_pool::Config::parse(&p),
+            Ok(c),
+            "async '{s}' prints as '{p}'"
+        );
     }
     if let Ok(c) = stitch::Config::parse(&s) {
         let p = c.to_string();
-        assert_eq!(stitch::Config::parse(&p), Ok(c), "stitch '{s}' prints as '{p}'");
+        assert_eq!(
+            stitch::Config::parse(&p),
+            Ok(c),
+            "stitch '{s}' prints as '{p}'"
+        );
     }
 });

@@ -143,7 +143,10 @@ impl NativeIn {
             parts.push(format!("max_non_split_rounding_mb:{}", 20 + u32::from(n)));
         }
         if let Some(l) = self.lss {
-            parts.push(format!("large_segment_size_mb:{}", 20 + 2 * u32::from(l % 64)));
+            parts.push(format!(
+                "large_segment_size_mb:{}",
+                20 + 2 * u32::from(l % 64)
+            ));
         }
         parts.join(",")
     }
@@ -239,7 +242,10 @@ impl PolicyIn {
                     (None, None) => {}
                 }
                 if let Some(f) = frag {
-                    s.push_str(&format!(",fragmentation_fraction:{}", f64::from(*f) / 255.0));
+                    s.push_str(&format!(
+                        ",fragmentation_fraction:{}",
+                        f64::from(*f) / 255.0
+                    ));
                 }
                 (
                     PolicySpec::Bfc(bfc::Config::parse(&s).expect("valid bfc settings")),

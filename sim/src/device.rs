@@ -60,14 +60,26 @@ impl Default for CostModel {
     }
 }
 
-/// A reserved virtual range and what is mapped in it (page index → bytes).
+/// A reserved virtual range and what is mapped in it: runs of pages as
+/// offset from the base → (bytes, page size). Runs never overlap; pages
+/// lie at multiples of their size from the base. (Runs, not one entry per
+/// page: a mapping of terabytes must not cost millions of entries.)
 #[derive(Debug, Clone, Default)]
 struct Reservation {
     size: u64,
-    mapped: BTreeMap<u64, u64>,
-    /// The page size of every mapping so far (0: none yet, `u64::MAX`:
-    /// several sizes), so that an unmap looks only at its own pages.
-    page: u64,
+    mapped: BTreeMap<u64, (u64, u64)>,
+}
+
+impl Reservation {
+    /// `true` if a mapped page overlaps `[lo, hi)` (offsets).
+    fn overlaps(&self, lo: u64, hi: u64) -> bool {
+        // Runs are disjoint and sorted: only the last one starting below
+        // `hi` can reach past `lo`.
+        self.mapped
+            .range(..hi)
+            .next_back()
+            .is_some_and(|(&o, &(len, _))| o + len > lo)
+    }
 }
 
 /// A simulated GPU.
@@ -192,12 +204,7 @@ impl SimDevice {
         self.reservations
             .range(..addr)
             .next_back()
-            .is_none_or(|(&base, r)| {
-                r.mapped.iter().all(|(&i, &page)| {
-                    let (p0, p1) = (base + i * page, base + (i + 1) * page);
-                    p1 <= addr || p0 >= end
-                })
-            })
+            .is_none_or(|(&base, r)| !r.overlaps(addr - base, end - base))
     }
 
     /// `true` if `[addr, addr+size)` overlaps no segment or reservation.
@@ -219,13 +226,16 @@ impl SimDevice {
     }
 
     /// Picks an address for a new range: a requested placement, or the next
-    /// aligned address of the bump allocator.
+    /// aligned address of the bump allocator, or (once the bump allocator
+    /// reached the end of the 64-bit address space, which only traces of
+    /// exabyte-sized requests do) the first gap that fits; `None` when no
+    /// gap does.
     ///
     /// A placed reservation may overlap the unused tail of another
     /// reservation: the simulated reservations are sized from the simulated
     /// device's total memory, which can be larger than the recording GPU's,
     /// while the recorded bases only show that the real ones did not overlap.
-    fn place(&mut self, size: u64, align: u64, reservation: bool) -> DevicePtr {
+    fn place(&mut self, size: u64, align: u64, reservation: bool) -> Option<DevicePtr> {
         if let Some(addr) = self.placements.pop_front() {
             let free = if reservation {
                 self.range_is_free_of_segments_and_pages(addr, size)
@@ -234,12 +244,50 @@ impl SimDevice {
             };
             if free {
                 self.next_addr = self.next_addr.max(addr.saturating_add(size));
-                return addr;
+                return Some(addr);
             }
         }
-        let addr = self.next_addr.div_ceil(align) * align;
-        self.next_addr = addr.saturating_add(size);
-        addr
+        let bump = self.next_addr.div_ceil(align).checked_mul(align);
+        if let Some(addr) = bump.filter(|a| a.checked_add(size).is_some()) {
+            self.next_addr = addr + size;
+            return Some(addr);
+        }
+        self.first_gap(size, align)
+    }
+
+    /// The lowest aligned address from the base where `size` bytes overlap
+    /// no segment and no reservation.
+    fn first_gap(&self, size: u64, align: u64) -> Option<DevicePtr> {
+        let mut taken: Vec<(u64, u64)> = self
+            .segments
+            .iter()
+            .map(|(&p, &s)| (p, p.saturating_add(s)))
+            .chain(
+                self.reservations
+                    .iter()
+                    .map(|(&p, r)| (p, p.saturating_add(r.size))),
+            )
+            .collect();
+        taken.sort_unstable();
+        let mut cursor = ADDRESS_BASE;
+        for (start, end) in taken {
+            let addr = cursor.div_ceil(align).checked_mul(align)?;
+            if addr.checked_add(size).is_some_and(|e| e <= start) {
+                return Some(addr);
+            }
+            cursor = cursor.max(end);
+        }
+        let addr = cursor.div_ceil(align).checked_mul(align)?;
+        addr.checked_add(size).map(|_| addr)
+    }
+
+    /// The error of an allocation that found no address range.
+    fn no_address_space(&mut self, size: u64) -> DeviceError {
+        self.failed_mallocs += 1;
+        DeviceError::OutOfMemory {
+            requested: size,
+            free: self.capacity.saturating_sub(self.used),
+        }
     }
 
     fn record(&mut self, kind: DeviceCallKind, ptr: DevicePtr, size: u64, cost_us: f64) {
@@ -254,7 +302,9 @@ impl Device for SimDevice {
             self.failed_mallocs += 1;
             return Err(e);
         }
-        let ptr = self.place(size, MALLOC_ALIGN, false);
+        let Some(ptr) = self.place(size, MALLOC_ALIGN, false) else {
+            return Err(self.no_address_space(size));
+        };
         self.used += size;
         self.segments.insert(ptr, size);
         let cost = self.cost.malloc_us + self.cost.malloc_us_per_gib * size as f64 / GIB as f64;
@@ -299,13 +349,14 @@ impl Device for SimDevice {
     }
 
     fn reserve(&mut self, size: u64) -> Result<DevicePtr, DeviceError> {
-        let ptr = self.place(size, self.granularity, true);
+        let Some(ptr) = self.place(size, self.granularity, true) else {
+            return Err(self.no_address_space(size));
+        };
         self.reservations.insert(
             ptr,
             Reservation {
                 size,
                 mapped: BTreeMap::new(),
-                page: 0,
             },
         );
         self.record(DeviceCallKind::Reserve, ptr, size, self.cost.reserve_us);
@@ -323,7 +374,7 @@ impl Device for SimDevice {
             .reservations
             .range(..=ptr)
             .next_back()
-            .filter(|(b, r)| ptr + size <= **b + r.size)
+            .filter(|(b, r)| ptr.checked_add(size).is_some_and(|e| e <= **b + r.size))
             .ok_or_else(|| {
                 DeviceError::Other(format!("map({ptr:#x}, {size}): outside any reservation"))
             })?;
@@ -332,9 +383,9 @@ impl Device for SimDevice {
                 "map({ptr:#x}): not page aligned"
             )));
         }
-        let first = (ptr - base) / page;
+        let offset = ptr - base;
         let pages = size / page;
-        if res.mapped.range(first..first + pages).next().is_some() {
+        if res.overlaps(offset, offset + size) {
             return Err(DeviceError::Other(format!(
                 "map({ptr:#x}, {size}): already mapped"
             )));
@@ -343,15 +394,11 @@ impl Device for SimDevice {
             self.failed_mallocs += 1;
             return Err(e);
         }
-        let res = self.reservations.get_mut(&base).expect("found above");
-        for i in first..first + pages {
-            res.mapped.insert(i, page);
+        if size > 0 {
+            if let Some(res) = self.reservations.get_mut(&base) {
+                res.mapped.insert(offset, (size, page));
+            }
         }
-        res.page = if res.page == 0 || res.page == page {
-            page
-        } else {
-            u64::MAX
-        };
         self.used += size;
         self.record(
             DeviceCallKind::Map,
@@ -370,28 +417,38 @@ impl Device for SimDevice {
             .ok_or_else(|| {
                 DeviceError::Other(format!("unmap({ptr:#x}): outside any reservation"))
             })?;
+        // The whole pages inside [ptr, ptr + size) go; the runs they were
+        // part of keep the rest. Nothing changes unless exactly `size`
+        // bytes were mapped there.
+        let (lo, hi) = (ptr - base, (ptr - base).saturating_add(size));
         let mut freed = 0u64;
         let mut pages = 0u64;
-        let keys: Vec<u64> = if res.page != 0 && res.page != u64::MAX {
-            // One page size: the pages inside [ptr, ptr + size) by index.
-            let p = res.page;
-            let (lo, hi) = ((ptr - base).div_ceil(p), (ptr + size - base) / p);
-            res.mapped.range(lo..hi.max(lo)).map(|(&i, _)| i).collect()
-        } else {
-            res.mapped
-                .iter()
-                .filter(|&(&i, &p)| base + i * p >= ptr && base + (i + 1) * p <= ptr + size)
-                .map(|(&i, _)| i)
-                .collect()
-        };
-        for i in keys {
-            freed += res.mapped.remove(&i).unwrap_or(0);
-            pages += 1;
+        let mut cut = Vec::new();
+        for (&o, &(len, page)) in res.mapped.range(..hi).rev() {
+            if o + len <= lo {
+                break;
+            }
+            let a = lo.max(o).div_ceil(page) * page;
+            let b = hi.min(o + len) / page * page;
+            if a < b {
+                freed += b - a;
+                pages += (b - a) / page;
+                cut.push((o, len, page, a, b));
+            }
         }
         if freed != size {
             return Err(DeviceError::Other(format!(
                 "unmap({ptr:#x}, {size}): only {freed} bytes were mapped there"
             )));
+        }
+        for (o, len, page, a, b) in cut {
+            res.mapped.remove(&o);
+            if o < a {
+                res.mapped.insert(o, (a - o, page));
+            }
+            if b < o + len {
+                res.mapped.insert(b, (o + len - b, page));
+            }
         }
         self.used -= freed;
         let cost = self.cost.sync_us + self.cost.unmap_us_per_page * pages as f64;

@@ -226,7 +226,8 @@ where
                         handles[idu] = h;
                         states[idu] = IdState::Live;
                         sizes[idu] = size;
-                        live_requested += size;
+                        // Saturating: seeded blocks carry unchecked sizes.
+                        live_requested = live_requested.saturating_add(size);
                         if opts.record_addresses {
                             addresses[idu] = alloc.block_ptr(h);
                         }
@@ -274,7 +275,7 @@ where
                         } else {
                             IdState::Freed
                         };
-                        live_requested -= sizes[idu];
+                        live_requested = live_requested.saturating_sub(sizes[idu]);
                     }
                     IdState::Failed => {}
                     _ => {

@@ -579,7 +579,11 @@ fn many_tiny_blocks(n: u32) -> Trace {
 fn many_holes_then_empty_cache(n: u32) -> Trace {
     let mut t = Trace::new(TraceHeader::default());
     for id in 0..n {
-        t.events.push(Event::Alloc { id, stream: 0, size: 21 * MIB });
+        t.events.push(Event::Alloc {
+            id,
+            stream: 0,
+            size: 21 * MIB,
+        });
     }
     for id in (0..n).step_by(2) {
         t.events.push(Event::Free { id });
@@ -620,6 +624,7 @@ fn replay_seconds(t: &Trace, s: &Scenario) -> f64 {
 #[test]
 fn replay_time_scales_linearly_on_pathological_traces() {
     let n = if cfg!(debug_assertions) { 300 } else { 4_000 };
+    #[allow(clippy::type_complexity)]
     let shapes: [(&str, fn(u32) -> Trace); 4] = [
         ("pending frees", many_pending_frees),
         ("streams", many_streams),
@@ -638,11 +643,48 @@ fn replay_time_scales_linearly_on_pathological_traces() {
             };
             let (a, b) = (best(&small), best(&big));
             let ratio = b / a.max(1e-5);
-            eprintln!("{name:>14} {:>28}: {a:.5}s -> {b:.5}s (x{ratio:.1})", s.label());
+            eprintln!(
+                "{name:>14} {:>28}: {a:.5}s -> {b:.5}s (x{ratio:.1})",
+                s.label()
+            );
             if ratio > 100.0 {
                 failures.push(format!("{name} under {}: x{ratio:.0}", s.label()));
             }
         }
     }
     assert!(failures.is_empty(), "superlinear replay time: {failures:?}");
+}
+
+/// Huge requests on an unlimited device: the simulated device kept one
+/// entry per mapped 2 MiB page, so a policy mapping a request of 2^59
+/// bytes (stitch, expandable segments) ran for hours and exhausted memory.
+#[test]
+fn huge_requests_replay_in_no_time() {
+    let start = std::time::Instant::now();
+    for size in [(1u64 << 40) + 1, 1 << 50, (1 << 59) + 12345, (1 << 60) - 1] {
+        let t = csv_trace(&format!(
+            "alloc,a,{size}\nalloc,b,1000\nfree,a\nalloc,c,{size}\nfree,b\nfree,c\nempty_cache\n"
+        ));
+        for s in every_policy() {
+            run(&t, &s, &checked(false));
+        }
+    }
+    assert!(start.elapsed().as_secs() < 30, "{:?}", start.elapsed());
+}
+
+/// Twenty requests just under PyTorch's 2^60-byte limit, each freed: the
+/// cumulative statistics pass 2^63 (`allocated_bytes.all.allocated`
+/// overflowed `i64`), and the simulated device's bump allocator passes the
+/// end of the 64-bit address space (its next address overflowed); neither
+/// may panic.
+#[test]
+fn exabyte_requests_overflow_neither_statistics_nor_addresses() {
+    let size = (1u64 << 60) - 512;
+    let rows: String = (0..20)
+        .map(|i| format!("alloc,a{i},{size}\nfree,a{i}\n"))
+        .collect();
+    let t = csv_trace(&rows);
+    for s in every_policy() {
+        run(&t, &s, &checked(false));
+    }
 }

@@ -200,6 +200,18 @@ fn read_body(mut r: impl Read, path: &str) -> Result<Trace, TraceError> {
     let m = read_block(&mut r, meta_len, at, path, "the metadata")?;
     let meta: Meta = postcard::from_bytes(&m)
         .map_err(|e| TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {e}")))?;
+    // Event indices are 32-bit throughout (expected records, device logs).
+    if meta.num_events > u64::from(u32::MAX) {
+        return Err(TraceError::new(
+            path,
+            Location::Byte(at),
+            format!(
+                "the file says {} events; vramlab reads at most {} events per trace",
+                meta.num_events,
+                u32::MAX
+            ),
+        ));
+    }
     at += meta_len as u64;
     let mut events: Vec<Event> = Vec::with_capacity((meta.num_events as usize).min(1 << 20));
     loop {
@@ -214,6 +226,14 @@ fn read_body(mut r: impl Read, path: &str) -> Result<Trace, TraceError> {
                 path,
                 Location::Byte(at - 8),
                 format!("corrupt event chunk ({count} events in {len} bytes)"),
+            ));
+        }
+        if (events.len() + count) as u64 > meta.num_events {
+            // Stop before reading more than the file says it holds.
+            return Err(TraceError::new(
+                path,
+                Location::Byte(at - 8),
+                format!("the file says {} events but holds more", meta.num_events),
             ));
         }
         let b = read_block(&mut r, len, at, path, "an event chunk")?;
@@ -377,7 +397,9 @@ mod tests {
         let mut buf = Vec::new();
         write_binary(&t, &mut buf, false, "t.vlt").unwrap();
         assert_eq!(
-            read_binary(buf.as_slice(), "t.vlt").unwrap_err().to_string(),
+            read_binary(buf.as_slice(), "t.vlt")
+                .unwrap_err()
+                .to_string(),
             "t.vlt: the file declares 4294967295 allocation ids but holds 3 allocations and 0 live initial blocks"
         );
     }

@@ -56,9 +56,11 @@ pub fn read_csv(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
     let mut streams = StreamInterner::default();
     let err = |line: u64, msg: String| TraceError::new(path, Location::Line(line), msg);
 
-    for (n, line) in input.lines().enumerate() {
-        let lineno = n as u64 + 1;
-        let line = line.map_err(|e| err(lineno, format!("cannot read: {e}")))?;
+    let mut lines = crate::lines::Lines::new(input);
+    let mut lineno = 0u64;
+    while let Some(line) = lines.next_line() {
+        lineno += 1;
+        let line = line.map_err(|e| err(lineno, e.to_string()))?;
         let line = line.trim_end_matches('\r');
         let text = line.trim();
         if text.is_empty() {

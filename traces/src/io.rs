@@ -9,6 +9,7 @@ use crate::binary::{is_binary, read_binary, write_binary};
 use crate::csv::{read_csv, write_csv};
 use crate::error::{Location, TraceError};
 use crate::model::Trace;
+use crate::pickle::MAX_INPUT_LEN;
 use crate::rmm::{is_rmm_header, read_rmm};
 use crate::snapshot::{SizeRules, Snapshot, read_snapshot, snapshot_to_traces};
 
@@ -110,20 +111,24 @@ fn resolve(path: &Path, format: Option<Format>) -> Result<Format, TraceError> {
     })
 }
 
-/// The first line that is not blank and not a `#` comment.
+/// The first line that is not blank and not a `#` comment. A line that is
+/// too long or not text gives `None`: the CSV reader then reports it with
+/// its line number.
 fn first_data_line(r: &mut impl BufRead) -> std::io::Result<Option<String>> {
-    // Peek by reading into a buffer that is then replayed; callers reopen.
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Ok(None);
-        }
+    // Callers reopen the file to read it from the start.
+    let mut lines = crate::lines::Lines::new(r);
+    while let Some(line) = lines.next_line() {
+        let line = match line {
+            Ok(l) => l,
+            Err(crate::lines::LineError::Io(e)) => return Err(e),
+            Err(_) => return Ok(None),
+        };
         let t = line.trim();
         if !t.is_empty() && !t.starts_with('#') {
             return Ok(Some(t.to_string()));
         }
     }
+    Ok(None)
 }
 
 /// Reads the trace(s) in a file: one per device that has events. Snapshots
@@ -171,11 +176,32 @@ pub fn read_traces_with(
     }
 }
 
-/// Reads a PyTorch memory snapshot file.
+/// Reads a PyTorch memory snapshot file. A pickle is read whole, so files
+/// above [`MAX_INPUT_LEN`] (1 GiB) are refused before anything is read.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, TraceError> {
-    let mut f = File::open(path).map_err(|e| open_error(path, e))?;
+    let f = File::open(path).map_err(|e| open_error(path, e))?;
+    let too_large = |size: String| {
+        TraceError::new(
+            path.display().to_string(),
+            Location::File,
+            format!(
+                "the snapshot is {size}; a pickle is read whole, and at most {MAX_INPUT_LEN} bytes (1 GiB) are accepted (record fewer entries: _record_memory_history(max_entries=...))"
+            ),
+        )
+    };
+    if let Ok(len) = f.metadata().map(|m| m.len()) {
+        if len > MAX_INPUT_LEN as u64 {
+            return Err(too_large(format!("{len} bytes")));
+        }
+    }
+    // The size check above does not cover pipes and files that grow.
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).map_err(|e| open_error(path, e))?;
+    f.take(MAX_INPUT_LEN as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| open_error(path, e))?;
+    if bytes.len() > MAX_INPUT_LEN {
+        return Err(too_large(format!("more than {MAX_INPUT_LEN} bytes")));
+    }
     if is_binary(&bytes) {
         return Err(TraceError::new(
             path.display().to_string(),

@@ -7,6 +7,7 @@ pub mod csv;
 pub mod error;
 pub mod r#gen;
 pub mod io;
+mod lines;
 pub mod model;
 pub mod pickle;
 pub mod rmm;

@@ -58,9 +58,11 @@ pub fn read_rmm(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
     let mut streams = StreamInterner::default();
     let mut failures = 0u64;
     let (mut first_time, mut last_time, mut wrapped) = (None::<u64>, 0u64, 0u64);
-    for (n, line) in input.lines().enumerate() {
-        let lineno = n as u64 + 1;
-        let line = line.map_err(|e| err(lineno, format!("cannot read: {e}")))?;
+    let mut lines = crate::lines::Lines::new(input);
+    let mut lineno = 0u64;
+    while let Some(line) = lines.next_line() {
+        lineno += 1;
+        let line = line.map_err(|e| err(lineno, e.to_string()))?;
         let text = line.trim();
         if text.is_empty() {
             continue;

@@ -69,9 +69,11 @@ impl TraceSummary {
                 if let InitialBlockState::Allocated(id) = b.state {
                     if let Some(s) = sizes.get_mut(id as usize) {
                         *s = b.requested;
+                        // In bounds: `live` has the length of `sizes`.
                         live[id as usize] = true;
-                        cur += b.requested;
-                        initial_live += b.requested;
+                        // Sizes come from the file: sums saturate.
+                        cur = cur.saturating_add(b.requested);
+                        initial_live = initial_live.saturating_add(b.requested);
                     }
                 }
             }
@@ -103,20 +105,23 @@ impl TraceSummary {
             match *e {
                 Event::Alloc { id, size, .. } => {
                     s.allocs += 1;
-                    s.total_requested_bytes += size;
+                    // Sizes come from the file (up to 2^64 - 1): sums saturate.
+                    s.total_requested_bytes = s.total_requested_bytes.saturating_add(size);
                     s.max_request_bytes = s.max_request_bytes.max(size);
                     let b = if size == 0 {
                         0
                     } else {
                         64 - size.leading_zeros() as usize
                     };
+                    // In bounds: b <= 64 (bits of a u64).
                     hist[b].0 += 1;
-                    hist[b].1 += size;
+                    hist[b].1 = hist[b].1.saturating_add(size);
                     if let Some(slot) = sizes.get_mut(id as usize) {
                         *slot = size;
+                        // In bounds: `live` has the length of `sizes`.
                         live[id as usize] = true;
                     }
-                    cur += size;
+                    cur = cur.saturating_add(size);
                     s.peak_live_bytes = s.peak_live_bytes.max(cur);
                 }
                 Event::Free { id } | Event::FreeRequested { id } => {
@@ -126,8 +131,9 @@ impl TraceSummary {
                         s.deferred_frees += 1;
                     }
                     if live.get(id as usize).copied().unwrap_or(false) {
+                        // In bounds: checked just above; `sizes` is as long.
                         live[id as usize] = false;
-                        cur -= sizes[id as usize];
+                        cur = cur.saturating_sub(sizes[id as usize]);
                     }
                 }
                 Event::FreeCompleted { .. } => {}

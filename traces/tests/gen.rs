@@ -225,6 +225,34 @@ fn steps_repeat_the_last_step() {
     })
     .unwrap_err();
     assert!(e.to_string().contains("recorded with 3 steps"), "{e}");
+    // Denoising steps: the latents carry over; what the prompt encoding made
+    // is freed once, after the last step.
+    let sd = GenRequest {
+        preset: "sd15".into(),
+        batch: Some(2),
+        resolution: Some(576),
+        ..Default::default()
+    };
+    let (two, _) = generate(&sd).unwrap();
+    let (thirty, _) = generate(&GenRequest {
+        steps: Some(30),
+        ..sd.clone()
+    })
+    .unwrap();
+    valid(&thirty);
+    assert_eq!(peak_live_bytes(&thirty), peak_live_bytes(&two));
+    assert!(thirty.events.len() > 10 * two.events.len());
+    // Inference with a KV cache has no repeatable step.
+    let e = generate(&GenRequest {
+        preset: "llama-3-8b-infer".into(),
+        steps: Some(4),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("not recorded with repeated steps"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -55,6 +55,12 @@ impl<D: Device> NativeAllocator<D> {
         while self.arena[c].size < p.size {
             // shape: free (mapped) -> unmapped -> ...
             let nxt = self.arena[c].next;
+            if nxt == NIL {
+                // A new reservation (1 1/8 of the device's total) smaller
+                // than the request: only a device whose capacity exceeds
+                // the total it reports mapped that much. Out of memory.
+                return Ok(None);
+            }
             let n = (p.size - self.arena[c].size).min(self.arena[nxt].size);
             if !self.map_block(nxt, n)? {
                 return Ok(None);

@@ -208,7 +208,7 @@ impl<D: Device> NativeAllocator<D> {
                 ("large_pool", &got.large_pool),
             ] {
                 ensure!(
-                    st.current == st.allocated - st.freed && st.peak >= st.current,
+                    st.current == st.allocated.wrapping_sub(st.freed) && st.peak >= st.current,
                     "{name}.{pool}: current/allocated/freed/peak inconsistent"
                 );
             }

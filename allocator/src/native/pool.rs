@@ -112,8 +112,8 @@ impl Pool {
 
     #[inline]
     fn entry(&mut self, stream: u64) -> &mut StreamBlocks {
-        if !self.streams.contains_key(&stream) {
-            self.streams.insert(stream, StreamBlocks::default());
+        if let std::collections::btree_map::Entry::Vacant(v) = self.streams.entry(stream) {
+            v.insert(StreamBlocks::default());
             if let Some(m) = &mut self.maxima {
                 *m.entry(0).or_default() += 1;
             } else if self.streams.len() > MANY_STREAMS {
@@ -153,7 +153,10 @@ impl Pool {
             return false;
         }
         if k.size == s.max_free {
-            let new = s.free.last_key_value().map_or(0, |(&m, _)| (m >> 64) as u64);
+            let new = s
+                .free
+                .last_key_value()
+                .map_or(0, |(&m, _)| (m >> 64) as u64);
             move_max(&mut self.maxima, s.max_free, new);
             s.max_free = new;
         }
@@ -206,7 +209,9 @@ impl Pool {
 
     /// Every free block in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = FreeKey> + '_ {
-        self.streams.iter().flat_map(|(&stream, s)| s.free_keys(stream))
+        self.streams
+            .iter()
+            .flat_map(|(&stream, s)| s.free_keys(stream))
     }
 
     /// Number of free blocks.
@@ -227,7 +232,10 @@ impl Pool {
     pub fn check_max(&self) -> Result<(), String> {
         let mut by_max: BTreeMap<u64, usize> = BTreeMap::new();
         for (stream, s) in &self.streams {
-            let m = s.free.last_key_value().map_or(0, |(&k, _)| (k >> 64) as u64);
+            let m = s
+                .free
+                .last_key_value()
+                .map_or(0, |(&k, _)| (k >> 64) as u64);
             if s.max_free != m {
                 return Err(format!(
                     "stream {stream:#x}: cached largest free size {} but {m} in the set",

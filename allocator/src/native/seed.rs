@@ -3,8 +3,8 @@
 
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
-use crate::device::{Device, DeviceError};
 use super::rounding::MAX_REQUEST;
+use crate::device::{Device, DeviceError};
 use crate::policy::{AllocError, BlockHandle, SeedBlock, SeedBlockState};
 use crate::stats::PoolKind;
 
@@ -32,9 +32,7 @@ impl<D: Device> NativeAllocator<D> {
             .iter()
             .try_fold(0u64, |sum, b| sum.checked_add(b.size))
             .filter(|&s| s < MAX_REQUEST)
-            .ok_or_else(|| {
-                AllocError::Invalid("a seeded segment of 2^60 bytes or more".into())
-            })?;
+            .ok_or_else(|| AllocError::Invalid("a seeded segment of 2^60 bytes or more".into()))?;
         let base = match self.device.malloc(size) {
             Ok(p) => p,
             Err(DeviceError::OutOfMemory { requested, free }) => {

@@ -350,7 +350,7 @@ pub(crate) fn compare_stats(got: &MemoryStats, want: &MemoryStats) -> Result<(),
                 ws.current
             );
             ensure!(
-                gs.current == gs.allocated - gs.freed && gs.peak >= gs.current,
+                gs.current == gs.allocated.wrapping_sub(gs.freed) && gs.peak >= gs.current,
                 "{name}.{pool}: current/allocated/freed/peak inconsistent"
             );
         }

@@ -17,9 +17,9 @@ and patches what would otherwise make the recording differ from a CUDA run:
   GPUs; 8519680 elsewhere) is allocated for good at the first matrix
   product of the forward and again of the backward (autograd runs the
   backward on its own thread, with its own cuBLAS handle).
-* LayerNorm / GroupNorm keep their mean and rstd in fp32 for fp16/bf16
-  inputs on CUDA (the CPU kernels keep the input dtype): recorded at fp32
-  size.
+* LayerNorm keeps its mean and rstd in fp32 for fp16/bf16 inputs on CUDA
+  (the CPU kernel keeps the input dtype): recorded at fp32 size. (GroupNorm
+  keeps the input dtype on both.)
 * transformers' ``is_tracing`` does not treat fake tensors as tracing, so
   its attention-mask code takes the branches a CUDA run takes (no causal
   mask tensor, hence flash attention).
@@ -239,7 +239,8 @@ _MATMUL_OPS = {
     aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default, aten.addmv.default,
     aten.mv.default, aten.addbmm.default, aten._scaled_mm.default,
 }
-_NORM_OPS = {aten.native_layer_norm.default, aten.native_group_norm.default}
+# GroupNorm keeps its statistics in the input dtype on CUDA too (measured).
+_NORM_OPS = {aten.native_layer_norm.default}
 
 
 class FakeCudaRecorder(AllocationRecorder):

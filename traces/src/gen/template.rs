@@ -716,8 +716,14 @@ impl Template {
     }
 
     /// Event range of the last recorded step.
-    fn step_block(&self) -> Option<(usize, usize, u32)> {
+    /// (start of the last step, its end, steps recorded, start of the first step).
+    fn step_block(&self) -> Option<(usize, usize, u32, usize)> {
         let last = self.recorded_steps()? - 1;
+        let first = self
+            .phases
+            .iter()
+            .find(|(_, l)| step_index(l).is_some())
+            .map(|(e, _)| *e)?;
         let start = self
             .phases
             .iter()
@@ -726,7 +732,7 @@ impl Template {
             .iter()
             .find(|(_, l)| step_index(l) != Some(last))
             .map_or(self.events.len(), |(e, _)| *e);
-        Some((self.phases[start].0, end, last + 1))
+        Some((self.phases[start].0, end, last + 1, first))
     }
 
     /// Generates the trace at batch `batch` and scaling value `value`.
@@ -769,11 +775,12 @@ impl Template {
             .collect();
 
         // Step repetition.
-        // (first event, end event, extra repetitions, carry pairs)
-        type Repeat = (usize, usize, u32, Vec<(u32, u32)>);
+        // (first event, end event, extra repetitions, carry pairs, allocations
+        // made before the steps that the last step frees)
+        type Repeat = (usize, usize, u32, Vec<(u32, u32)>, Vec<bool>);
         let mut repeat: Option<Repeat> = None;
         if let Some(want) = steps {
-            let Some((start, end, recorded)) = self.step_block() else {
+            let Some((start, end, recorded, first)) = self.step_block() else {
                 return Err(req(
                     "--steps: this workload was not recorded with repeated steps".into(),
                 ));
@@ -787,24 +794,32 @@ impl Template {
                 return Err(req("--steps: needs at least two recorded steps".into()));
             }
             if want > recorded {
-                let pairs = self.carry_pairs(start, end, &present, &ev_present, &sizes)?;
-                repeat = Some((start, end, want - recorded, pairs));
+                let (pairs, once) =
+                    self.carry_pairs(start, end, first, &present, &ev_present, &sizes)?;
+                repeat = Some((start, end, want - recorded, pairs, once));
             }
         }
 
         let extra = repeat
             .as_ref()
-            .map_or(0, |(s, e, n, _)| (e - s) * *n as usize);
+            .map_or(0, |(s, e, n, _, _)| (e - s) * *n as usize);
         let mut out = Vec::with_capacity(self.events.len() + extra);
         let mut id_of = vec![0 as AllocId; self.allocs.len()];
         let mut next: AllocId = 0;
+        let no_skip: Vec<bool> = Vec::new();
         let mut emit = |range: std::ops::Range<usize>,
                         out: &mut Vec<Event>,
-                        id_of: &mut Vec<AllocId>|
+                        id_of: &mut Vec<AllocId>,
+                        skip_frees: &[bool]|
          -> Result<(), GenError> {
             for (ev, &on) in self.events[range.clone()].iter().zip(&ev_present[range]) {
                 if !on {
                     continue;
+                }
+                if let TEvent::Free(t) | TEvent::FreeRequested(t) | TEvent::FreeCompleted(t) = *ev {
+                    if skip_frees.get(t as usize).copied().unwrap_or(false) {
+                        continue;
+                    }
                 }
                 let e = match *ev {
                     TEvent::Alloc(t) => {
@@ -839,16 +854,22 @@ impl Template {
             Ok(())
         };
         match &repeat {
-            None => emit(0..self.events.len(), &mut out, &mut id_of)?,
-            Some((start, end, n, pairs)) => {
-                emit(0..*end, &mut out, &mut id_of)?;
-                for _ in 0..*n {
-                    for &(c, p) in pairs {
-                        id_of[c as usize] = id_of[p as usize];
+            None => emit(0..self.events.len(), &mut out, &mut id_of, &no_skip)?,
+            Some((start, end, n, pairs, once)) => {
+                emit(0..*start, &mut out, &mut id_of, &no_skip)?;
+                // The recorded last step, then n more; what the steps leave to
+                // each other is renamed, what came from before the steps is
+                // freed in the last one only.
+                for j in 0..=*n {
+                    if j > 0 {
+                        for &(c, p) in pairs {
+                            id_of[c as usize] = id_of[p as usize];
+                        }
                     }
-                    emit(*start..*end, &mut out, &mut id_of)?;
+                    let skip = if j < *n { once.as_slice() } else { &no_skip };
+                    emit(*start..*end, &mut out, &mut id_of, skip)?;
                 }
-                emit(*end..self.events.len(), &mut out, &mut id_of)?;
+                emit(*end..self.events.len(), &mut out, &mut id_of, &no_skip)?;
             }
         }
 
@@ -902,14 +923,17 @@ impl Template {
 
     /// Pairs each allocation a step frees but an earlier step made with the
     /// one this step makes and a later phase frees.
+    /// Also returns, per allocation, whether it was made before the first
+    /// step and is freed in the last one (it is freed once, at the end).
     fn carry_pairs(
         &self,
         start: usize,
         end: usize,
+        first: usize,
         present: &[bool],
         ev_present: &[bool],
         sizes: &[u64],
-    ) -> Result<Vec<(u32, u32)>, GenError> {
+    ) -> Result<LifetimesAndUse, GenError> {
         let mut born = vec![usize::MAX; self.allocs.len()];
         let mut died = vec![usize::MAX; self.allocs.len()];
         for (n, ev) in self.events.iter().enumerate() {
@@ -923,10 +947,17 @@ impl Template {
             }
         }
         let live = |t: usize| present[t];
-        let mut carried_in: Vec<(usize, u32)> = (0..self.allocs.len())
-            .filter(|&t| live(t) && born[t] < start && died[t] >= start && died[t] < end)
-            .map(|t| (died[t], t as u32))
-            .collect();
+        let mut once = vec![false; self.allocs.len()];
+        let mut carried_in: Vec<(usize, u32)> = Vec::new();
+        for t in 0..self.allocs.len() {
+            if live(t) && born[t] < start && died[t] >= start && died[t] < end {
+                if born[t] < first {
+                    once[t] = true;
+                } else {
+                    carried_in.push((died[t], t as u32));
+                }
+            }
+        }
         carried_in.sort_unstable();
         let carried_out: Vec<u32> = (0..self.allocs.len())
             .filter(|&t| {
@@ -965,7 +996,7 @@ impl Template {
             used[k] = true;
             pairs.push((c, carried_out[k]));
         }
-        Ok(pairs)
+        Ok((pairs, once))
     }
 }
 
@@ -1012,3 +1043,6 @@ pub fn peak_live_bytes(trace: &Trace) -> u64 {
     }
     peak
 }
+
+/// (birth, death) event of each allocation, and which allocations are used.
+type LifetimesAndUse = (Vec<(u32, u32)>, Vec<bool>);

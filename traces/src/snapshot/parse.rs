@@ -17,9 +17,37 @@ pub struct ParseProblem {
 
 type R<T> = Result<T, ParseProblem>;
 
-fn problem(path: impl Into<String>, message: impl Into<String>) -> ParseProblem {
+/// A place in the document, formatted only when a problem is reported (so
+/// that reading a good file builds no path strings).
+#[derive(Clone, Copy)]
+enum P<'a> {
+    Root(&'a str),
+    Field(&'a P<'a>, &'a str),
+    Index(&'a P<'a>, usize),
+}
+
+impl<'a> P<'a> {
+    fn field(&'a self, name: &'a str) -> P<'a> {
+        P::Field(self, name)
+    }
+    fn index(&'a self, i: usize) -> P<'a> {
+        P::Index(self, i)
+    }
+}
+
+impl std::fmt::Display for P<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            P::Root(s) => write!(f, "{s}"),
+            P::Field(parent, name) => write!(f, "{parent}.{name}"),
+            P::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+fn problem(path: impl std::fmt::Display, message: impl Into<String>) -> ParseProblem {
     ParseProblem {
-        path: path.into(),
+        path: path.to_string(),
         message: message.into(),
     }
 }
@@ -28,6 +56,12 @@ struct Ctx {
     frames: Vec<Vec<Frame>>,
     /// Frame lists already converted, by pickle node.
     frame_cache: HashMap<NodeId, FramesRef>,
+    /// Frames already converted, by pickle node of the frame dict.
+    frame_ids: HashMap<NodeId, u32>,
+    /// The converted frames.
+    frame_store: Vec<Frame>,
+    /// Distinct stacks (lists of frame indices).
+    stacks: HashMap<Vec<u32>, FramesRef>,
     unknown: std::collections::BTreeMap<String, u64>,
 }
 
@@ -94,22 +128,26 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
     let mut ctx = Ctx {
         frames: Vec::new(),
         frame_cache: HashMap::new(),
+        frame_ids: HashMap::new(),
+        frame_store: Vec::new(),
+        stacks: HashMap::new(),
         unknown: Default::default(),
     };
     note_unknown(&mut ctx, &top, TOP_KEYS, "");
     let mut snap = Snapshot::default();
+    let segs_p = P::Root("segments");
+    let traces_p = P::Root("device_traces");
     if let Some(v) = top.get("segments") {
-        let list = seq(v, "segments")?;
+        let list = seq(v, &segs_p)?;
         snap.segments.reserve(list.len());
         for (i, s) in list.iter().enumerate() {
-            snap.segments
-                .push(segment(&mut ctx, s, &format!("segments[{i}]"))?);
+            snap.segments.push(segment(&mut ctx, s, &segs_p.index(i))?);
         }
     }
     if let Some(v) = top.get("device_traces") {
-        let devs = seq(v, "device_traces")?;
+        let devs = seq(v, &traces_p)?;
         for (d, t) in devs.iter().enumerate() {
-            let path = format!("device_traces[{d}]");
+            let path = traces_p.index(d);
             let entries = seq(t, &path)?;
             let mut out = Vec::with_capacity(entries.len());
             for (i, e) in entries.iter().enumerate() {
@@ -124,9 +162,10 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
         }
     }
     if let Some(v) = top.get("external_annotations") {
-        let list = seq(v, "external_annotations")?;
+        let ann_p = P::Root("external_annotations");
+        let list = seq(v, &ann_p)?;
         for (i, a) in list.iter().enumerate() {
-            let d = dict(&a, &format!("external_annotations[{i}]"))?;
+            let d = dict(&a, &ann_p.index(i))?;
             snap.external_annotations
                 .push(d.iter().map(|(k, v)| (text(&k), text(&v))).collect());
         }
@@ -156,23 +195,23 @@ fn text(v: &ValueRef<'_>) -> String {
     }
 }
 
-fn seq<'d>(v: ValueRef<'d>, path: &str) -> R<crate::pickle::ListRef<'d>> {
+fn seq<'d>(v: ValueRef<'d>, path: &P<'_>) -> R<crate::pickle::ListRef<'d>> {
     v.as_seq()
         .ok_or_else(|| problem(path, format!("is a {}, expected a list", v.type_name())))
 }
 
-fn dict<'d>(v: &ValueRef<'d>, path: &str) -> R<DictRef<'d>> {
+fn dict<'d>(v: &ValueRef<'d>, path: &P<'_>) -> R<DictRef<'d>> {
     v.as_dict()
         .ok_or_else(|| problem(path, format!("is a {}, expected a dict", v.type_name())))
 }
 
-fn req<'d>(d: &DictRef<'d>, key: &str, path: &str) -> R<ValueRef<'d>> {
+fn req<'d>(d: &DictRef<'d>, key: &str, path: &P<'_>) -> R<ValueRef<'d>> {
     d.get(key)
         .ok_or_else(|| problem(path, format!("has no '{key}' key")))
 }
 
 /// An int that PyTorch writes from an unsigned quantity; must be >= 0.
-fn uint(v: &ValueRef<'_>, path: &str) -> R<u64> {
+fn uint(v: &ValueRef<'_>, path: &P<'_>) -> R<u64> {
     match v.view() {
         View::Int(i) if i >= 0 => Ok(i as u64),
         View::Int(i) => Err(problem(
@@ -190,7 +229,7 @@ fn uint(v: &ValueRef<'_>, path: &str) -> R<u64> {
 }
 
 /// A signed int (stream handles, pool ids, times).
-fn sint(v: &ValueRef<'_>, path: &str) -> R<i64> {
+fn sint(v: &ValueRef<'_>, path: &P<'_>) -> R<i64> {
     match v.view() {
         View::Int(i) => Ok(i),
         View::BigInt(_) => v
@@ -204,19 +243,19 @@ fn sint(v: &ValueRef<'_>, path: &str) -> R<i64> {
     }
 }
 
-fn field_u64(d: &DictRef<'_>, key: &str, path: &str) -> R<u64> {
-    uint(&req(d, key, path)?, &format!("{path}.{key}"))
+fn field_u64(d: &DictRef<'_>, key: &str, path: &P<'_>) -> R<u64> {
+    uint(&req(d, key, path)?, &path.field(key))
 }
 
-fn opt_u64(d: &DictRef<'_>, key: &str, path: &str) -> R<Option<u64>> {
+fn opt_u64(d: &DictRef<'_>, key: &str, path: &P<'_>) -> R<Option<u64>> {
     match d.get(key) {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
-        Some(v) => uint(&v, &format!("{path}.{key}")).map(Some),
+        Some(v) => uint(&v, &path.field(key)).map(Some),
     }
 }
 
-fn boolean(v: &ValueRef<'_>, path: &str) -> R<bool> {
+fn boolean(v: &ValueRef<'_>, path: &P<'_>) -> R<bool> {
     match v.view() {
         View::Bool(b) => Ok(b),
         View::Int(i) => Ok(i != 0),
@@ -227,13 +266,13 @@ fn boolean(v: &ValueRef<'_>, path: &str) -> R<bool> {
     }
 }
 
-fn string(v: &ValueRef<'_>, path: &str) -> R<String> {
+fn string(v: &ValueRef<'_>, path: &P<'_>) -> R<String> {
     v.as_str()
         .map(str::to_string)
         .ok_or_else(|| problem(path, format!("is a {}, expected a str", v.type_name())))
 }
 
-fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &str) -> R<Option<FramesRef>> {
+fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<FramesRef>> {
     let Some(v) = v else { return Ok(None) };
     if v.is_none() {
         return Ok(None);
@@ -246,32 +285,56 @@ fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &str) -> R<Option<Frames
     if let Some(&r) = ctx.frame_cache.get(&id) {
         return Ok(Some(r));
     }
-    let mut out = Vec::with_capacity(list.len());
+    // PyTorch shares each frame dict between entries but gives every entry
+    // its own list: convert each frame once, and each distinct stack once.
+    let mut key = Vec::with_capacity(list.len());
     for (i, f) in list.iter().enumerate() {
-        let fp = format!("{path}[{i}]");
+        let fp = path.index(i);
         let d = dict(&f, &fp)?;
-        out.push(Frame {
-            filename: d.get("filename").map(|v| text(&v)).unwrap_or_default(),
-            line: match d.get("line") {
-                Some(v) => sint(&v, &format!("{fp}.line"))?,
-                None => 0,
-            },
-            name: d.get("name").map(|v| text(&v)).unwrap_or_default(),
-        });
+        let fid = d.node_id();
+        let idx = match ctx.frame_ids.get(&fid) {
+            Some(&x) => x,
+            None => {
+                let frame = Frame {
+                    filename: d.get("filename").map(|v| text(&v)).unwrap_or_default(),
+                    line: match d.get("line") {
+                        Some(v) => sint(&v, &fp.field("line"))?,
+                        None => 0,
+                    },
+                    name: d.get("name").map(|v| text(&v)).unwrap_or_default(),
+                };
+                let x = ctx.frame_store.len() as u32;
+                ctx.frame_store.push(frame);
+                ctx.frame_ids.insert(fid, x);
+                x
+            }
+        };
+        key.push(idx);
     }
-    let r = FramesRef(ctx.frames.len() as u32);
-    ctx.frames.push(out);
+    let r = match ctx.stacks.get(&key) {
+        Some(&r) => r,
+        None => {
+            let r = FramesRef(ctx.frames.len() as u32);
+            ctx.frames.push(
+                key.iter()
+                    .map(|&x| ctx.frame_store[x as usize].clone())
+                    .collect(),
+            );
+            ctx.stacks.insert(key, r);
+            r
+        }
+    };
     ctx.frame_cache.insert(id, r);
     Ok(Some(r))
 }
 
-fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &str) -> R<Segment> {
+fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
     let d = dict(&v, path)?;
     note_unknown(ctx, &d, SEGMENT_KEYS, "segments[].");
     let address = field_u64(&d, "address", path)?;
     let total_size = field_u64(&d, "total_size", path)?;
     let seg_type = match d.get("segment_type") {
-        Some(t) => string(&t, &format!("{path}.segment_type"))?,
+        Some(t) => string(&t, &path.field("segment_type"))?,
         None => String::new(),
     };
     let is_small = match seg_type.as_str() {
@@ -281,45 +344,46 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &str) -> R<Segment> {
         "" => total_size == 2 << 20,
         other => {
             return Err(problem(
-                format!("{path}.segment_type"),
+                path.field("segment_type"),
                 format!("is '{other}', expected 'small' or 'large'"),
             ));
         }
     };
     let pool_id = match d.get("segment_pool_id") {
         Some(p) if !p.is_none() => {
-            let t = seq(p, &format!("{path}.segment_pool_id"))?;
+            let t = seq(p, &path.field("segment_pool_id"))?;
             let a = t
                 .get(0)
-                .map(|x| sint(&x, &format!("{path}.segment_pool_id[0]")))
+                .map(|x| sint(&x, &path.field("segment_pool_id").index(0)))
                 .transpose()?;
             let b = t
                 .get(1)
-                .map(|x| sint(&x, &format!("{path}.segment_pool_id[1]")))
+                .map(|x| sint(&x, &path.field("segment_pool_id").index(1)))
                 .transpose()?;
             (a.unwrap_or(0), b.unwrap_or(0))
         }
         _ => (0, 0),
     };
     let blocks_v = req(&d, "blocks", path)?;
-    let bl = seq(blocks_v, &format!("{path}.blocks"))?;
+    let blocks_p = path.field("blocks");
+    let bl = seq(blocks_v, &blocks_p)?;
     let mut blocks = Vec::with_capacity(bl.len());
     let mut next_addr = address;
     for (i, b) in bl.iter().enumerate() {
-        let bp = format!("{path}.blocks[{i}]");
+        let bp = blocks_p.index(i);
         let bd = dict(&b, &bp)?;
         note_unknown(ctx, &bd, BLOCK_KEYS, "segments[].blocks[].");
         let size = field_u64(&bd, "size", &bp)?;
         let addr = opt_u64(&bd, "address", &bp)?.unwrap_or(next_addr);
         next_addr = addr.saturating_add(size);
-        let state_s = string(&req(&bd, "state", &bp)?, &format!("{bp}.state"))?;
+        let state_s = string(&req(&bd, "state", &bp)?, &bp.field("state"))?;
         let state = match state_s.as_str() {
             "active_allocated" => SnapshotBlockState::ActiveAllocated,
             "active_pending_free" | "active_awaiting_free" => SnapshotBlockState::ActivePendingFree,
             "inactive" => SnapshotBlockState::Inactive,
             other => {
                 return Err(problem(
-                    format!("{bp}.state"),
+                    bp.field("state"),
                     format!(
                         "is '{other}', expected active_allocated, active_pending_free or inactive"
                     ),
@@ -331,13 +395,13 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &str) -> R<Segment> {
             size,
             requested_size: opt_u64(&bd, "requested_size", &bp)?,
             state,
-            frames: frames(ctx, bd.get("frames"), &format!("{bp}.frames"))?,
+            frames: frames(ctx, bd.get("frames"), &bp.field("frames"))?,
         });
     }
     Ok(Segment {
         device: match d.get("device") {
-            Some(x) => u32::try_from(uint(&x, &format!("{path}.device"))?)
-                .map_err(|_| problem(format!("{path}.device"), "is not a device index"))?,
+            Some(x) => u32::try_from(uint(&x, &path.field("device"))?)
+                .map_err(|_| problem(path.field("device"), "is not a device index"))?,
             None => 0,
         },
         address,
@@ -346,22 +410,22 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &str) -> R<Segment> {
         active_size: opt_u64(&d, "active_size", path)?.unwrap_or(0),
         requested_size: opt_u64(&d, "requested_size", path)?.unwrap_or(0),
         stream: match d.get("stream") {
-            Some(x) => sint(&x, &format!("{path}.stream"))? as u64,
+            Some(x) => sint(&x, &path.field("stream"))? as u64,
             None => 0,
         },
         is_small,
         pool_id,
         is_expandable: match d.get("is_expandable") {
-            Some(x) => boolean(&x, &format!("{path}.is_expandable"))?,
+            Some(x) => boolean(&x, &path.field("is_expandable"))?,
             None => false,
         },
-        frames: frames(ctx, d.get("frames"), &format!("{path}.frames"))?,
+        frames: frames(ctx, d.get("frames"), &path.field("frames"))?,
         blocks,
     })
 }
 
-fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &str, i: usize) -> R<TraceEntry> {
-    let path = format!("{dev_path}[{i}]");
+fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceEntry> {
+    let path = dev_path.index(i);
     let d = dict(&v, &path)?;
     if d.len() > ENTRY_KEYS.len() {
         note_unknown(ctx, &d, ENTRY_KEYS, "device_traces[][].");
@@ -376,12 +440,9 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &str, i: usize) -> R<TraceEnt
             }
         }
     }
-    let action = Action::from_name(&string(
-        &req(&d, "action", &path)?,
-        &format!("{path}.action"),
-    )?);
+    let action = Action::from_name(&string(&req(&d, "action", &path)?, &path.field("action"))?);
     let addr = match d.get("addr") {
-        Some(a) if !a.is_none() => Some(sint(&a, &format!("{path}.addr"))? as u64),
+        Some(a) if !a.is_none() => Some(sint(&a, &path.field("addr"))? as u64),
         _ => None,
     };
     if addr.is_none() && !matches!(action, Action::Oom | Action::UserDefined | Action::Other(_)) {
@@ -394,19 +455,19 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &str, i: usize) -> R<TraceEnt
         addr,
         device_free: opt_u64(&d, "device_free", &path)?,
         size: match d.get("size") {
-            Some(s) => uint(&s, &format!("{path}.size"))?,
+            Some(s) => uint(&s, &path.field("size"))?,
             None if matches!(action, Action::UserDefined | Action::Other(_)) => 0,
             None => return Err(problem(path, "has no 'size' key")),
         },
         stream: match d.get("stream") {
-            Some(s) if !s.is_none() => sint(&s, &format!("{path}.stream"))? as u64,
+            Some(s) if !s.is_none() => sint(&s, &path.field("stream"))? as u64,
             _ => 0,
         },
         time_us: match d.get("time_us") {
-            Some(t) if !t.is_none() => Some(sint(&t, &format!("{path}.time_us"))?),
+            Some(t) if !t.is_none() => Some(sint(&t, &path.field("time_us"))?),
             _ => None,
         },
-        frames: frames(ctx, d.get("frames"), &format!("{path}.frames"))?,
+        frames: frames(ctx, d.get("frames"), &path.field("frames"))?,
         compile_context: d
             .get("compile_context")
             .and_then(|v| v.as_str().map(str::to_string)),
@@ -418,12 +479,12 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &str, i: usize) -> R<TraceEnt
 }
 
 fn settings(v: ValueRef<'_>) -> R<AllocatorSettings> {
-    let path = "allocator_settings";
+    let path = &P::Root("allocator_settings");
     let d = dict(&v, path)?;
     let mut s = AllocatorSettings::default();
     for (k, val) in d.iter() {
         let key = text(&k);
-        let kp = format!("{path}.{key}");
+        let kp = path.field(&key);
         match key.as_str() {
             "PYTORCH_CUDA_ALLOC_CONF" | "PYTORCH_ALLOC_CONF" => {
                 s.conf_string = if val.is_none() {
@@ -435,7 +496,7 @@ fn settings(v: ValueRef<'_>) -> R<AllocatorSettings> {
             "max_split_size" => s.max_split_size = Some(sint(&val, &kp)?),
             "garbage_collection_threshold" => {
                 s.garbage_collection_threshold = Some(val.as_f64().ok_or_else(|| {
-                    problem(&kp, format!("is a {}, expected a float", val.type_name()))
+                    problem(kp, format!("is a {}, expected a float", val.type_name()))
                 })?)
             }
             "expandable_segments" => s.expandable_segments = Some(boolean(&val, &kp)?),
@@ -449,12 +510,12 @@ fn settings(v: ValueRef<'_>) -> R<AllocatorSettings> {
                     }
                     .ok_or_else(|| {
                         problem(
-                            &kp,
+                            kp,
                             format!("has key {}, expected an interval label", text(&ik)),
                         )
                     })?;
                     s.roundup_power2_divisions
-                        .insert(label, uint(&iv, &format!("{kp}[{label}]"))?);
+                        .insert(label, uint(&iv, &kp.index(label as usize))?);
                 }
             }
             _ => {
