@@ -13,7 +13,7 @@ QUICK=0
 OUT=docs/bench
 mkdir -p "$OUT"
 cargo build --release --locked -q
-./target/release/vramlab bench --csv "$OUT/bench.csv" --markdown "$OUT/table.md" --plots "$OUT/plots" >/dev/null
+./target/release/vramlab bench --repeat "${REPEAT:-3}" --csv "$OUT/bench.csv" --markdown "$OUT/table.md" --plots "$OUT/plots" >/dev/null
 
 crit() { # group/function -> "median time" and throughput from criterion's estimates
     local f="target/criterion/$1/new/estimates.json"

@@ -181,11 +181,10 @@ fuzz_target!(|input: Input| {
             Default::default(),
         )
         .expect("valid settings");
-        match vramlab_sim::check_fidelity(t, conf) {
-            Err(vramlab_sim::ReplayError::Invariant { message, .. }) => {
-                panic!("invariant violated in fidelity mode: {message}")
-            }
-            _ => {}
+        if let Err(vramlab_sim::ReplayError::Invariant { message, .. }) =
+            vramlab_sim::check_fidelity(t, conf)
+        {
+            panic!("invariant violated in fidelity mode: {message}")
         }
     }
 });

@@ -68,6 +68,16 @@ write("free-unknown-address.pickle", snap([entry("free_requested", BASE + 4096, 
 write("free-completed-twice.pickle", snap([
     entry("alloc", BASE, 512), entry("free_requested", BASE, 512),
     entry("free_completed", BASE, 512), entry("free_completed", BASE, 512)]))
+M64 = (1 << 64) - 1
+write("segment-past-address-space.pickle", snap(
+    [entry("free_requested", M64 - 1000, 512), entry("free_completed", M64 - 1000, 512)],
+    [{"device": 0, "address": M64 - 1000, "total_size": 4096, "stream": 0,
+      "segment_type": "large",
+      "blocks": [{"address": M64 - 1000, "size": 4096, "state": "active_allocated"}]}]))
+write("impossible-request.pickle", snap(
+    [entry("free_requested", BASE, 2**63), entry("free_completed", BASE, 2**63)],
+    [{"device": 0, "address": BASE, "total_size": 20 * MIB, "stream": 0,
+      "segment_type": "large", "blocks": [{"address": BASE, "size": 20 * MIB, "state": "inactive"}]}]))
 deep = b"\x80\x04" + b"]" * 1200 + b"a" * 1199 + b"."  # EMPTY_LIST x1200, APPEND x1199
 write("too-deep.pickle", deep)
 write("cycle.pickle", b"\x80\x02]q\x00h\x00a.")  # l = []; l.append(l)

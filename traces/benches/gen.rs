@@ -18,15 +18,21 @@ fn bench_generate(c: &mut Criterion) {
             eprintln!("gen bench: no corpus for {name}; skipped");
             continue;
         };
-        // Enough repeated steps for about 1M events.
+        // Enough repeated steps for at least 1M events.
+        let recorded = t.recorded_steps().unwrap_or(1);
+        let mut steps = recorded;
+        let mut big = t
+            .instantiate(2, p.default_value * 2, Some(steps))
+            .expect("instantiate");
+        while big.events.len() < 1_000_000 {
+            let per_step = (big.events.len() / steps as usize).max(1);
+            steps += ((1_000_000 - big.events.len()) / per_step) as u32 + 1;
+            big = t
+                .instantiate(2, p.default_value * 2, Some(steps))
+                .expect("instantiate");
+        }
         let one = t
             .instantiate(1, p.default_value, None)
-            .expect("instantiate");
-        let recorded = t.recorded_steps().unwrap_or(1);
-        let per_step = one.events.len() / recorded.max(1) as usize;
-        let steps = (1_000_000 / per_step.max(1)) as u32 + 1;
-        let big = t
-            .instantiate(2, p.default_value * 2, Some(steps))
             .expect("instantiate");
         eprintln!(
             "gen bench: {name}: {} events with --steps {steps} --batch 2",

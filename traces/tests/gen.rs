@@ -241,7 +241,7 @@ fn steps_repeat_the_last_step() {
     .unwrap();
     valid(&thirty);
     assert_eq!(peak_live_bytes(&thirty), peak_live_bytes(&two));
-    assert!(thirty.events.len() > 10 * two.events.len());
+    assert!(thirty.events.len() > 5 * two.events.len());
     // Inference with a KV cache has no repeatable step.
     let e = generate(&GenRequest {
         preset: "llama-3-8b-infer".into(),

@@ -478,6 +478,12 @@ fn initial_state(
                 )));
             }
         }
+        if s.address.checked_add(s.total_size).is_none() {
+            return Err(err(format!(
+                "the segment at {:#x} of {} bytes runs past the end of the address space",
+                s.address, s.total_size
+            )));
+        }
         segs.insert(
             s.address,
             (s.total_size, s.stream, s.is_small, s.is_expandable),
@@ -488,7 +494,9 @@ fn initial_state(
             }
             // Allocated through the whole recording: its size is exact.
             let id = *next_id;
-            *next_id += 1;
+            *next_id = next_id
+                .checked_add(1)
+                .ok_or_else(|| err("more than 4294967295 allocations".into()))?;
             let st = if b.state == SnapshotBlockState::ActivePendingFree {
                 InitialBlockState::PendingFree(id)
             } else {
@@ -502,7 +510,15 @@ fn initial_state(
             expected.alloc_addresses[i] = Some(b.address);
         }
     }
-    for (&addr, &(kind, size, stream)) in seg_first {
+    // In address order, so that the first problem reported is always the same.
+    let mut first: Vec<_> = seg_first.iter().collect();
+    first.sort_unstable_by_key(|(addr, _)| **addr);
+    for (&addr, &(kind, size, stream)) in first {
+        if matches!(kind, SegmentEventKind::Free) && addr.checked_add(size).is_none() {
+            return Err(err(format!(
+                "the segment at {addr:#x} of {size} bytes runs past the end of the address space"
+            )));
+        }
         if matches!(kind, SegmentEventKind::Free) {
             segs.insert(addr, (size, stream, size == 2 * MIB, false));
         } else if matches!(kind, SegmentEventKind::Unmap) {
@@ -580,7 +596,13 @@ fn initial_state(
             let bsize = match exact {
                 Some(s) => s,
                 None => {
-                    let s = (rules.round)(requested);
+                    // Requests of 2^60 bytes or more are never served (and
+                    // rounding one could overflow): taken as they are.
+                    let s = if requested < 1 << 60 {
+                        (rules.round)(requested)
+                    } else {
+                        requested
+                    };
                     let room = next_start - addr;
                     if s > room {
                         return Err(err(format!(
@@ -598,8 +620,10 @@ fn initial_state(
                         // this block is live is where it ends: no large-pool
                         // block is 1 MiB or smaller, so nothing else can
                         // start there.
+                        // addr + s <= the segment's end, which does not
+                        // overflow (checked when the segment was taken).
                         first_mention
-                            .range(addr + s + 1..=addr + s + MIB)
+                            .range(addr + s + 1..=(addr + s).saturating_add(MIB))
                             .find(|&(_, &at)| at < freed_at)
                             .map_or(s, |(&end, _)| end - addr)
                     }
@@ -611,7 +635,12 @@ fn initial_state(
                 requested,
                 state: st,
             });
-            cursor = addr + bsize;
+            // An exact size comes from the snapshot, unchecked.
+            cursor = addr.checked_add(bsize).ok_or_else(|| {
+                err(format!(
+                    "blocks run past the end of the segment at {base:#x}"
+                ))
+            })?;
         }
         if cursor > end {
             return Err(err(format!(
