@@ -543,7 +543,7 @@ fn initial_state(
     let find_seg = |addr: u64| -> Option<u64> {
         segs.range(..=addr)
             .next_back()
-            .filter(|(base, (size, ..))| addr < *base + *size)
+            .filter(|(base, (size, ..))| addr < base.saturating_add(*size))
             .map(|(base, _)| *base)
     };
     for b in initial_live {
@@ -576,7 +576,7 @@ fn initial_state(
     for (&base, &(size, stream, is_small, expandable)) in &segs {
         let mut blocks = per_seg.remove(&base).unwrap_or_default();
         blocks.sort_by_key(|b| b.0);
-        let end = base + size;
+        let end = base.saturating_add(size);
         let mut cursor = base;
         let mut laid = Vec::new();
         for i in 0..blocks.len() {
@@ -603,7 +603,7 @@ fn initial_state(
                     } else {
                         requested
                     };
-                    let room = next_start - addr;
+                    let room = next_start.saturating_sub(addr);
                     if s > room {
                         return Err(err(format!(
                             "the block at {addr:#x} needs {s} bytes but only {room} lie before the next block"
@@ -623,7 +623,10 @@ fn initial_state(
                         // addr + s <= the segment's end, which does not
                         // overflow (checked when the segment was taken).
                         first_mention
-                            .range(addr + s + 1..=(addr + s).saturating_add(MIB))
+                            .range(
+                                addr.saturating_add(s).saturating_add(1)
+                                    ..=addr.saturating_add(s).saturating_add(MIB),
+                            )
                             .find(|&(_, &at)| at < freed_at)
                             .map_or(s, |(&end, _)| end - addr)
                     }
