@@ -131,6 +131,8 @@ where
     A::Dev: ReplayDevice,
 {
     let n_ids = trace.num_ids as usize;
+    // `handles`, `sizes`, `states` (and `addresses` when kept) have one
+    // entry per id: an id that passed `states.get(id)` indexes them all.
     let mut handles = vec![BlockHandle::NULL; n_ids];
     let mut sizes = vec![0u64; n_ids];
     let mut states = vec![IdState::Unused; n_ids];

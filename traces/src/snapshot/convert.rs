@@ -163,7 +163,7 @@ fn device_trace(
     let mut first_mention: BTreeMap<u64, usize> = BTreeMap::new();
     let mut k = 0usize;
     while k < entries.len() {
-        let e = &entries[k];
+        let e = &entries[k]; // in bounds: k < entries.len()
         let addr = e.addr.unwrap_or(0);
         if !is_release(&e.action) {
             burst_event = None;
@@ -416,7 +416,8 @@ fn is_release(a: &Action) -> bool {
 }
 
 fn previous_is_release(entries: &[TraceEntry], k: usize) -> bool {
-    k > 0 && is_release(&entries[k - 1].action)
+    // Callers pass k < entries.len(), so k - 1 is in bounds.
+    k > 0 && entries.get(k - 1).is_some_and(|e| is_release(&e.action))
 }
 
 /// `true` when entry `k` starts a burst of segment releases that is not
@@ -529,7 +530,7 @@ fn initial_state(
     }
     if segs.is_empty() {
         if !initial_live.is_empty() {
-            let b = initial_live[0];
+            let b = initial_live[0]; // in bounds: not empty
             return Err(err(format!(
                 "the block at {:#x} was allocated before the recording began, but no segment holds it (the final segments are missing or incomplete)",
                 b.address
@@ -580,7 +581,7 @@ fn initial_state(
         let mut cursor = base;
         let mut laid = Vec::new();
         for i in 0..blocks.len() {
-            let (addr, exact, requested, st, freed_at) = blocks[i];
+            let (addr, exact, requested, st, freed_at) = blocks[i]; // i < len
             let next_start = blocks.get(i + 1).map_or(end, |n| n.0);
             if addr < cursor {
                 return Err(err(format!("blocks overlap at {addr:#x}")));
