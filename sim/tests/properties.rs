@@ -609,7 +609,12 @@ fn replay_seconds(t: &Trace, s: &Scenario) -> f64 {
     };
     let start = std::time::Instant::now();
     let r = run(t, s, &opts);
-    assert!(r.oom.is_none());
+    assert!(
+        r.oom.is_none(),
+        "{}: {:?}",
+        s.label(),
+        r.oom.map(|o| o.message)
+    );
     start.elapsed().as_secs_f64()
 }
 
@@ -623,7 +628,8 @@ fn replay_seconds(t: &Trace, s: &Scenario) -> f64 {
 /// effects; quadratic: 256x).
 #[test]
 fn replay_time_scales_linearly_on_pathological_traces() {
-    let n = if cfg!(debug_assertions) { 300 } else { 4_000 };
+    // (16 x 2,000 blocks of 21 MiB stay under BFC's default limit.)
+    let n = if cfg!(debug_assertions) { 300 } else { 2_000 };
     #[allow(clippy::type_complexity)]
     let shapes: [(&str, fn(u32) -> Trace); 4] = [
         ("pending frees", many_pending_frees),
@@ -642,7 +648,12 @@ fn replay_time_scales_linearly_on_pathological_traces() {
                     .fold(f64::MAX, f64::min)
             };
             let (a, b) = (best(&small), best(&big));
-            let ratio = b / a.max(1e-5);
+            let mut ratio = b / a.max(1e-5);
+            if ratio > 100.0 {
+                // Measure again before blaming the policy: a busy machine
+                // can slow every run of the large trace.
+                ratio = ratio.min(best(&big) / best(&small).max(1e-5));
+            }
             eprintln!(
                 "{name:>14} {:>28}: {a:.5}s -> {b:.5}s (x{ratio:.1})",
                 s.label()
@@ -684,6 +695,32 @@ fn exabyte_requests_overflow_neither_statistics_nor_addresses() {
         .map(|i| format!("alloc,a{i},{size}\nfree,a{i}\n"))
         .collect();
     let t = csv_trace(&rows);
+    for s in every_policy() {
+        run(&t, &s, &checked(false));
+    }
+}
+
+/// Pools of more than 32 streams keep an index of each stream's largest
+/// free block (the replay asks for the largest free block at every
+/// timeline point); the invariant checker verifies it after every event.
+#[test]
+fn pools_with_many_streams_keep_the_invariants() {
+    let mut t = many_streams(100);
+    // Interleave frees and new allocations across the streams.
+    let n = t.num_ids;
+    for id in 0..n {
+        let stream = id % 40 + 1;
+        t.events.push(Event::Alloc {
+            id: n + id,
+            stream,
+            size: u64::from(id + 1) * 4096,
+        });
+        if id % 3 == 0 {
+            t.events.push(Event::Free { id: n + id });
+        }
+    }
+    t.num_ids = 2 * n;
+    t.events.push(Event::EmptyCache);
     for s in every_policy() {
         run(&t, &s, &checked(false));
     }

@@ -270,8 +270,13 @@ fn parse_header_line(h: &mut TraceHeader, comment: &str) -> Result<(), String> {
     if key.is_empty() || key.contains(char::is_whitespace) {
         return Ok(()); // prose that happens to contain a colon
     }
-    let value = value.trim().to_string();
+    // A lone carriage return inside a line becomes a space, as the writer
+    // writes it, so that what is read survives a write and a read.
+    let value = value.replace('\r', " ").trim().to_string();
     match key {
+        // An empty source says nothing: the file's name stays the source
+        // (the writer omits an empty one).
+        "source" if value.is_empty() => {}
         "source" => h.source = value,
         "device_total" => {
             h.device_total = Some(parse_u64(&value).map_err(|m| format!("device_total: {m}"))?);
@@ -515,6 +520,21 @@ mod tests {
             .unwrap();
         assert_eq!(t.num_ids, 2);
         assert_eq!(t.streams, vec![0, 16, u64::MAX]);
+    }
+
+    #[test]
+    fn header_values_read_survive_a_write_and_a_read() {
+        // Found by fuzzing: a lone CR inside a header line, an empty source.
+        for input in [
+            "# framework: torch 2.11\r# model: tiny\naction,id,size,stream\n",
+            "# source:\n# k: a\rb \r\naction,id,size,stream\nalloc,a,1\n",
+        ] {
+            let t = read(input).unwrap();
+            let mut out = Vec::new();
+            write_csv(&t, &mut out, "o.csv").unwrap();
+            assert_eq!(read_csv(out.as_slice(), "t.csv").unwrap(), t, "{input:?}");
+        }
+        assert_eq!(read("# source:\naction,id,size,stream\n").unwrap().header.source, "t.csv");
     }
 
     #[test]

@@ -48,8 +48,9 @@ fn pack(size: u64, ptr: u64) -> u128 {
 struct StreamBlocks {
     /// `size << 64 | ptr` → arena index.
     free: BTreeMap<u128, u32>,
-    /// The largest size in `free` (0 when empty), kept next to the map so
-    /// that [`Pool::max_size`] reads one value per stream.
+    /// The largest size in `free` (0 when empty), kept (next to the map,
+    /// so that [`Pool::max_size`] reads one value per stream) only while
+    /// the pool keeps [`Pool::maxima`].
     max_free: u64,
     /// address → arena index.
     unmapped: BTreeMap<u64, u32>,
@@ -112,31 +113,45 @@ impl Pool {
 
     #[inline]
     fn entry(&mut self, stream: u64) -> &mut StreamBlocks {
-        if let std::collections::btree_map::Entry::Vacant(v) = self.streams.entry(stream) {
-            v.insert(StreamBlocks::default());
-            if let Some(m) = &mut self.maxima {
-                *m.entry(0).or_default() += 1;
-            } else if self.streams.len() > MANY_STREAMS {
-                let mut m = BTreeMap::new();
-                for s in self.streams.values() {
-                    *m.entry(s.max_free).or_default() += 1;
-                }
-                self.maxima = Some(m);
-            }
+        if !self.streams.contains_key(&stream) {
+            self.add_stream(stream);
         }
         self.streams.entry(stream).or_default()
+    }
+
+    /// Adds an empty stream; past [`MANY_STREAMS`] streams, starts keeping
+    /// [`Pool::maxima`] (and each stream's `max_free`).
+    #[cold]
+    fn add_stream(&mut self, stream: u64) {
+        self.streams.insert(stream, StreamBlocks::default());
+        if let Some(m) = &mut self.maxima {
+            *m.entry(0).or_default() += 1;
+        } else if self.streams.len() > MANY_STREAMS {
+            let mut m = BTreeMap::new();
+            for s in self.streams.values_mut() {
+                s.max_free = s
+                    .free
+                    .last_key_value()
+                    .map_or(0, |(&k, _)| (k >> 64) as u64);
+                *m.entry(s.max_free).or_default() += 1;
+            }
+            self.maxima = Some(m);
+        }
     }
 
     /// Adds a free block.
     #[inline]
     pub fn insert(&mut self, k: FreeKey) {
-        self.entry(k.stream);
+        if !self.streams.contains_key(&k.stream) {
+            self.add_stream(k.stream);
+        }
         let Some(s) = self.streams.get_mut(&k.stream) else {
-            return; // just created by `entry`
+            return; // added just above
         };
         if s.free.insert(pack(k.size, k.ptr), k.idx).is_none() {
             self.free_len += 1;
-            if k.size > s.max_free {
+            // Per-stream maxima are kept only with many streams.
+            if self.maxima.is_some() && k.size > s.max_free {
                 move_max(&mut self.maxima, s.max_free, k.size);
                 s.max_free = k.size;
             }
@@ -152,7 +167,7 @@ impl Pool {
         if s.free.remove(&pack(k.size, k.ptr)).is_none() {
             return false;
         }
-        if k.size == s.max_free {
+        if self.maxima.is_some() && k.size == s.max_free {
             let new = s
                 .free
                 .last_key_value()
@@ -223,13 +238,25 @@ impl Pool {
     pub fn max_size(&self) -> u64 {
         match &self.maxima {
             Some(m) => m.last_key_value().map_or(0, |(&k, _)| k),
-            None => self.streams.values().map(|s| s.max_free).max().unwrap_or(0),
+            // At most MANY_STREAMS streams: a scan is cheap.
+            None => self
+                .streams
+                .values()
+                .filter_map(|s| s.free.last_key_value().map(|(&k, _)| (k >> 64) as u64))
+                .max()
+                .unwrap_or(0),
         }
     }
 
     /// Checks the cached largest sizes (per stream, and the count of streams
     /// by largest size) against the blocks; for the invariant checker.
     pub fn check_max(&self) -> Result<(), String> {
+        let Some(maxima) = &self.maxima else {
+            if self.streams.len() > MANY_STREAMS {
+                return Err(format!("{} streams but no maxima", self.streams.len()));
+            }
+            return Ok(());
+        };
         let mut by_max: BTreeMap<u64, usize> = BTreeMap::new();
         for (stream, s) in &self.streams {
             let m = s
@@ -244,15 +271,12 @@ impl Pool {
             }
             *by_max.entry(m).or_default() += 1;
         }
-        match &self.maxima {
-            Some(m) if *m != by_max => Err(format!(
-                "streams by largest free size {m:?}, but the sets say {by_max:?}"
-            )),
-            None if self.streams.len() > MANY_STREAMS => {
-                Err(format!("{} streams but no maxima", self.streams.len()))
-            }
-            _ => Ok(()),
+        if *maxima != by_max {
+            return Err(format!(
+                "streams by largest free size {maxima:?}, but the sets say {by_max:?}"
+            ));
         }
+        Ok(())
     }
 
     /// Adds an unmapped block.
