@@ -1,12 +1,8 @@
 //! The RMM log reader: never panics; a trace it reads validates and replays
 //! without an invariant violation.
+//!
+//! The check is [`vramlab_fuzz::targets::rmm`] (also run over the committed
+//! inputs by `tests/regressions.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use vramlab_traces::rmm::read_rmm;
-
-fuzz_target!(|data: &[u8]| {
-    if let Ok(trace) = read_rmm(data, "fuzz.csv") {
-        vramlab_fuzz::check_read_trace(&trace);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| vramlab_fuzz::targets::rmm(data));

@@ -1,0 +1,73 @@
+//! The checks every target applies: replay with the invariant checker, and
+//! what a reader's output must satisfy.
+
+use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_sim::{ReplayError, ReplayOptions, Scenario};
+use vramlab_traces::Trace;
+use vramlab_traces::binary::validate;
+
+/// Every PyTorch release whose rules vramlab models.
+pub fn versions() -> impl Iterator<Item = TorchVersion> {
+    (1..=11).map(|m| TorchVersion::new(2, m))
+}
+
+/// A version chosen by a byte.
+pub fn version_of(b: u8) -> TorchVersion {
+    TorchVersion::new(2, 1 + u16::from(b % 11))
+}
+
+/// Replays `trace` under `scenario` with the invariant checker after every
+/// event. Panics on an invariant violation (a policy bug) and on allocator
+/// errors that a simulated device cannot legitimately cause; trace errors
+/// (invalid sequences) and errors of the initial state are fine.
+pub fn replay_checked(trace: &Trace, scenario: &Scenario, stop_at_oom: bool) {
+    let opts = ReplayOptions {
+        stop_at_oom,
+        timeline_points: 16,
+        check_invariants: true,
+        ..Default::default()
+    };
+    match scenario.run(trace, &opts) {
+        Ok(run) => {
+            let s = &run.summary;
+            assert!(s.events_replayed <= s.events);
+            assert!(
+                s.peak_reserved_bytes >= s.final_reserved_bytes,
+                "{} {s:?}",
+                scenario.label()
+            );
+        }
+        Err(ReplayError::Invariant {
+            event_index,
+            message,
+        }) => panic!(
+            "invariant violated under {} after event {event_index}: {message}",
+            scenario.label()
+        ),
+        Err(ReplayError::Allocator {
+            event_index,
+            message,
+        }) if message.contains("invalid block handle") => panic!(
+            "policy lost a handle under {} at event {event_index}: {message}",
+            scenario.label()
+        ),
+        Err(_) => {}
+    }
+}
+
+/// What every reader's output must satisfy: the structural checks of
+/// [`validate`], and a replay through the default native policy without an
+/// invariant violation.
+pub fn check_read_trace(trace: &Trace) {
+    if let Err((i, m)) = validate(trace) {
+        panic!("a reader returned a trace that fails validation at entry {i}: {m}");
+    }
+    if trace.events.len() > 20_000 {
+        return;
+    }
+    replay_checked(
+        trace,
+        &Scenario::native(AllocConf::default()),
+        trace.events.len() % 2 == 0,
+    );
+}
