@@ -97,7 +97,7 @@ for t in "${targets[@]}"; do
     start=$(date +%s)
     # The binary cargo-fuzz built above (running it directly avoids a
     # rebuild per target while the sources change).
-    if ASAN_OPTIONS="detect_odr_violation=0:detect_leaks=0" "$bin_dir/$t" "${args[@]}" >"$log" 2>&1; then
+    if ASAN_OPTIONS="detect_odr_violation=0:detect_leaks=1" "$bin_dir/$t" "${args[@]}" >"$log" 2>&1; then
         result=ok
     else
         result="FAILED (see $log; crashes in fuzz/artifacts/$t/)"

@@ -534,7 +534,13 @@ mod tests {
             write_csv(&t, &mut out, "o.csv").unwrap();
             assert_eq!(read_csv(out.as_slice(), "t.csv").unwrap(), t, "{input:?}");
         }
-        assert_eq!(read("# source:\naction,id,size,stream\n").unwrap().header.source, "t.csv");
+        assert_eq!(
+            read("# source:\naction,id,size,stream\n")
+                .unwrap()
+                .header
+                .source,
+            "t.csv"
+        );
     }
 
     #[test]
