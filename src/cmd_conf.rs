@@ -73,7 +73,7 @@ pub fn run(args: ConfArgs) -> Result<()> {
     for n in sizes {
         let s = round_size(&conf, n);
         let idx = vramlab_allocator::native::rounding::interval_index(n);
-        let d = conf.roundup_power2_divisions[idx.min(ROUNDUP_INTERVALS - 1)];
+        let d = divisions(&conf, idx);
         t.row(vec![
             bytes(n),
             bytes(s),
@@ -93,6 +93,14 @@ pub fn run(args: ConfArgs) -> Result<()> {
     }
     out!("{}", t.render());
     Ok(())
+}
+
+/// `roundup_power2_divisions` of interval `idx` (the last for larger ones).
+// Indexing: `idx` is clamped to `ROUNDUP_INTERVALS - 1`, and the table is a
+// `[u32; ROUNDUP_INTERVALS]`.
+#[allow(clippy::indexing_slicing)]
+fn divisions(conf: &AllocConf, idx: usize) -> u32 {
+    conf.roundup_power2_divisions[idx.min(ROUNDUP_INTERVALS - 1)]
 }
 
 fn default_sizes() -> Vec<u64> {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use serde_json::json;
+use serde_json::{Value, json};
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_sim::fidelity::{FidelityReport, check_fidelity};
 use vramlab_sim::load::{load_traces, recorded_conf};
@@ -51,25 +51,33 @@ pub fn run(args: FidelityArgs) -> Result<()> {
             .with_context(|| format!("replaying device {}", t.header.device))?;
         reports.push(r);
     }
-    if reports.is_empty() {
+    let Some(first) = reports.first() else {
         bail!(
             "{}: no device{} with allocation events",
             args.snapshot.display(),
             args.device.map_or(String::new(), |d| format!(" {d}"))
         );
-    }
+    };
     let mut total = FidelityReport {
-        conf: reports[0].conf.clone(),
+        conf: first.conf.clone(),
         ..Default::default()
     };
     for r in &reports {
         total.add(r);
     }
     if args.json {
-        let mut v = serde_json::to_value(&total)?;
-        v["snapshot"] = json!(args.snapshot.display().to_string());
-        v["exact"] = json!(total.is_exact() && reports.iter().all(FidelityReport::is_exact));
-        v["devices"] = serde_json::to_value(&reports)?;
+        let Value::Object(mut v) = serde_json::to_value(&total)? else {
+            bail!("internal error: the fidelity report is not a JSON object");
+        };
+        v.insert(
+            "snapshot".into(),
+            json!(args.snapshot.display().to_string()),
+        );
+        v.insert(
+            "exact".into(),
+            json!(total.is_exact() && reports.iter().all(FidelityReport::is_exact)),
+        );
+        v.insert("devices".into(), serde_json::to_value(&reports)?);
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         outln!("snapshot: {}", args.snapshot.display());

@@ -123,6 +123,7 @@ mod imp {
     use anyhow::Context;
     use serde_json::{Value, json};
     use vramlab_allocator::cuda::{Gpu, LatencySummary};
+    use vramlab_allocator::latency::{DeviceLatencies, LatencyHistogram};
     use vramlab_sim::ReplayOptions;
     use vramlab_sim::cuda::{CudaReplayError, CudaRun, CudaScenario};
 
@@ -197,6 +198,10 @@ mod imp {
     }
 
     /// [`run_json`]'s object plus `device`, `latency` and `leak_check`.
+    // Indexing: `Value`'s `IndexMut<&str>` panics only on a value that is
+    // neither an object nor null, and `run_json` returns a `json!({..})`
+    // object literal.
+    #[allow(clippy::indexing_slicing)]
     fn cuda_run_json(trace: &Trace, path: &Path, r: &CudaRun, touch: bool) -> Value {
         let mut v = run_json(trace, path, &r.run);
         let g = &r.gpu;
@@ -328,14 +333,15 @@ mod imp {
             ),
         });
         row("p50 / p99 / max (calls):", &|_| String::new());
-        let names = [
-            ("  cuMemAlloc", 0usize),
-            ("  cuMemFree", 1),
-            ("  map (create+map+access)", 2),
-            ("  unmap (sync+unmap+release)", 3),
+        type Kind = fn(&DeviceLatencies) -> &LatencyHistogram;
+        let names: [(&str, Kind); 4] = [
+            ("  cuMemAlloc", |l| &l.malloc),
+            ("  cuMemFree", |l| &l.free),
+            ("  map (create+map+access)", |l| &l.map),
+            ("  unmap (sync+unmap+release)", |l| &l.unmap),
         ];
-        for (label, i) in names {
-            row(label, &|r| lat(&r.device_latency.summaries()[i].1));
+        for (label, kind) in names {
+            row(label, &|r| lat(&kind(&r.device_latency).summary()));
         }
         row("  malloc() of the policy", &|r| {
             lat(&r.alloc_latency.summary())

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_reports::{
@@ -141,7 +141,14 @@ pub fn build_report(
 pub fn run(args: ReportArgs) -> Result<()> {
     let traces =
         crate::cmd_sweep::load_all(std::slice::from_ref(&args.trace), args.grid.torch_version)?;
-    let (name, trace) = &traces[0];
+    // A report is about one device: a snapshot of several is refused, as
+    // `recommend` refuses it, rather than reported on its first device.
+    let [(name, trace)] = traces.as_slice() else {
+        bail!(
+            "{} holds several devices' traces; convert one with `vramlab convert --trace-device N`",
+            args.trace.display()
+        );
+    };
     let grid = args.grid.entries()?;
     let built = build_report(
         name,

@@ -334,21 +334,21 @@ pub struct RecommendArgs {
 /// Runs `recommend`.
 pub fn run_recommend(args: RecommendArgs) -> Result<()> {
     let traces = load_all(std::slice::from_ref(&args.trace), args.grid.torch_version)?;
-    if traces.len() != 1 {
+    let [(name, trace)] = traces.as_slice() else {
         bail!(
             "{} holds several devices' traces; convert one with `vramlab convert --trace-device N`",
             args.trace.display()
         );
-    }
+    };
     let grid = args.grid.entries()?;
     let rows = sweep_rows(&traces, &grid, Some(args.capacity), None, false)?;
-    let peak_live = vramlab_traces::summary::TraceSummary::of(&traces[0].1).peak_live_bytes;
+    let peak_live = vramlab_traces::summary::TraceSummary::of(trace).peak_live_bytes;
     let rec = recommend(&rows, args.capacity, peak_live, args.grid.torch_version);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&rec)?);
         return Ok(());
     }
-    print_recommendation(&traces[0].0, args.capacity, &rec, args.top);
+    print_recommendation(name, args.capacity, &rec, args.top);
     Ok(())
 }
 

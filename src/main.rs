@@ -1,5 +1,11 @@
 //! `vramlab`: replay GPU allocation traces through PyTorch's caching
 //! allocator (and other policies) on a simulated GPU.
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 /// `print!` that ends the process quietly when stdout is closed (e.g. piped
 /// into `head`), instead of panicking.

@@ -7,12 +7,15 @@ pub fn bytes(n: u64) -> String {
         return format!("{n} B");
     }
     let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
+    let mut unit = "B";
+    for u in UNITS.iter().skip(1) {
+        if v < 1024.0 {
+            break;
+        }
         v /= 1024.0;
-        u += 1;
+        unit = u;
     }
-    format!("{v:.2} {}", UNITS[u])
+    format!("{v:.2} {unit}")
 }
 
 /// Formats a count with thousands separators: `1,234,567`.
@@ -66,8 +69,8 @@ impl Table {
         let ncols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let mut widths = vec![0; ncols];
         for r in &self.rows {
-            for (i, c) in r.iter().enumerate() {
-                widths[i] = widths[i].max(c.chars().count());
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
             }
         }
         let mut out = String::new();

@@ -144,3 +144,55 @@ fn sizes_accept_units() {
     assert_eq!(code, 2);
     assert!(err.contains("invalid size 'lots'"), "{err}");
 }
+
+/// `report` and `recommend` are about one device: a snapshot of two is
+/// refused with the way out, not reported on its first device.
+#[test]
+fn commands_about_one_device_refuse_a_two_device_snapshot() {
+    use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
+    let entry = |action: &str, addr: i64| {
+        DictBuilder::new()
+            .entry("action", action)
+            .entry("addr", addr)
+            .entry("size", 4096i64)
+            .entry("stream", 0i64)
+            .build()
+    };
+    let device = |base: i64| {
+        Value::list([
+            entry("alloc", base),
+            entry("free_requested", base),
+            entry("free_completed", base),
+        ])
+    };
+    let snap = DictBuilder::new()
+        .entry("segments", Value::list(Vec::<Value>::new()))
+        .entry(
+            "device_traces",
+            Value::list([device(0x7f00_0000_0000), device(0x7e00_0000_0000)]),
+        )
+        .build();
+    let dir = std::env::temp_dir().join(format!("vramlab-cli-2dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("two.pickle");
+    std::fs::write(&path, PickleWriter::new().to_vec(&snap)).unwrap();
+    let p = path.to_str().unwrap();
+    let out = dir.join("report");
+    for args in [
+        vec!["report", p, "--out", out.to_str().unwrap()],
+        vec!["recommend", p, "--capacity", "1GiB"],
+    ] {
+        let (code, _, err) = vramlab(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(
+            err.contains(
+                "holds several devices' traces; convert one with `vramlab convert --trace-device N`"
+            ),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, stdout, err) = vramlab(&["stats", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("(device 1)"), "{stdout}");
+    std::fs::remove_dir_all(&dir).ok();
+}

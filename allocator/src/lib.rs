@@ -5,7 +5,12 @@
 //! * [`stats`]: `torch.cuda.memory_stats()` statistics, with PyTorch's names.
 //! * [`policy`]: the [`Allocator`] trait every policy implements.
 //! * [`native`]: PyTorch's native CUDA caching allocator, reproduced exactly.
-
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 #![warn(missing_docs)]
 
 pub mod conf;

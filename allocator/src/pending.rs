@@ -16,6 +16,13 @@ pub(crate) struct PendingList {
     pos: Vec<u32>,
 }
 
+// Indexing: `pos` only grows (`push` resizes it to cover `idx` before
+// writing `pos[idx]`; nothing shrinks it), and `items` holds only indices
+// that went through `push`, so every member indexes `pos` (`remove`, `take`).
+// `remove` reads `pos[idx]` through a checked `get_mut`, so any index may be
+// passed to it (callers pass handle indices of blocks in state
+// PendingFree, but a non-member just returns `false`).
+#[allow(clippy::indexing_slicing)]
 impl PendingList {
     /// Appends `idx` (which must not be a member).
     pub(crate) fn push(&mut self, idx: u32) {
@@ -33,11 +40,11 @@ impl PendingList {
     /// Removes `idx`; `false` if it was not a member. The last member takes
     /// its place.
     pub(crate) fn remove(&mut self, idx: u32) -> bool {
-        let p = match self.pos.get(idx as usize) {
-            Some(&p) if p != ABSENT => p as usize,
+        let p = match self.pos.get_mut(idx as usize) {
+            Some(p) if *p != ABSENT => std::mem::replace(p, ABSENT) as usize,
             _ => return false,
         };
-        self.pos[idx as usize] = ABSENT;
+        // `p < items.len()`: `pos` of a member is its position in `items`.
         self.items.swap_remove(p);
         if let Some(&moved) = self.items.get(p) {
             self.pos[moved as usize] = p as u32;

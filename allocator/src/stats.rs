@@ -79,6 +79,24 @@ impl PoolKind {
             PoolKind::Large => "large",
         }
     }
+
+    /// This pool's entry of a per-pool pair stored as `[small, large]`.
+    #[inline]
+    pub(crate) fn select<T>(self, pair: &[T; 2]) -> &T {
+        match self {
+            PoolKind::Small => &pair[0],
+            PoolKind::Large => &pair[1],
+        }
+    }
+
+    /// Mutable [`PoolKind::select`].
+    #[inline]
+    pub(crate) fn select_mut<T>(self, pair: &mut [T; 2]) -> &mut T {
+        match self {
+            PoolKind::Small => &mut pair[0],
+            PoolKind::Large => &mut pair[1],
+        }
+    }
 }
 
 /// A `StatArray`: `all`, `small_pool`, `large_pool`.

@@ -4,10 +4,13 @@
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Encodes `bytes` as base64 with `=` padding.
+// Indexing: every `ALPHABET` index is masked with `& 63`, and `ALPHABET` is
+// a `[u8; 64]`.
+#[allow(clippy::indexing_slicing)]
 pub(crate) fn encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b0 = chunk[0] as u32;
+        let b0 = chunk.first().copied().unwrap_or(0) as u32;
         let b1 = chunk.get(1).copied().unwrap_or(0) as u32;
         let b2 = chunk.get(2).copied().unwrap_or(0) as u32;
         let n = (b0 << 16) | (b1 << 8) | b2;

@@ -28,7 +28,12 @@
 //! for into a folder and writes `index.html` next to them, with the PNGs
 //! inlined, tables of the per-setting results, the recommendation and the
 //! raw data as an embedded JSON block.
-
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

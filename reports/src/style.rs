@@ -65,6 +65,9 @@ pub(crate) const PALETTE: [RGBColor; 10] = [
 ];
 
 /// The colour of the `i`-th setting.
+// Indexing: `i % PALETTE.len()` is below the length of the non-empty
+// constant `PALETTE`.
+#[allow(clippy::indexing_slicing)]
 pub(crate) fn series_color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
@@ -388,14 +391,14 @@ pub(crate) fn ellipsize<DB: DrawingBackend>(
     // The longest prefix that fits with the ellipsis.
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
-        let cand: String = chars[..mid].iter().collect::<String>() + "…";
+        let cand: String = chars.iter().take(mid).collect::<String>() + "…";
         if text_size(area, &cand, style)?.0 <= max_w {
             lo = mid;
         } else {
             hi = mid - 1;
         }
     }
-    Ok(chars[..lo].iter().collect::<String>() + "…")
+    Ok(chars.iter().take(lo).collect::<String>() + "…")
 }
 
 /// Breaks a setting label into lines at most `max_w` pixels wide: after
@@ -456,9 +459,9 @@ pub(crate) fn wrap<DB: DrawingBackend>(
     if !line.trim().is_empty() {
         lines.push(line.trim_end().to_string());
     }
-    if lines.len() > max_lines.max(1) {
-        let keep = max_lines.max(1);
-        let rest = lines[keep - 1..].concat();
+    let keep = max_lines.max(1);
+    if lines.len() > keep {
+        let rest: String = lines.iter().skip(keep - 1).map(String::as_str).collect();
         lines.truncate(keep - 1);
         lines.push(ellipsize(area, &rest, style, max_w)?);
     }
@@ -505,17 +508,17 @@ const SWATCH_W: i32 = 34;
 const LEGEND_ROW_H: i32 = 28;
 const LEGEND_GAP: i32 = 28;
 
-/// Rows of `(item index, width)` that fit in `max_w`.
-fn legend_rows<DB: DrawingBackend>(
+/// Rows of `(item, width)` that fit in `max_w`.
+fn legend_rows<'a, DB: DrawingBackend>(
     area: &Area<DB>,
-    items: &[LegendItem],
+    items: &'a [LegendItem],
     max_w: i32,
-) -> Result<Vec<Vec<(usize, i32)>>> {
+) -> Result<Vec<Vec<(&'a LegendItem, i32)>>> {
     let style = font(LABEL_SIZE, INK);
-    let mut rows: Vec<Vec<(usize, i32)>> = Vec::new();
-    let mut row: Vec<(usize, i32)> = Vec::new();
+    let mut rows: Vec<Vec<(&LegendItem, i32)>> = Vec::new();
+    let mut row: Vec<(&LegendItem, i32)> = Vec::new();
     let mut used = 0;
-    for (i, item) in items.iter().enumerate() {
+    for item in items {
         let label = ellipsize(area, &item.label, &style, max_w - SWATCH_W - 8)?;
         let w = SWATCH_W + 8 + text_size(area, &label, &style)?.0;
         if !row.is_empty() && used + LEGEND_GAP + w > max_w {
@@ -523,7 +526,7 @@ fn legend_rows<DB: DrawingBackend>(
             used = 0;
         }
         used += if row.is_empty() { w } else { LEGEND_GAP + w };
-        row.push((i, w));
+        row.push((item, w));
     }
     if !row.is_empty() {
         rows.push(row);
@@ -559,8 +562,7 @@ pub(crate) fn draw_legend<DB: DrawingBackend>(
             row.iter().map(|&(_, w)| w).sum::<i32>() + LEGEND_GAP * (row.len() as i32 - 1).max(0);
         let mut cx = x + (max_w - total) / 2;
         let cy = y + 6 + r as i32 * LEGEND_ROW_H + LEGEND_ROW_H / 2;
-        for &(i, w) in row {
-            let item = &items[i];
+        for &(item, w) in row {
             draw_swatch(area, item.swatch, cx, cy)?;
             let label = ellipsize(area, &item.label, &style, max_w - SWATCH_W - 8)?;
             text(

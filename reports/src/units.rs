@@ -13,14 +13,21 @@ const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
 /// The largest binary unit in which `max_bytes` is at least 1 (bytes for 0).
 pub(crate) fn unit_for(max_bytes: u64) -> Unit {
-    let mut i = 0;
-    while i + 1 < UNITS.len() && max_bytes >= 1u64 << (10 * (i + 1)) {
-        i += 1;
+    let mut unit = Unit {
+        name: "B",
+        div: 1.0,
+    };
+    for (i, &name) in UNITS.iter().enumerate().skip(1) {
+        let div = 1u64 << (10 * i);
+        if max_bytes < div {
+            break;
+        }
+        unit = Unit {
+            name,
+            div: div as f64,
+        };
     }
-    Unit {
-        name: UNITS[i],
-        div: (1u64 << (10 * i)) as f64,
-    }
+    unit
 }
 
 impl Unit {
@@ -82,12 +89,15 @@ pub(crate) fn fmt_int(v: u64) -> String {
 pub(crate) fn fmt_count_tick(v: f64) -> String {
     if v.abs() >= 1e7 {
         let mut x = v;
-        let mut i = 0;
-        while x.abs() >= 1000.0 && i < 6 {
+        let mut suffix = "";
+        for s in ["k", "M", "G", "T", "P", "E"] {
+            if x.abs() < 1000.0 {
+                break;
+            }
             x /= 1000.0;
-            i += 1;
+            suffix = s;
         }
-        return format!("{}{}", fmt_tick(x), ["", "k", "M", "G", "T", "P", "E"][i]);
+        return format!("{}{suffix}", fmt_tick(x));
     }
     if v >= 0.0 && v.fract().abs() < 1e-9 {
         fmt_int(v as u64)

@@ -4,7 +4,12 @@
 //!   call log and a cost model.
 //! * [`replay`]: the engine that drives a policy through a trace.
 //! * [`run`]: what a replay produces.
-
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "cuda")]

@@ -84,6 +84,9 @@ pub enum ReplayError {
         /// What is wrong.
         message: String,
     },
+    /// The trace as a whole is inconsistent (found before any event runs).
+    #[error("{0}")]
+    Malformed(String),
     /// The initial state could not be rebuilt.
     #[error("initial state: {0}")]
     Initial(String),
@@ -114,6 +117,24 @@ enum IdState {
     Failed,
 }
 
+/// What the replay knows about one allocation id.
+#[derive(Debug, Clone, Copy)]
+struct IdSlot {
+    /// The policy's handle while the block is live or pending.
+    handle: BlockHandle,
+    /// Requested bytes.
+    size: u64,
+    state: IdState,
+}
+
+impl IdSlot {
+    const UNUSED: IdSlot = IdSlot {
+        handle: BlockHandle::NULL,
+        size: 0,
+        state: IdState::Unused,
+    };
+}
+
 fn describe(state: IdState) -> &'static str {
     match state {
         IdState::Unused => "was never allocated",
@@ -131,11 +152,22 @@ where
     A::Dev: ReplayDevice,
 {
     let n_ids = trace.num_ids as usize;
-    // `handles`, `sizes`, `states` (and `addresses` when kept) have one
-    // entry per id: an id that passed `states.get(id)` indexes them all.
-    let mut handles = vec![BlockHandle::NULL; n_ids];
-    let mut sizes = vec![0u64; n_ids];
-    let mut states = vec![IdState::Unused; n_ids];
+    // Every id needs an allocation (an event or an initial block), so a
+    // larger count is an error; refusing it here also keeps a hand-built
+    // trace from sizing the tables below to billions of slots.
+    let initial_blocks = trace.initial.as_ref().map_or(0, |i| i.live_blocks());
+    if n_ids > trace.events.len().saturating_add(initial_blocks) {
+        return Err(ReplayError::Malformed(format!(
+            "the trace declares {} allocation ids but holds {} events and {initial_blocks} live initial blocks",
+            trace.num_ids,
+            trace.events.len()
+        )));
+    }
+    // One slot per id. The trace is not trusted to keep its ids below
+    // `num_ids` (a library user may hand-build it): every lookup is a
+    // `get`, and an id out of range is a [`ReplayError::Trace`].
+    let mut slots = vec![IdSlot::UNUSED; n_ids];
+    // Empty unless `opts.record_addresses`.
     let mut addresses = if opts.record_addresses {
         vec![0u64; n_ids]
     } else {
@@ -143,15 +175,7 @@ where
     };
     let mut live_requested = 0u64;
 
-    seed_initial_state(
-        trace,
-        alloc,
-        opts,
-        &mut handles,
-        &mut sizes,
-        &mut states,
-        &mut live_requested,
-    )?;
+    seed_initial_state(trace, alloc, opts, &mut slots, &mut live_requested)?;
     let seed_calls = alloc.device().calls().len();
     let mut seen_calls = seed_calls;
     let mut device_log: Vec<LoggedCall> = alloc
@@ -166,11 +190,10 @@ where
         })
         .collect();
 
-    let expected_segments = match (&trace.expected, opts.place_at_expected) {
+    let mut expected_segments = match (&trace.expected, opts.place_at_expected) {
         (Some(e), true) => e.segment_events.as_slice(),
         _ => &[],
     };
-    let mut next_expected = 0usize;
 
     let events = trace.events.len();
     let bucket = events.div_ceil(opts.timeline_points.max(1)).max(1);
@@ -191,25 +214,26 @@ where
     for (i, ev) in trace.events.iter().enumerate() {
         let ei = i as u64;
         let mut placed = false;
-        while next_expected < expected_segments.len()
-            && expected_segments[next_expected].event_index as usize <= i
-        {
-            let s = &expected_segments[next_expected];
+        while let Some((s, rest)) = expected_segments.split_first() {
+            if s.event_index as usize > i {
+                break;
+            }
             if s.event_index as usize == i
                 && matches!(s.kind, SegmentEventKind::Alloc | SegmentEventKind::Map)
             {
                 alloc.device_mut().place_next(s.address);
                 placed = true;
             }
-            next_expected += 1;
+            expected_segments = rest;
         }
         let mut stop = false;
         match *ev {
             Event::Alloc { id, stream, size } => {
                 let idu = id as usize;
-                let st = *states
-                    .get(idu)
+                let slot = slots
+                    .get_mut(idu)
                     .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
+                let st = slot.state;
                 if st != IdState::Unused {
                     return Err(trace_err(
                         ei,
@@ -225,17 +249,20 @@ where
                 allocs += 1;
                 match alloc.malloc(size, raw_stream) {
                     Ok(h) => {
-                        handles[idu] = h;
-                        states[idu] = IdState::Live;
-                        sizes[idu] = size;
+                        *slot = IdSlot {
+                            handle: h,
+                            size,
+                            state: IdState::Live,
+                        };
                         // Saturating: seeded blocks carry unchecked sizes.
                         live_requested = live_requested.saturating_add(size);
-                        if opts.record_addresses {
-                            addresses[idu] = alloc.block_ptr(h);
+                        // `addresses` has an entry per id when recording.
+                        if let Some(a) = addresses.get_mut(idu) {
+                            *a = alloc.block_ptr(h);
                         }
                     }
                     Err(AllocError::OutOfMemory(report)) => {
-                        states[idu] = IdState::Failed;
+                        slot.state = IdState::Failed;
                         if oom.is_none() {
                             let st = alloc.stats();
                             oom = Some(OomEvent {
@@ -258,26 +285,26 @@ where
                 }
             }
             Event::Free { id } | Event::FreeRequested { id } => {
-                let idu = id as usize;
-                let st = *states
-                    .get(idu)
+                let slot = slots
+                    .get_mut(id as usize)
                     .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
+                let st = slot.state;
                 match st {
                     IdState::Live => {
                         frees += 1;
                         let deferred = matches!(ev, Event::FreeRequested { .. });
                         let r = if deferred {
-                            alloc.free_deferred(handles[idu])
+                            alloc.free_deferred(slot.handle)
                         } else {
-                            alloc.free(handles[idu])
+                            alloc.free(slot.handle)
                         };
                         r.map_err(|e| alloc_err(ei, e))?;
-                        states[idu] = if deferred {
+                        slot.state = if deferred {
                             IdState::Pending
                         } else {
                             IdState::Freed
                         };
-                        live_requested = live_requested.saturating_sub(sizes[idu]);
+                        live_requested = live_requested.saturating_sub(slot.size);
                     }
                     IdState::Failed => {}
                     _ => {
@@ -289,16 +316,16 @@ where
                 }
             }
             Event::FreeCompleted { id } => {
-                let idu = id as usize;
-                let st = *states
-                    .get(idu)
+                let slot = slots
+                    .get_mut(id as usize)
                     .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
+                let st = slot.state;
                 match st {
                     IdState::Pending => {
                         alloc
-                            .complete_free(handles[idu])
+                            .complete_free(slot.handle)
                             .map_err(|e| alloc_err(ei, e))?;
-                        states[idu] = IdState::Freed;
+                        slot.state = IdState::Freed;
                     }
                     IdState::Failed => {}
                     _ => {
@@ -353,7 +380,7 @@ where
         }
         let calls = alloc.device().calls();
         if calls.len() > seen_calls {
-            device_log.extend(calls[seen_calls..].iter().map(|c| LoggedCall {
+            device_log.extend(calls.iter().skip(seen_calls).map(|c| LoggedCall {
                 event_index: Some(i as u32),
                 kind: c.kind,
                 ptr: c.ptr,
@@ -367,9 +394,14 @@ where
     }
 
     let st = alloc.stats();
-    let during = &device_log[seed_calls..];
-    let count =
-        |kinds: &[DeviceCallKind]| during.iter().filter(|c| kinds.contains(&c.kind)).count() as u64;
+    // The first `seed_calls` entries rebuilt the initial state.
+    let count = |kinds: &[DeviceCallKind]| {
+        device_log
+            .iter()
+            .skip(seed_calls)
+            .filter(|c| kinds.contains(&c.kind))
+            .count() as u64
+    };
     let peak_reserved = st.reserved_bytes.all.peak as u64;
     let peak_active = st.active_bytes.all.peak as u64;
     let utilization = if peak_reserved == 0 {
@@ -438,14 +470,11 @@ fn alloc_err(event_index: u64, e: AllocError) -> ReplayError {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn seed_initial_state<A>(
     trace: &Trace,
     alloc: &mut A,
     opts: &ReplayOptions,
-    handles: &mut [BlockHandle],
-    sizes: &mut [u64],
-    states: &mut [IdState],
+    slots: &mut [IdSlot],
     live_requested: &mut u64,
 ) -> Result<(), ReplayError>
 where
@@ -497,16 +526,20 @@ where
                 InitialBlockState::Allocated(id) => (id, IdState::Live),
                 InitialBlockState::PendingFree(id) => (id, IdState::Pending),
             };
-            let idu = id as usize;
-            if idu >= handles.len() || states[idu] != IdState::Unused {
-                return Err(ReplayError::Initial(format!(
-                    "block at {:#x}: id {id} is out of range or used twice",
-                    b.address
-                )));
-            }
-            handles[idu] = h.unwrap_or(BlockHandle::NULL);
-            states[idu] = st;
-            sizes[idu] = b.requested;
+            let slot = match slots.get_mut(id as usize) {
+                Some(slot) if slot.state == IdState::Unused => slot,
+                _ => {
+                    return Err(ReplayError::Initial(format!(
+                        "block at {:#x}: id {id} is out of range or used twice",
+                        b.address
+                    )));
+                }
+            };
+            *slot = IdSlot {
+                handle: h.unwrap_or(BlockHandle::NULL),
+                size: b.requested,
+                state: st,
+            };
             if st == IdState::Live {
                 // `requested` comes from the trace file, unchecked.
                 *live_requested = live_requested.saturating_add(b.requested);
@@ -514,4 +547,130 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use vramlab_allocator::{AllocConf, TorchVersion};
+    use vramlab_traces::{InitialBlock, InitialSegment, InitialState, TraceHeader};
+
+    use super::*;
+    use crate::scenario::Scenario;
+
+    /// A hand-built trace: nothing checks it before the replay does.
+    fn trace(num_ids: u32, events: Vec<Event>) -> Trace {
+        let mut t = Trace::new(TraceHeader::default());
+        t.num_ids = num_ids;
+        t.events = events;
+        t
+    }
+
+    fn run(t: &Trace) -> Result<Run, ReplayError> {
+        Scenario::native(AllocConf::new(TorchVersion::default())).run(t, &ReplayOptions::default())
+    }
+
+    fn err(t: &Trace) -> String {
+        run(t).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn ids_beyond_num_ids_are_errors_not_panics() {
+        let alloc = |id| Event::Alloc {
+            id,
+            stream: 0,
+            size: 512,
+        };
+        assert_eq!(
+            err(&trace(1, vec![alloc(0), alloc(1)])),
+            "event 1: id 1 is out of range (the trace declares 1 ids)"
+        );
+        assert_eq!(
+            err(&trace(0, vec![alloc(u32::MAX)])),
+            "event 0: id 4294967295 is out of range (the trace declares 0 ids)"
+        );
+        for ev in [
+            Event::Free { id: 3 },
+            Event::FreeRequested { id: 3 },
+            Event::FreeCompleted { id: 3 },
+        ] {
+            assert_eq!(
+                err(&trace(1, vec![alloc(0), ev])),
+                "event 1: id 3 is out of range (the trace declares 1 ids)"
+            );
+        }
+        // In range, the same trace replays.
+        let ok = trace(1, vec![alloc(0), Event::Free { id: 0 }]);
+        assert_eq!(run(&ok).unwrap().summary.frees, 1);
+    }
+
+    #[test]
+    fn more_ids_than_allocations_is_refused_before_any_table_is_sized() {
+        // Four billion ids and no events would otherwise ask for ~96 GB.
+        assert_eq!(
+            err(&trace(u32::MAX, vec![])),
+            "the trace declares 4294967295 allocation ids but holds 0 events and 0 live initial blocks"
+        );
+        assert_eq!(
+            err(&trace(2, vec![Event::EmptyCache])),
+            "the trace declares 2 allocation ids but holds 1 events and 0 live initial blocks"
+        );
+    }
+
+    #[test]
+    fn a_stream_beyond_the_stream_table_is_an_error() {
+        let t = trace(
+            1,
+            vec![Event::Alloc {
+                id: 0,
+                stream: 5,
+                size: 512,
+            }],
+        );
+        assert_eq!(
+            err(&t),
+            "event 0: stream index 5 is not in the stream table"
+        );
+        let mut empty = t.clone();
+        empty.streams.clear();
+        assert_eq!(
+            err(&empty),
+            "event 0: stream index 5 is not in the stream table"
+        );
+    }
+
+    #[test]
+    fn initial_block_ids_beyond_num_ids_are_errors() {
+        let seg = |stream, id| InitialSegment {
+            address: 0x7f00_0000_0000,
+            size: 2 << 20,
+            stream,
+            is_small: false,
+            is_expandable: false,
+            blocks: vec![InitialBlock {
+                address: 0x7f00_0000_0000,
+                size: 2 << 20,
+                requested: 2 << 20,
+                state: InitialBlockState::Allocated(id),
+            }],
+        };
+        let mut t = trace(1, vec![Event::EmptyCache]);
+        t.initial = Some(InitialState {
+            segments: vec![seg(0, 1)],
+        });
+        assert_eq!(
+            err(&t),
+            "initial state: block at 0x7f0000000000: id 1 is out of range or used twice"
+        );
+        t.initial = Some(InitialState {
+            segments: vec![seg(9, 0)],
+        });
+        assert_eq!(
+            err(&t),
+            "initial state: segment at 0x7f0000000000: unknown stream index"
+        );
+        t.initial = Some(InitialState {
+            segments: vec![seg(0, 0)],
+        });
+        assert_eq!(run(&t).unwrap().summary.events_replayed, 1);
+    }
 }

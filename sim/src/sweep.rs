@@ -136,8 +136,9 @@ pub fn run_sweep(
     shard: Option<Shard>,
     progress: &(dyn Fn() + Sync),
 ) -> Result<Vec<SweepRow>, (String, String, ReplayError)> {
-    let pairs: Vec<(u64, usize, usize)> = (0..traces.len())
-        .flat_map(|t| (0..grid.len()).map(move |g| (t, g)))
+    let pairs: Vec<(u64, &(String, Trace), &GridEntry)> = traces
+        .iter()
+        .flat_map(|t| grid.iter().map(move |g| (t, g)))
         .enumerate()
         .map(|(i, (t, g))| (i as u64, t, g))
         .filter(|(i, _, _)| shard.is_none_or(|s| s.contains(*i)))
@@ -149,9 +150,7 @@ pub fn run_sweep(
     };
     pairs
         .par_iter()
-        .map(|&(index, t, g)| {
-            let (name, trace) = &traces[t];
-            let entry = &grid[g];
+        .map(|&(index, (name, trace), entry)| {
             let scenario = entry.scenario(capacity);
             let run = scenario
                 .run(trace, &opts)
@@ -199,42 +198,65 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let f = split_csv(line);
-        let err = |what: &str| format!("{path}:{}: {what}", n + 2);
-        if f.len() != 19 {
-            return Err(err(&format!("expected 19 fields, found {}", f.len())));
-        }
-        let u = |i: usize| {
-            f[i].parse::<u64>()
-                .map_err(|_| err(&format!("field {} is not a number", i + 1)))
-        };
-        let fl = |i: usize| {
-            f[i].parse::<f64>()
-                .map_err(|_| err(&format!("field {} is not a number", i + 1)))
-        };
+        let line_no = n + 2;
+        let fields: [String; 19] = split_csv(line).try_into().map_err(|f: Vec<String>| {
+            format!("{path}:{line_no}: expected 19 fields, found {}", f.len())
+        })?;
+        let [
+            index,
+            trace,
+            setting,
+            policy,
+            grid_line,
+            capacity,
+            events,
+            peak_requested_bytes,
+            peak_allocated_bytes,
+            peak_reserved_bytes,
+            waste_at_peak_bytes,
+            utilization,
+            num_device_alloc,
+            num_device_free,
+            num_sync_all_streams,
+            num_alloc_retries,
+            device_time_us,
+            oom_event,
+            oom_requested_bytes,
+        ] = fields;
         rows.push(SweepRow {
-            index: u(0)?,
-            trace: f[1].clone(),
-            setting: f[2].clone(),
-            policy: f[3].clone(),
-            grid_line: f[4].clone(),
-            capacity: u(5)?,
-            events: u(6)?,
-            peak_requested_bytes: u(7)?,
-            peak_allocated_bytes: u(8)?,
-            peak_reserved_bytes: u(9)?,
-            waste_at_peak_bytes: u(10)?,
-            utilization: fl(11)?,
-            num_device_alloc: u(12)?,
-            num_device_free: u(13)?,
-            num_sync_all_streams: u(14)?,
-            num_alloc_retries: u(15)?,
-            device_time_us: fl(16)?,
-            oom_event: f[17].parse().map_err(|_| err("field 18 is not a number"))?,
-            oom_requested_bytes: u(18)?,
+            index: parse_field(&index, 1, path, line_no)?,
+            trace,
+            setting,
+            policy,
+            grid_line,
+            capacity: parse_field(&capacity, 6, path, line_no)?,
+            events: parse_field(&events, 7, path, line_no)?,
+            peak_requested_bytes: parse_field(&peak_requested_bytes, 8, path, line_no)?,
+            peak_allocated_bytes: parse_field(&peak_allocated_bytes, 9, path, line_no)?,
+            peak_reserved_bytes: parse_field(&peak_reserved_bytes, 10, path, line_no)?,
+            waste_at_peak_bytes: parse_field(&waste_at_peak_bytes, 11, path, line_no)?,
+            utilization: parse_field(&utilization, 12, path, line_no)?,
+            num_device_alloc: parse_field(&num_device_alloc, 13, path, line_no)?,
+            num_device_free: parse_field(&num_device_free, 14, path, line_no)?,
+            num_sync_all_streams: parse_field(&num_sync_all_streams, 15, path, line_no)?,
+            num_alloc_retries: parse_field(&num_alloc_retries, 16, path, line_no)?,
+            device_time_us: parse_field(&device_time_us, 17, path, line_no)?,
+            oom_event: parse_field(&oom_event, 18, path, line_no)?,
+            oom_requested_bytes: parse_field(&oom_requested_bytes, 19, path, line_no)?,
         });
     }
     Ok(rows)
+}
+
+/// Field `field` (1-based) of line `line_no` of `path`, as a number.
+fn parse_field<T: std::str::FromStr>(
+    s: &str,
+    field: usize,
+    path: &str,
+    line_no: usize,
+) -> Result<T, String> {
+    s.parse()
+        .map_err(|_| format!("{path}:{line_no}: field {field} is not a number"))
 }
 
 fn split_csv(line: &str) -> Vec<String> {
@@ -323,5 +345,28 @@ mod tests {
         let mut other = r.clone();
         other.peak_reserved_bytes = 9;
         assert!(merge_rows(vec![r, other]).is_err());
+    }
+
+    #[test]
+    fn bad_csv_rows_name_the_file_line_and_field() {
+        let row = "0,t.csv,default,native,,0,10,1,2,3,1,0.5,1,0,0,0,25.0,-1,0";
+        let read = |body: &str| read_rows_csv(&format!("{CSV_HEADER}\n{body}\n"), "s.csv");
+        assert_eq!(read(row).unwrap().len(), 1);
+        assert_eq!(
+            read("1,2,3").unwrap_err(),
+            "s.csv:2: expected 19 fields, found 3"
+        );
+        assert_eq!(
+            read(&format!("{row},extra")).unwrap_err(),
+            "s.csv:2: expected 19 fields, found 20"
+        );
+        assert_eq!(
+            read(&format!("{row}\n\n{}", row.replace("0.5", "half"))).unwrap_err(),
+            "s.csv:4: field 12 is not a number"
+        );
+        assert_eq!(
+            read(&row.replace(",-1,", ",x,")).unwrap_err(),
+            "s.csv:2: field 18 is not a number"
+        );
     }
 }

@@ -1,5 +1,10 @@
 //! vramlab-traces: the allocation trace model and its file formats.
-
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 #![warn(missing_docs)]
 
 pub mod binary;

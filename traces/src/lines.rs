@@ -71,15 +71,17 @@ impl<R: BufRead> Lines<R> {
                 }
                 break;
             }
-            let (take, end) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (i + 1, true),
-                None => (chunk.len(), false),
-            };
+            // Up to and including the first line break, else the whole chunk.
+            let part = chunk
+                .split_inclusive(|&b| b == b'\n')
+                .next()
+                .unwrap_or(chunk);
+            let (take, end) = (part.len(), part.last() == Some(&b'\n'));
             if self.buf.len() + take > MAX_LINE + 2 {
                 self.done = true;
                 return Some(Err(LineError::TooLong));
             }
-            self.buf.extend_from_slice(&chunk[..take]);
+            self.buf.extend_from_slice(part);
             self.input.consume(take);
             if end {
                 break;

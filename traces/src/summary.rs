@@ -67,10 +67,10 @@ impl TraceSummary {
             initial_segments = init.segments.len() as u64;
             for b in init.segments.iter().flat_map(|s| &s.blocks) {
                 if let InitialBlockState::Allocated(id) = b.state {
-                    if let Some(s) = sizes.get_mut(id as usize) {
+                    let i = id as usize;
+                    if let (Some(s), Some(l)) = (sizes.get_mut(i), live.get_mut(i)) {
                         *s = b.requested;
-                        // In bounds: `live` has the length of `sizes`.
-                        live[id as usize] = true;
+                        *l = true;
                         // Sizes come from the file: sums saturate.
                         cur = cur.saturating_add(b.requested);
                         initial_live = initial_live.saturating_add(b.requested);
@@ -108,18 +108,11 @@ impl TraceSummary {
                     // Sizes come from the file (up to 2^64 - 1): sums saturate.
                     s.total_requested_bytes = s.total_requested_bytes.saturating_add(size);
                     s.max_request_bytes = s.max_request_bytes.max(size);
-                    let b = if size == 0 {
-                        0
-                    } else {
-                        64 - size.leading_zeros() as usize
-                    };
-                    // In bounds: b <= 64 (bits of a u64).
-                    hist[b].0 += 1;
-                    hist[b].1 = hist[b].1.saturating_add(size);
-                    if let Some(slot) = sizes.get_mut(id as usize) {
+                    add_to_bucket(&mut hist, size);
+                    let i = id as usize;
+                    if let (Some(slot), Some(l)) = (sizes.get_mut(i), live.get_mut(i)) {
                         *slot = size;
-                        // In bounds: `live` has the length of `sizes`.
-                        live[id as usize] = true;
+                        *l = true;
                     }
                     cur = cur.saturating_add(size);
                     s.peak_live_bytes = s.peak_live_bytes.max(cur);
@@ -130,10 +123,12 @@ impl TraceSummary {
                     } else {
                         s.deferred_frees += 1;
                     }
-                    if live.get(id as usize).copied().unwrap_or(false) {
-                        // In bounds: checked just above; `sizes` is as long.
-                        live[id as usize] = false;
-                        cur = cur.saturating_sub(sizes[id as usize]);
+                    let i = id as usize;
+                    if let (Some(l), Some(&size)) = (live.get_mut(i), sizes.get(i)) {
+                        if *l {
+                            *l = false;
+                            cur = cur.saturating_sub(size);
+                        }
                     }
                 }
                 Event::FreeCompleted { .. } => {}
@@ -161,6 +156,18 @@ impl TraceSummary {
         }
         s
     }
+}
+
+/// Counts `size` in its power-of-two bucket: 0 holds size 0, bucket `b > 0`
+/// sizes in `[2^(b-1), 2^b)`.
+// Indexing: the bucket is `64 - leading_zeros(size)`, at most 64, and the
+// table has 65 entries.
+#[allow(clippy::indexing_slicing)]
+fn add_to_bucket(hist: &mut [(u64, u64); 65], size: u64) {
+    let b = (u64::BITS - size.leading_zeros()) as usize;
+    hist[b].0 += 1;
+    // Sizes come from the file (up to 2^64 - 1): sums saturate.
+    hist[b].1 = hist[b].1.saturating_add(size);
 }
 
 #[cfg(test)]

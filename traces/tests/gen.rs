@@ -225,6 +225,18 @@ fn steps_repeat_the_last_step() {
     })
     .unwrap_err();
     assert!(e.to_string().contains("recorded with 3 steps"), "{e}");
+    // More events than 32-bit ids can name: an error before any memory is
+    // reserved, not an abort.
+    let e = generate(&GenRequest {
+        steps: Some(u32::MAX),
+        ..base.clone()
+    })
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("--steps: more than 4294967295 events"),
+        "{e}"
+    );
     // Denoising steps: the latents carry over; what the prompt encoding made
     // is freed once, after the last step.
     let sd = GenRequest {

@@ -26,16 +26,26 @@ pub(crate) fn c_isspace(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
 }
 
+/// Splits an optional leading `+` or `-` off `s`: `(negative, rest)`.
+fn split_sign(s: &str) -> (bool, &str) {
+    if let Some(rest) = s.strip_prefix('-') {
+        (true, rest)
+    } else {
+        (false, s.strip_prefix('+').unwrap_or(s))
+    }
+}
+
+/// Splits `s` after its leading run of ASCII decimal digits.
+fn split_digits(s: &str) -> (&str, &str) {
+    // `find` returns a character boundary, so the split cannot fail.
+    s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()))
+}
+
 /// Leading-whitespace, sign and decimal digits as `strtol`/`strtoul` read them
 /// with base 10. Returns `(negative, magnitude)`; the magnitude is `None` when
 /// it does not fit in a `u64`.
 fn scan_integer(s: &str) -> Result<(bool, Option<u64>), NumError> {
-    let t = s.trim_start_matches(c_isspace);
-    let (negative, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
+    let (negative, digits) = split_sign(s.trim_start_matches(c_isspace));
     let mut magnitude: Option<u64> = Some(0);
     let mut any = false;
     for b in digits.bytes() {
@@ -86,9 +96,11 @@ pub(crate) fn stoul(s: &str) -> Result<u64, NumError> {
     stoull(s)
 }
 
-/// Length of the ASCII-case-insensitive match of `word` at the start of `s`.
+/// `true` if `s` starts with `word`, ignoring ASCII case.
 fn starts_with_ci(s: &str, word: &str) -> bool {
-    s.len() >= word.len() && s.as_bytes()[..word.len()].eq_ignore_ascii_case(word.as_bytes())
+    s.as_bytes()
+        .get(..word.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(word.as_bytes()))
 }
 
 /// `std::stod`: `strtod` prefix parsing (decimal, hexadecimal, `inf`,
@@ -99,12 +111,7 @@ fn starts_with_ci(s: &str, word: &str) -> bool {
 /// glibc's). Hexadecimal floats keep the first 15 significant hex digits,
 /// which is exact for every value a `double` can represent.
 pub(crate) fn stod(s: &str) -> Result<f64, NumError> {
-    let t = s.trim_start_matches(c_isspace);
-    let (negative, body) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
+    let (negative, body) = split_sign(s.trim_start_matches(c_isspace));
     let sign = if negative { -1.0 } else { 1.0 };
     if starts_with_ci(body, "inf") {
         return Ok(sign * f64::INFINITY);
@@ -112,62 +119,41 @@ pub(crate) fn stod(s: &str) -> Result<f64, NumError> {
     if starts_with_ci(body, "nan") {
         return Ok(f64::NAN);
     }
-    let bytes = body.as_bytes();
-    if bytes.len() >= 3
-        && bytes[0] == b'0'
-        && (bytes[1] == b'x' || bytes[1] == b'X')
-        && (bytes[2].is_ascii_hexdigit()
-            || (bytes[2] == b'.' && bytes.get(3).is_some_and(|b| b.is_ascii_hexdigit())))
-    {
-        return hex_float(&body[2..]).map(|v| sign * v);
+    // `0x` counts only when a hex digit follows, possibly after the point.
+    if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        let digits = hex.strip_prefix('.').unwrap_or(hex);
+        if digits.starts_with(|c: char| c.is_ascii_hexdigit()) {
+            return hex_float(hex).map(|v| sign * v);
+        }
     }
     decimal_float(body).map(|v| sign * v)
 }
 
+/// An optional exponent `<marker>[+-]digits` at the start of `s`, read only
+/// when digits follow (0 otherwise); saturates at ±1e9, far beyond every
+/// exponent that does not overflow or underflow anyway.
+fn scan_exponent(s: &str, marker: char) -> i64 {
+    let Some(rest) = s.strip_prefix(|c: char| c.eq_ignore_ascii_case(&marker)) else {
+        return 0;
+    };
+    let (negative, rest) = split_sign(rest);
+    let magnitude = split_digits(rest).0.bytes().fold(0i64, |e, b| {
+        (e * 10 + i64::from(b - b'0')).min(1_000_000_000)
+    });
+    if negative { -magnitude } else { magnitude }
+}
+
 /// Decimal `strtod` body (after the sign).
 fn decimal_float(body: &str) -> Result<f64, NumError> {
-    let bytes = body.as_bytes();
-    let mut pos = 0;
-    let int_start = pos;
-    while pos < bytes.len() && bytes[pos].is_ascii_digit() {
-        pos += 1;
-    }
-    let int_digits = &body[int_start..pos];
+    let (int_digits, mut rest) = split_digits(body);
     let mut frac_digits = "";
-    if pos < bytes.len() && bytes[pos] == b'.' {
-        let frac_start = pos + 1;
-        let mut end = frac_start;
-        while end < bytes.len() && bytes[end].is_ascii_digit() {
-            end += 1;
-        }
-        frac_digits = &body[frac_start..end];
-        if !int_digits.is_empty() || !frac_digits.is_empty() {
-            pos = end;
-        }
+    if let Some(after_point) = rest.strip_prefix('.') {
+        (frac_digits, rest) = split_digits(after_point);
     }
     if int_digits.is_empty() && frac_digits.is_empty() {
         return Err(NumError::Invalid);
     }
-    // Optional exponent, consumed only when digits follow.
-    let mut exponent: i64 = 0;
-    if pos < bytes.len() && (bytes[pos] == b'e' || bytes[pos] == b'E') {
-        let mut p = pos + 1;
-        let mut exp_negative = false;
-        if p < bytes.len() && (bytes[p] == b'+' || bytes[p] == b'-') {
-            exp_negative = bytes[p] == b'-';
-            p += 1;
-        }
-        if p < bytes.len() && bytes[p].is_ascii_digit() {
-            while p < bytes.len() && bytes[p].is_ascii_digit() {
-                // Saturate: anything beyond a few thousand is inf or zero anyway.
-                exponent = (exponent * 10 + i64::from(bytes[p] - b'0')).min(1_000_000_000);
-                p += 1;
-            }
-            if exp_negative {
-                exponent = -exponent;
-            }
-        }
-    }
+    let exponent = scan_exponent(rest, 'e');
     let nonzero = int_digits
         .bytes()
         .chain(frac_digits.bytes())
@@ -189,21 +175,20 @@ fn decimal_float(body: &str) -> Result<f64, NumError> {
 
 /// Hexadecimal `strtod` body after `0x`.
 fn hex_float(body: &str) -> Result<f64, NumError> {
-    let bytes = body.as_bytes();
-    let mut pos = 0;
     let mut mantissa: u64 = 0;
     let mut significant = 0u32;
     let mut binary_exponent: i64 = 0;
     let mut nonzero = false;
     let mut seen_point = false;
-    while pos < bytes.len() {
-        let b = bytes[pos];
+    // Byte offset of the first byte that is not part of the mantissa.
+    let mut end = body.len();
+    for (pos, b) in body.bytes().enumerate() {
         if b == b'.' && !seen_point {
             seen_point = true;
-            pos += 1;
             continue;
         }
         let Some(d) = (b as char).to_digit(16) else {
+            end = pos;
             break;
         };
         if d != 0 {
@@ -222,24 +207,9 @@ fn hex_float(body: &str) -> Result<f64, NumError> {
         } else if seen_point {
             binary_exponent -= 4;
         }
-        pos += 1;
     }
-    if pos < bytes.len() && (bytes[pos] == b'p' || bytes[pos] == b'P') {
-        let mut p = pos + 1;
-        let mut exp_negative = false;
-        if p < bytes.len() && (bytes[p] == b'+' || bytes[p] == b'-') {
-            exp_negative = bytes[p] == b'-';
-            p += 1;
-        }
-        if p < bytes.len() && bytes[p].is_ascii_digit() {
-            let mut e: i64 = 0;
-            while p < bytes.len() && bytes[p].is_ascii_digit() {
-                e = (e * 10 + i64::from(bytes[p] - b'0')).min(1_000_000_000);
-                p += 1;
-            }
-            binary_exponent += if exp_negative { -e } else { e };
-        }
-    }
+    // Everything before `end` is ASCII, so `end` is a character boundary.
+    binary_exponent += scan_exponent(body.get(end..).unwrap_or(""), 'p');
     // mantissa < 2^60, so the conversion to f64 is exact up to 53 bits; the
     // scaling below is exact unless the result leaves the normal range.
     let mut value = mantissa as f64;

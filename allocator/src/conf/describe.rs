@@ -109,14 +109,16 @@ impl AllocConf {
         } else {
             let mut parts = Vec::new();
             let mut start = 0;
-            for j in 1..=ROUNDUP_INTERVALS {
-                if j == ROUNDUP_INTERVALS || t[j] != t[start] {
+            // Runs of equal entries; `chunk_by` never yields an empty run.
+            for run in t.chunk_by(|a, b| a == b) {
+                if let [d, ..] = *run {
+                    let end = start + run.len();
                     parts.push(format!(
                         "{}: {}",
-                        interval_label(start, j - 1),
-                        divisions_label(t[start])
+                        interval_label(start, end - 1),
+                        divisions_label(d)
                     ));
-                    start = j;
+                    start = end;
                 }
             }
             parts.join(", ")

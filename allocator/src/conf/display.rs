@@ -25,7 +25,7 @@ use std::fmt;
 
 use super::keys::roundup_list_accepts_zero;
 use super::legacy::MAX_MB;
-use super::{AllocConf, Backend, MIB, ROUNDUP_INTERVALS, TorchVersion};
+use super::{AllocConf, Backend, MIB, ROUNDUP_INTERVALS, TorchVersion, apply_roundup_key};
 
 /// One entry of a `roundup_power2_divisions` list: `Some(index)` is the key
 /// `2^index` (MiB), `None` is `>`.
@@ -39,17 +39,10 @@ fn apply_list(version: TorchVersion, entries: &[ListEntry]) -> [u32; ROUNDUP_INT
     let mut last = 0usize;
     for &(index, d) in entries {
         match index {
-            None => {
-                let start = (last + plus_one).min(ROUNDUP_INTERVALS);
-                table[start..].fill(d);
-            }
+            None => table.iter_mut().skip(last + plus_one).for_each(|t| *t = d),
             Some(idx) => {
-                if first {
-                    table[..idx].fill(d);
-                    first = false;
-                }
-                table[idx] = d;
-                last = idx;
+                last = apply_roundup_key(&mut table, idx, d, first);
+                first = false;
             }
         }
     }
@@ -61,18 +54,12 @@ fn encode_list(version: TorchVersion, table: &[u32; ROUNDUP_INTERVALS]) -> Optio
     let zero_ok = roundup_list_accepts_zero(version);
     let modern = version.at_least(2, 10);
     let n = ROUNDUP_INTERVALS;
-    // End of the leading run and start of the trailing run.
-    let r0 = (0..n)
-        .take_while(|&j| table[j] == table[0])
-        .last()
-        .unwrap_or(0);
-    let tail = table[n - 1];
-    let s = (0..n)
-        .rev()
-        .take_while(|&j| table[j] == tail)
-        .last()
-        .unwrap_or(n - 1);
-    let mut entries: Vec<ListEntry> = vec![(Some(r0), table[0])];
+    // End of the leading run and start of the trailing run (each run holds
+    // at least its own first or last entry).
+    let [head, .., tail] = *table;
+    let r0 = table.iter().take_while(|&&d| d == head).count() - 1;
+    let s = n - table.iter().rev().take_while(|&&d| d == tail).count();
+    let mut entries: Vec<ListEntry> = vec![(Some(r0), head)];
     // Use `>` for the trailing run when it saves entries.
     let use_gt = s > r0 && s + 1 < n && (tail != 0 || zero_ok);
     let explicit_end = if use_gt { s } else { n };
@@ -93,13 +80,22 @@ fn encode_list(version: TorchVersion, table: &[u32; ROUNDUP_INTERVALS]) -> Optio
     let candidates = [
         entries,
         // Fallback: every interval spelled out.
-        (0..n).map(|j| (Some(j), table[j])).collect(),
+        spelled_out(table),
     ];
     candidates.into_iter().find(|list| {
         list.iter()
             .all(|&(_, d)| d.is_power_of_two() || (d == 0 && zero_ok))
             && apply_list(version, list) == *table
     })
+}
+
+/// The list that names every interval's value.
+fn spelled_out(table: &[u32; ROUNDUP_INTERVALS]) -> Vec<ListEntry> {
+    table
+        .iter()
+        .enumerate()
+        .map(|(j, &d)| (Some(j), d))
+        .collect()
 }
 
 fn write_list(out: &mut String, entries: &[ListEntry]) {
@@ -163,11 +159,7 @@ impl AllocConf {
             if table.iter().all(|&x| x == table[0]) && table[0] != 0 {
                 s.push_str(&table[0].to_string());
             } else {
-                let entries = encode_list(v, table).unwrap_or_else(|| {
-                    (0..ROUNDUP_INTERVALS)
-                        .map(|j| (Some(j), table[j]))
-                        .collect()
-                });
+                let entries = encode_list(v, table).unwrap_or_else(|| spelled_out(table));
                 write_list(&mut s, &entries);
             }
             items.push(("roundup_power2_divisions", s));

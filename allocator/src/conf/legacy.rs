@@ -22,7 +22,7 @@
 use super::cnum::{self, NumError};
 use super::error::{ConfError, ConfErrorKind, internal_assert};
 use super::keys::{self, divisions_spelled_right, roundup_list_accepts_zero};
-use super::{AllocConf, Backend, MIB, ROUNDUP_INTERVALS};
+use super::{AllocConf, Backend, MIB, ROUNDUP_INTERVALS, apply_roundup_key};
 
 /// Largest value in MiB the parsers keep (`SIZE_MAX / kMB`).
 pub(crate) const MAX_MB: u64 = u64::MAX / MIB;
@@ -94,8 +94,8 @@ impl Legacy<'_> {
         let v = self.conf.version;
         let n = self.toks.len();
         let mut i = 0;
-        while i < n {
-            let key = self.toks[i].clone();
+        while let Some(key) = self.tok(i) {
+            let key = key.to_string();
             let known = keys::has_key(v, &key);
             i = match key.as_str() {
                 "max_split_size_mb" | "max_non_split_rounding_mb" if known => {
@@ -214,7 +214,6 @@ impl Legacy<'_> {
     ///   from 0 before any key. Entries left out stay 0.
     fn parse_roundup(&mut self, mut i: usize, key: &str) -> Result<usize, ConfError> {
         let v = self.conf.version;
-        let n = self.toks.len();
         self.consume(i + 1, ':', key)?;
         i += 2;
         let Some(first_tok) = self.tok(i) else {
@@ -250,10 +249,10 @@ impl Legacy<'_> {
         let mut last_index = 0usize;
         loop {
             i += 1;
-            if !(i < n && self.toks[i] != "]") {
-                break;
-            }
-            let k = self.toks[i].clone();
+            let k = match self.tok(i) {
+                Some(k) if k != "]" => k.to_string(),
+                _ => break,
+            };
             self.consume(i + 1, ':', key)?;
             i += 2;
             let Some(vt) = self.tok(i) else {
@@ -277,7 +276,7 @@ impl Legacy<'_> {
                 return Err(self.err(ConfErrorKind::InvalidValue, msg, key, Some(&vt)));
             }
             if k == ">" {
-                table[last_index..].fill(d);
+                table.iter_mut().skip(last_index).for_each(|t| *t = d);
             } else {
                 let bound = cnum::stoul(&k).map_err(|e| self.num_err(e, "stoul", key, &k))?;
                 if !bound.is_power_of_two() {
@@ -288,13 +287,9 @@ impl Legacy<'_> {
                         Some(&k),
                     ));
                 }
-                let index = (bound.trailing_zeros() as usize).min(ROUNDUP_INTERVALS - 1);
-                if first {
-                    table[..index].fill(d);
-                    first = false;
-                }
-                table[index] = d;
-                last_index = index;
+                last_index =
+                    apply_roundup_key(&mut table, bound.trailing_zeros() as usize, d, first);
+                first = false;
             }
             match self.tok(i + 1) {
                 Some("]") => {}

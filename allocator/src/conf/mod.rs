@@ -66,6 +66,25 @@ pub const MIB: u64 = 1 << 20;
 /// (1 MiB … 32 GiB and above).
 pub const ROUNDUP_INTERVALS: usize = 16;
 
+/// Applies a keyed `roundup_power2_divisions` list entry `2^log2_mib:value`
+/// to `table` as every parser version does: the entry's interval is
+/// `min(log2_mib, ROUNDUP_INTERVALS - 1)`, and the list's first keyed entry
+/// (`first`) also fills every interval below its own. Returns the interval.
+// Indexing: `index <= ROUNDUP_INTERVALS - 1` by the clamp on the first line
+// and `from <= index`, so `from..=index` lies inside the fixed-size table.
+#[allow(clippy::indexing_slicing)]
+pub(crate) fn apply_roundup_key<T: Copy>(
+    table: &mut [T; ROUNDUP_INTERVALS],
+    log2_mib: usize,
+    value: T,
+    first: bool,
+) -> usize {
+    let index = log2_mib.min(ROUNDUP_INTERVALS - 1);
+    let from = if first { 0 } else { index };
+    table[from..=index].fill(value);
+    index
+}
+
 /// Which allocator backend the settings select.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {

@@ -29,7 +29,7 @@ use super::cnum::{self, NumError};
 use super::error::{ConfError, ConfErrorKind, internal_assert};
 use super::keys::{self, has_large_segment_size};
 use super::legacy::{MAX_MB, store_divisions};
-use super::{AllocConf, Backend, MIB, ROUNDUP_INTERVALS};
+use super::{AllocConf, Backend, MIB, ROUNDUP_INTERVALS, apply_roundup_key};
 
 const TOKENIZER_H: &str = "/pytorch/c10/core/AllocatorConfig.h";
 const ALLOCATOR_CONFIG_CPP: &str = "/pytorch/c10/core/AllocatorConfig.cpp";
@@ -137,7 +137,7 @@ impl Modern<'_> {
         }
         loop {
             i += 1;
-            if !(i < self.toks.len() && self.toks[i] != "]") {
+            if self.toks.get(i).is_none_or(|t| t == "]") {
                 break;
             }
         }
@@ -160,8 +160,8 @@ impl Modern<'_> {
     /// anything else (`max_*_mb` minimums depend on it).
     fn large_segment_prepass(&mut self) -> Result<(), ConfError> {
         let mut i = 0;
-        while i < self.toks.len() {
-            if self.toks[i] == "large_segment_size_mb" {
+        while let Some(tok) = self.toks.get(i) {
+            if tok == "large_segment_size_mb" {
                 let key = "large_segment_size_mb";
                 self.check_token(i + 1, key)?;
                 i += 2;
@@ -186,8 +186,8 @@ impl Modern<'_> {
         let v = self.conf.version;
         let n = self.toks.len();
         let mut i = 0;
-        while i < n {
-            let key = self.toks[i].clone();
+        while let Some(key) = self.toks.get(i) {
+            let key = key.clone();
             let owned = keys::is_generic_key(v, &key);
             i = match key.as_str() {
                 "max_split_size_mb" | "max_non_split_rounding_mb" if owned => {
@@ -282,9 +282,11 @@ impl Modern<'_> {
         let mut last_index = 0usize;
         loop {
             i += 1;
-            if !(i < n && self.toks[i] != "]") {
-                break;
-            }
+            // `>` (the rest of the table) or a size key; `]` ends the list.
+            let is_rest = match self.toks.get(i) {
+                Some(t) if t != "]" => t == ">",
+                _ => break,
+            };
             let key_index = i;
             self.check_token(i + 1, key)?;
             i += 2;
@@ -297,9 +299,8 @@ impl Modern<'_> {
                     Some(&t),
                 ));
             }
-            if self.toks[key_index] == ">" {
-                let start = (last_index + 1).min(ROUNDUP_INTERVALS);
-                table[start..].fill(d);
+            if is_rest {
+                table.iter_mut().skip(last_index + 1).for_each(|t| *t = d);
             } else {
                 let (bound, kt) = self.to_size_t(key_index, key)?;
                 if !bound.is_power_of_two() {
@@ -310,13 +311,9 @@ impl Modern<'_> {
                         Some(&kt),
                     ));
                 }
-                let index = (bound.trailing_zeros() as usize).min(ROUNDUP_INTERVALS - 1);
-                if first {
-                    table[..index].fill(d);
-                    first = false;
-                }
-                table[index] = d;
-                last_index = index;
+                last_index =
+                    apply_roundup_key(&mut table, bound.trailing_zeros() as usize, d, first);
+                first = false;
             }
             if self.at(i + 1, key)? != "]" {
                 self.check_token(i + 1, key)?;
@@ -343,8 +340,8 @@ impl Modern<'_> {
         let v = self.conf.version;
         let n = self.toks.len();
         let mut i = 0;
-        while i < n {
-            let key = self.toks[i].clone();
+        while let Some(key) = self.toks.get(i) {
+            let key = key.clone();
             i = match key.as_str() {
                 "backend" => {
                     self.check_token(i + 1, &key)?;

@@ -152,13 +152,15 @@ impl CudaDevice {
         }
         let bases: Vec<DevicePtr> = self.reservations.keys().copied().collect();
         for base in bases {
-            let (size, pages): (u64, Vec<(DevicePtr, u64)>) = {
-                let r = &self.reservations[&base];
-                (
-                    r.size,
-                    r.pages.iter().map(|(&p, pg)| (p, pg.size)).collect(),
-                )
+            // Always found: every base was a key when collected, and only
+            // `release(base)` at the end of its own iteration removes it.
+            let Some(r) = self.reservations.get(&base) else {
+                continue;
             };
+            let (size, pages): (u64, Vec<(DevicePtr, u64)>) = (
+                r.size,
+                r.pages.iter().map(|(&p, pg)| (p, pg.size)).collect(),
+            );
             for (p, s) in pages {
                 keep(self.unmap(p, s).map_err(to_cuda("cuMemUnmap")));
             }
@@ -340,6 +342,10 @@ impl Device for CudaDevice {
         Ok(ptr)
     }
 
+    // Expect: `base` is a key of `reservations` (looked up at the start of
+    // this call, with `&mut self` held throughout), and entries leave the map
+    // only in `release`, which this method does not call.
+    #[allow(clippy::expect_used)]
     fn map(&mut self, ptr: DevicePtr, size: u64, page: u64) -> Result<(), DeviceError> {
         if page == 0 || page % self.granularity != 0 || size == 0 || size % page != 0 {
             return Err(self.other(format!(
@@ -425,6 +431,9 @@ impl Device for CudaDevice {
         Ok(())
     }
 
+    // Expect: as in `map`: `base` was found in `reservations` at the start of
+    // this call and only `release` removes entries.
+    #[allow(clippy::expect_used)]
     fn unmap(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError> {
         let end = ptr.saturating_add(size);
         let Some((&base, res)) = self.reservations.range(..=ptr).next_back() else {

@@ -66,12 +66,28 @@ impl Block {
 }
 
 /// Owner of all blocks; slots are recycled through a free list.
+///
+/// Indexing (`arena[i]`) panics on an index the arena never issued; only
+/// indices from [`Arena::insert`] may be used that way. Indices that come
+/// from outside (the `index` of a caller's `BlockHandle`) must pass
+/// [`Arena::is_current`] first, which checks them without panicking.
 #[derive(Debug, Default, Clone)]
 pub struct Arena {
     blocks: Vec<Block>,
     vacant: Vec<u32>,
 }
 
+// Indexing: `blocks` only ever grows (`push` in `insert`; nothing truncates
+// it), so every index `insert` returned stays in bounds forever. `vacant`
+// holds only indices given to `remove`, which are indices `insert` returned
+// (they were just used to index `blocks` in `remove` itself). So `insert`'s
+// `blocks[i]` for a recycled `i` is in bounds. `remove` and `Index` are
+// called with arena indices the allocator keeps in its own links, pools and
+// queues (`prev`/`next`, `FreeKey::idx`, `UnmappedKey::idx`, pending lists),
+// all of which are `insert` results; a caller's `BlockHandle::index` reaches
+// them only after `is_current` (a checked `get`) accepted it, in
+// `NativeAllocator::resolve`, `block_ptr` and `complete_free_impl`.
+#[allow(clippy::indexing_slicing)]
 impl Arena {
     /// Stores a new block and returns its index.
     pub fn insert(&mut self, mut block: Block) -> u32 {
@@ -99,9 +115,9 @@ impl Arena {
 
     /// `true` if slot `i` holds a block with this generation.
     pub fn is_current(&self, i: u32, generation: u32) -> bool {
-        (i as usize) < self.blocks.len()
-            && self.blocks[i as usize].generation == generation
-            && self.blocks[i as usize].size != 0
+        self.blocks
+            .get(i as usize)
+            .is_some_and(|b| b.generation == generation && b.size != 0)
     }
 
     /// Iterates over the indices of all live blocks.
@@ -114,6 +130,8 @@ impl Arena {
     }
 }
 
+// Indexing: see the proof on `impl Arena`.
+#[allow(clippy::indexing_slicing)]
 impl std::ops::Index<u32> for Arena {
     type Output = Block;
     #[inline]
@@ -122,6 +140,8 @@ impl std::ops::Index<u32> for Arena {
     }
 }
 
+// Indexing: see the proof on `impl Arena`.
+#[allow(clippy::indexing_slicing)]
 impl std::ops::IndexMut<u32> for Arena {
     #[inline]
     fn index_mut(&mut self, i: u32) -> &mut Block {

@@ -1,11 +1,11 @@
 //! Expandable segments (`expandable_segments:True`, spec §6): one virtual
 //! reservation per (pool, stream) that grows by mapping physical pages.
 
+use super::NativeAllocator;
 use super::block::{Block, NIL, State};
 use super::malloc::Params;
 use super::pool::UnmappedKey;
 use super::rounding::SMALL_BUFFER;
-use super::{NativeAllocator, pool_index};
 use crate::device::{Device, DeviceError};
 use crate::policy::AllocError;
 use crate::stats::PoolKind;
@@ -28,7 +28,20 @@ struct Range {
     size: u64,
 }
 
+// Indexing, Expect: a block's `expandable` is either NIL or the index of its
+// reservation in `expandable_segments`: `find_expandable_block` sets it to
+// `expandable_segments.len()` right before pushing that reservation, and
+// every other block of the segment copies it from a neighbour (splits,
+// `free_mapped`). `expandable_segments` never shrinks, and an entry becomes
+// `None` only in `forget_segment`, called by `unmap_block` when the block
+// spans the whole reservation, which then removes that last block from the
+// arena. So every live expandable block indexes a `Some` entry.
+// `segment_of` is only called for expandable blocks (`map_block` on
+// unmapped blocks, which exist only in expandable segments; `unmap_block` on
+// blocks `release_blocks` found `is_expandable`).
+#[allow(clippy::indexing_slicing, clippy::expect_used)]
 impl<D: Device> NativeAllocator<D> {
+    /// The reservation of expandable block `idx`.
     fn segment_of(&self, idx: u32) -> &ExpandableSegment {
         let seg = self.arena[idx].expandable as usize;
         self.expandable_segments[seg]
@@ -36,6 +49,13 @@ impl<D: Device> NativeAllocator<D> {
             .expect("block refers to a released expandable segment")
     }
 
+    /// Marks reservation `seg` released (its last block leaves the arena).
+    fn forget_segment(&mut self, seg: u32) {
+        self.expandable_segments[seg as usize] = None;
+    }
+}
+
+impl<D: Device> NativeAllocator<D> {
     /// `try_allocate_expandable_block`: finds room in (or creates) a
     /// reservation of this pool and stream and maps enough pages for `p.size`
     /// bytes. Returns the free, mapped block that holds them, removed from
@@ -83,7 +103,7 @@ impl<D: Device> NativeAllocator<D> {
     /// blocks of this pool and stream with room for `p.size` bytes, or a new
     /// reservation's single unmapped block.
     fn find_expandable_block(&mut self, p: &Params) -> Result<u32, AllocError> {
-        let pool = &self.pools[pool_index(p.pool)];
+        let pool = p.pool.select(&self.pools);
         for k in pool.unmapped_of(p.stream) {
             let mut c = k.idx;
             let prev = self.arena[c].prev;
@@ -287,7 +307,7 @@ impl<D: Device> NativeAllocator<D> {
             self.device
                 .release(seg.base, seg.size)
                 .map_err(|e| AllocError::Device(e.to_string()))?;
-            self.expandable_segments[seg_idx as usize] = None;
+            self.forget_segment(seg_idx);
             self.arena.remove(idx);
         }
         Ok(())

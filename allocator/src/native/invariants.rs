@@ -27,7 +27,6 @@ impl<D: Device> NativeAllocator<D> {
         let mut pending = 0usize;
         for idx in self.arena.live() {
             let b = &self.arena[idx];
-            let pi = super::pool_index(b.pool);
             ensure!(
                 b.size > 0 && b.size % 512 == 0,
                 "block {idx} at {:#x} has size {}",
@@ -93,7 +92,7 @@ impl<D: Device> NativeAllocator<D> {
             }
             match b.state {
                 State::Free if b.mapped => {
-                    free_keys[pi].insert(FreeKey {
+                    b.pool.select_mut(&mut free_keys).insert(FreeKey {
                         stream: b.stream,
                         size: b.size,
                         ptr: b.ptr,
@@ -105,7 +104,7 @@ impl<D: Device> NativeAllocator<D> {
                     }
                 }
                 State::Free => {
-                    unmapped_keys[pi].insert(UnmappedKey {
+                    b.pool.select_mut(&mut unmapped_keys).insert(UnmappedKey {
                         stream: b.stream,
                         ptr: b.ptr,
                         idx,
@@ -130,21 +129,21 @@ impl<D: Device> NativeAllocator<D> {
             }
         }
         for kind in [PoolKind::Small, PoolKind::Large] {
-            let pi = super::pool_index(kind);
-            let in_set: BTreeSet<FreeKey> = self.pools[pi].iter().collect();
+            let pool = self.pool(kind);
+            let free = kind.select(&free_keys);
+            let in_set: BTreeSet<FreeKey> = pool.iter().collect();
             ensure!(
-                free_keys[pi] == in_set && in_set.len() == self.pools[pi].len(),
+                *free == in_set && in_set.len() == pool.len(),
                 "{} pool: the free set differs from the free blocks ({} in set, {} free blocks)",
                 kind.name(),
-                self.pools[pi].len(),
-                free_keys[pi].len()
+                pool.len(),
+                free.len()
             );
-            self.pools[pi]
-                .check_max()
+            pool.check_max()
                 .map_err(|e| format!("{} pool: {e}", kind.name()))?;
-            let unmapped: BTreeSet<UnmappedKey> = self.pools[pi].unmapped_iter().collect();
+            let unmapped: BTreeSet<UnmappedKey> = pool.unmapped_iter().collect();
             ensure!(
-                unmapped_keys[pi] == unmapped,
+                *kind.select(&unmapped_keys) == unmapped,
                 "{} pool: the unmapped set differs from the unmapped blocks",
                 kind.name()
             );

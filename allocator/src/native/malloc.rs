@@ -1,9 +1,9 @@
 //! The allocation path: `malloc`, `get_free_block`, `alloc_block`,
 //! `should_split`, `alloc_found_block` (spec §3.2–§4.2).
 
+use super::NativeAllocator;
 use super::block::{Block, NIL, State};
 use super::rounding::{self, MAX_REQUEST, MIN_BLOCK_SIZE, SMALL_SIZE};
-use super::{NativeAllocator, pool_index};
 use crate::device::{Device, DeviceError};
 use crate::policy::{AllocError, BlockHandle, OomReport};
 use crate::stats::PoolKind;
@@ -108,7 +108,7 @@ impl<D: Device> NativeAllocator<D> {
         let expandable_on = self.expandable_active();
         let mss = self.max_split_size();
         let nsr = self.conf.max_non_split_rounding_bytes();
-        let pool = &mut self.pools[pool_index(p.pool)];
+        let pool = p.pool.select_mut(&mut self.pools);
         if gc {
             pool.clock += 1;
         }

@@ -58,14 +58,6 @@ pub struct NativeAllocator<D: Device> {
     stream_uses: std::collections::HashMap<u32, Vec<u64>>,
 }
 
-#[inline]
-fn pool_index(kind: PoolKind) -> usize {
-    match kind {
-        PoolKind::Small => 0,
-        PoolKind::Large => 1,
-    }
-}
-
 impl<D: Device> NativeAllocator<D> {
     /// A fresh allocator with `conf` over `device`. A
     /// `per_process_memory_fraction` in `conf` is applied at construction,
@@ -129,12 +121,12 @@ impl<D: Device> NativeAllocator<D> {
 
     #[inline]
     fn pool(&self, kind: PoolKind) -> &Pool {
-        &self.pools[pool_index(kind)]
+        kind.select(&self.pools)
     }
 
     #[inline]
     fn pool_mut(&mut self, kind: PoolKind) -> &mut Pool {
-        &mut self.pools[pool_index(kind)]
+        kind.select_mut(&mut self.pools)
     }
 
     #[inline]
@@ -164,7 +156,7 @@ impl<D: Device> NativeAllocator<D> {
         b.gc_count_base = clock;
         b.state = State::Free;
         let key = free_key(b, idx);
-        self.pools[pool_index(kind)].insert(key);
+        self.pool_mut(kind).insert(key);
     }
 
     /// Removes a free block from its pool's free set.
@@ -173,7 +165,7 @@ impl<D: Device> NativeAllocator<D> {
         let b = &self.arena[idx];
         let key = free_key(b, idx);
         let kind = b.pool;
-        self.pools[pool_index(kind)].remove(&key);
+        self.pool_mut(kind).remove(&key);
     }
 
     fn handle_of(&self, idx: u32) -> BlockHandle {

@@ -47,7 +47,7 @@ impl<D: Device> NativeAllocator<D> {
             return Ok(false);
         }
         let key_size = p.size.max(mss);
-        let pool = &self.pools[super::pool_index(p.pool)];
+        let pool = p.pool.select(&self.pools);
         if let Some(k) = pool.lower_bound(p.stream, key_size) {
             if !self.arena[k.idx].is_expandable() {
                 self.release_block(k.idx)?;

@@ -1,6 +1,6 @@
 //! Size rounding and segment sizing (spec §2).
 
-use crate::conf::{AllocConf, MIB};
+use crate::conf::{AllocConf, MIB, ROUNDUP_INTERVALS};
 
 /// Every block size is a multiple of this (`kMinBlockSize`).
 pub const MIN_BLOCK_SIZE: u64 = 512;
@@ -26,8 +26,17 @@ pub fn interval_index(n: u64) -> usize {
     (log2 - 20).clamp(0, 15) as usize
 }
 
+// `interval_index` returns at most 15: a valid index of the table.
+const _: () = assert!(ROUNDUP_INTERVALS == 16);
+
 /// PyTorch's `roundup_power2_next_division`: `n` rounded up to the next of
-/// `divisions` equal steps between its enclosing powers of two.
+/// `divisions` equal steps between its enclosing powers of two (saturating
+/// at `u64::MAX`).
+///
+/// # Panics
+///
+/// If `n` or `divisions` is 0 ([`round_size`] only calls it with
+/// `n >= 512` and `divisions > 1`).
 #[inline]
 pub fn round_to_pow2_division(n: u64, divisions: u64) -> u64 {
     if n.is_power_of_two() {
@@ -39,10 +48,20 @@ pub fn round_to_pow2_division(n: u64, divisions: u64) -> u64 {
         return floor << 1;
     }
     let base = n & !(step - 1);
-    if base == n { n } else { base + step }
+    if base == n {
+        n
+    } else {
+        base.saturating_add(step)
+    }
 }
 
-/// `round_size`: the block size a request of `n` bytes gets.
+/// `round_size`: the block size a request of `n` bytes gets. Sizes within
+/// a rounding step of `u64::MAX` round to `u64::MAX` (`malloc` refuses
+/// requests of [`MAX_REQUEST`] or more before rounding them).
+// Indexing: `interval_index` clamps to `0..=15` and the table is a
+// `[u32; ROUNDUP_INTERVALS]` with `ROUNDUP_INTERVALS == 16` (asserted at
+// compile time below `interval_index`).
+#[allow(clippy::indexing_slicing)]
 #[inline]
 pub fn round_size(conf: &AllocConf, n: u64) -> u64 {
     if n < MIN_BLOCK_SIZE {
@@ -52,12 +71,12 @@ pub fn round_size(conf: &AllocConf, n: u64) -> u64 {
     if d > 1 && n > MIN_BLOCK_SIZE * d {
         round_to_pow2_division(n, d)
     } else {
-        n.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+        n.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)
     }
 }
 
 /// `get_allocation_size`: bytes asked from cudaMalloc for a new segment that
-/// must hold a block of rounded size `s`.
+/// must hold a block of rounded size `s` (saturating at `u64::MAX`).
 #[inline]
 pub fn allocation_size(conf: &AllocConf, s: u64) -> u64 {
     if s <= SMALL_SIZE {
@@ -65,7 +84,7 @@ pub fn allocation_size(conf: &AllocConf, s: u64) -> u64 {
     } else if s < MIN_LARGE_ALLOC {
         conf.large_segment_size_bytes()
     } else {
-        s.div_ceil(ROUND_LARGE) * ROUND_LARGE
+        s.div_ceil(ROUND_LARGE).saturating_mul(ROUND_LARGE)
     }
 }
 
@@ -155,5 +174,31 @@ mod tests {
         assert_eq!(allocation_size(&big, 2 * MIB), 64 * MIB);
         assert!(is_small(MIB));
         assert!(!is_small(MIB + 512));
+    }
+
+    /// These are public and get sizes straight from users (`vramlab conf
+    /// --sizes`), not only requests `malloc` has already capped at
+    /// `MAX_REQUEST`: rounding near `u64::MAX` must saturate, not overflow.
+    #[test]
+    fn huge_sizes_saturate() {
+        let c = AllocConf::default();
+        assert_eq!(round_size(&c, u64::MAX), u64::MAX);
+        let last_multiple = !511u64;
+        assert_eq!(round_size(&c, last_multiple + 1), u64::MAX);
+        assert_eq!(round_size(&c, last_multiple), last_multiple);
+        assert_eq!(round_size(&c, last_multiple - 1), last_multiple);
+        for d in [2, 8, 1 << 31] {
+            assert_eq!(round_size(&with_divisions(d), u64::MAX), u64::MAX);
+            assert_eq!(round_size(&with_divisions(d), (1 << 63) + 1), {
+                let step = (1u64 << 63) / u64::from(d);
+                (1 << 63) + step
+            });
+        }
+        assert_eq!(round_to_pow2_division(u64::MAX, 4), u64::MAX);
+        assert_eq!(allocation_size(&c, u64::MAX), u64::MAX);
+        let last_large = !(ROUND_LARGE - 1);
+        assert_eq!(allocation_size(&c, last_large + 1), u64::MAX);
+        assert_eq!(allocation_size(&c, last_large), last_large);
+        assert_eq!(allocation_size(&c, 1 << 63), 1 << 63);
     }
 }

@@ -101,6 +101,16 @@ pub fn bin_num_for_size(bytes: u64) -> usize {
     ((63 - v.leading_zeros()) as usize).min(NUM_BINS - 1)
 }
 
+/// The entry of a per-bin table (`bins`, or the checker's copy) for chunks
+/// of `bytes` bytes.
+// Indexing: `bin_num_for_size` clamps to `NUM_BINS - 1` and the table has
+// `NUM_BINS` entries by its type.
+#[allow(clippy::indexing_slicing)]
+#[inline]
+fn bin_for<T>(bins: &mut [T; NUM_BINS], bytes: u64) -> &mut T {
+    &mut bins[bin_num_for_size(bytes)]
+}
+
 /// `RoundedBytes`: `bytes` rounded up to a multiple of 256.
 #[inline]
 pub fn rounded_bytes(bytes: u64) -> u64 {
@@ -382,7 +392,7 @@ impl<D: Device> BfcAllocator<D> {
             self.stats.inactive_split.increase(POOL, 1);
             self.stats.inactive_split_bytes.increase(POOL, key.size);
         }
-        self.bins[bin_num_for_size(key.size)].insert(key);
+        bin_for(&mut self.bins, key.size).insert(key);
     }
 
     /// `RemoveFreeChunkFromBin`.
@@ -392,7 +402,7 @@ impl<D: Device> BfcAllocator<D> {
             self.stats.inactive_split.decrease(POOL, 1);
             self.stats.inactive_split_bytes.decrease(POOL, key.size);
         }
-        self.bins[bin_num_for_size(key.size)].remove(&key);
+        bin_for(&mut self.bins, key.size).remove(&key);
     }
 
     /// `FindChunkPtr`: best fit from `bin` upwards, split, hand out.
@@ -402,7 +412,11 @@ impl<D: Device> BfcAllocator<D> {
             ptr: 0,
             idx: 0,
         };
-        let key = (bin..NUM_BINS).find_map(|b| self.bins[b].range(lower..).next().copied())?;
+        let key = self
+            .bins
+            .iter()
+            .skip(bin)
+            .find_map(|b| b.range(lower..).next().copied())?;
         let idx = key.idx;
         self.remove_free(idx);
         let size = key.size;
@@ -851,7 +865,7 @@ impl<D: Device> Allocator for BfcAllocator<D> {
                 }
                 match ch.state {
                     ChunkState::Free => {
-                        free_keys[bin_num_for_size(ch.size)].insert(BinKey {
+                        bin_for(&mut free_keys, ch.size).insert(BinKey {
                             size: ch.size,
                             ptr: ch.ptr,
                             idx: c,

@@ -55,6 +55,16 @@ impl<T> Default for Slots<T> {
     }
 }
 
+// Indexing: `slots` only ever grows (`push` in `insert_with`; the field is
+// private and nothing truncates it), so every index `insert_with` returned
+// stays in bounds. `vacant` holds only indices given to `remove`, which
+// just indexed `slots` with them, so a recycled index is in bounds too.
+// `remove`, `handle`, `renew` and `Index` are called with slot indices the
+// policies keep in their own links, bins, pools and queues, all of them
+// `insert` results; a caller's `BlockHandle::index` reaches them only after
+// `is_current` (a checked `get`) accepted it: in each policy's `resolve`,
+// `complete_free` and `block_ptr`, and in `StitchAllocator::pieces`.
+#[allow(clippy::indexing_slicing)]
 impl<T> Slots<T> {
     /// Stores `value` and returns its slot index. `reuse` may recycle parts
     /// of the previous occupant of a recycled slot (buffers) into `value`.
@@ -140,6 +150,8 @@ impl<T> Slots<T> {
     }
 }
 
+// Indexing: see the proof on `impl Slots`.
+#[allow(clippy::indexing_slicing)]
 impl<T> std::ops::Index<u32> for Slots<T> {
     type Output = T;
     #[inline]
@@ -148,6 +160,8 @@ impl<T> std::ops::Index<u32> for Slots<T> {
     }
 }
 
+// Indexing: see the proof on `impl Slots`.
+#[allow(clippy::indexing_slicing)]
 impl<T> std::ops::IndexMut<u32> for Slots<T> {
     #[inline]
     fn index_mut(&mut self, i: u32) -> &mut T {

@@ -275,12 +275,10 @@ impl<D: Device> Allocator for DirectAllocator<D> {
             want.requested_bytes.increase(POOL, a.size);
         }
         ranges.sort_unstable();
-        for w in ranges.windows(2) {
+        for (&(ptr, size), &(next_ptr, _)) in ranges.iter().zip(ranges.iter().skip(1)) {
             ensure!(
-                w[0].0 + w[0].1 <= w[1].0,
-                "allocations at {:#x} and {:#x} overlap",
-                w[0].0,
-                w[1].0
+                ptr + size <= next_ptr,
+                "allocations at {ptr:#x} and {next_ptr:#x} overlap"
             );
         }
         compare_stats(&self.stats, &want)?;

@@ -314,14 +314,6 @@ struct FreeKey {
     idx: u32,
 }
 
-#[inline]
-fn pool_index(kind: PoolKind) -> usize {
-    match kind {
-        PoolKind::Small => 0,
-        PoolKind::Large => 1,
-    }
-}
-
 /// One request on its way through `malloc`.
 #[derive(Debug, Clone, Copy)]
 struct Params {
@@ -457,7 +449,7 @@ impl<D: Device> StitchAllocator<D> {
             self.stats.inactive_split.increase(pool, 1);
             self.stats.inactive_split_bytes.increase(pool, key.size);
         }
-        self.pools[pool_index(pool)].insert(key);
+        pool.select_mut(&mut self.pools).insert(key);
     }
 
     /// Takes a plain block out of its pool's free set.
@@ -469,7 +461,7 @@ impl<D: Device> StitchAllocator<D> {
             self.stats.inactive_split.decrease(pool, 1);
             self.stats.inactive_split_bytes.decrease(pool, key.size);
         }
-        self.pools[pool_index(pool)].remove(&key);
+        pool.select_mut(&mut self.pools).remove(&key);
     }
 
     /// `b`, the next neighbour of `a`, is absorbed into `a`.
@@ -550,7 +542,9 @@ impl<D: Device> StitchAllocator<D> {
     /// Best fit among the free plain blocks of the request's pool and
     /// stream; removed from the set.
     fn get_free_block(&mut self, p: &Params) -> Option<u32> {
-        let key = self.pools[pool_index(p.pool)]
+        let key = p
+            .pool
+            .select(&self.pools)
             .range(
                 FreeKey {
                     stream: p.stream,
@@ -736,7 +730,7 @@ impl<D: Device> StitchAllocator<D> {
         pieces.clear();
         let mut sum = 0u64;
         let limit = self.config.max_pieces.map_or(usize::MAX, |n| n as usize);
-        for k in self.pools[1].range(lo..=hi).rev() {
+        for k in PoolKind::Large.select(&self.pools).range(lo..=hi).rev() {
             if sum >= p.size || pieces.len() >= limit {
                 break;
             }
@@ -762,8 +756,10 @@ impl<D: Device> StitchAllocator<D> {
             self.remove_free(i);
         }
         let overshoot = sum - p.size;
-        if overshoot > 0 {
-            let last = pieces[pieces.len() - 1];
+        // `pieces` has at least two entries (checked above).
+        if overshoot > 0
+            && let Some(&last) = pieces.last()
+        {
             let keep = self.blocks[last].size - overshoot;
             self.split(last, keep);
         }
@@ -896,10 +892,10 @@ impl<D: Device> StitchAllocator<D> {
         self.dissolve_cached()?;
         let mut whole = std::mem::take(&mut self.scratch);
         let mut result = Ok(());
-        for pi in [1, 0] {
+        for kind in [PoolKind::Large, PoolKind::Small] {
             whole.clear();
             whole.extend(
-                self.pools[pi]
+                kind.select(&self.pools)
                     .iter()
                     .filter(|k| !self.blocks[k.idx].is_split())
                     .map(|k| k.idx),
@@ -1204,7 +1200,7 @@ impl<D: Device> Allocator for StitchAllocator<D> {
                 }
                 match b.state {
                     State::Free => {
-                        free_keys[pool_index(b.pool)].insert(FreeKey {
+                        b.pool.select_mut(&mut free_keys).insert(FreeKey {
                             stream: b.stream,
                             size: b.size,
                             ptr: b.ptr,
@@ -1292,13 +1288,13 @@ impl<D: Device> Allocator for StitchAllocator<D> {
             self.blocks.len()
         );
         for kind in [PoolKind::Small, PoolKind::Large] {
-            let pi = pool_index(kind);
+            let (want_free, pool) = (kind.select(&free_keys), kind.select(&self.pools));
             ensure!(
-                free_keys[pi] == self.pools[pi],
+                want_free == pool,
                 "{} pool: the free set differs from the free blocks ({} in set, {} free blocks)",
                 kind.name(),
-                self.pools[pi].len(),
-                free_keys[pi].len()
+                pool.len(),
+                want_free.len()
             );
         }
         ensure!(

@@ -13,6 +13,11 @@ use crate::units::{fmt_int, fmt_tick, format_bytes, unit_for};
 /// chart at N × 2^30 bytes (what `nvidia-smi` shows for most of them; the
 /// memory usable by PyTorch is somewhat less).
 pub const CARD_SIZES_GB: [u64; 9] = [8, 12, 16, 24, 40, 48, 80, 96, 141];
+/// The last (largest) of [`CARD_SIZES_GB`].
+const LARGEST_CARD_GB: u64 = {
+    let [.., largest] = CARD_SIZES_GB;
+    largest
+};
 
 const LINE_H: i32 = 22;
 const MARGIN_LEFT: i32 = 16;
@@ -304,20 +309,18 @@ impl Figure for OomPoints<'_> {
                 subtitle.push_str(&format!("; all fit on the smallest listed card ({gb} GB)"))
             }
             None => subtitle.push_str(&format!(
-                "; more than the largest listed card ({} GB)",
-                CARD_SIZES_GB[CARD_SIZES_GB.len() - 1]
+                "; more than the largest listed card ({LARGEST_CARD_GB} GB)"
             )),
             _ => {}
         }
         let top = frame(root, title, &subtitle)?;
         let best = p.iter().map(|q| q.min_capacity).min().unwrap_or(0);
-        let bound = if p.iter().all(|q| q.lower_bound == p[0].lower_bound) {
-            format!(
+        let bound = match p.first() {
+            Some(first) if p.iter().all(|q| q.lower_bound == first.lower_bound) => format!(
                 "live-bytes lower bound ({})",
-                format_bytes(p[0].lower_bound)
-            )
-        } else {
-            "live-bytes lower bound".to_string()
+                format_bytes(first.lower_bound)
+            ),
+            _ => "live-bytes lower bound".to_string(),
         };
         let mut items = vec![
             LegendItem::new(Swatch::Box(ALLOCATED), "minimum capacity"),

@@ -23,7 +23,9 @@ fn thin(sizes: &[u64], max: usize) -> Vec<u64> {
     }
     let step = sizes.len().div_ceil(max);
     let mut out: Vec<u64> = sizes.iter().copied().step_by(step).collect();
-    let last = sizes[sizes.len() - 1];
+    let Some(&last) = sizes.last() else {
+        return out;
+    };
     if out.last() != Some(&last) {
         if out.len() >= max {
             out.pop();
@@ -48,7 +50,9 @@ impl Figure for Fit<'_> {
         let mut sizes: Vec<u64> = self.fit.points.iter().map(|p| p.size).collect();
         sizes.sort_unstable();
         sizes.dedup();
-        let (lo, hi) = (sizes[0], sizes[sizes.len() - 1]);
+        let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) else {
+            return no_data(root, &title, "no sizes were replayed");
+        };
         let log = lo > 0 && hi / lo >= 8;
         let xmap = |s: u64| {
             if log { (s as f64).log2() } else { s as f64 }
@@ -83,18 +87,18 @@ impl Figure for Fit<'_> {
                     .collect()
             })
             .collect();
-        let dup = duplicates(&keys);
+        let dup = duplicates(&groups, &keys);
         let mut items: Vec<LegendItem> = groups
             .iter()
             .zip(&dup)
             .enumerate()
             .map(|(i, ((s, _), d))| {
                 let what = match (d, self.fit.largest_fitting(s)) {
-                    (Some(j), _) => format!("same as {}", groups[*j].0),
+                    (Some((_, (first, _))), _) => format!("same as {first}"),
                     (None, Some(v)) => format!("largest that fits: {}", fmt_int(v)),
                     (None, None) => "none fits".to_string(),
                 };
-                let color = series_color(d.unwrap_or(i));
+                let color = series_color(d.map_or(i, |(j, _)| j));
                 LegendItem::new(Swatch::Line(color, 4), format!("{s} ({what})"))
             })
             .collect();
@@ -167,8 +171,8 @@ impl Figure for Fit<'_> {
         }
         let n_drawn = dup.iter().filter(|d| d.is_none()).count();
         let mut rank = 0;
-        for (i, (_, pts)) in groups.iter().enumerate() {
-            if dup[i].is_some() {
+        for (i, ((_, pts), d)) in groups.iter().zip(&dup).enumerate() {
+            if d.is_some() {
                 continue;
             }
             let c = series_color(i);

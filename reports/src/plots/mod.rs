@@ -241,43 +241,33 @@ const Y_TICKS: usize = 8;
 pub(crate) fn pixel_paths(points: &[(i32, i32)]) -> Vec<Vec<(i32, i32)>> {
     // Column reduction.
     let mut cols: Vec<(i32, i32)> = Vec::with_capacity(points.len());
-    let mut i = 0;
-    while i < points.len() {
-        let x = points[i].0;
-        let mut j = i;
-        while j < points.len() && points[j].0 == x {
-            j += 1;
-        }
-        let run = &points[i..j];
-        let (first, last) = (run[0].1, run[run.len() - 1].1);
-        let (mut imin, mut imax) = (0, 0);
-        for (k, p) in run.iter().enumerate() {
-            if p.1 < run[imin].1 {
-                imin = k;
-            }
-            if p.1 > run[imax].1 {
-                imax = k;
-            }
-        }
-        let (a, b) = if imin <= imax {
-            (run[imin].1, run[imax].1)
-        } else {
-            (run[imax].1, run[imin].1)
+    for run in points.chunk_by(|p, q| p.0 == q.0) {
+        // `chunk_by` never yields an empty run.
+        let (Some(&(x, first)), Some(&(_, last))) = (run.first(), run.last()) else {
+            continue;
         };
+        // The first lowest and the first highest point.
+        let ((mut imin, mut min), (mut imax, mut max)) = ((0, first), (0, first));
+        for (k, p) in run.iter().enumerate() {
+            if p.1 < min {
+                (imin, min) = (k, p.1);
+            }
+            if p.1 > max {
+                (imax, max) = (k, p.1);
+            }
+        }
+        let (a, b) = if imin <= imax { (min, max) } else { (max, min) };
         for y in [first, a, b, last] {
             if cols.last() != Some(&(x, y)) {
                 cols.push((x, y));
             }
         }
-        i = j;
     }
     // Straight runs merged, reversals split.
     let mut out: Vec<Vec<(i32, i32)>> = Vec::new();
     let mut cur: Vec<(i32, i32)> = Vec::new();
     for p in cols {
-        if cur.len() >= 2 {
-            let a = cur[cur.len() - 2];
-            let b = cur[cur.len() - 1];
+        if let [.., a, b] = *cur.as_slice() {
             let (ux, uy) = ((b.0 - a.0) as i64, (b.1 - a.1) as i64);
             let (vx, vy) = ((p.0 - b.0) as i64, (p.1 - b.1) as i64);
             if ux * vy - uy * vx == 0 {

@@ -49,9 +49,9 @@ struct Layout {
     /// own rows (labelled); `false`: packed first-fit, largest first.
     own_rows: bool,
     row_bytes: u64,
-    rows: usize,
     pieces: Vec<Piece>,
-    /// Whether each row starts a new segment (own rows) — wider gap above.
+    /// One entry per row: whether it starts a new segment (own rows) —
+    /// wider gap above.
     row_starts_segment: Vec<bool>,
 }
 
@@ -125,7 +125,6 @@ fn own_rows(segs: &[&SegmentView]) -> Layout {
     Layout {
         own_rows: true,
         row_bytes,
-        rows: row_starts_segment.len(),
         pieces,
         row_starts_segment,
     }
@@ -133,6 +132,9 @@ fn own_rows(segs: &[&SegmentView]) -> Layout {
 
 /// First-fit-decreasing packing of `segs` (sorted largest first) into
 /// rows; a segment longer than a row continues on the next rows.
+// Indexing: `free[row]` with `row` either found by `position` in `free` or
+// `free.len() - 1` right after a push.
+#[allow(clippy::indexing_slicing)]
 fn pack(segs: &[&SegmentView]) -> Layout {
     let total: u128 = segs.iter().map(|s| seg_len(s) as u128).sum();
     let target_rows = segs.len().div_ceil(6).clamp(10, 44) as u128;
@@ -176,7 +178,6 @@ fn pack(segs: &[&SegmentView]) -> Layout {
     Layout {
         own_rows: false,
         row_bytes,
-        rows: free.len(),
         pieces,
         row_starts_segment: vec![true; free.len()],
     }
@@ -203,19 +204,15 @@ impl<'a> SegmentMap<'a> {
     /// Top of each row relative to the first, and the total height.
     fn row_offsets(&self) -> (Vec<i32>, i32) {
         let mut y = 0;
-        let mut out = Vec::with_capacity(self.layout.rows);
-        for r in 0..self.layout.rows {
+        let rows = &self.layout.row_starts_segment;
+        let mut out = Vec::with_capacity(rows.len());
+        for (r, &starts_segment) in rows.iter().enumerate() {
             if r > 0 {
-                y += BAR
-                    + if self.layout.row_starts_segment[r] {
-                        GAP_OUT
-                    } else {
-                        GAP_IN
-                    };
+                y += BAR + if starts_segment { GAP_OUT } else { GAP_IN };
             }
             out.push(y);
         }
-        let total = if self.layout.rows == 0 { 0 } else { y + BAR };
+        let total = if rows.is_empty() { 0 } else { y + BAR };
         (out, total)
     }
 
@@ -378,6 +375,12 @@ impl Figure for SegmentMap<'_> {
         (WIDTH, (h.max(HEIGHT as i32)) as u32)
     }
 
+    // Indexing: the layout was built by `own_rows`/`pack` from `self.segs`
+    // (in `SegmentMap::new`), so every piece's `seg` is an index into
+    // `self.segs` and its `row` one into `row_starts_segment`; `offsets` has
+    // an entry per row (`row_offsets`), and `lefts`/`rights` one per segment
+    // when `own_rows`, the only case they are read.
+    #[allow(clippy::indexing_slicing)]
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
         let title = if self.title.is_empty() {
             "Segment map"

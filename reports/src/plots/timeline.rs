@@ -44,10 +44,23 @@ pub(crate) fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     out
 }
 
-/// For each shown series, the index of an earlier one it is identical to.
-pub(crate) fn duplicates<T: PartialEq>(series: &[T]) -> Vec<Option<usize>> {
-    (0..series.len())
-        .map(|i| (0..i).find(|&j| series[j] == series[i]))
+/// For each shown series, the first earlier one it is identical to, as its
+/// index in `items` and the item. `keys[i]` is what is compared of
+/// `items[i]`.
+pub(crate) fn duplicates<'a, T, K: PartialEq>(
+    items: &'a [T],
+    keys: &[K],
+) -> Vec<Option<(usize, &'a T)>> {
+    keys.iter()
+        .enumerate()
+        .map(|(i, key)| {
+            keys.iter()
+                .zip(items)
+                .take(i)
+                .enumerate()
+                .find(|(_, (earlier, _))| *earlier == key)
+                .map(|(j, (_, item))| (j, item))
+        })
         .collect()
 }
 
@@ -104,16 +117,16 @@ impl Figure for Timeline<'_> {
                     .collect()
             })
             .collect();
-        let dup = duplicates(&keys);
+        let dup = duplicates(&shown, &keys);
         let mut items: Vec<LegendItem> = shown
             .iter()
             .zip(&dup)
             .map(|(&(i, s), d)| {
                 let what = match d {
-                    Some(j) => format!("same as {}", shown[*j].1.label),
+                    Some((_, (_, first))) => format!("same as {}", first.label),
                     None => format!("peak {}", format_bytes(s.summary.peak_reserved_bytes)),
                 };
-                let color = series_color(d.map_or(i, |j| shown[j].0));
+                let color = series_color(d.map_or(i, |(_, &(j, _))| j));
                 LegendItem::new(Swatch::Line(color, 4), format!("{} ({what})", s.label))
             })
             .collect();
@@ -281,7 +294,7 @@ impl Figure for Fragmentation<'_> {
                     .collect()
             })
             .collect();
-        let dup = duplicates(&series);
+        let dup = duplicates(&shown, &series);
         let items: Vec<LegendItem> = shown
             .iter()
             .zip(&series)
@@ -290,10 +303,10 @@ impl Figure for Fragmentation<'_> {
                 let mean = f.iter().map(|p| p.1).sum::<f64>() / f.len() as f64;
                 let max = f.iter().map(|p| p.1).fold(0.0, f64::max);
                 let what = match d {
-                    Some(j) => format!("same as {}", shown[*j].1.label),
+                    Some((_, (_, first))) => format!("same as {}", first.label),
                     None => format!("mean {mean:.0}%, max {max:.0}%"),
                 };
-                let color = series_color(d.map_or(i, |j| shown[j].0));
+                let color = series_color(d.map_or(i, |(_, &(j, _))| j));
                 LegendItem::new(Swatch::Line(color, 4), format!("{} ({what})", s.label))
             })
             .collect();

@@ -122,8 +122,8 @@ impl Poly {
             den = (den / g).checked_mul(q.d)?;
         }
         let mut n = [0i128; 3];
-        for (i, q) in c.iter().enumerate() {
-            n[i] = q.n.checked_mul(den / q.d)?;
+        for (ni, q) in n.iter_mut().zip(c) {
+            *ni = q.n.checked_mul(den / q.d)?;
         }
         let g = gcd(gcd(gcd(n[0], n[1]), n[2]), den).max(1);
         Some(Poly {
@@ -165,8 +165,9 @@ impl Poly {
 /// `n / d` rounded to nearest, halves away from zero (`d > 0`).
 pub(crate) fn div_round(n: i128, d: i128) -> i128 {
     let q = n / d;
-    let r = n % d;
-    if 2 * r.abs() >= d { q + n.signum() } else { q }
+    let r = (n % d).abs();
+    // 2·r >= d, without overflowing for d near i128::MAX (r < d).
+    if r >= d - r { q + n.signum() } else { q }
 }
 
 fn fits(p: &Poly, pts: &[(i128, i128)]) -> bool {
@@ -184,13 +185,13 @@ fn poly(c0: Q, c1: Q, c2: Q) -> Option<Poly> {
 /// function (two points). Returns `None` only when the arithmetic
 /// overflows 128 bits or the points are degenerate.
 pub fn fit(pts: &[(i128, i128)]) -> Option<(Poly, FitKind)> {
-    let (x1, y1) = *pts.first()?;
+    let (&(x1, y1), rest) = pts.split_first()?;
     if pts.iter().all(|&(_, y)| y == y1) {
         return Some((Poly::constant(y1), FitKind::Constant));
     }
-    if pts.len() == 1 {
+    let Some(&(x2, y2)) = rest.first() else {
         return Some((Poly::constant(y1), FitKind::Constant));
-    }
+    };
     let zero = Q::int(0);
     let mut candidates: Vec<(Poly, FitKind, bool)> = Vec::new();
     if x1 != 0 {
@@ -199,7 +200,6 @@ pub fn fit(pts: &[(i128, i128)]) -> Option<(Poly, FitKind)> {
         let c = Q::new(y1, x1.checked_mul(x1)?)?;
         candidates.push((poly(zero, zero, c)?, FitKind::Square, c.is_nonneg()));
     }
-    let (x2, y2) = pts[1];
     if x2 == x1 {
         return None;
     }
@@ -225,11 +225,10 @@ pub fn fit(pts: &[(i128, i128)]) -> Option<(Poly, FitKind)> {
             return Some((*p, *kind));
         }
     }
-    if pts.len() == 2 {
-        return Some((affine, FitKind::Quadratic));
-    }
     // Lagrange through the first three points.
-    let (x3, y3) = pts[2];
+    let Some(&(x3, y3)) = rest.get(1) else {
+        return Some((affine, FitKind::Quadratic));
+    };
     if x3 == x1 || x3 == x2 {
         return None;
     }

@@ -85,7 +85,7 @@ pub fn learn_recordings(
             .rev()
             .find(|(j, k, _)| *j == i && k == key)
             .map(|(_, _, v)| *v)
-            .or_else(|| recs[i].param_u64(key))
+            .or_else(|| recs.get(i)?.param_u64(key))
     };
     let scaling = {
         let has = |key: &str| (0..recs.len()).all(|i| get(i, key).is_some());

@@ -541,19 +541,19 @@ pub fn check_family(p: &Preset, v: &Variant) -> Result<Vec<Check>, GenError> {
     let base = all.iter().map(|s| s.batch).min().unwrap_or(1);
     let mut series: Vec<&Sample<'_>> = all.iter().filter(|s| s.batch == base).collect();
     series.sort_by_key(|s| s.value);
-    if series.len() >= 3 {
-        for (k, kind) in [
-            (1, CheckKind::HeldBack),
-            (series.len() - 1, CheckKind::Extrapolated),
+    if let &[_, held_back, .., largest] = series.as_slice() {
+        for (left_out, kind) in [
+            (held_back, CheckKind::HeldBack),
+            (largest, CheckKind::Extrapolated),
         ] {
-            let out_value = series[k].value;
+            let out_value = left_out.value;
             let rest: Vec<Sample<'_>> = all
                 .iter()
                 .filter(|s| s.value != out_value)
                 .copied()
                 .collect();
             let t = Template::learn(&name, p.scaling, &rest)?;
-            out.push(compare(&t, series[k], kind)?);
+            out.push(compare(&t, left_out, kind)?);
         }
     }
     Ok(out)

@@ -74,22 +74,23 @@ pub fn read_recording_bytes(bytes: &[u8], name: &str) -> Result<Recording, Trace
         bytes
     };
     let trace = read_csv(text, name)?;
+    // `read_csv` accepted the text, so it is UTF-8 (it checks every line).
+    let text = std::str::from_utf8(text)
+        .map_err(|e| TraceError::new(name, Location::File, format!("not UTF-8 text: {e}")))?;
     let mut phases = Vec::new();
     let mut seen_header = false;
     let mut events = 0usize;
-    for line in text.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let t = line.trim_ascii();
+    // Blank, comment and event lines exactly as `read_csv` tells them apart
+    // (it trims Unicode whitespace), so that the marks count its events.
+    for line in text.split('\n') {
+        let t = line.trim();
         if t.is_empty() {
             continue;
         }
-        if let Some(c) = t.strip_prefix(b"#") {
+        if let Some(c) = t.strip_prefix('#') {
             if seen_header {
-                if let Some(label) = c.trim_ascii().strip_prefix(b"phase:") {
-                    phases.push((
-                        events,
-                        String::from_utf8_lossy(label.trim_ascii()).into_owned(),
-                    ));
+                if let Some(label) = c.trim_ascii().strip_prefix("phase:") {
+                    phases.push((events, label.trim_ascii().to_string()));
                 }
             }
             continue;

@@ -115,10 +115,17 @@ impl SizeFn {
     /// The size in bytes at batch `b` and variable `x` (rounded, ≥ 0).
     pub fn eval(&self, b: u64, x: i128) -> u64 {
         let f = self.poly.eval(x);
-        let factor = self.bden + (b as i128 - self.bref) * self.bnum;
-        let v = match f.checked_mul(factor) {
+        let db = b as i128 - self.bref;
+        let exact = db
+            .checked_mul(self.bnum)
+            .and_then(|n| n.checked_add(self.bden))
+            .and_then(|factor| f.checked_mul(factor));
+        let v = match exact {
             Some(n) => div_round(n, self.bden),
-            None => (f as f64 * factor as f64 / self.bden as f64).round() as i128,
+            None => {
+                let factor = self.bden as f64 + db as f64 * self.bnum as f64;
+                (f as f64 * factor / self.bden as f64).round() as i128
+            }
         };
         v.clamp(0, u64::MAX as i128) as u64
     }
@@ -138,6 +145,19 @@ enum TEvent {
     FreeRequested(u32),
     FreeCompleted(u32),
     EmptyCache,
+}
+
+impl TEvent {
+    /// The allocation the event names, if any.
+    fn alloc(self) -> Option<u32> {
+        match self {
+            TEvent::Alloc(a)
+            | TEvent::Free(a)
+            | TEvent::FreeRequested(a)
+            | TEvent::FreeCompleted(a) => Some(a),
+            TEvent::EmptyCache => None,
+        }
+    }
 }
 
 /// A learned template. See the module documentation.
@@ -164,6 +184,13 @@ pub struct Template {
     phases: Vec<(usize, String)>,
 }
 
+// Invariants of a `Template` (only `Template::learn` makes one, and checks
+// them before returning it; the fields are private):
+//
+// (T1) every allocation an event names is `< allocs.len()`;
+// (T2) `presence.len() == events.len()`;
+// (T3) phase positions are in order and `<= events.len()`.
+
 impl fmt::Display for Template {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -185,6 +212,12 @@ impl fmt::Display for Template {
 }
 
 /// A recording's structure: events over dense allocation indices.
+///
+/// Invariant (S), for every `Shape` (only [`shape`] makes them): `sizes` and
+/// `streams` have one entry per `Alloc` event, and every allocation an
+/// event names is `< sizes.len()` and is named by an earlier `Alloc`. (An
+/// `Alloc` takes the next index, `sizes.len()` before its push; the other
+/// events take an index that an earlier `Alloc` stored in `index`, or fail.)
 struct Shape {
     events: Vec<TEvent>,
     sizes: Vec<u64>,
@@ -261,6 +294,25 @@ type Pairs = Vec<(Option<usize>, Option<usize>)>;
 /// batch ratio (`s₀ ≤ s₁ ≤ ⌈b₁/b₀⌉·s₀`, same stream). Matched frees of
 /// allocations that were not matched to each other are split into a free
 /// for each side. `None` when more than `max_d` events differ.
+///
+/// The pairs list every event of `r` and every event of `v` exactly once,
+/// each side in order, and a pair of two events is of two events of the
+/// same kind.
+// Indexing: whatever the recordings hold,
+// - `r.sizes`, `r.streams`, `r2v` (`r.sizes.len()` long) are indexed by
+//   allocations that `r`'s events name, `v.sizes`, `v.streams` by those of
+//   `v`'s: in bounds by (S);
+// - `eq(x, y)` is only called with `x < n`, `y < m`, the event counts, and
+//   the pairs hold `x - 1` for `0 < x <= n` and `y - 1` for `0 < y <= m`;
+// - Myers' bounds: `d <= max_d` and `-d <= k <= d`, so
+//   `i = k + off` is in `1..=2·max_d + 1` and `i ± 1` in `vx` (`2·max_d + 3`
+//   long), as is `off ± d`. `hist` gets one row per `d` in `0..=end_d`, row
+//   `d` holding diagonals `-d..=d`. Backtracking from `d` reads row `d - 1`
+//   at `kk + d - 1` for `kk` in `k ± 1` (only for `-d < k < d`) and at
+//   `pk = k ± 1`, which lies in `-(d - 1)..=d - 1`; and it moves to `pk`,
+//   so `-d <= k <= d` holds for the next `d` too (it holds at the start: the
+//   end point was reached on a diagonal of the last row).
+#[allow(clippy::indexing_slicing)]
 fn align(r: &Shape, v: &Shape, kmax: u128, max_d: usize) -> Option<Pairs> {
     let size_ok = |a: u32, b: u32| {
         let (sr, sv) = (r.sizes[a as usize] as u128, v.sizes[b as usize] as u128);
@@ -388,6 +440,23 @@ fn step_index(label: &str) -> Option<u32> {
 
 impl Template {
     /// Learns a template from samples. See the module documentation.
+    // Indexing: what is left indexes by positions and allocation numbers
+    // that this code made itself:
+    // - `sh.sizes[a]` for `a < first.sizes.len()`: once the series lines up,
+    //   all its members have the same events, hence (S) as many sizes;
+    // - `fits[a]`, `rshape.sizes[a]`, `r_alloc[a]` for an allocation `a`
+    //   that an event of `rshape` names: `a < rshape.sizes.len()` (S), which
+    //   is `r_alloc.len()`, and `fits.len()` as `rshape` is a series member;
+    //   `vs.sizes[b]`, `v_alloc[b]` likewise for `vs`;
+    // - `rshape.events[ri]`, `r_pos[ri]`, `vs.events[vi]`: the pairs hold
+    //   positions of the two recordings' events (see `align`; without a
+    //   batch recording, `0..first.events.len()` with `rshape` = `first`),
+    //   and `r_pos` has one entry more than `rshape.events`, its last
+    //   written after the loop;
+    // - `allocs[t]` for `t` in `matched_sizes`, `pending_donor`, or in
+    //   `r_alloc`/`v_alloc` other than `u32::MAX`: each such `t` is
+    //   `allocs.len()` just before a push to `allocs`, which never shrinks.
+    #[allow(clippy::indexing_slicing)]
     pub fn learn(
         name: &str,
         scaling: Scaling,
@@ -401,14 +470,14 @@ impl Template {
         let mut series: Vec<&Sample<'_>> =
             samples.iter().filter(|s| s.batch == base_batch).collect();
         series.sort_by_key(|s| s.value);
-        for w in series.windows(2) {
-            if w[0].value == w[1].value {
+        for (a, b) in series.iter().zip(series.iter().skip(1)) {
+            if a.value == b.value {
                 return Err(GenError::Request(format!(
                     "{name}: two recordings at batch {base_batch} and {}={} ({} and {})",
                     scaling.param(),
-                    w[0].value,
-                    w[0].rec.name,
-                    w[1].rec.name
+                    a.value,
+                    a.rec.name,
+                    b.rec.name
                 )));
             }
         }
@@ -439,17 +508,26 @@ impl Template {
             .iter()
             .map(|s| shape(s.rec))
             .collect::<Result<_, _>>()?;
-        let first = &shapes[0];
-        for (k, sh) in shapes.iter().enumerate().skip(1) {
+        let (Some(first), Some(&first_sample)) = (shapes.first(), series.first()) else {
+            return Err(GenError::Request(format!(
+                "{name}: no recordings at batch {base_batch}"
+            )));
+        };
+        for (sample, sh) in series.iter().zip(&shapes).skip(1) {
             let n = first.events.len().min(sh.events.len());
-            let bad = (0..n).find(|&i| {
-                let same = first.events[i] == sh.events[i];
-                let stream_ok = match first.events[i] {
-                    TEvent::Alloc(a) => first.streams[a as usize] == sh.streams[a as usize],
-                    _ => true,
-                };
-                !(same && stream_ok)
-            });
+            // The first event that differs in kind, allocation or stream.
+            let bad =
+                first
+                    .events
+                    .iter()
+                    .zip(&sh.events)
+                    .position(|(&theirs, &ours)| match theirs {
+                        _ if theirs != ours => true,
+                        TEvent::Alloc(a) => {
+                            first.streams.get(a as usize) != sh.streams.get(a as usize)
+                        }
+                        _ => false,
+                    });
             let bad = bad.or((first.events.len() != sh.events.len()).then_some(n));
             if let Some(i) = bad {
                 let theirs = first
@@ -458,11 +536,11 @@ impl Template {
                     .map_or("the end".into(), |e| describe(*e));
                 let ours = sh.events.get(i).map_or("the end".into(), |e| describe(*e));
                 return Err(TraceError::new(
-                    &series[k].rec.name,
+                    &sample.rec.name,
                     Location::Entry(i as u64),
                     format!(
                         "does not line up with {}: event {i} is {ours} here but {theirs} there; a template needs recordings of the same code path at every size",
-                        series[0].rec.name
+                        first_sample.rec.name
                     ),
                 )
                 .into());
@@ -496,40 +574,44 @@ impl Template {
         };
 
         // The base member the batch recording is aligned with.
-        let (ref_k, pairs, other) = match others.first() {
+        let (ref_sample, rshape, pairs, other) = match others.first() {
             None => (
-                0,
+                first_sample,
+                first,
                 (0..first.events.len())
                     .map(|i| (Some(i), None))
                     .collect::<Pairs>(),
                 None,
             ),
             Some(o) => {
-                let k = series.iter().position(|s| s.value == o.value).ok_or_else(|| {
-                    GenError::Request(format!(
-                        "{name}: the batch-{} recording {} is at {}={}, which the batch-{base_batch} recordings do not cover",
-                        o.batch,
-                        o.rec.name,
-                        scaling.param(),
-                        o.value
-                    ))
-                })?;
+                let (&ref_sample, rshape) = series
+                    .iter()
+                    .zip(&shapes)
+                    .find(|(s, _)| s.value == o.value)
+                    .ok_or_else(|| {
+                        GenError::Request(format!(
+                            "{name}: the batch-{} recording {} is at {}={}, which the batch-{base_batch} recordings do not cover",
+                            o.batch,
+                            o.rec.name,
+                            scaling.param(),
+                            o.value
+                        ))
+                    })?;
                 let vs = shape(o.rec)?;
                 let kmax = o.batch.div_ceil(base_batch) as u128;
-                let pairs = align(&shapes[k], &vs, kmax, MAX_DIFF).ok_or_else(|| {
+                let pairs = align(rshape, &vs, kmax, MAX_DIFF).ok_or_else(|| {
                     TraceError::new(
                         &o.rec.name,
                         Location::File,
                         format!(
                             "cannot align with {}: more than {MAX_DIFF} events differ",
-                            series[k].rec.name
+                            ref_sample.rec.name
                         ),
                     )
                 })?;
-                (k, pairs, Some((*o, vs)))
+                (ref_sample, rshape, pairs, Some((*o, vs)))
             }
         };
-        let rshape = &shapes[ref_k];
 
         // Merge into template allocations and events.
         let mut allocs: Vec<TAlloc> = Vec::with_capacity(first.sizes.len() + 16);
@@ -547,8 +629,8 @@ impl Template {
             if let Some(ri) = ri {
                 r_pos[*ri] = events.len();
             }
-            let ev = match (ri, vi) {
-                (Some(ri), _) => {
+            let ev = match (ri, vi, &other) {
+                (Some(ri), _, _) => {
                     let e = rshape.events[*ri];
                     match e {
                         TEvent::Alloc(a) => {
@@ -570,7 +652,17 @@ impl Template {
                                     let (n, d) = if sr == 0 {
                                         (0, 1)
                                     } else {
-                                        reduce(sv - sr, sr * db)
+                                        let d = sr.checked_mul(db).ok_or_else(|| {
+                                            TraceError::new(
+                                                &o.rec.name,
+                                                Location::Entry(*vi as u64),
+                                                format!(
+                                                    "an allocation of {sr} bytes at batch {base_batch} and {sv} at batch {} is too large to scale",
+                                                    o.batch
+                                                ),
+                                            )
+                                        })?;
+                                        reduce(sv - sr, d)
                                     };
                                     size.bnum = n;
                                     size.bden = d;
@@ -588,10 +680,7 @@ impl Template {
                         other_ev => remap(other_ev, &r_alloc),
                     }
                 }
-                (None, Some(vi)) => {
-                    let (o, vs) = other
-                        .as_ref()
-                        .expect("other events come from the other recording");
+                (None, Some(vi), Some((o, vs))) => {
                     let e = vs.events[*vi];
                     match e {
                         TEvent::Alloc(b) => {
@@ -626,7 +715,9 @@ impl Template {
                         other_ev => remap(other_ev, &v_alloc),
                     }
                 }
-                (None, None) => continue,
+                // Only `align` makes pairs without a base event, and only
+                // when there is a batch recording.
+                (None, _, _) => continue,
             };
             presence_of.push(match (ri, vi) {
                 _ if other.is_none() => Presence::Always,
@@ -654,27 +745,52 @@ impl Template {
                 }
             }
         };
-        for (a, &t) in r_alloc.iter().enumerate() {
+        for (&t, &raw) in r_alloc.iter().zip(&rshape.streams) {
             if t != u32::MAX {
-                allocs[t as usize].stream = stream_index(rshape.streams[a]);
+                allocs[t as usize].stream = stream_index(raw);
             }
         }
         if let Some((_, vs)) = &other {
-            for (b, &t) in v_alloc.iter().enumerate() {
+            for (&t, &raw) in v_alloc.iter().zip(&vs.streams) {
                 if t != u32::MAX && allocs[t as usize].presence == Presence::OtherBatchOnly {
-                    allocs[t as usize].stream = stream_index(vs.streams[b]);
+                    allocs[t as usize].stream = stream_index(raw);
                 }
             }
         }
-        let phases = series[ref_k]
-            .rec
+        let rec = ref_sample.rec;
+        if !rec.phases.is_sorted_by_key(|(e, _)| *e) {
+            return Err(TraceError::new(
+                &rec.name,
+                Location::File,
+                "the phase marks are not in event order",
+            )
+            .into());
+        }
+        let phases: Vec<(usize, String)> = rec
             .phases
             .iter()
             .map(|(e, l)| {
-                let pos = if *e == 0 { 0 } else { r_pos[*e - 1] + 1 };
+                let pos = match e.checked_sub(1) {
+                    None => 0,
+                    // A mark after the last event goes at the end.
+                    Some(i) => r_pos.get(i).map_or(events.len(), |p| p + 1),
+                };
                 (pos.min(events.len()), l.clone())
             })
             .collect();
+        // (T1)–(T3) hold by construction; checked, as `instantiate` indexes
+        // by them.
+        let names_missing = events
+            .iter()
+            .any(|e| e.alloc().is_some_and(|a| a as usize >= allocs.len()));
+        let phases_ok = phases.is_sorted_by_key(|(p, _)| *p)
+            && phases.last().is_none_or(|(p, _)| *p <= events.len());
+        if names_missing || !phases_ok || presence_of.len() != events.len() {
+            return Err(GenError::Request(format!(
+                "{name}: internal error: the template learned from {} is inconsistent",
+                first_sample.rec.name
+            )));
+        }
         let mut sources: Vec<String> = series.iter().map(|s| s.rec.name.clone()).collect();
         if let Some((o, _)) = &other {
             sources.push(o.rec.name.clone());
@@ -686,7 +802,7 @@ impl Template {
             other_batch: other.as_ref().map(|(o, _)| o.batch),
             values: series.iter().map(|s| s.value).collect(),
             sources,
-            header: series[0].rec.trace.header.clone(),
+            header: first_sample.rec.trace.header.clone(),
             streams,
             allocs,
             events,
@@ -724,15 +840,15 @@ impl Template {
             .iter()
             .find(|(_, l)| step_index(l).is_some())
             .map(|(e, _)| *e)?;
-        let start = self
+        let mut block = self
             .phases
             .iter()
-            .position(|(_, l)| step_index(l) == Some(last))?;
-        let end = self.phases[start..]
-            .iter()
+            .skip_while(|(_, l)| step_index(l) != Some(last));
+        let &(start, _) = block.next()?;
+        let end = block
             .find(|(_, l)| step_index(l) != Some(last))
             .map_or(self.events.len(), |(e, _)| *e);
-        Some((self.phases[start].0, end, last + 1, first))
+        Some((start, end, last + 1, first))
     }
 
     /// Generates the trace at batch `batch` and scaling value `value`.
@@ -742,6 +858,10 @@ impl Template {
     /// allocation that a step leaves to the next (latents, accumulated
     /// state) is paired with the one the previous step left, by size
     /// function; a request for fewer steps than recorded is refused.
+    // Indexing: `present`, `sizes` and `id_of` have one entry per template
+    // allocation; every allocation an event names is one (T1), and so are
+    // those `carry_pairs` pairs.
+    #[allow(clippy::indexing_slicing)]
     pub fn instantiate(
         &self,
         batch: u64,
@@ -800,10 +920,23 @@ impl Template {
             }
         }
 
-        let extra = repeat
+        // The events to generate: ids are 32-bit, and the memory is
+        // reserved up front, so a huge --steps is an error, not an abort.
+        let total = repeat
             .as_ref()
-            .map_or(0, |(s, e, n, _, _)| (e - s) * *n as usize);
-        let mut out = Vec::with_capacity(self.events.len() + extra);
+            .map_or(Some(0), |(s, e, n, _, _)| {
+                e.saturating_sub(*s).checked_mul(*n as usize)
+            })
+            .and_then(|extra| extra.checked_add(self.events.len()))
+            .filter(|&t| t <= u32::MAX as usize)
+            .ok_or_else(|| req("--steps: more than 4294967295 events".into()))?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(total).map_err(|_| {
+            req(format!(
+                "--steps: {total} events ({} bytes) do not fit in memory",
+                total.saturating_mul(std::mem::size_of::<Event>())
+            ))
+        })?;
         let mut id_of = vec![0 as AllocId; self.allocs.len()];
         let mut next: AllocId = 0;
         let no_skip: Vec<bool> = Vec::new();
@@ -812,7 +945,16 @@ impl Template {
                         id_of: &mut Vec<AllocId>,
                         skip_frees: &[bool]|
          -> Result<(), GenError> {
-            for (ev, &on) in self.events[range.clone()].iter().zip(&ev_present[range]) {
+            // Phase positions are in order and within the events (T2, T3).
+            let (Some(evs), Some(evs_present)) = (
+                self.events.get(range.clone()),
+                ev_present.get(range.clone()),
+            ) else {
+                return Err(req(format!(
+                    "internal error: events {range:?} are not in the template"
+                )));
+            };
+            for (ev, &on) in evs.iter().zip(evs_present) {
                 if !on {
                     continue;
                 }
@@ -925,6 +1067,12 @@ impl Template {
     /// one this step makes and a later phase frees.
     /// Also returns, per allocation, whether it was made before the first
     /// step and is freed in the last one (it is freed once, at the end).
+    // Indexing: `born`, `died`, `once`, and `present` and `sizes` (which
+    // `instantiate` made from `allocs`), have one entry per template
+    // allocation; `t` runs over those, and every allocation an event names
+    // is one (T1), as are those in `carried_in` and `carried_out`. `used`
+    // is as long as `carried_out`, and `k` an index into both.
+    #[allow(clippy::indexing_slicing)]
     fn carry_pairs(
         &self,
         start: usize,
@@ -936,8 +1084,8 @@ impl Template {
     ) -> Result<LifetimesAndUse, GenError> {
         let mut born = vec![usize::MAX; self.allocs.len()];
         let mut died = vec![usize::MAX; self.allocs.len()];
-        for (n, ev) in self.events.iter().enumerate() {
-            if !ev_present[n] {
+        for (n, (ev, &on)) in self.events.iter().zip(ev_present).enumerate() {
+            if !on {
                 continue;
             }
             match *ev {
@@ -1000,11 +1148,14 @@ impl Template {
     }
 }
 
+/// `e` with its allocation renamed by `map`; `u32::MAX` (no allocation,
+/// which `learn` rejects) where `map` has none.
 fn remap(e: TEvent, map: &[u32]) -> TEvent {
+    let m = |a: u32| map.get(a as usize).copied().unwrap_or(u32::MAX);
     match e {
-        TEvent::Free(a) => TEvent::Free(map[a as usize]),
-        TEvent::FreeRequested(a) => TEvent::FreeRequested(map[a as usize]),
-        TEvent::FreeCompleted(a) => TEvent::FreeCompleted(map[a as usize]),
+        TEvent::Free(a) => TEvent::Free(m(a)),
+        TEvent::FreeRequested(a) => TEvent::FreeRequested(m(a)),
+        TEvent::FreeCompleted(a) => TEvent::FreeCompleted(m(a)),
         other => other,
     }
 }
@@ -1024,7 +1175,8 @@ pub fn peak_live_bytes(trace: &Trace) -> u64 {
             }
         }
     }
-    let mut live: u64 = size.iter().sum();
+    // Sizes come from the file (up to 2^64 - 1): sums saturate.
+    let mut live: u64 = size.iter().fold(0, |a, &s| a.saturating_add(s));
     let mut peak = live;
     for ev in &trace.events {
         match *ev {
@@ -1032,11 +1184,11 @@ pub fn peak_live_bytes(trace: &Trace) -> u64 {
                 if let Some(slot) = size.get_mut(id as usize) {
                     *slot = s;
                 }
-                live += s;
+                live = live.saturating_add(s);
                 peak = peak.max(live);
             }
             Event::Free { id } | Event::FreeCompleted { id } => {
-                live -= size.get(id as usize).copied().unwrap_or(0);
+                live = live.saturating_sub(size.get(id as usize).copied().unwrap_or(0));
             }
             Event::FreeRequested { .. } | Event::EmptyCache => {}
         }
@@ -1046,3 +1198,109 @@ pub fn peak_live_bytes(trace: &Trace) -> u64 {
 
 /// (birth, death) event of each allocation, and which allocations are used.
 type LifetimesAndUse = (Vec<(u32, u32)>, Vec<bool>);
+
+#[cfg(test)]
+mod tests {
+    use super::super::read::read_recording_bytes;
+    use super::*;
+
+    fn rec(name: &str, events: &str) -> Recording {
+        let text = format!("# vramlab trace v1\naction,id,size,stream\n{events}");
+        read_recording_bytes(text.as_bytes(), name).unwrap()
+    }
+
+    fn at(rec: &Recording, batch: u64, value: u64) -> Sample<'_> {
+        Sample { rec, batch, value }
+    }
+
+    #[test]
+    fn a_series_that_diverges_at_an_alloc_is_an_error() {
+        // At event 1 the first recording makes its allocation #1 while the
+        // second, which has only #0, frees it. The streams of allocation #1
+        // used to be compared before the events were, reading past the
+        // second recording's allocations.
+        let a = rec("a.csv", "alloc,x,10,0\nalloc,y,20,0\nfree,x\nfree,y\n");
+        let b = rec("b.csv", "alloc,x,20,0\nfree,x\n");
+        let e = Template::learn("t", Scaling::Seq, &[at(&a, 1, 128), at(&b, 1, 256)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("b.csv") && e.contains("does not line up with a.csv: event 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn phase_marks_after_unicode_blank_lines_count_events() {
+        // Lines of a vertical tab or a no-break space are blank to the CSV
+        // reader; counted as events, they put the mark past the last event,
+        // where learning indexed out of bounds.
+        let body = "alloc,x,10,0\n\u{b}\n\u{a0}\n \u{3000}\n# phase: step 0\nfree,x\n";
+        let a = rec("a.csv", body);
+        assert_eq!(a.phases, vec![(1, "step 0".to_string())]);
+        let b = rec("b.csv", &body.replace(",10,", ",20,"));
+        let t = Template::learn("t", Scaling::Seq, &[at(&a, 1, 1), at(&b, 1, 2)]).unwrap();
+        assert_eq!(t.phases, vec![(1, "step 0".to_string())]);
+        let g = t.instantiate(1, 3, None).unwrap();
+        assert_eq!(g.events.len(), 2);
+    }
+
+    #[test]
+    fn hand_made_phase_marks_cannot_break_instantiation() {
+        let mut a = rec("a.csv", "alloc,x,10,0\nfree,x\n");
+        let mut b = rec("b.csv", "alloc,x,20,0\nfree,x\n");
+        // Past the end: placed at the end.
+        a.phases = vec![(0, "step 0".into()), (9, "step 1".into())];
+        b.phases = a.phases.clone();
+        let t = Template::learn("t", Scaling::Seq, &[at(&a, 1, 1), at(&b, 1, 2)]).unwrap();
+        assert_eq!(t.phases, vec![(0, "step 0".into()), (2, "step 1".into())]);
+        assert!(t.instantiate(1, 3, Some(4)).is_ok());
+        // Out of order: refused.
+        a.phases.reverse();
+        let e = Template::learn("t", Scaling::Seq, &[at(&a, 1, 1), at(&b, 1, 2)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a.csv") && e.contains("not in event order"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn huge_sizes_and_batches_do_not_overflow() {
+        let max = u64::MAX;
+        let a = rec("a.csv", &format!("alloc,x,{},0\nfree,x\n", max - 1));
+        let b = rec("b.csv", &format!("alloc,x,{},0\nfree,x\n", max - 1));
+        let c = rec("c.csv", &format!("alloc,x,{max},0\nfree,x\n"));
+        // The batch factor's denominator, size × batch difference, is
+        // beyond i128.
+        let s = [at(&a, 1, 1), at(&b, 1, 2), at(&c, max, 1)];
+        let e = Template::learn("t", Scaling::Seq, &s)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c.csv") && e.contains("too large to scale"),
+            "{e}"
+        );
+        // Just within i128: evaluating the size at a huge batch overflows
+        // the exact arithmetic and falls back to floating point.
+        let s = [at(&a, 1, 1), at(&b, 1, 2), at(&c, (1 << 63) + 1, 1)];
+        let t = Template::learn("t", Scaling::Seq, &s).unwrap();
+        for batch in [1, 2, 1 << 62, max] {
+            let g = t.instantiate(batch, 1, None).unwrap();
+            assert_eq!(g.events.len(), 2);
+        }
+        assert_eq!(div_round(i128::MAX - 1, i128::MAX), 1);
+        assert_eq!(div_round(-(i128::MAX - 1), i128::MAX), -1);
+    }
+
+    #[test]
+    fn peak_live_bytes_saturates() {
+        let max = u64::MAX;
+        let r = rec(
+            "a.csv",
+            &format!("alloc,x,{max},0\nalloc,y,{max},0\nfree,x\n"),
+        );
+        assert_eq!(peak_live_bytes(&r.trace), max);
+    }
+}

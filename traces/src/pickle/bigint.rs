@@ -15,26 +15,24 @@ pub struct BigInt {
     bytes: Box<[u8]>,
 }
 
-/// Length of the shortest two's complement encoding of `bytes` (strips
-/// trailing sign-extension bytes).
-pub(crate) fn minimal_len(bytes: &[u8]) -> usize {
-    let mut n = bytes.len();
-    while n > 0 {
-        // In bounds: 0 < n <= bytes.len(), and n - 2 is only read when n >= 2.
-        let last = bytes[n - 1];
-        let prev_sign = if n >= 2 { bytes[n - 2] & 0x80 } else { 0 };
+/// The shortest two's complement encoding of `bytes`: the prefix left after
+/// stripping trailing sign-extension bytes.
+pub(crate) fn minimal(bytes: &[u8]) -> &[u8] {
+    let mut rest = bytes;
+    while let Some((&last, init)) = rest.split_last() {
+        let prev_sign = init.last().map_or(0, |b| b & 0x80);
         let redundant = match last {
             0x00 => prev_sign == 0,
             // A lone 0xff is -1 and must stay.
-            0xff => n >= 2 && prev_sign != 0,
+            0xff => !init.is_empty() && prev_sign != 0,
             _ => false,
         };
         if !redundant {
             break;
         }
-        n -= 1;
+        rest = init;
     }
-    n
+    rest
 }
 
 /// Sign-extends up to 8 little-endian two's complement bytes to an `i64`.
@@ -48,21 +46,12 @@ pub(crate) fn i64_from_le(bytes: &[u8]) -> i64 {
     i64::from_le_bytes(buf)
 }
 
-/// The shortest two's complement encoding of an `i64` (empty for zero).
-pub(crate) fn i64_to_le(v: i64) -> ([u8; 8], usize) {
-    let bytes = v.to_le_bytes();
-    let n = minimal_len(&bytes);
-    (bytes, n)
-}
-
 impl BigInt {
     /// From little-endian two's complement bytes (any length; redundant
     /// sign bytes are dropped).
     pub fn from_signed_le_bytes(bytes: &[u8]) -> BigInt {
-        let n = minimal_len(bytes);
-        // In bounds: minimal_len never exceeds the input length.
         BigInt {
-            bytes: bytes[..n].into(),
+            bytes: minimal(bytes).into(),
         }
     }
 
@@ -88,14 +77,15 @@ impl BigInt {
         }
         // A non-negative value of up to 64 bits takes up to 9 bytes (the
         // ninth a zero sign byte).
-        // In bounds: byte 8 is only read when there are 9 bytes.
-        let mag = match self.bytes.len() {
-            0..=8 => &self.bytes[..],
-            9 if self.bytes[8] == 0 => &self.bytes[..8],
+        let mag = match &*self.bytes {
+            b if b.len() <= 8 => b,
+            [b @ .., 0] if b.len() == 8 => b,
             _ => return None,
         };
         let mut buf = [0u8; 8];
-        buf[..mag.len()].copy_from_slice(mag);
+        for (dst, src) in buf.iter_mut().zip(mag) {
+            *dst = *src;
+        }
         Some(u64::from_le_bytes(buf))
     }
 
@@ -109,7 +99,9 @@ impl BigInt {
         } else {
             [0; 16]
         };
-        buf[..self.bytes.len()].copy_from_slice(&self.bytes);
+        for (dst, src) in buf.iter_mut().zip(&self.bytes) {
+            *dst = *src;
+        }
         Some(i128::from_le_bytes(buf))
     }
 
@@ -140,7 +132,9 @@ impl BigInt {
             .chunks(4)
             .map(|c| {
                 let mut buf = [0u8; 4];
-                buf[..c.len()].copy_from_slice(c);
+                for (dst, src) in buf.iter_mut().zip(c) {
+                    *dst = *src;
+                }
                 u32::from_le_bytes(buf)
             })
             .collect();
@@ -291,13 +285,13 @@ mod tests {
 
     #[test]
     fn minimal_forms() {
-        assert_eq!(minimal_len(&[]), 0);
-        assert_eq!(minimal_len(&[0]), 0);
-        assert_eq!(minimal_len(&[0xff]), 1);
-        assert_eq!(minimal_len(&[0xff, 0xff]), 1);
-        assert_eq!(minimal_len(&[0x80, 0x00]), 2);
-        assert_eq!(minimal_len(&[0x7f, 0x00, 0x00]), 1);
-        assert_eq!(minimal_len(&[0x00, 0x80, 0xff]), 2);
+        assert_eq!(minimal(&[]).len(), 0);
+        assert_eq!(minimal(&[0]).len(), 0);
+        assert_eq!(minimal(&[0xff]).len(), 1);
+        assert_eq!(minimal(&[0xff, 0xff]).len(), 1);
+        assert_eq!(minimal(&[0x80, 0x00]).len(), 2);
+        assert_eq!(minimal(&[0x7f, 0x00, 0x00]).len(), 1);
+        assert_eq!(minimal(&[0x00, 0x80, 0xff]).len(), 2);
     }
 
     #[test]

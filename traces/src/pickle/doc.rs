@@ -787,9 +787,8 @@ pub(crate) fn int_slot(doc: &mut PickleDoc, le: &[u8]) -> Slot {
         // Sign extension of up to 8 bytes is the value.
         return Slot::Int(bigint::i64_from_le(le));
     }
-    let n = bigint::minimal_len(le);
-    // In bounds: minimal_len(le) <= le.len().
-    let le = &le[..n];
+    let le = bigint::minimal(le);
+    let n = le.len();
     if n <= 8 {
         Slot::Int(bigint::i64_from_le(le))
     } else {

@@ -61,12 +61,18 @@ impl KeyIndex {
         }
     }
 
+    // Indexing: `place` is only called from `insert`, on a table whose
+    // length is a power of two of at least 2. `insert` has just pushed the
+    // entry's hash, so an empty table (or any table less than twice the
+    // number of entries) is first replaced by one of
+    // `(4 * entries).next_power_of_two() >= 4` slots; every table is built
+    // that way. With `len` a power of two, `i & (len - 1) < len`.
+    #[allow(clippy::indexing_slicing)]
     fn place(table: &mut [u32], entry: usize, h: u64) {
         let mask = table.len().wrapping_sub(1);
         let mut i = (h as usize) & mask;
         // Terminates: the table is never more than half full.
         loop {
-            // In bounds: i is masked by len - 1 and len is a power of two.
             if table[i] == 0 {
                 table[i] = (entry + 1) as u32; // entry < nodes-bounded u32 range
                 return;

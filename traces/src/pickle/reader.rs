@@ -223,9 +223,8 @@ impl<'i> Machine<'i> {
             .iter()
             .position(|&b| b == b'\n')
             .ok_or_else(|| self.truncated())?;
-        // In bounds: n < rest.len().
-        let line = &rest[..n];
-        self.pos += n + 1;
+        let line = self.take(n)?;
+        self.pos += 1; // the `\n`
         Ok(line)
     }
 
@@ -398,9 +397,7 @@ impl<'i> Machine<'i> {
     fn memo_put(&mut self, key: u64) -> Result<()> {
         let v = self.top()?;
         let dense = self.memo.len() as u64;
-        if key < dense {
-            // In bounds: key < memo.len().
-            let cell = &mut self.memo[key as usize];
+        if let Some(cell) = usize::try_from(key).ok().and_then(|k| self.memo.get_mut(k)) {
             if cell.is_none() {
                 self.memo_count += 1;
             }
@@ -426,11 +423,9 @@ impl<'i> Machine<'i> {
 
     #[inline(always)]
     fn memo_get(&mut self, key: u64) -> Result<()> {
-        let found = if key < self.memo.len() as u64 {
-            // In bounds: key < memo.len().
-            self.memo[key as usize]
-        } else {
-            self.sparse_memo.get(&key).copied()
+        let found = match usize::try_from(key).ok().and_then(|k| self.memo.get(k)) {
+            Some(&dense) => dense,
+            None => self.sparse_memo.get(&key).copied(),
         };
         match found {
             Some(v) => {
@@ -533,9 +528,7 @@ impl<'i> Machine<'i> {
             d.entries.reserve(n / 2);
         }
         let mut i = mark;
-        while i + 1 < self.stack.len() {
-            // In bounds: i + 1 < stack.len().
-            let (k, v) = (self.stack[i], self.stack[i + 1]);
+        while let (Some(&k), Some(&v)) = (self.stack.get(i), self.stack.get(i + 1)) {
             self.dict_set(id, k, v)?;
             i += 2;
         }
@@ -733,11 +726,10 @@ impl<'i> Machine<'i> {
                     };
                     self.before_change(id);
                     self.adopted(id, mark, self.stack.len());
-                    for i in mark..self.stack.len() {
-                        // In bounds: i < stack.len(), and set_add does not
-                        // touch the stack.
-                        let item = self.stack[i];
+                    let mut i = mark;
+                    while let Some(&item) = self.stack.get(i) {
                         self.set_add(id, item)?;
+                        i += 1;
                     }
                     self.stack.truncate(mark);
                 }
@@ -748,10 +740,10 @@ impl<'i> Machine<'i> {
                         return Err(self.underflow());
                     };
                     self.adopted(id, mark, self.stack.len());
-                    for i in mark..self.stack.len() {
-                        // In bounds: i < stack.len().
-                        let item = self.stack[i];
+                    let mut i = mark;
+                    while let Some(&item) = self.stack.get(i) {
                         self.set_add(id, item)?;
+                        i += 1;
                     }
                     self.stack.truncate(mark);
                     let hash = match self.doc.node(id) {

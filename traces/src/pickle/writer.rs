@@ -231,9 +231,10 @@ impl<'v, W: Write> Emitter<'v, '_, W> {
             f.push(op::BININT);
             f.extend_from_slice(&v.to_le_bytes());
         } else {
-            let (bytes, n) = bigint::i64_to_le(i);
-            f.extend_from_slice(&[op::LONG1, n as u8]); // n <= 8
-            f.extend_from_slice(&bytes[..n]);
+            let bytes = i.to_le_bytes();
+            let le = bigint::minimal(&bytes);
+            f.extend_from_slice(&[op::LONG1, le.len() as u8]); // at most 8 bytes
+            f.extend_from_slice(le);
         }
     }
 

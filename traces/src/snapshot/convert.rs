@@ -151,19 +151,14 @@ fn device_trace(
         Ok(id)
     };
     let set_addr = |e: &mut ExpectedRecord, id: AllocId, addr: Option<u64>| {
-        let i = id as usize;
-        if e.alloc_addresses.len() <= i {
-            e.alloc_addresses.resize(i + 1, None);
-        }
-        e.alloc_addresses[i] = addr;
+        put(&mut e.alloc_addresses, id, addr);
     };
 
     let mut burst_event: Option<usize> = None;
     // Entry index at which each block address is first mentioned.
     let mut first_mention: BTreeMap<u64, usize> = BTreeMap::new();
     let mut k = 0usize;
-    while k < entries.len() {
-        let e = &entries[k]; // in bounds: k < entries.len()
+    while let Some(e) = entries.get(k) {
         let addr = e.addr.unwrap_or(0);
         if !is_release(&e.action) {
             burst_event = None;
@@ -403,11 +398,19 @@ fn device_trace(
 
 fn set_frames(t: &mut Trace, id: AllocId, frames: Option<FramesRef>) {
     if let Some(f) = frames {
-        let i = id as usize;
-        if t.alloc_frames.len() <= i {
-            t.alloc_frames.resize(i + 1, None);
+        put(&mut t.alloc_frames, id, Some(f.0));
+    }
+}
+
+/// Sets `v[id]`, first growing `v` with `None`s when it is shorter.
+fn put<T: Clone>(v: &mut Vec<Option<T>>, id: AllocId, x: Option<T>) {
+    let i = id as usize;
+    match v.get_mut(i) {
+        Some(slot) => *slot = x,
+        None => {
+            v.resize(i, None);
+            v.push(x);
         }
-        t.alloc_frames[i] = Some(f.0);
     }
 }
 
@@ -428,7 +431,7 @@ fn starts_release_burst(entries: &[TraceEntry], k: usize) -> bool {
         return false;
     }
     let mut j = k;
-    while j < entries.len() && is_release(&entries[j].action) {
+    while entries.get(j).is_some_and(|e| is_release(&e.action)) {
         j += 1;
     }
     !matches!(
@@ -504,11 +507,7 @@ fn initial_state(
                 InitialBlockState::Allocated(id)
             };
             exact_blocks.push((b.address, b.size, b.requested_size.unwrap_or(b.size), st));
-            let i = id as usize;
-            if expected.alloc_addresses.len() <= i {
-                expected.alloc_addresses.resize(i + 1, None);
-            }
-            expected.alloc_addresses[i] = Some(b.address);
+            put(&mut expected.alloc_addresses, id, Some(b.address));
         }
     }
     // In address order, so that the first problem reported is always the same.
@@ -529,8 +528,7 @@ fn initial_state(
         }
     }
     if segs.is_empty() {
-        if !initial_live.is_empty() {
-            let b = initial_live[0]; // in bounds: not empty
+        if let Some(b) = initial_live.first() {
             return Err(err(format!(
                 "the block at {:#x} was allocated before the recording began, but no segment holds it (the final segments are missing or incomplete)",
                 b.address
@@ -580,8 +578,7 @@ fn initial_state(
         let end = base.saturating_add(size);
         let mut cursor = base;
         let mut laid = Vec::new();
-        for i in 0..blocks.len() {
-            let (addr, exact, requested, st, freed_at) = blocks[i]; // i < len
+        for (i, &(addr, exact, requested, st, freed_at)) in blocks.iter().enumerate() {
             let next_start = blocks.get(i + 1).map_or(end, |n| n.0);
             if addr < cursor {
                 return Err(err(format!("blocks overlap at {addr:#x}")));

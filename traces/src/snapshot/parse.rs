@@ -272,6 +272,11 @@ fn string(v: &ValueRef<'_>, path: &P<'_>) -> R<String> {
         .ok_or_else(|| problem(path, format!("is a {}, expected a str", v.type_name())))
 }
 
+// Indexing: the only index is `frame_store[x]`, for `x` in `key`; every
+// such `x` comes from `frame_ids`, whose values are only ever the length of
+// `frame_store` just before a push to it (below), and `frame_store` never
+// shrinks. (The `as u32` does not wrap: the input is capped at 1 GiB.)
+#[allow(clippy::indexing_slicing)]
 fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<FramesRef>> {
     let Some(v) = v else { return Ok(None) };
     if v.is_none() {
