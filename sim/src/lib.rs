@@ -27,6 +27,7 @@ pub mod replay;
 pub mod run;
 pub mod scenario;
 pub mod snapshot_out;
+pub mod stress;
 pub mod sweep;
 pub mod timed;
 

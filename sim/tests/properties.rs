@@ -21,6 +21,7 @@ use proptest::prelude::*;
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
 use vramlab_allocator::{AllocConf, Allocator, TorchVersion};
 use vramlab_sim::oom_point::{STEP, find_oom_point};
+use vramlab_sim::stress::{SHAPES, many_streams};
 use vramlab_sim::{PolicySpec, ReplayOptions, Run, Scenario, replay, with_policy};
 use vramlab_traces::binary::{read_binary, write_binary};
 use vramlab_traces::csv::{read_csv, write_csv};
@@ -504,166 +505,20 @@ fn late_free_completed_after_empty_cache_does_not_hit_the_next_owner() {
     }
 }
 
-// ---- replay time scales linearly on pathological traces ----
+// ---- pathological shapes (their scaling is measured by benches/scaling.rs) ----
 
-/// `n` deferred frees requested, then completed oldest first.
-fn many_pending_frees(n: u32) -> Trace {
-    let mut t = Trace::new(TraceHeader::default());
-    for id in 0..n {
-        t.events.push(Event::Alloc {
-            id,
-            stream: 0,
-            size: 512,
-        });
-    }
-    for id in 0..n {
-        t.events.push(Event::FreeRequested { id });
-    }
-    for id in 0..n {
-        t.events.push(Event::FreeCompleted { id });
-    }
-    t.num_ids = n;
-    t
-}
-
-/// `n` allocations, each on its own stream, then their frees.
-fn many_streams(n: u32) -> Trace {
-    let mut t = Trace::new(TraceHeader::default());
-    for id in 0..n {
-        let stream = t.stream_index(0x1000 + u64::from(id));
-        t.events.push(Event::Alloc {
-            id,
-            stream,
-            size: 512,
-        });
-    }
-    for id in 0..n {
-        t.events.push(Event::Free { id });
-    }
-    t.num_ids = n;
-    t
-}
-
-/// `n` tiny blocks carved from one large segment, every other one freed,
-/// then the rest: many free blocks in one segment, merging on the way out.
-fn many_tiny_blocks(n: u32) -> Trace {
-    let mut t = Trace::new(TraceHeader::default());
-    // One oversize block that leaves a segment of n * 2 MiB... then tiny
-    // large-pool blocks (1 MiB + 512) split off its free remainder.
-    t.events.push(Event::Alloc {
-        id: 0,
-        stream: 0,
-        size: u64::from(n) * (2 * MIB),
-    });
-    t.events.push(Event::Free { id: 0 });
-    for id in 1..=n {
-        t.events.push(Event::Alloc {
-            id,
-            stream: 0,
-            size: MIB + 512,
-        });
-    }
-    for id in (1..=n).step_by(2) {
-        t.events.push(Event::Free { id });
-    }
-    for id in (2..=n).step_by(2) {
-        t.events.push(Event::Free { id });
-    }
-    t.events.push(Event::EmptyCache);
-    t.num_ids = n + 1;
-    t
-}
-
-/// `n` blocks of 21 MiB, every other one freed, `empty_cache` (with
-/// expandable segments: many unmaps of one reservation), then the rest.
-fn many_holes_then_empty_cache(n: u32) -> Trace {
-    let mut t = Trace::new(TraceHeader::default());
-    for id in 0..n {
-        t.events.push(Event::Alloc {
-            id,
-            stream: 0,
-            size: 21 * MIB,
-        });
-    }
-    for id in (0..n).step_by(2) {
-        t.events.push(Event::Free { id });
-    }
-    t.events.push(Event::EmptyCache);
-    for id in (1..n).step_by(2) {
-        t.events.push(Event::Free { id });
-    }
-    t.events.push(Event::EmptyCache);
-    t.num_ids = n;
-    t
-}
-
-/// Seconds to replay `t` under `s`. With few timeline points: some
-/// policies (async, stitch) find their largest free block by a scan at
-/// every point, which is linear in the trace only once the trace has more
-/// events than points (the number of points is bounded).
-fn replay_seconds(t: &Trace, s: &Scenario) -> f64 {
-    let opts = ReplayOptions {
-        check_invariants: false,
-        timeline_points: 100,
-        ..Default::default()
-    };
-    let start = std::time::Instant::now();
-    let r = run(t, s, &opts);
-    assert!(
-        r.oom.is_none(),
-        "{}: {:?}",
-        s.label(),
-        r.oom.map(|o| o.message)
-    );
-    start.elapsed().as_secs_f64()
-}
-
-/// Replay time grows linearly with the size of traces built to hit the
-/// paths that were quadratic: many deferred frees completed later (each
-/// completion scanned the pending list), many streams (each pool lookup
-/// scanned the streams; the largest free block scanned them at every
-/// timeline point), many tiny blocks in one segment, and many unmaps of
-/// one expandable reservation (each scanned every mapped page). A 16x
-/// larger trace may take at most 100x longer (linear: 16x, plus cache
-/// effects; quadratic: 256x).
+/// Every stress shape, at a size where the invariant checker (linear per
+/// event) stays fast in debug builds, replays under every policy without
+/// an invariant violation or an OOM.
 #[test]
-fn replay_time_scales_linearly_on_pathological_traces() {
-    // (16 x 2,000 blocks of 21 MiB stay under BFC's default limit.)
-    let n = if cfg!(debug_assertions) { 300 } else { 2_000 };
-    #[allow(clippy::type_complexity)]
-    let shapes: [(&str, fn(u32) -> Trace); 4] = [
-        ("pending frees", many_pending_frees),
-        ("streams", many_streams),
-        ("tiny blocks", many_tiny_blocks),
-        ("holes", many_holes_then_empty_cache),
-    ];
-    let mut failures = Vec::new();
-    for (name, make) in shapes {
-        let (small, big) = (make(n), make(16 * n));
+fn stress_shapes_keep_the_invariants() {
+    for shape in SHAPES {
+        let t = (shape.build)(200);
         for s in every_policy() {
-            // Best of three against noise on a shared machine.
-            let best = |t: &Trace| {
-                (0..3)
-                    .map(|_| replay_seconds(t, &s))
-                    .fold(f64::MAX, f64::min)
-            };
-            let (a, b) = (best(&small), best(&big));
-            let mut ratio = b / a.max(1e-5);
-            if ratio > 100.0 {
-                // Measure again before blaming the policy: a busy machine
-                // can slow every run of the large trace.
-                ratio = ratio.min(best(&big) / best(&small).max(1e-5));
-            }
-            eprintln!(
-                "{name:>14} {:>28}: {a:.5}s -> {b:.5}s (x{ratio:.1})",
-                s.label()
-            );
-            if ratio > 100.0 {
-                failures.push(format!("{name} under {}: x{ratio:.0}", s.label()));
-            }
+            let r = run(&t, &s, &checked(true));
+            assert!(r.oom.is_none(), "{} under {}", shape.name, s.label());
         }
     }
-    assert!(failures.is_empty(), "superlinear replay time: {failures:?}");
 }
 
 /// Huge requests on an unlimited device: the simulated device kept one
