@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
+use crate::progress::load_traces;
 use anyhow::{Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_sim::load::load_traces;
 use vramlab_traces::io::{Format, write_trace};
 use vramlab_traces::summary::TraceSummary;
 

@@ -3,12 +3,13 @@
 
 use std::path::PathBuf;
 
+use crate::progress::load_traces;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::{Value, json};
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_sim::fidelity::{FidelityReport, check_fidelity};
-use vramlab_sim::load::{load_traces, recorded_conf};
+use vramlab_sim::load::recorded_conf;
 
 use crate::table::{Table, count, percent};
 

@@ -90,13 +90,23 @@ pub fn run(args: ReplayArgs) -> Result<()> {
                 s.label()
             )
         };
-        if args.latency {
-            let (run, m, f) = s.run_timed(&trace, &opts).with_context(ctx)?;
-            runs.push(run);
-            latencies.push((m, f));
+        let bar = crate::progress::replay_bar(&trace, &s.label());
+        let opts = ReplayOptions {
+            progress: bar.as_ref().map(|(_, hook)| hook.clone()),
+            ..opts.clone()
+        };
+        let result = if args.latency {
+            s.run_timed(&trace, &opts).map(|(run, m, f)| {
+                latencies.push((m, f));
+                run
+            })
         } else {
-            runs.push(s.run(&trace, &opts).with_context(ctx)?);
+            s.run(&trace, &opts)
+        };
+        if let Some((pb, _)) = bar {
+            pb.finish_and_clear();
         }
+        runs.push(result.with_context(ctx)?);
     }
     if let Some(path) = &args.timeline {
         write_timeline(path, &runs)?;

@@ -52,7 +52,7 @@ impl GridArgs {
 pub fn load_all(paths: &[PathBuf], version: TorchVersion) -> Result<Vec<(String, Trace)>> {
     let mut out = Vec::new();
     for p in paths {
-        for t in vramlab_sim::load::load_traces(p, None, version)? {
+        for t in crate::progress::load_traces(p, None, version)? {
             let mut name = p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().to_string(),

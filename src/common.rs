@@ -165,7 +165,11 @@ pub fn parse_format(s: &str) -> Result<Format, String> {
 impl TraceArgs {
     /// Reads the trace; snapshots are laid out under PyTorch `version` rules.
     pub fn load(&self, version: TorchVersion) -> Result<Trace> {
-        let t = vramlab_sim::load::load_trace(&self.trace, self.format, self.device, version)?;
+        let t = vramlab_traces::io::pick_device(
+            crate::progress::load_traces(&self.trace, self.format, version)?,
+            &self.trace,
+            self.device,
+        )?;
         if t.events.is_empty() {
             let why = t
                 .notes

@@ -37,6 +37,7 @@ mod cmd_replay_cuda;
 mod cmd_report;
 mod cmd_sweep;
 mod common;
+mod progress;
 mod table;
 
 use clap::{Parser, Subcommand};

@@ -34,6 +34,6 @@ pub mod timed;
 pub use device::{CostModel, SimDevice};
 pub use fidelity::{FidelityReport, Mismatch, check_fidelity};
 pub use policy::PolicySpec;
-pub use replay::{ReplayDevice, ReplayError, ReplayOptions, replay};
+pub use replay::{ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay};
 pub use run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use scenario::Scenario;

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use vramlab_allocator::native::rounding::round_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_traces::io::{Format, pick_device, read_snapshot_file, read_traces_with};
+use vramlab_traces::io::{
+    Format, ReadProgress, pick_device, read_snapshot_file_with_progress, read_traces_with_progress,
+};
 use vramlab_traces::snapshot::{SizeRules, snapshot_to_traces};
 use vramlab_traces::{Trace, TraceError};
 
@@ -26,9 +28,19 @@ pub fn load_traces(
     format: Option<Format>,
     version: TorchVersion,
 ) -> Result<Vec<Trace>, TraceError> {
+    load_traces_with_progress(path, format, version, None)
+}
+
+/// [`load_traces`], reporting the bytes read from the file to `progress`.
+pub fn load_traces_with_progress(
+    path: &Path,
+    format: Option<Format>,
+    version: TorchVersion,
+    progress: Option<ReadProgress<'_>>,
+) -> Result<Vec<Trace>, TraceError> {
     let fmt = format.or_else(|| Format::from_path(path));
     if fmt == Some(Format::Snapshot) {
-        let snap = read_snapshot_file(path)?;
+        let snap = read_snapshot_file_with_progress(path, progress)?;
         let raw = snap
             .allocator_settings
             .as_ref()
@@ -44,7 +56,7 @@ pub fn load_traces(
         };
         return snapshot_to_traces(&snap, &path.display().to_string(), &rules);
     }
-    read_traces_with(path, format, &SizeRules::default())
+    read_traces_with_progress(path, format, &SizeRules::default(), progress)
 }
 
 /// Reads one device's trace from `path`.

@@ -56,7 +56,37 @@ pub struct ReplayOptions {
     pub segments_at_peak: bool,
     /// Keep the segment layout at the end ([`Run::final_segments`]).
     pub final_segments: bool,
+    /// Told the number of events replayed so far at every timeline point
+    /// (at most [`ReplayOptions::timeline_points`] calls), for a progress
+    /// display on long replays.
+    pub progress: Option<ProgressHook>,
 }
+
+/// A callback for [`ReplayOptions::progress`]. Two hooks are equal when
+/// they are the same callback.
+#[derive(Clone)]
+pub struct ProgressHook(pub std::sync::Arc<dyn Fn(u64) + Send + Sync>);
+
+impl ProgressHook {
+    /// Wraps `f`.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> Self {
+        ProgressHook(std::sync::Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+impl PartialEq for ProgressHook {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ProgressHook {}
 
 impl Default for ReplayOptions {
     fn default() -> Self {
@@ -68,6 +98,7 @@ impl Default for ReplayOptions {
             record_addresses: false,
             segments_at_peak: false,
             final_segments: false,
+            progress: None,
         }
     }
 }
@@ -369,6 +400,9 @@ where
             window.largest_free = alloc.largest_free_block();
             timeline.push(window);
             window = TimelinePoint::default();
+            if let Some(p) = &opts.progress {
+                (p.0)(ei + 1);
+            }
         }
         if opts.check_invariants {
             alloc

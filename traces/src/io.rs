@@ -139,11 +139,63 @@ pub fn read_traces_with(
     format: Option<Format>,
     rules: &SizeRules<'_>,
 ) -> Result<Vec<Trace>, TraceError> {
+    read_traces_with_progress(path, format, rules, None)
+}
+
+/// Called with the number of bytes read from the file so far (compressed
+/// bytes for `.csv.gz` and `.vlt.zst`), about every [`PROGRESS_STEP`]
+/// bytes and once at the end of a read, so that a caller can show
+/// progress on a large file.
+pub type ReadProgress<'a> = &'a dyn Fn(u64);
+
+/// How often [`ReadProgress`] is called: every 4 MiB read.
+pub const PROGRESS_STEP: u64 = 4 << 20;
+
+/// A reader that reports the bytes read through it.
+struct Counting<'a, R> {
+    inner: R,
+    read: u64,
+    next_report: u64,
+    progress: Option<ReadProgress<'a>>,
+}
+
+impl<'a, R> Counting<'a, R> {
+    fn new(inner: R, progress: Option<ReadProgress<'a>>) -> Self {
+        Counting {
+            inner,
+            read: 0,
+            next_report: PROGRESS_STEP,
+            progress,
+        }
+    }
+}
+
+impl<R: Read> Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if let Some(p) = self.progress {
+            if self.read >= self.next_report || n == 0 {
+                p(self.read);
+                self.next_report = self.read + PROGRESS_STEP;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// [`read_traces_with`], reporting the bytes read to `progress`.
+pub fn read_traces_with_progress(
+    path: &Path,
+    format: Option<Format>,
+    rules: &SizeRules<'_>,
+    progress: Option<ReadProgress<'_>>,
+) -> Result<Vec<Trace>, TraceError> {
     let fmt = resolve(path, format)?;
     let name = path.display().to_string();
     let open = || {
         File::open(path)
-            .map(BufReader::new)
+            .map(|f| BufReader::new(Counting::new(f, progress)))
             .map_err(|e| open_error(path, e))
     };
     match fmt {
@@ -170,7 +222,7 @@ pub fn read_traces_with(
         Format::Rmm => Ok(vec![read_rmm(open()?, &name)?]),
         Format::Binary | Format::BinaryZstd => Ok(vec![read_binary(open()?, &name)?]),
         Format::Snapshot => {
-            let snap = read_snapshot_file(path)?;
+            let snap = read_snapshot_file_with_progress(path, progress)?;
             snapshot_to_traces(&snap, &name, rules)
         }
     }
@@ -179,6 +231,15 @@ pub fn read_traces_with(
 /// Reads a PyTorch memory snapshot file. A pickle is read whole, so files
 /// above [`MAX_INPUT_LEN`] (1 GiB) are refused before anything is read.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, TraceError> {
+    read_snapshot_file_with_progress(path, None)
+}
+
+/// [`read_snapshot_file`], reporting the bytes read to `progress` (the
+/// parse that follows the read is not reported).
+pub fn read_snapshot_file_with_progress(
+    path: &Path,
+    progress: Option<ReadProgress<'_>>,
+) -> Result<Snapshot, TraceError> {
     let f = File::open(path).map_err(|e| open_error(path, e))?;
     let too_large = |size: String| {
         TraceError::new(
@@ -196,7 +257,8 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, TraceError> {
     }
     // The size check above does not cover pipes and files that grow.
     let mut bytes = Vec::new();
-    f.take(MAX_INPUT_LEN as u64 + 1)
+    Counting::new(f, progress)
+        .take(MAX_INPUT_LEN as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| open_error(path, e))?;
     if bytes.len() > MAX_INPUT_LEN {

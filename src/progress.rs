@@ -1,0 +1,63 @@
+//! Progress bars for long reads and replays, on stderr when it is a
+//! terminal (never in pipes, files or CI logs).
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use vramlab_allocator::TorchVersion;
+use vramlab_sim::ProgressHook;
+use vramlab_traces::io::Format;
+use vramlab_traces::{Trace, TraceError};
+
+/// Files at least this large show a reading bar.
+const READ_BAR_BYTES: u64 = 64 << 20;
+/// Traces with at least this many events show a replay bar.
+const REPLAY_BAR_EVENTS: usize = 5_000_000;
+
+fn bar(total: u64, template: &str, message: String) -> ProgressBar {
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb.set_message(message);
+    pb
+}
+
+/// Reads every device's trace from `path`, with a bar of the bytes read
+/// for a large file on a terminal.
+pub fn load_traces(
+    path: &Path,
+    format: Option<Format>,
+    version: TorchVersion,
+) -> Result<Vec<Trace>, TraceError> {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    if size < READ_BAR_BYTES || !std::io::stderr().is_terminal() {
+        return vramlab_sim::load::load_traces(path, format, version);
+    }
+    let pb = bar(
+        size,
+        "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} (eta {eta})",
+        format!("reading {}", path.display()),
+    );
+    let report = |n: u64| pb.set_position(n);
+    let out = vramlab_sim::load::load_traces_with_progress(path, format, version, Some(&report));
+    pb.finish_and_clear();
+    out
+}
+
+/// A bar of the events replayed, and the hook that moves it, for a long
+/// trace on a terminal; `None` otherwise. Call
+/// [`ProgressBar::finish_and_clear`] when the replay ends.
+pub fn replay_bar(trace: &Trace, label: &str) -> Option<(ProgressBar, ProgressHook)> {
+    if trace.events.len() < REPLAY_BAR_EVENTS || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = bar(
+        trace.events.len() as u64,
+        "{msg} {bar:30} {human_pos}/{human_len} events {per_sec} (eta {eta})",
+        format!("replaying under {label}"),
+    );
+    let moved = pb.clone();
+    Some((pb, ProgressHook::new(move |n| moved.set_position(n))))
+}
