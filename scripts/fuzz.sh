@@ -75,8 +75,8 @@ if [[ $seeds -eq 1 ]]; then
     done
 fi
 
-cargo fuzz build -O --sanitizer "$sanitizer" --target-dir "$target_dir" >/dev/null 2>&1 ||
-    cargo fuzz build -O --sanitizer "$sanitizer" --target-dir "$target_dir"
+cargo fuzz build -O -a --sanitizer "$sanitizer" --target-dir "$target_dir" >/dev/null 2>&1 ||
+    cargo fuzz build -O -a --sanitizer "$sanitizer" --target-dir "$target_dir"
 bin_dir="$target_dir/$(rustc -vV | sed -n 's/^host: //p')/release"
 
 mkdir -p fuzz/logs

@@ -18,9 +18,11 @@ pub fn version_of(b: u8) -> TorchVersion {
 
 /// Replays `trace` under `scenario` with the invariant checker after every
 /// event. Panics on an invariant violation (a policy bug) and on allocator
-/// errors that a simulated device cannot legitimately cause; trace errors
-/// (invalid sequences) and errors of the initial state are fine.
-pub fn replay_checked(trace: &Trace, scenario: &Scenario, stop_at_oom: bool) {
+/// errors that a simulated device cannot legitimately cause. When `valid`
+/// (the trace is known to be a valid sequence: a reader accepted it, or it
+/// was generated without raw events), any error but an unsupported initial
+/// state is a bug too; otherwise trace errors are expected.
+pub fn replay_checked(trace: &Trace, scenario: &Scenario, stop_at_oom: bool, valid: bool) {
     let opts = ReplayOptions {
         stop_at_oom,
         timeline_points: 16,
@@ -51,14 +53,27 @@ pub fn replay_checked(trace: &Trace, scenario: &Scenario, stop_at_oom: bool) {
             "policy lost a handle under {} at event {event_index}: {message}",
             scenario.label()
         ),
+        Err(ReplayError::Initial(_)) => {}
+        Err(e) if valid => panic!(
+            "a valid trace failed to replay under {}: {e}",
+            scenario.label()
+        ),
         Err(_) => {}
     }
 }
 
 /// What every reader's output must satisfy: the structural checks of
 /// [`validate`], and a replay through the default native policy without an
-/// invariant violation.
+/// invariant violation or any other error (a reader must refuse what the
+/// replay cannot run, except initial states the replay does not support).
 pub fn check_read_trace(trace: &Trace) {
+    check_read_trace_with(trace, true);
+}
+
+/// [`check_read_trace`]; with `valid_sequence` false, errors in the event
+/// sequence are expected (the binary reader checks the file's structure;
+/// the replay reports a free without its allocation, naming the event).
+pub fn check_read_trace_with(trace: &Trace, valid_sequence: bool) {
     if let Err((i, m)) = validate(trace) {
         panic!("a reader returned a trace that fails validation at entry {i}: {m}");
     }
@@ -69,5 +84,6 @@ pub fn check_read_trace(trace: &Trace) {
         trace,
         &Scenario::native(AllocConf::default()),
         trace.events.len() % 2 == 0,
+        valid_sequence,
     );
 }

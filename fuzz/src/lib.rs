@@ -12,6 +12,6 @@ pub mod snapshot_in;
 pub mod targets;
 pub mod trace_in;
 
-pub use check::{check_read_trace, replay_checked, version_of, versions};
+pub use check::{check_read_trace, check_read_trace_with, replay_checked, version_of, versions};
 pub use policy_in::{NativeIn, PolicyIn, Roundup};
 pub use trace_in::{OpIn, STREAMS, SizeIn, build_trace};

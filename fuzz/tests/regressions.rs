@@ -10,7 +10,23 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use vramlab_fuzz::targets::ALL;
+use vramlab_fuzz::snapshot_in::SnapshotIn;
+use vramlab_fuzz::targets::{ALL, ReplayIn, decode};
+
+/// An input still running after this long is a hang (libFuzzer's limit
+/// under the fuzz script is 10 s on an optimized build; this is a debug
+/// build on a possibly busy CI machine).
+const HANG: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether a regression input of a structured target still decodes to the
+/// target's input type (an input that no longer does tests nothing).
+fn decodes(target: &str, data: &[u8]) -> bool {
+    match target {
+        "replay" => decode::<ReplayIn>(data).is_some(),
+        "snapshot_model" => decode::<SnapshotIn>(data).is_some(),
+        _ => true,
+    }
+}
 
 /// The files of `dir`, sorted by name (none if it does not exist).
 fn inputs(dir: &Path) -> Vec<PathBuf> {
@@ -35,6 +51,7 @@ fn run_all(
     name: &str,
     target: vramlab_fuzz::targets::Target,
     dirs: &[PathBuf],
+    must_decode: bool,
 ) -> (usize, Vec<String>) {
     let mut failures = Vec::new();
     let mut n = 0;
@@ -42,8 +59,30 @@ fn run_all(
         for path in inputs(dir) {
             let data = std::fs::read(&path).expect("reading a corpus file");
             n += 1;
+            if must_decode && !decodes(name, &data) {
+                failures.push(format!(
+                    "{name}: {}: no longer decodes as the target's input (the input types changed: re-minimize it)",
+                    path.display()
+                ));
+                continue;
+            }
             let start = Instant::now();
-            let result = catch_unwind(AssertUnwindSafe(|| target(&data)));
+            // On a thread, so that a hang fails the test instead of
+            // blocking CI (the thread is abandoned; the process ends with
+            // the tests).
+            let (send, recv) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let result = catch_unwind(AssertUnwindSafe(|| target(&data)));
+                let _ = send.send(result);
+            });
+            let Ok(result) = recv.recv_timeout(HANG) else {
+                failures.push(format!(
+                    "{name}: {}: still running after {} s (a hang)",
+                    path.display(),
+                    HANG.as_secs()
+                ));
+                continue;
+            };
             let took = start.elapsed().as_secs_f64();
             if let Err(e) = result {
                 let msg = e
@@ -68,8 +107,8 @@ fn every_committed_input_passes_its_target() {
     for (name, target) in ALL {
         let reg = root().join("regressions").join(name);
         let corpus = root().join("corpus").join(name);
-        let (r, f1) = run_all(name, target, std::slice::from_ref(&reg));
-        let (c, f2) = run_all(name, target, std::slice::from_ref(&corpus));
+        let (r, f1) = run_all(name, target, std::slice::from_ref(&reg), true);
+        let (c, f2) = run_all(name, target, std::slice::from_ref(&corpus), false);
         eprintln!("{name:>15}: {r} regression inputs, {c} corpus inputs");
         assert!(c > 0, "{name}: no seed corpus in {}", corpus.display());
         regressions += r;

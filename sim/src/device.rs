@@ -242,8 +242,10 @@ impl SimDevice {
             } else {
                 self.range_is_free(addr, size)
             };
-            if free {
-                self.next_addr = self.next_addr.max(addr.saturating_add(size));
+            // A recorded address too close to the end of the address
+            // space for this size (a hostile snapshot) is not used.
+            if let (true, Some(end)) = (free, addr.checked_add(size)) {
+                self.next_addr = self.next_addr.max(end);
                 return Some(addr);
             }
         }

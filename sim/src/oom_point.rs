@@ -99,9 +99,10 @@ pub fn find_oom_point(trace: &Trace, scenario: &Scenario) -> Result<OomPoint, Re
     // Probe above the answer for non-monotone feasibility.
     let mut not_monotone_at = Vec::new();
     let top = unlimited.summary.peak_reserved_bytes.max(answer);
-    let mut probes: Vec<u64> = (1..=8).map(|k| answer + k * STEP).collect();
+    let mut probes: Vec<u64> = (1..=8).map(|k| answer.saturating_add(k * STEP)).collect();
     let span = top.saturating_sub(answer);
-    probes.extend((1..=8).map(|k| answer + (span * k / 8) / STEP * STEP));
+    // span / 8 * k: no overflow for spans near 2^64 (requests up to 2^60).
+    probes.extend((1..=8).map(|k| answer.saturating_add((span / 8 * k) / STEP * STEP)));
     probes.sort_unstable();
     probes.dedup();
     for c in probes {

@@ -81,6 +81,12 @@ write("impossible-request.pickle", snap(
 deep = b"\x80\x04" + b"]" * 1200 + b"a" * 1199 + b"."  # EMPTY_LIST x1200, APPEND x1199
 write("too-deep.pickle", deep)
 write("cycle.pickle", b"\x80\x02]q\x00h\x00a.")  # l = []; l.append(l)
+# One block, referenced 4096 times by one segment referenced 4096 times:
+# 16M blocks from ~40 KB of pickle (Python's pickle memoizes the sharing).
+block = {"address": BASE, "size": 512, "state": "inactive"}
+seg = {"device": 0, "address": BASE, "total_size": 2 * MIB, "stream": 0,
+       "segment_type": "large", "blocks": [block] * 4096}
+write("shared-blocks.pickle", pickle.dumps({"segments": [seg] * 4096, "device_traces": [[]]}, protocol=4))
 
 # ---- native CSV ----
 H = "action,id,size,stream\n"

@@ -40,6 +40,11 @@ fn parse_time(s: &str) -> Option<u64> {
     let h: u64 = it.next()?.parse().ok()?;
     let m: u64 = it.next()?.parse().ok()?;
     let sec: f64 = it.next()?.parse().ok()?;
+    // An hour field of billions or a seconds field of `inf` is no time of
+    // day: refused rather than overflowing.
+    if h >= 10_000 || m >= 60 || !(0.0..86_400.0).contains(&sec) {
+        return None;
+    }
     Some((h * 3600 + m * 60) * 1_000_000 + (sec * 1e6).round() as u64)
 }
 
@@ -101,11 +106,11 @@ pub fn read_rmm(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
             if let Some(us) = fields.get(tc).and_then(|s| parse_time(s)) {
                 if first_time.is_none() {
                     first_time = Some(us);
-                } else if last_time > us + wrapped + 43_200_000_000 {
+                } else if last_time > us.saturating_add(wrapped).saturating_add(43_200_000_000) {
                     // A jump back of more than 12 hours: past midnight.
-                    wrapped += 86_400_000_000;
+                    wrapped = wrapped.saturating_add(86_400_000_000);
                 }
-                last_time = last_time.max(us + wrapped);
+                last_time = last_time.max(us.saturating_add(wrapped));
             }
         }
         let ptr = parse_hex_or_dec(ptr_s)

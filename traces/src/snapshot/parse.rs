@@ -63,6 +63,35 @@ struct Ctx {
     /// Distinct stacks (lists of frame indices).
     stacks: HashMap<Vec<u32>, FramesRef>,
     unknown: std::collections::BTreeMap<String, u64>,
+    /// Segments, blocks and trace entries still allowed (see
+    /// [`items_allowed`]).
+    items_left: u64,
+}
+
+/// At most one segment, block or trace entry per 8 bytes of pickle. Real
+/// snapshots hold 130-470 bytes per trace entry and the most compact
+/// pickle of an entry is about 20; but a pickle can repeat one memoized
+/// container any number of times (a list of 16k references to a segment of
+/// 16k references to one block is 64 KiB), and each repetition becomes a
+/// separate block here. The budget keeps memory proportional to the input.
+fn items_allowed(input_len: usize) -> u64 {
+    input_len as u64 / 8 + 1024
+}
+
+impl Ctx {
+    /// Counts one segment, block or trace entry against the budget.
+    fn spend(&mut self, path: &P<'_>) -> R<()> {
+        match self.items_left.checked_sub(1) {
+            Some(left) => {
+                self.items_left = left;
+                Ok(())
+            }
+            None => Err(problem(
+                path,
+                "the snapshot expands to more segments, blocks and trace entries than its size allows (one per 8 bytes): are memoized containers repeated?",
+            )),
+        }
+    }
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -132,6 +161,7 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
         frame_store: Vec::new(),
         stacks: HashMap::new(),
         unknown: Default::default(),
+        items_left: items_allowed(doc.bytes_read()),
     };
     note_unknown(&mut ctx, &top, TOP_KEYS, "");
     let mut snap = Snapshot::default();
@@ -141,7 +171,9 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
         let list = seq(v, &segs_p)?;
         snap.segments.reserve(list.len());
         for (i, s) in list.iter().enumerate() {
-            snap.segments.push(segment(&mut ctx, s, &segs_p.index(i))?);
+            let p = segs_p.index(i);
+            ctx.spend(&p)?;
+            snap.segments.push(segment(&mut ctx, s, &p)?);
         }
     }
     if let Some(v) = top.get("device_traces") {
@@ -151,6 +183,7 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
             let entries = seq(t, &path)?;
             let mut out = Vec::with_capacity(entries.len());
             for (i, e) in entries.iter().enumerate() {
+                ctx.spend(&path.index(i))?;
                 out.push(entry(&mut ctx, e, &path, i)?);
             }
             snap.device_traces.push(out);
@@ -376,6 +409,7 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
     let mut next_addr = address;
     for (i, b) in bl.iter().enumerate() {
         let bp = blocks_p.index(i);
+        ctx.spend(&bp)?;
         let bd = dict(&b, &bp)?;
         note_unknown(ctx, &bd, BLOCK_KEYS, "segments[].blocks[].");
         let size = field_u64(&bd, "size", &bp)?;
