@@ -444,9 +444,10 @@ fn remap(t: &mut Trace, raw_streams: &[u64], sizes: &[u64]) {
 proptest! {
     #![proptest_config(config(12))]
 
-    /// The OOM point fits, and 2 MiB less does not, where the search
-    /// verified it and saw feasibility monotone; it is never below the
-    /// peak of live bytes.
+    /// The OOM point fits (always), is never below the peak of live bytes,
+    /// equals the first capacity that fits by brute force where
+    /// feasibility is monotone, and 2 MiB less does not fit where the
+    /// search verified it.
     #[test]
     fn oom_point_is_feasible_and_tight(t in trace(30), s in scenario()) {
         let p = match find_oom_point(&t, &s) {
@@ -457,17 +458,39 @@ proptest! {
             }
             Err(e) => panic!("{}: {e}", s.label()),
         };
+        let opts = checked(true);
+        let fits = |c: u64| run(&t, &s.clone().with_capacity(Some(c)), &opts).oom.is_none();
+        // The search only moves its upper end to capacities that fit, so
+        // its answer fits, verified or not.
+        prop_assert!(fits(p.min_capacity), "{} does not fit at {}", s.label(), p.min_capacity);
+        prop_assert!(p.min_capacity >= p.lower_bound);
+        prop_assert_eq!(p.min_capacity % STEP, 0);
+        // Brute force below the answer (small ranges): where feasibility is
+        // monotone over the range, the first capacity that fits is the
+        // answer.
+        // (The search answers at least 2 MiB: a trace that needs nothing
+        // still needs a device.)
+        let first = (p.lower_bound.div_ceil(STEP) * STEP).max(STEP);
+        if p.min_capacity - first.min(p.min_capacity) <= 64 * STEP {
+            let scan: Vec<bool> = (first / STEP..=p.min_capacity / STEP)
+                .map(|k| fits(k * STEP))
+                .collect();
+            let first_fit = scan.iter().position(|&f| f);
+            let monotone = first_fit.is_some_and(|i| scan[i..].iter().all(|&f| f));
+            if monotone {
+                prop_assert_eq!(
+                    first + first_fit.unwrap_or(0) as u64 * STEP,
+                    p.min_capacity,
+                    "{}: a smaller capacity fits", s.label()
+                );
+            }
+        }
         if p.verified && p.not_monotone_at.is_empty() {
-            let opts = checked(true);
-            let at = run(&t, &s.clone().with_capacity(Some(p.min_capacity)), &opts);
-            prop_assert!(at.oom.is_none(), "{} does not fit at {}", s.label(), p.min_capacity);
             if p.min_capacity >= STEP {
                 let below = s.clone().with_capacity(Some(p.min_capacity - STEP));
                 prop_assert!(run(&t, &below, &opts).oom.is_some(),
                     "{} fits at {} - 2 MiB", s.label(), p.min_capacity);
             }
-            prop_assert!(p.min_capacity >= p.lower_bound);
-            prop_assert_eq!(p.min_capacity % STEP, 0);
         }
     }
 }
