@@ -68,6 +68,15 @@ pub fn run_convert(args: ConvertArgs) -> Result<()> {
         for n in &t.notes {
             eprintln!("note: {n}");
         }
+        let to_csv = matches!(
+            args.to.or_else(|| Format::from_path(&out)),
+            Some(Format::Csv | Format::CsvGz)
+        );
+        if to_csv && (t.expected.is_some() || !t.frames.is_empty()) {
+            eprintln!(
+                "note: the CSV format keeps the events only: the recorded addresses and segment events (for `vramlab fidelity`) and the stack frames were left out; .vlt keeps them"
+            );
+        }
     }
     Ok(())
 }

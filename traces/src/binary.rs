@@ -254,6 +254,29 @@ fn read_body(mut r: impl Read, path: &str) -> Result<Trace, TraceError> {
         events.extend(chunk);
         at += len as u64;
     }
+    // Nothing may follow the end marker (two files concatenated would
+    // otherwise read as the first alone).
+    let mut one = [0u8; 1];
+    let trailing = loop {
+        match r.read(&mut one) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(TraceError::new(
+                    path,
+                    Location::Byte(at),
+                    format!("cannot read after the end of the events: {e}"),
+                ));
+            }
+        }
+    };
+    if trailing > 0 {
+        return Err(TraceError::new(
+            path,
+            Location::Byte(at),
+            "data after the end of the trace (two files concatenated?)",
+        ));
+    }
     if events.len() as u64 != meta.num_events {
         return Err(TraceError::new(
             path,
@@ -385,6 +408,29 @@ mod tests {
         for n in 0..buf.len() {
             let e = read_binary(&buf[..n], "t.vlt").unwrap_err();
             assert!(e.to_string().starts_with("t.vlt"), "{e}");
+        }
+    }
+
+    #[test]
+    fn data_after_the_end_is_refused() {
+        let t = sample_n(3);
+        for compress in [false, true] {
+            let mut one = Vec::new();
+            write_binary(&t, &mut one, compress, "t.vlt").unwrap();
+            assert_eq!(read_binary(one.as_slice(), "t.vlt").unwrap(), t);
+            // Two files concatenated, or one byte of garbage.
+            for tail in [one.clone(), vec![0u8]] {
+                let mut two = one.clone();
+                two.extend_from_slice(&tail);
+                let e = read_binary(two.as_slice(), "t.vlt")
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    e.contains("data after the end of the trace")
+                        || e.contains("cannot read after the end of the events"),
+                    "{compress}: {e}"
+                );
+            }
         }
     }
 

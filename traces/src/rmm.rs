@@ -149,7 +149,7 @@ pub fn read_rmm(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
                 }
             }
             "free" | "deallocate" => {
-                let Some((id, _)) = live.remove(&ptr) else {
+                let Some((id, allocated)) = live.remove(&ptr) else {
                     return Err(err(
                         lineno,
                         format!(
@@ -157,6 +157,16 @@ pub fn read_rmm(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
                         ),
                     ));
                 };
+                // RMM logs the size a deallocation passes; a different one
+                // than the allocation's means the log is not what it seems.
+                if size != allocated {
+                    return Err(err(
+                        lineno,
+                        format!(
+                            "free of {ptr_s} with size {size}, but it was allocated with size {allocated}"
+                        ),
+                    ));
+                }
                 t.events.push(Event::Free { id });
             }
             other => {
@@ -238,6 +248,10 @@ mod tests {
             (
                 format!("{h}1,0:0:0.0,free,0x10,5,0x0\n"),
                 "rmm.csv:2: free of 0x10, which is not allocated (was it allocated before the log began?)",
+            ),
+            (
+                format!("{h}1,0:0:0.0,allocate,0x10,512,0x0\n1,0:0:0.1,free,0x10,256,0x0\n"),
+                "rmm.csv:3: free of 0x10 with size 256, but it was allocated with size 512",
             ),
             (
                 format!("{h}1,0:0:0.0,allocate,0x10,-5,0x0\n"),
