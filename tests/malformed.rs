@@ -162,7 +162,7 @@ fn an_endless_line_stops_the_text_readers_after_one_mib() {
 }
 
 #[test]
-fn a_binary_trace_is_read_up_to_its_end_marker_only() {
+fn data_after_a_binary_traces_end_marker_is_refused_without_reading_it() {
     let d = scratch("malformed-endless-vlt");
     let small = d.join("small.vlt");
     let csv = d.join("small.csv");
@@ -176,9 +176,14 @@ fn a_binary_trace_is_read_up_to_its_end_marker_only() {
     let head = fs::read(&small).unwrap();
     let f = d.join("endless.vlt");
     sparse(&f, &head, 8 << 30);
-    let (code, out, err, took) = timed(&["stats".into(), f.display().to_string()]);
-    assert_eq!(code, 0, "{err}");
-    assert!(!out.is_empty());
+    let (code, _, err, took) = timed(&["stats".into(), f.display().to_string()]);
+    // Refused at the first byte after the end marker (not silently
+    // ignored, and not read to the end).
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("data after the end of the trace (two files concatenated?)"),
+        "{err}"
+    );
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
 
