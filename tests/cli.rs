@@ -1,20 +1,8 @@
 //! End-to-end tests of the `vramlab` binary: exit codes, JSON keys, error
 //! messages.
 
-use std::process::Command;
-
-fn vramlab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_vramlab"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run vramlab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::vramlab;
 
 const TRACE: &str = "traces/data/gpt-small-train.csv";
 

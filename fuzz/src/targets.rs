@@ -186,28 +186,22 @@ pub fn settings(data: &[u8]) {
             assert!(a >= r, "{v} '{s}': allocation_size({r}) = {a}");
         }
     }
-    if let Ok(c) = direct::Config::parse(&s) {
-        assert_eq!(direct::Config::parse(&c.to_string()), Ok(c));
-    }
-    if let Ok(c) = bfc::Config::parse(&s) {
+    round_trips("direct", &s, direct::Config::parse);
+    round_trips("bfc", &s, bfc::Config::parse);
+    round_trips("async", &s, async_pool::Config::parse);
+    round_trips("stitch", &s, stitch::Config::parse);
+}
+
+/// Settings that `parse` accepts print as a string that parses back to
+/// the same settings.
+fn round_trips<C, E>(policy: &str, s: &str, parse: fn(&str) -> Result<C, E>)
+where
+    C: std::fmt::Display + std::fmt::Debug + PartialEq,
+    E: std::fmt::Debug + PartialEq,
+{
+    if let Ok(c) = parse(s) {
         let p = c.to_string();
-        assert_eq!(bfc::Config::parse(&p), Ok(c), "bfc '{s}' prints as '{p}'");
-    }
-    if let Ok(c) = async_pool::Config::parse(&s) {
-        let p = c.to_string();
-        assert_eq!(
-            async_pool::Config::parse(&p),
-            Ok(c),
-            "async '{s}' prints as '{p}'"
-        );
-    }
-    if let Ok(c) = stitch::Config::parse(&s) {
-        let p = c.to_string();
-        assert_eq!(
-            stitch::Config::parse(&p),
-            Ok(c),
-            "stitch '{s}' prints as '{p}'"
-        );
+        assert_eq!(parse(&p), Ok(c), "{policy} '{s}' prints as '{p}'");
     }
 }
 
