@@ -48,7 +48,7 @@ fn bench_sweep(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 black_box(
-                    run_sweep(&traces, &grid, Some(24 << 30), None, &|| {})
+                    run_sweep(&traces, &grid, Some(24 << 30), None, None, &|| {})
                         .expect("sweep")
                         .len(),
                 )

@@ -139,11 +139,15 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             bytes(s.max_request_bytes),
             count(s.live_at_end)
         );
-        if s.initial_segments > 0 {
+        if s.starts_mid_run {
             outln!(
-                "  starts mid-run: {} segments, {} live at the first event",
-                s.initial_segments,
-                bytes(s.initial_live_bytes)
+                "  starts mid-run: {} blocks ({}) in use at the first event, {}",
+                count(s.initial_live_blocks),
+                bytes(s.initial_live_bytes),
+                match &s.initial_layout_error {
+                    None => format!("{} segments", count(s.initial_segments)),
+                    Some(_) => "recorded layout not rebuilt (see the note)".into(),
+                }
             );
         }
         if let Some(d) = s.duration_us {

@@ -3,13 +3,14 @@
 
 use std::path::PathBuf;
 
-use crate::progress::load_traces;
+use crate::progress::load_devices;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::{Value, json};
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_sim::fidelity::{FidelityReport, check_fidelity};
 use vramlab_sim::load::recorded_conf;
+use vramlab_traces::{SegmentEventKind, Trace};
 
 use crate::table::{Table, count, percent};
 
@@ -19,8 +20,8 @@ pub struct FidelityArgs {
     /// A PyTorch memory snapshot (.pickle from torch.cuda.memory._dump_snapshot).
     #[arg(value_name = "SNAPSHOT")]
     snapshot: PathBuf,
-    /// Only this device.
-    #[arg(long, value_name = "N")]
+    /// Only this GPU of a multi-device snapshot (default: every device).
+    #[arg(long = "trace-device", value_name = "N")]
     device: Option<u32>,
     /// Settings to replay instead of the recorded ones.
     #[arg(long, value_name = "STR")]
@@ -36,10 +37,22 @@ pub struct FidelityArgs {
 /// Runs the command; fails (exit 1) when the replay does not match.
 pub fn run(args: FidelityArgs) -> Result<()> {
     let v = args.torch_version;
-    let traces = load_traces(&args.snapshot, None, v)?;
+    let loaded = load_devices(&args.snapshot, None, v)?;
     let mut reports = Vec::new();
-    for t in &traces {
-        if args.device.is_some_and(|d| d != t.header.device) {
+    // Devices that cannot be checked: (device, why). They stop nothing.
+    let mut unchecked: Vec<(u32, String)> = loaded
+        .failed
+        .iter()
+        .filter(|(d, _)| args.device.is_none_or(|x| x == *d))
+        .map(|(d, e)| (*d, e.to_string()))
+        .collect();
+    for t in &loaded.traces {
+        let d = t.header.device;
+        if args.device.is_some_and(|x| x != d) {
+            continue;
+        }
+        if let Some(why) = uncheckable(t) {
+            unchecked.push((d, why));
             continue;
         }
         let conf = match &args.conf {
@@ -48,11 +61,26 @@ pub fn run(args: FidelityArgs) -> Result<()> {
                 .map_err(anyhow::Error::msg)?
                 .unwrap_or_else(|| AllocConf::new(v)),
         };
-        let r = check_fidelity(t, conf)
-            .with_context(|| format!("replaying device {}", t.header.device))?;
+        check_settings(t, &conf)?;
+        let r = check_fidelity(t, conf).with_context(|| format!("replaying device {d}"))?;
         reports.push(r);
     }
+    unchecked.sort_by_key(|(d, _)| *d);
+    if !reports.is_empty() {
+        for (d, why) in &unchecked {
+            eprintln!(
+                "note: {}: device {d} not checked: {why}",
+                args.snapshot.display()
+            );
+        }
+    }
     let Some(first) = reports.first() else {
+        if let Some((d, why)) = unchecked.first() {
+            bail!(
+                "{}: device {d} cannot be checked: {why}",
+                args.snapshot.display()
+            );
+        }
         bail!(
             "{}: no device{} with allocation events",
             args.snapshot.display(),
@@ -150,6 +178,56 @@ pub fn run(args: FidelityArgs) -> Result<()> {
     }
     if !reports.iter().all(FidelityReport::is_exact) {
         std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Why a device's trace cannot be checked against the recording, if so.
+fn uncheckable(t: &Trace) -> Option<String> {
+    if t.events.is_empty() {
+        return Some(
+            t.notes
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "the trace holds no events".into()),
+        );
+    }
+    let init = t.initial.as_ref()?;
+    init.layout_error.as_ref().map(|e| {
+        format!(
+            "the recording starts mid-run and the allocator state at its first entry could not be rebuilt ({e}); fidelity replays from that state, so this device cannot be checked (`vramlab replay` starts such traces fresh)"
+        )
+    })
+}
+
+/// Settings that cannot reproduce the recording are refused: expandable
+/// segments on or off changes every segment decision.
+fn check_settings(t: &Trace, conf: &AllocConf) -> Result<()> {
+    let expected = t.expected.as_ref();
+    let recorded_expandable = match t.header.extra.get("recorded_expandable_segments") {
+        Some(v) => v == "true",
+        None => expected.is_some_and(|e| {
+            e.final_segments.iter().any(|s| s.is_expandable)
+                || e.segment_events
+                    .iter()
+                    .any(|s| matches!(s.kind, SegmentEventKind::Map | SegmentEventKind::Unmap))
+        }),
+    };
+    if conf.expandable_segments != recorded_expandable {
+        bail!(
+            "device {}: the snapshot was recorded {} expandable segments and --conf turns them {}: every segment decision would differ, so nothing can match. Fidelity checks a replay against what PyTorch did; for a what-if under other settings use `vramlab replay --conf ...`",
+            t.header.device,
+            if recorded_expandable {
+                "with"
+            } else {
+                "without"
+            },
+            if conf.expandable_segments {
+                "on"
+            } else {
+                "off"
+            }
+        );
     }
     Ok(())
 }

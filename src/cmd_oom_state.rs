@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use vramlab_allocator::BlockState;
-use vramlab_sim::{ReplayOptions, Scenario};
+use vramlab_sim::{ReplayOptions, Scenario, Start};
 use vramlab_traces::Trace;
 
 use crate::table::{Table, bytes, count};
@@ -13,10 +13,12 @@ pub fn show_oom_state(
     trace: &Trace,
     scenarios: &[Scenario],
     capacity: u64,
+    start: Start,
     json: bool,
 ) -> Result<()> {
     let opts = ReplayOptions {
         check_invariants: false,
+        start,
         ..Default::default()
     };
     let mut out_json = Vec::new();
@@ -59,13 +61,28 @@ pub fn show_oom_state(
             }));
             continue;
         }
-        outln!(
-            "{}: out of memory at event {} of {} on {}",
-            run.conf,
-            count(o.event_index),
-            count(trace.events.len() as u64),
-            bytes(capacity)
-        );
+        if o.at_start {
+            outln!(
+                "{}: out of memory before the first event on {}: the state the recording began with does not fit ({} in use, {} {})",
+                run.conf,
+                bytes(capacity),
+                bytes(o.live_requested_bytes),
+                bytes(o.requested_bytes),
+                if start == Start::Recorded {
+                    "of recorded segments did not fit"
+                } else {
+                    "requested by the block that did not fit"
+                }
+            );
+        } else {
+            outln!(
+                "{}: out of memory at event {} of {} on {}",
+                run.conf,
+                count(o.event_index),
+                count(trace.events.len() as u64),
+                bytes(capacity)
+            );
+        }
         outln!(
             "  request            {} (rounded {}, asked the device for {})",
             bytes(o.requested_bytes),

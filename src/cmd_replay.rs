@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use vramlab_sim::{ReplayOptions, Run};
 use vramlab_traces::Trace;
 
-use crate::common::{ConfArgs, DeviceArgs, TraceArgs, scenarios};
+use crate::common::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
 use crate::table::{Table, bytes, count, percent};
 
 /// Arguments of `vramlab replay`.
@@ -20,6 +20,8 @@ pub struct ReplayArgs {
     conf: ConfArgs,
     #[command(flatten)]
     device: DeviceArgs,
+    #[command(flatten)]
+    start: StartArgs,
     /// Print one JSON object (an array of them with several --conf) instead
     /// of a table.
     #[arg(long)]
@@ -73,7 +75,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if args.snapshot_out.is_some() && scenarios.len() != 1 {
         anyhow::bail!("--snapshot-out writes one replay: give exactly one --conf");
     }
+    let start = vramlab_sim::start_for(&trace, &scenarios, args.start.start);
     let opts = ReplayOptions {
+        start: start.unwrap_or_default(),
         stop_at_oom: !args.continue_on_oom,
         check_invariants: args.check,
         record_addresses: args.snapshot_out.is_some(),
@@ -171,6 +175,7 @@ pub fn run_json(trace: &Trace, path: &std::path::Path, r: &Run) -> Value {
         "policy": r.policy,
         "conf": r.conf,
         "capacity": r.capacity,
+        "start": r.start.map_or("empty", |s| s.name()),
         "events": s.events,
         "events_replayed": s.events_replayed,
         "allocs": s.allocs,
@@ -193,6 +198,7 @@ pub fn run_json(trace: &Trace, path: &std::path::Path, r: &Run) -> Value {
         "device_time_us": s.device_time_us,
         "oom": r.oom.as_ref().map(|o| json!({
             "event_index": o.event_index,
+            "at_start": o.at_start,
             "requested_bytes": o.requested_bytes,
             "rounded_bytes": o.rounded_bytes,
             "device_request_bytes": o.device_request_bytes,
@@ -219,6 +225,12 @@ fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
         if trace.streams.len() == 1 { "" } else { "s" }
     ));
     if let Some(r) = runs.first() {
+        if trace.initial.is_some() {
+            out.push_str(&format!(
+                "start: {}\n",
+                vramlab_sim::describe_start(trace, r.start)
+            ));
+        }
         out.push_str(&format!(
             "device: {}\n\n",
             r.capacity
@@ -259,6 +271,7 @@ fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
     });
     row("OOM", &|r| match &r.oom {
         None => "none".into(),
+        Some(o) if o.at_start => format!("at the start ({})", bytes(o.requested_bytes)),
         Some(o) => format!(
             "event {} ({})",
             count(o.event_index),
@@ -269,9 +282,13 @@ fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
     for r in runs {
         if let Some(o) = &r.oom {
             out.push_str(&format!(
-                "\n[{}] out of memory at event {}: {} requested, {} reserved, {} allocated, largest free block {}\n  {}\n",
+                "\n[{}] out of memory {}: {} requested, {} reserved, {} allocated, largest free block {}\n  {}\n",
                 r.conf,
-                count(o.event_index),
+                if o.at_start {
+                    "before the first event (the state the recording began with does not fit)".to_string()
+                } else {
+                    format!("at event {}", count(o.event_index))
+                },
                 bytes(o.requested_bytes),
                 bytes(o.reserved_bytes),
                 bytes(o.allocated_bytes),

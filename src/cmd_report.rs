@@ -3,17 +3,17 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_reports::{
     OomPointResult, Recommendation as ReportRecommendation, ReportInput, SettingResult,
     write_report,
 };
-use vramlab_sim::ReplayOptions;
 use vramlab_sim::grid::GridEntry;
 use vramlab_sim::oom_point::find_oom_point;
 use vramlab_sim::recommend::{Recommendation, recommend};
+use vramlab_sim::{ReplayOptions, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::summary::TraceSummary;
 
@@ -39,6 +39,12 @@ pub struct ReportArgs {
     /// defaults).
     #[arg(long, default_value_t = 5)]
     plots: usize,
+    /// Which GPU of a multi-device snapshot (default: the device with the
+    /// most allocations, named in a note).
+    #[arg(long = "trace-device", value_name = "N")]
+    device: Option<u32>,
+    #[command(flatten)]
+    start: crate::common::StartArgs,
 }
 
 /// Everything `report` computed, for printing.
@@ -51,17 +57,41 @@ pub struct Built {
 
 /// Sweeps, ranks, replays the chosen settings in detail, finds their OOM
 /// points and writes the report.
-pub fn build_report(
-    name: &str,
-    trace: &Trace,
-    capacity: Option<u64>,
-    grid: &[GridEntry],
-    plots: usize,
-    version: TorchVersion,
-    out: &Path,
-) -> Result<Built> {
+/// What a report covers.
+pub struct ReportRequest<'a> {
+    /// The trace's name in titles and tables.
+    pub name: &'a str,
+    /// The trace.
+    pub trace: &'a Trace,
+    /// The GPU memory the job may use.
+    pub capacity: Option<u64>,
+    /// Settings to sweep.
+    pub grid: &'a [GridEntry],
+    /// How many settings get plots of their own.
+    pub plots: usize,
+    /// PyTorch release whose rules apply.
+    pub version: TorchVersion,
+    /// The user's start for a trace recorded mid-run.
+    pub start: Option<Start>,
+    /// Output folder.
+    pub out: &'a Path,
+}
+
+pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
+    let ReportRequest {
+        name,
+        trace,
+        capacity,
+        grid,
+        plots,
+        version,
+        start,
+        out,
+    } = *req;
     let traces = vec![(name.to_string(), trace.clone())];
-    let rows = sweep_rows(&traces, grid, capacity, None, false)?;
+    let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
+    let start = vramlab_sim::start_for(trace, &scenarios, start);
+    let rows = sweep_rows(&traces, grid, capacity, None, start, false)?;
     let peak_live = TraceSummary::of(trace).peak_live_bytes;
     let rec = recommend(&rows, capacity.unwrap_or(0), peak_live, version);
     // The defaults, then the best-ranked settings.
@@ -83,6 +113,7 @@ pub fn build_report(
         check_invariants: false,
         segments_at_peak: true,
         timeline_points: 600,
+        start: start.unwrap_or_default(),
         ..Default::default()
     };
     let mut settings = Vec::new();
@@ -92,8 +123,8 @@ pub fn build_report(
         let run = s
             .run(trace, &opts)
             .with_context(|| format!("replaying under {}", g.label()))?;
-        let p =
-            find_oom_point(trace, &s).with_context(|| format!("OOM point under {}", g.label()))?;
+        let p = find_oom_point(trace, &s, start.unwrap_or_default())
+            .with_context(|| format!("OOM point under {}", g.label()))?;
         settings
             .push(SettingResult::from_run(g.label(), &run).with_min_capacity(Some(p.min_capacity)));
         oom_points.push(OomPointResult {
@@ -116,6 +147,12 @@ pub fn build_report(
                     .collect(),
             });
     let mut notes: Vec<String> = trace.notes.clone();
+    if trace.initial.is_some() {
+        notes.push(format!(
+            "The recording starts mid-run; every replay starts {}.",
+            vramlab_sim::describe_start(trace, start)
+        ));
+    }
     notes.push(format!(
         "{} settings were replayed; the table ranks {} of them. Full results: `vramlab sweep {} --capacity … --csv rows.csv`.",
         rows.len(),
@@ -139,28 +176,28 @@ pub fn build_report(
 
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<()> {
-    let traces =
-        crate::cmd_sweep::load_all(std::slice::from_ref(&args.trace), args.grid.torch_version)?;
-    // A report is about one device: a snapshot of several is refused, as
-    // `recommend` refuses it, rather than reported on its first device.
-    let [(name, trace)] = traces.as_slice() else {
-        bail!(
-            "{} holds several devices' traces; convert one with `vramlab convert --trace-device N`",
-            args.trace.display()
-        );
-    };
+    // A report is about one device: the one asked for, or the one with the
+    // most allocations (named in a note).
+    let trace = crate::common::TraceArgs {
+        trace: args.trace.clone(),
+        format: None,
+        device: args.device,
+    }
+    .load(args.grid.torch_version)?;
+    let name = crate::common::display_name(&args.trace, &trace);
     let grid = args.grid.entries()?;
-    let built = build_report(
-        name,
-        trace,
-        args.capacity,
-        &grid,
-        args.plots,
-        args.grid.torch_version,
-        &args.out,
-    )?;
+    let built = build_report(&ReportRequest {
+        name: &name,
+        trace: &trace,
+        capacity: args.capacity,
+        grid: &grid,
+        plots: args.plots,
+        version: args.grid.torch_version,
+        start: args.start.start,
+        out: &args.out,
+    })?;
     if let Some(c) = args.capacity {
-        print_recommendation(name, c, &built.rec, 5);
+        print_recommendation(&name, c, &built.rec, 5);
     }
     outln!("\nreport: {}", built.index.display());
     Ok(())
@@ -194,15 +231,16 @@ pub fn run_demo(args: DemoArgs) -> Result<()> {
     );
     let v = TorchVersion::NEWEST;
     let grid = vramlab_sim::grid::default_grid(v);
-    let built = build_report(
-        DEMO_NAME,
-        &trace,
-        Some(args.capacity),
-        &grid,
-        4,
-        v,
-        &args.out,
-    )?;
+    let built = build_report(&ReportRequest {
+        name: DEMO_NAME,
+        trace: &trace,
+        capacity: Some(args.capacity),
+        grid: &grid,
+        plots: 4,
+        version: v,
+        start: None,
+        out: &args.out,
+    })?;
     print_recommendation(DEMO_NAME, args.capacity, &built.rec, 8);
     outln!("\nreport with plots: {}", built.index.display());
     Ok(())

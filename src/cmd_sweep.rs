@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
+use vramlab_sim::Start;
 use vramlab_sim::grid::{GridEntry, default_grid, parse_grid, parse_grid_line};
 use vramlab_sim::oom_point::find_oom_point;
 use vramlab_sim::recommend::recommend;
@@ -48,15 +49,31 @@ impl GridArgs {
     }
 }
 
-/// Loads traces named on the command line.
-pub fn load_all(paths: &[PathBuf], version: TorchVersion) -> Result<Vec<(String, Trace)>> {
+/// Loads traces named on the command line: every device of each file (or
+/// only `device`), skipping devices without events and those that cannot
+/// be read (each named in a note).
+pub fn load_all(
+    paths: &[PathBuf],
+    version: TorchVersion,
+    device: Option<u32>,
+) -> Result<Vec<(String, Trace)>> {
     let mut out = Vec::new();
     for p in paths {
-        for t in crate::progress::load_traces(p, None, version)? {
-            let mut name = p.file_name().map_or_else(
-                || p.display().to_string(),
-                |n| n.to_string_lossy().to_string(),
-            );
+        let loaded = crate::progress::load_devices(p, None, version)?;
+        let file = p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().to_string(),
+        );
+        for (d, e) in &loaded.failed {
+            if device.is_none_or(|x| x == *d) {
+                eprintln!("note: {file}: device {d} skipped: {e}");
+            }
+        }
+        for t in loaded.traces {
+            if device.is_some_and(|d| d != t.header.device) {
+                continue;
+            }
+            let mut name = file.clone();
             if t.header.device != 0 {
                 name.push_str(&format!("#{}", t.header.device));
             }
@@ -68,7 +85,10 @@ pub fn load_all(paths: &[PathBuf], version: TorchVersion) -> Result<Vec<(String,
         }
     }
     if out.is_empty() {
-        bail!("no traces with events to sweep");
+        bail!(
+            "no traces with events to sweep{}",
+            device.map_or(String::new(), |d| format!(" on device {d}"))
+        );
     }
     Ok(out)
 }
@@ -84,6 +104,11 @@ pub struct SweepArgs {
     /// Device capacity (default unlimited).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     capacity: Option<u64>,
+    /// Only this GPU of multi-device snapshots (default: every device).
+    #[arg(long = "trace-device", value_name = "N")]
+    device: Option<u32>,
+    #[command(flatten)]
+    start: crate::common::StartArgs,
     /// Run only shard K of N (1-based): pairs are dealt round-robin, so a
     /// job array of N tasks covers the sweep; join the CSVs with --merge.
     #[arg(long, value_name = "K/N")]
@@ -144,13 +169,14 @@ pub fn sweep_rows(
     grid: &[GridEntry],
     capacity: Option<u64>,
     shard: Option<Shard>,
+    start: Option<Start>,
     quiet: bool,
 ) -> Result<Vec<SweepRow>> {
     let total = (traces.len() * grid.len()) as u64;
     let total = shard.map_or(total, |s| total.div_ceil(s.n as u64));
     let pb = progress_bar(total, quiet);
     let tick = || pb.inc(1);
-    let rows = run_sweep(traces, grid, capacity, shard, &tick)
+    let rows = run_sweep(traces, grid, capacity, shard, start, &tick)
         .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     pb.finish_and_clear();
     Ok(rows)
@@ -173,10 +199,17 @@ pub fn run(args: SweepArgs) -> Result<()> {
         }
         merge_rows(all).map_err(anyhow::Error::msg)?
     } else {
-        let traces = load_all(&args.traces, args.grid.torch_version)?;
+        let traces = load_all(&args.traces, args.grid.torch_version, args.device)?;
         let grid = args.grid.entries()?;
         let t0 = std::time::Instant::now();
-        let rows = sweep_rows(&traces, &grid, args.capacity, args.shard, args.quiet)?;
+        let rows = sweep_rows(
+            &traces,
+            &grid,
+            args.capacity,
+            args.shard,
+            args.start.start,
+            args.quiet,
+        )?;
         eprintln!(
             "{} replays ({} traces x {} settings{}) in {:.2} s",
             rows.len(),
@@ -227,15 +260,22 @@ fn print_sweep(rows: &[SweepRow]) {
                 percent(r.utilization),
                 count(r.num_device_alloc + r.num_device_free),
                 count(r.num_sync_all_streams),
-                if r.fits() {
-                    "-".into()
-                } else {
-                    format!("event {}", count(r.oom_event as u64))
-                },
+                oom_cell(r),
             ]);
         }
         out!("{}", tab.render());
         outln!();
+    }
+}
+
+/// Where a row's first OOM happened, for tables.
+pub fn oom_cell(r: &SweepRow) -> String {
+    if r.fits() {
+        "-".into()
+    } else if r.oom_at_start {
+        "at the start".into()
+    } else {
+        format!("event {}", count(r.oom_event as u64))
     }
 }
 
@@ -246,6 +286,8 @@ pub struct OomPointArgs {
     trace: crate::common::TraceArgs,
     #[command(flatten)]
     conf: crate::common::ConfArgs,
+    #[command(flatten)]
+    start: crate::common::StartArgs,
     /// Instead of searching: replay on this capacity and show the first
     /// failing allocation and the allocator's state there.
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
@@ -262,13 +304,25 @@ pub fn run_oom_point(args: OomPointArgs) -> Result<()> {
         capacity: args.capacity,
     };
     let scenarios = crate::common::scenarios(&args.conf, &dev, &trace)?;
+    // Capacities are what-ifs: a mid-run trace starts fresh unless told.
+    let start = vramlab_sim::choose_start(&trace, args.start.start, false);
+    if trace.initial.is_some() {
+        eprintln!("start: {}", vramlab_sim::describe_start(&trace, start));
+    }
     if let Some(cap) = args.capacity {
-        return crate::cmd_oom_state::show_oom_state(&trace, &scenarios, cap, args.json);
+        return crate::cmd_oom_state::show_oom_state(
+            &trace,
+            &scenarios,
+            cap,
+            start.unwrap_or_default(),
+            args.json,
+        );
     }
     let mut results = Vec::new();
     for s in &scenarios {
         results.push(
-            find_oom_point(&trace, s).with_context(|| format!("searching under {}", s.label()))?,
+            find_oom_point(&trace, s, start.unwrap_or_default())
+                .with_context(|| format!("searching under {}", s.label()))?,
         );
     }
     if args.json {
@@ -299,6 +353,16 @@ pub fn run_oom_point(args: OomPointArgs) -> Result<()> {
     }
     out!("{}", tab.render());
     for r in &results {
+        if let Some(b) = r.start_reserved_bytes {
+            outln!(
+                "\nunder {}, the state at the first entry alone reserves {} ({} start)",
+                r.setting,
+                bytes(b),
+                r.start.map_or("empty", |s| s.name())
+            );
+        }
+    }
+    for r in &results {
         if !r.not_monotone_at.is_empty() {
             let list: Vec<String> = r.not_monotone_at.iter().map(|&c| bytes(c)).collect();
             outln!(
@@ -323,6 +387,12 @@ pub struct RecommendArgs {
     capacity: u64,
     #[command(flatten)]
     grid: GridArgs,
+    /// Which GPU of a multi-device snapshot (default: the device with the
+    /// most allocations, named in a note).
+    #[arg(long = "trace-device", value_name = "N")]
+    device: Option<u32>,
+    #[command(flatten)]
+    start: crate::common::StartArgs,
     /// How many ranked settings to show.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -333,22 +403,41 @@ pub struct RecommendArgs {
 
 /// Runs `recommend`.
 pub fn run_recommend(args: RecommendArgs) -> Result<()> {
-    let traces = load_all(std::slice::from_ref(&args.trace), args.grid.torch_version)?;
-    let [(name, trace)] = traces.as_slice() else {
-        bail!(
-            "{} holds several devices' traces; convert one with `vramlab convert --trace-device N`",
-            args.trace.display()
-        );
-    };
+    let trace = crate::common::TraceArgs {
+        trace: args.trace.clone(),
+        format: None,
+        device: args.device,
+    }
+    .load(args.grid.torch_version)?;
+    let name = crate::common::display_name(&args.trace, &trace);
+    let traces = vec![(name.clone(), trace)];
     let grid = args.grid.entries()?;
-    let rows = sweep_rows(&traces, &grid, Some(args.capacity), None, false)?;
+    let rows = sweep_rows(
+        &traces,
+        &grid,
+        Some(args.capacity),
+        None,
+        args.start.start,
+        false,
+    )?;
+    let [(_, trace)] = traces.as_slice() else {
+        bail!("internal error: one trace expected");
+    };
     let peak_live = vramlab_traces::summary::TraceSummary::of(trace).peak_live_bytes;
     let rec = recommend(&rows, args.capacity, peak_live, args.grid.torch_version);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&rec)?);
         return Ok(());
     }
-    print_recommendation(name, args.capacity, &rec, args.top);
+    if let Some(r) = rows.first() {
+        if trace.initial.is_some() {
+            outln!(
+                "start: {}",
+                vramlab_sim::describe_start(trace, r.start.parse().ok())
+            );
+        }
+    }
+    print_recommendation(&name, args.capacity, &rec, args.top);
     Ok(())
 }
 
@@ -388,7 +477,7 @@ pub fn print_recommendation(
             if r.row.fits() {
                 bytes(r.row.peak_reserved_bytes)
             } else {
-                format!("OOM @ {}", count(r.row.oom_event as u64))
+                format!("OOM {}", oom_cell(&r.row))
             },
             if r.row.fits() {
                 bytes(r.headroom_bytes.max(0) as u64)
@@ -430,7 +519,7 @@ pub fn print_recommendation(
                 if r.row.fits() {
                     format!("peak reserved {}", bytes(r.row.peak_reserved_bytes))
                 } else {
-                    format!("OOM at event {}", count(r.row.oom_event as u64))
+                    format!("OOM {}", oom_cell(&r.row))
                 }
             );
         }

@@ -1,12 +1,13 @@
 //! Options shared by several commands: settings, target version, device.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::format::parse_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::{PolicySpec, Scenario};
+use vramlab_sim::load::Loaded;
+use vramlab_sim::{PolicySpec, Scenario, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::io::Format;
 
@@ -142,17 +143,34 @@ pub fn parse_size_arg(s: &str) -> Result<u64, String> {
 /// The trace to read.
 #[derive(Debug, Clone, Args)]
 pub struct TraceArgs {
-    /// Trace file: .csv (native trace) or .pickle (PyTorch memory snapshot).
+    /// Trace file: a PyTorch memory snapshot (.pickle, .pkl, also
+    /// gzip-compressed .pickle.gz), a native trace (.csv, .csv.gz, .vlt,
+    /// .vlt.zst) or a RAPIDS RMM log (.csv).
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
-    /// The file's format, when its extension does not say.
+    /// The file's format, when its extension does not say: csv, csv.gz,
+    /// vlt, vlt.zst, snapshot, rmm.
     #[arg(long, value_name = "FMT", value_parser = parse_format)]
     pub format: Option<Format>,
 
-    /// For snapshots with several GPUs: which device's trace to use.
+    /// Which GPU of a multi-device snapshot to use (default: the device
+    /// with the most allocations, named in a note).
     #[arg(long = "trace-device", value_name = "N")]
     pub device: Option<u32>,
+}
+
+/// How a replay of a snapshot recorded mid-run begins.
+#[derive(Debug, Clone, Args)]
+pub struct StartArgs {
+    /// For snapshots recorded mid-run: `recorded` seeds the allocator state
+    /// the recording began with, as it was; `fresh` allocates the blocks in
+    /// use at the first entry under each setting, then replays. Default:
+    /// `recorded` when only the recorded settings are replayed on an
+    /// unlimited device, `fresh` for every what-if (another setting, policy
+    /// or capacity).
+    #[arg(long, value_name = "recorded|fresh")]
+    pub start: Option<Start>,
 }
 
 pub fn parse_format(s: &str) -> Result<Format, String> {
@@ -165,11 +183,7 @@ pub fn parse_format(s: &str) -> Result<Format, String> {
 impl TraceArgs {
     /// Reads the trace; snapshots are laid out under PyTorch `version` rules.
     pub fn load(&self, version: TorchVersion) -> Result<Trace> {
-        let t = vramlab_traces::io::pick_device(
-            crate::progress::load_traces(&self.trace, self.format, version)?,
-            &self.trace,
-            self.device,
-        )?;
+        let t = self.load_any(version)?;
         if t.events.is_empty() {
             let why = t
                 .notes
@@ -178,11 +192,93 @@ impl TraceArgs {
                 .unwrap_or_else(|| "the trace has no events".into());
             bail!("{}: nothing to replay: {why}", self.trace.display());
         }
+        Ok(t)
+    }
+
+    /// Reads the trace, which may have no events (a state-only snapshot).
+    pub fn load_any(&self, version: TorchVersion) -> Result<Trace> {
+        let loaded = crate::progress::load_devices(&self.trace, self.format, version)?;
+        let t = pick_device(&self.trace, loaded, self.device)?;
         for n in &t.notes {
             eprintln!("note: {}: {n}", self.trace.display());
         }
+        if !t.events.is_empty() && t.num_allocs() == 0 {
+            eprintln!(
+                "warning: {}: the trace has no allocations: every setting reserves the same",
+                self.trace.display()
+            );
+        }
         Ok(t)
     }
+}
+
+/// The name a trace goes by in tables: the file name, with `#N` for a
+/// device other than 0.
+pub fn display_name(path: &Path, t: &Trace) -> String {
+    let mut name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().to_string(),
+    );
+    if t.header.device != 0 {
+        name.push_str(&format!("#{}", t.header.device));
+    }
+    name
+}
+
+/// Picks one device's trace: `device`, the only one, or the one with the
+/// most allocations (named in a note). Devices that could not be read are
+/// noted, and stop nothing unless asked for.
+pub fn pick_device(path: &Path, loaded: Loaded, device: Option<u32>) -> Result<Trace> {
+    let name = path.display();
+    for (d, e) in &loaded.failed {
+        if device.is_none_or(|x| x == *d) {
+            eprintln!("note: {name}: device {d} skipped: {e}");
+        }
+    }
+    let have = || {
+        loaded
+            .traces
+            .iter()
+            .map(|t| t.header.device.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(d) = device {
+        if let Some((_, e)) = loaded.failed.iter().find(|(x, _)| *x == d) {
+            bail!("device {d}: {e}");
+        }
+        let list = have();
+        return loaded
+            .traces
+            .into_iter()
+            .find(|t| t.header.device == d)
+            .with_context(|| {
+                format!("{name}: no trace for device {d} (devices in the file: {list})")
+            });
+    }
+    let n = loaded.traces.len();
+    if n == 0 {
+        match loaded.failed.into_iter().next() {
+            Some((_, e)) => return Err(e.into()),
+            None => bail!("{name}: the file holds no allocation events"),
+        }
+    }
+    if n > 1 {
+        let list = have();
+        let best = loaded
+            .traces
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, t)| (t.num_allocs(), std::cmp::Reverse(*i)))
+            .map_or(0, |(i, _)| i);
+        let t = loaded.traces.into_iter().nth(best).context("no device")?;
+        eprintln!(
+            "note: {name} holds devices {list}; using device {} (the most allocations); pick another with --trace-device N",
+            t.header.device
+        );
+        return Ok(t);
+    }
+    loaded.traces.into_iter().next().context("no device")
 }
 
 /// Builds the scenarios for a trace.

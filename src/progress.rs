@@ -7,6 +7,7 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressStyle};
 use vramlab_allocator::TorchVersion;
 use vramlab_sim::ProgressHook;
+use vramlab_sim::load::Loaded;
 use vramlab_traces::io::Format;
 use vramlab_traces::{Trace, TraceError};
 
@@ -25,15 +26,16 @@ fn bar(total: u64, template: &str, message: String) -> ProgressBar {
 }
 
 /// Reads every device's trace from `path`, with a bar of the bytes read
-/// for a large file on a terminal.
-pub fn load_traces(
+/// for a large file on a terminal. One device's failure does not stop the
+/// others ([`Loaded::failed`]).
+pub fn load_devices(
     path: &Path,
     format: Option<Format>,
     version: TorchVersion,
-) -> Result<Vec<Trace>, TraceError> {
+) -> Result<Loaded, TraceError> {
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
     if size < READ_BAR_BYTES || !std::io::stderr().is_terminal() {
-        return vramlab_sim::load::load_traces(path, format, version);
+        return vramlab_sim::load::load_devices(path, format, version, None);
     }
     let pb = bar(
         size,
@@ -41,9 +43,23 @@ pub fn load_traces(
         format!("reading {}", path.display()),
     );
     let report = |n: u64| pb.set_position(n);
-    let out = vramlab_sim::load::load_traces_with_progress(path, format, version, Some(&report));
+    let out = vramlab_sim::load::load_devices(path, format, version, Some(&report));
     pb.finish_and_clear();
     out
+}
+
+/// Every device's trace from `path`; any device that cannot be read is an
+/// error.
+pub fn load_traces(
+    path: &Path,
+    format: Option<Format>,
+    version: TorchVersion,
+) -> Result<Vec<Trace>, TraceError> {
+    let loaded = load_devices(path, format, version)?;
+    match loaded.failed.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(loaded.traces),
+    }
 }
 
 /// A bar of the events replayed, and the hook that moves it, for a long

@@ -133,10 +133,11 @@ fn sizes_accept_units() {
     assert!(err.contains("invalid size 'lots'"), "{err}");
 }
 
-/// `report` and `recommend` are about one device: a snapshot of two is
-/// refused with the way out, not reported on its first device.
+/// `report` and `recommend` are about one device: of a snapshot of two,
+/// they take the one with the most allocations and say so, or the one
+/// `--trace-device` names.
 #[test]
-fn commands_about_one_device_refuse_a_two_device_snapshot() {
+fn commands_about_one_device_name_the_device_of_a_two_device_snapshot() {
     use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
     let entry = |action: &str, addr: i64| {
         DictBuilder::new()
@@ -146,18 +147,21 @@ fn commands_about_one_device_refuse_a_two_device_snapshot() {
             .entry("stream", 0i64)
             .build()
     };
-    let device = |base: i64| {
-        Value::list([
-            entry("alloc", base),
-            entry("free_requested", base),
-            entry("free_completed", base),
-        ])
+    let device = |base: i64, n: i64| {
+        Value::list((0..n).flat_map(|i| {
+            let a = base + i * 4096;
+            [
+                entry("alloc", a),
+                entry("free_requested", a),
+                entry("free_completed", a),
+            ]
+        }))
     };
     let snap = DictBuilder::new()
         .entry("segments", Value::list(Vec::<Value>::new()))
         .entry(
             "device_traces",
-            Value::list([device(0x7f00_0000_0000), device(0x7e00_0000_0000)]),
+            Value::list([device(0x7f00_0000_0000, 1), device(0x7e00_0000_0000, 2)]),
         )
         .build();
     let dir = std::env::temp_dir().join(format!("vramlab-cli-2dev-{}", std::process::id()));
@@ -169,16 +173,27 @@ fn commands_about_one_device_refuse_a_two_device_snapshot() {
     for args in [
         vec!["report", p, "--out", out.to_str().unwrap()],
         vec!["recommend", p, "--capacity", "1GiB"],
+        vec!["replay", p],
+        vec!["oom-point", p],
     ] {
         let (code, _, err) = vramlab(&args);
-        assert_ne!(code, 0, "{args:?}");
+        assert_eq!(code, 0, "{args:?}: {err}");
         assert!(
-            err.contains(
-                "holds several devices' traces; convert one with `vramlab convert --trace-device N`"
-            ),
+            err.contains("holds devices 0, 1; using device 1 (the most allocations); pick another with --trace-device N"),
             "{args:?}: {err}"
         );
+        let mut with_device = args.clone();
+        with_device.extend(["--trace-device", "0"]);
+        let (code, _, err) = vramlab(&with_device);
+        assert_eq!(code, 0, "{with_device:?}: {err}");
+        assert!(!err.contains("holds devices"), "{with_device:?}: {err}");
     }
+    let (code, _, err) = vramlab(&["replay", p, "--trace-device", "5"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no trace for device 5 (devices in the file: 0, 1)"),
+        "{err}"
+    );
     let (code, stdout, err) = vramlab(&["stats", p]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("(device 1)"), "{stdout}");

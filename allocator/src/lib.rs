@@ -30,7 +30,7 @@ pub use device::{Device, DeviceCall, DeviceCallKind, DeviceError};
 pub use native::NativeAllocator;
 pub use policy::{
     AllocError, Allocator, BlockHandle, BlockState, BlockView, OomReport, SeedBlock,
-    SeedBlockState, SegmentView,
+    SeedBlockState, SeedRange, SegmentView,
 };
 pub use stats::MemoryStats;
 pub use stats::PoolKind;

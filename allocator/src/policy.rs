@@ -179,6 +179,15 @@ pub struct SeedBlock {
     pub state: SeedBlockState,
 }
 
+/// One mapped range of a seeded expandable segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedRange<'a> {
+    /// Offset of the range from the reservation's base (whole pages).
+    pub offset: u64,
+    /// Its blocks, in address order; they tile the range.
+    pub blocks: &'a [SeedBlock],
+}
+
 /// An allocation policy over a device.
 pub trait Allocator {
     /// The device this policy allocates from.
@@ -232,6 +241,24 @@ pub trait Allocator {
         let _ = (pool, stream, blocks);
         Err(AllocError::Invalid(format!(
             "the {} policy cannot start from a recorded allocator state",
+            self.name()
+        )))
+    }
+
+    /// Adds an expandable segment (a reserved address range) that existed
+    /// before a trace began, with `ranges` mapped and laid out. Returns a
+    /// handle for each allocated or pending block of every range, in
+    /// order. Policies without expandable segments return
+    /// [`AllocError::Invalid`].
+    fn seed_expandable(
+        &mut self,
+        pool: PoolKind,
+        stream: u64,
+        ranges: &[SeedRange<'_>],
+    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
+        let _ = (pool, stream, ranges);
+        Err(AllocError::Invalid(format!(
+            "the {} policy cannot start from a recorded state with expandable segments",
             self.name()
         )))
     }

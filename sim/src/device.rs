@@ -97,6 +97,20 @@ pub struct SimDevice {
     cost: CostModel,
     time_us: f64,
     failed_mallocs: u64,
+    refusal: Refusal,
+}
+
+/// Fidelity mode: allocations the device refuses, as the real one did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Refusal {
+    /// Allocations succeed while memory lasts.
+    #[default]
+    None,
+    /// Refuse until a segment is freed or pages are unmapped (a malloc
+    /// that released the cache and retried).
+    UntilRelease,
+    /// Refuse every allocation (a recorded out-of-memory).
+    All,
 }
 
 impl Default for SimDevice {
@@ -126,6 +140,7 @@ impl SimDevice {
             cost: CostModel::default(),
             time_us: 0.0,
             failed_mallocs: 0,
+            refusal: Refusal::None,
         }
     }
 
@@ -171,7 +186,19 @@ impl SimDevice {
         self.placements.clear();
     }
 
+    /// Fidelity mode: refuse allocations as `refusal` says until told
+    /// otherwise ([`Refusal::UntilRelease`] ends by itself).
+    pub fn refuse(&mut self, refusal: Refusal) {
+        self.refusal = refusal;
+    }
+
     fn fits(&self, size: u64) -> Result<(), DeviceError> {
+        if self.refusal != Refusal::None {
+            return Err(DeviceError::OutOfMemory {
+                requested: size,
+                free: 0,
+            });
+        }
         if self
             .used
             .checked_add(size)
@@ -330,6 +357,9 @@ impl Device for SimDevice {
         }
         self.segments.remove(&ptr);
         self.used -= size;
+        if self.refusal == Refusal::UntilRelease {
+            self.refusal = Refusal::None;
+        }
         let cost = self.cost.free_us + self.cost.free_us_per_gib * size as f64 / GIB as f64;
         self.record(DeviceCallKind::Free, ptr, size, cost);
         Ok(())
@@ -453,6 +483,9 @@ impl Device for SimDevice {
             }
         }
         self.used -= freed;
+        if self.refusal == Refusal::UntilRelease && freed > 0 {
+            self.refusal = Refusal::None;
+        }
         let cost = self.cost.sync_us + self.cost.unmap_us_per_page * pages as f64;
         self.record(DeviceCallKind::Unmap, ptr, size, cost);
         Ok(())

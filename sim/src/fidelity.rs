@@ -298,9 +298,7 @@ fn free_blocks_before(
         }
         _ => 0,
     };
-    let mut prefix = trace.clone();
-    prefix.events.truncate(idx);
-    let Some(mut alloc) = scenario.native_allocator(&prefix) else {
+    let Some(mut alloc) = scenario.native_allocator(trace) else {
         return Ok(Vec::new());
     };
     let opts = ReplayOptions {
@@ -308,9 +306,10 @@ fn free_blocks_before(
         place_at_expected: true,
         check_invariants: false,
         timeline_points: 1,
+        stop_before: Some(idx as u64),
         ..Default::default()
     };
-    replay(&prefix, &mut alloc, &opts)?;
+    replay(trace, &mut alloc, &opts)?;
     Ok(alloc
         .segments()
         .iter()

@@ -18,6 +18,7 @@ use vramlab_traces::Trace;
 use crate::replay::{ReplayError, ReplayOptions};
 use crate::run::Run;
 use crate::scenario::Scenario;
+use crate::start::Start;
 
 /// Granularity of the search.
 pub const STEP: u64 = 2 << 20;
@@ -29,7 +30,8 @@ pub struct OomPoint {
     pub setting: String,
     /// Smallest capacity (a multiple of 2 MiB) at which the trace fits.
     pub min_capacity: u64,
-    /// The peak of live requested bytes: no policy fits below it.
+    /// The peak of live requested bytes, or what the state at the start
+    /// alone reserves when that is more: no capacity below it fits.
     pub lower_bound: u64,
     /// Peak reserved bytes on an unlimited device.
     pub unlimited_peak_reserved: u64,
@@ -40,6 +42,12 @@ pub struct OomPoint {
     pub not_monotone_at: Vec<u64>,
     /// Replays performed.
     pub replays: u32,
+    /// How a trace that starts mid-run began (`None`: from an empty
+    /// allocator).
+    pub start: Option<Start>,
+    /// Bytes the state at the first entry alone reserves under this
+    /// scenario (traces that start mid-run): no smaller capacity fits.
+    pub start_reserved_bytes: Option<u64>,
 }
 
 fn fits(
@@ -53,15 +61,38 @@ fn fits(
 }
 
 /// Finds the smallest capacity at which `trace` replays without OOM under
-/// `scenario` (its own capacity is ignored).
-pub fn find_oom_point(trace: &Trace, scenario: &Scenario) -> Result<OomPoint, ReplayError> {
+/// `scenario` (its own capacity is ignored). A trace that starts mid-run
+/// begins as `start` says; the search starts at what that state alone needs.
+pub fn find_oom_point(
+    trace: &Trace,
+    scenario: &Scenario,
+    start: Start,
+) -> Result<OomPoint, ReplayError> {
     let opts = ReplayOptions {
         check_invariants: false,
         timeline_points: 1,
+        start,
         ..Default::default()
     };
     let unlimited: Run = scenario.clone().with_capacity(None).run(trace, &opts)?;
-    let lower = unlimited.summary.peak_requested_bytes;
+    let start_reserved = match &trace.initial {
+        Some(_) => {
+            let only_start = ReplayOptions {
+                stop_before: Some(0),
+                ..opts.clone()
+            };
+            let r = scenario
+                .clone()
+                .with_capacity(None)
+                .run(trace, &only_start)?;
+            Some(r.summary.peak_reserved_bytes)
+        }
+        None => None,
+    };
+    let lower = unlimited
+        .summary
+        .peak_requested_bytes
+        .max(start_reserved.unwrap_or(0));
     let mut replays = 1u32;
     let mut hi = unlimited.summary.peak_reserved_bytes.div_ceil(STEP).max(1);
     // A capacity also sets the device's total (memory fractions, expandable
@@ -76,7 +107,7 @@ pub fn find_oom_point(trace: &Trace, scenario: &Scenario) -> Result<OomPoint, Re
         }
     }
     replays += 1;
-    let mut lo = (lower / STEP).saturating_sub(1); // lo*STEP does not fit (below the live peak)
+    let mut lo = (lower / STEP).saturating_sub(1); // lo*STEP does not fit (below the bound)
     if lower == 0 {
         lo = 0;
     }
@@ -121,5 +152,7 @@ pub fn find_oom_point(trace: &Trace, scenario: &Scenario) -> Result<OomPoint, Re
         verified,
         not_monotone_at,
         replays,
+        start: unlimited.start,
+        start_reserved_bytes: start_reserved,
     })
 }

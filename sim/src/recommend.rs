@@ -246,6 +246,8 @@ mod tests {
             device_time_us: 0.0,
             oom_event: oom,
             oom_requested_bytes: if oom >= 0 { 64 << 20 } else { 0 },
+            start: String::new(),
+            oom_at_start: false,
         }
     }
 

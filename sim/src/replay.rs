@@ -4,13 +4,17 @@
 //! policy call, a few array updates and a handful of comparisons; no heap
 //! allocation, hashing or formatting unless something happens (an OOM, a
 //! device call, a timeline point).
+//!
+//! A trace that starts mid-run is first seeded as [`ReplayOptions::start`]
+//! says (see [`crate::start`]).
 
 use vramlab_allocator::device::{Device, DeviceCallKind};
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, PoolKind, SeedBlock, SeedBlockState};
-use vramlab_traces::{Event, InitialBlockState, SegmentEventKind, Trace};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
+use vramlab_traces::{Event, ExpectedOom, ExpectedSegmentEvent, SegmentEventKind, Trace};
 
-use crate::device::SimDevice;
+use crate::device::{Refusal, SimDevice};
 use crate::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
+use crate::start::{Seeded, Start, StartOom, seed};
 
 /// What the engine needs from a device beyond [`Device`].
 pub trait ReplayDevice: Device {
@@ -18,6 +22,8 @@ pub trait ReplayDevice: Device {
     fn place_next(&mut self, _addr: u64) {}
     /// Forget unused placements.
     fn clear_placements(&mut self) {}
+    /// Refuse allocations as the real device did (fidelity mode).
+    fn refuse(&mut self, _refusal: Refusal) {}
     /// Time spent in driver calls so far, microseconds.
     fn device_time_us(&self) -> f64 {
         0.0
@@ -30,6 +36,9 @@ impl ReplayDevice for SimDevice {
     }
     fn clear_placements(&mut self) {
         SimDevice::clear_placements(self);
+    }
+    fn refuse(&mut self, refusal: Refusal) {
+        SimDevice::refuse(self, refusal);
     }
     fn device_time_us(&self) -> f64 {
         self.time_us()
@@ -60,6 +69,11 @@ pub struct ReplayOptions {
     /// (at most [`ReplayOptions::timeline_points`] calls), for a progress
     /// display on long replays.
     pub progress: Option<ProgressHook>,
+    /// How a trace that starts mid-run begins (ignored for traces that
+    /// start from an empty allocator).
+    pub start: Start,
+    /// Replay only the events before this index (`None`: all of them).
+    pub stop_before: Option<u64>,
 }
 
 /// A callback for [`ReplayOptions::progress`]. Two hooks are equal when
@@ -99,6 +113,8 @@ impl Default for ReplayOptions {
             segments_at_peak: false,
             final_segments: false,
             progress: None,
+            start: Start::Recorded,
+            stop_before: None,
         }
     }
 }
@@ -182,70 +198,285 @@ where
     A: Allocator,
     A::Dev: ReplayDevice,
 {
-    let n_ids = trace.num_ids as usize;
-    // Every id needs an allocation (an event or an initial block), so a
-    // larger count is an error; refusing it here also keeps a hand-built
-    // trace from sizing the tables below to billions of slots.
+    check_id_count(trace)?;
+    let mut r = Replayer::new(trace, opts);
+    let start_oom = r.seed(alloc)?;
+    r.begin(alloc);
+    let mut stop = false;
+    if let Some(o) = start_oom {
+        r.oom_at_start(alloc, o);
+        stop = opts.stop_at_oom;
+    }
+    if !stop {
+        let limit = opts.stop_before.map_or(usize::MAX, |n| n as usize);
+        for (i, ev) in trace.events.iter().enumerate().take(limit) {
+            if r.event(alloc, i, ev)? {
+                break;
+            }
+        }
+    }
+    Ok(r.finish(alloc))
+}
+
+/// Every id needs an allocation (an event or an initial block), so a
+/// larger count is an error; refusing it here also keeps a hand-built
+/// trace from sizing the engine's tables to billions of slots.
+fn check_id_count(trace: &Trace) -> Result<(), ReplayError> {
     let initial_blocks = trace.initial.as_ref().map_or(0, |i| i.live_blocks());
-    if n_ids > trace.events.len().saturating_add(initial_blocks) {
+    if trace.num_ids as usize > trace.events.len().saturating_add(initial_blocks) {
         return Err(ReplayError::Malformed(format!(
             "the trace declares {} allocation ids but holds {} events and {initial_blocks} live initial blocks",
             trace.num_ids,
             trace.events.len()
         )));
     }
-    // One slot per id. The trace is not trusted to keep its ids below
-    // `num_ids` (a library user may hand-build it): every lookup is a
-    // `get`, and an id out of range is a [`ReplayError::Trace`].
-    let mut slots = vec![IdSlot::UNUSED; n_ids];
-    // Empty unless `opts.record_addresses`.
-    let mut addresses = if opts.record_addresses {
-        vec![0u64; n_ids]
-    } else {
-        Vec::new()
-    };
-    let mut live_requested = 0u64;
+    Ok(())
+}
 
-    seed_initial_state(trace, alloc, opts, &mut slots, &mut live_requested)?;
-    let seed_calls = alloc.device().calls().len();
-    let mut seen_calls = seed_calls;
-    let mut device_log: Vec<LoggedCall> = alloc
-        .device()
-        .calls()
-        .iter()
-        .map(|c| LoggedCall {
-            event_index: None,
-            kind: c.kind,
-            ptr: c.ptr,
-            size: c.size,
-        })
-        .collect();
+/// The state of one replay.
+struct Replayer<'t> {
+    trace: &'t Trace,
+    opts: &'t ReplayOptions,
+    /// One slot per id. The trace is not trusted to keep its ids below
+    /// `num_ids` (a library user may hand-build it): every lookup is a
+    /// `get`, and an id out of range is a [`ReplayError::Trace`].
+    slots: Vec<IdSlot>,
+    /// Empty unless `opts.record_addresses`.
+    addresses: Vec<u64>,
+    live_requested: u64,
+    start: Option<Start>,
+    /// Device calls made while seeding the initial state.
+    seed_calls: usize,
+    seen_calls: usize,
+    device_log: Vec<LoggedCall>,
+    expected_segments: &'t [ExpectedSegmentEvent],
+    /// Fidelity mode: events whose first device request the real device
+    /// refused, and events that ran out of memory (both in order).
+    expected_retries: &'t [u32],
+    expected_ooms: &'t [ExpectedOom],
+    timeline: Vec<TimelinePoint>,
+    window: TimelinePoint,
+    bucket: usize,
+    until_point: usize,
+    peak_requested: u64,
+    peak_reserved_seen: u64,
+    waste_at_peak: u64,
+    segments_at_peak: Vec<vramlab_allocator::SegmentView>,
+    oom: Option<OomEvent>,
+    allocs: u64,
+    frees: u64,
+    replayed: u64,
+}
 
-    let mut expected_segments = match (&trace.expected, opts.place_at_expected) {
-        (Some(e), true) => e.segment_events.as_slice(),
-        _ => &[],
-    };
+impl<'t> Replayer<'t> {
+    fn new(trace: &'t Trace, opts: &'t ReplayOptions) -> Self {
+        let n_ids = trace.num_ids as usize;
+        let events = trace.events.len();
+        let bucket = events.div_ceil(opts.timeline_points.max(1)).max(1);
+        Replayer {
+            trace,
+            opts,
+            slots: vec![IdSlot::UNUSED; n_ids],
+            addresses: if opts.record_addresses {
+                vec![0u64; n_ids]
+            } else {
+                Vec::new()
+            },
+            live_requested: 0,
+            start: trace.initial.as_ref().map(|_| opts.start),
+            seed_calls: 0,
+            seen_calls: 0,
+            device_log: Vec::new(),
+            expected_segments: match (&trace.expected, opts.place_at_expected) {
+                (Some(e), true) => e.segment_events.as_slice(),
+                _ => &[],
+            },
+            expected_retries: match (&trace.expected, opts.place_at_expected) {
+                (Some(e), true) => e.retries.as_slice(),
+                _ => &[],
+            },
+            expected_ooms: match (&trace.expected, opts.place_at_expected) {
+                (Some(e), true) => e.ooms.as_slice(),
+                _ => &[],
+            },
+            timeline: Vec::with_capacity(events.div_ceil(bucket) + 1),
+            window: TimelinePoint::default(),
+            bucket,
+            until_point: bucket,
+            peak_requested: 0,
+            peak_reserved_seen: 0,
+            waste_at_peak: 0,
+            segments_at_peak: Vec::new(),
+            oom: None,
+            allocs: 0,
+            frees: 0,
+            replayed: 0,
+        }
+    }
 
-    let events = trace.events.len();
-    let bucket = events.div_ceil(opts.timeline_points.max(1)).max(1);
-    let mut timeline = Vec::with_capacity(events.div_ceil(bucket) + 1);
-    let mut window = TimelinePoint::default();
-    let mut until_point = bucket;
+    /// Seeds the initial state, if any; an OOM there is returned.
+    fn seed<A>(&mut self, alloc: &mut A) -> Result<Option<StartOom>, ReplayError>
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let Some(init) = &self.trace.initial else {
+            return Ok(None);
+        };
+        let slots = &mut self.slots;
+        let live = &mut self.live_requested;
+        let mut each = |b: Seeded| -> Result<(), ReplayError> {
+            let slot = match slots.get_mut(b.id as usize) {
+                Some(slot) if slot.state == IdState::Unused => slot,
+                _ => {
+                    return Err(ReplayError::Initial(format!(
+                        "block at {:#x}: id {} is out of range or used twice",
+                        b.address, b.id
+                    )));
+                }
+            };
+            *slot = IdSlot {
+                handle: b.handle,
+                size: b.requested,
+                state: if b.pending {
+                    IdState::Pending
+                } else {
+                    IdState::Live
+                },
+            };
+            if !b.pending {
+                // `requested` comes from the trace file, unchecked.
+                *live = live.saturating_add(b.requested);
+            }
+            Ok(())
+        };
+        let oom = seed(
+            self.trace,
+            init,
+            self.opts.start,
+            alloc,
+            self.opts.place_at_expected,
+            self.opts.stop_at_oom,
+            &mut each,
+        )?;
+        if self.opts.record_addresses {
+            for (slot, a) in self.slots.iter().zip(self.addresses.iter_mut()) {
+                if matches!(slot.state, IdState::Live | IdState::Pending) {
+                    *a = alloc.block_ptr(slot.handle);
+                }
+            }
+        }
+        if let Some(o) = &oom {
+            for &id in &o.lost {
+                if let Some(slot) = self.slots.get_mut(id as usize) {
+                    if slot.state == IdState::Unused {
+                        slot.state = IdState::Failed;
+                    }
+                }
+            }
+        }
+        Ok(oom)
+    }
 
-    let mut peak_requested = live_requested;
-    let mut peak_reserved_seen = alloc.stats().reserved_bytes.all.current as u64;
-    let mut waste_at_peak =
-        peak_reserved_seen.saturating_sub(alloc.stats().allocated_bytes.all.current as u64);
-    let mut segments_at_peak = Vec::new();
-    let mut oom: Option<OomEvent> = None;
-    let mut allocs = 0u64;
-    let mut frees = 0u64;
-    let mut replayed = 0u64;
+    /// Takes the state after seeding as the starting point of the figures.
+    fn begin<A: Allocator>(&mut self, alloc: &A) {
+        self.seed_calls = alloc.device().calls().len();
+        self.seen_calls = self.seed_calls;
+        self.device_log = alloc
+            .device()
+            .calls()
+            .iter()
+            .map(|c| LoggedCall {
+                event_index: None,
+                kind: c.kind,
+                ptr: c.ptr,
+                size: c.size,
+            })
+            .collect();
+        let st = alloc.stats();
+        self.peak_requested = self.live_requested;
+        self.peak_reserved_seen = st.reserved_bytes.all.current as u64;
+        self.waste_at_peak = self
+            .peak_reserved_seen
+            .saturating_sub(st.allocated_bytes.all.current as u64);
+        if self.opts.segments_at_peak {
+            self.segments_at_peak = alloc.segments();
+        }
+    }
 
-    for (i, ev) in trace.events.iter().enumerate() {
+    /// The initial state does not fit: the replay's OOM, at event 0.
+    fn oom_at_start<A: Allocator>(&mut self, alloc: &A, o: StartOom) {
+        let AllocError::OutOfMemory(report) = o.error else {
+            return;
+        };
+        self.oom = Some(self.oom_event(alloc, 0, o.bytes, o.id, &report, true));
+    }
+
+    fn oom_event<A: Allocator>(
+        &self,
+        alloc: &A,
+        event_index: u64,
+        size: u64,
+        id: Option<u32>,
+        report: &OomReport,
+        at_start: bool,
+    ) -> OomEvent {
+        let st = alloc.stats();
+        OomEvent {
+            event_index,
+            alloc_id: id,
+            at_start,
+            requested_bytes: size,
+            rounded_bytes: report.rounded,
+            device_request_bytes: report.device_request,
+            reserved_bytes: st.reserved_bytes.all.current as u64,
+            allocated_bytes: st.allocated_bytes.all.current as u64,
+            live_requested_bytes: self.live_requested,
+            largest_free_block: alloc.largest_free_block(),
+            device_free_bytes: report.device_free,
+            message: report.to_string(),
+            segments: alloc.segments(),
+        }
+    }
+
+    /// Replays event `i`; `Ok(true)` when the replay must stop (an OOM).
+    fn event<A>(&mut self, alloc: &mut A, i: usize, ev: &Event) -> Result<bool, ReplayError>
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let placed = self.place_segments(alloc, i);
+        let refused = self.refuse_as_recorded(alloc, i);
         let ei = i as u64;
+        let stop = match *ev {
+            Event::Alloc { id, stream, size } => self.alloc(alloc, ei, id, stream, size)?,
+            Event::Free { id } => self.free(alloc, ei, id, false)?,
+            Event::FreeRequested { id } => self.free(alloc, ei, id, true)?,
+            Event::FreeCompleted { id } => self.free_completed(alloc, ei, id)?,
+            Event::EmptyCache => {
+                alloc.empty_cache().map_err(|e| alloc_err(ei, e))?;
+                false
+            }
+        };
+        if placed {
+            alloc.device_mut().clear_placements();
+        }
+        if refused {
+            alloc.device_mut().refuse(Refusal::None);
+        }
+        self.replayed += 1;
+        self.after_event(alloc, i, stop)?;
+        Ok(stop)
+    }
+
+    /// Fidelity mode: tells the device where event `i`'s new segments go.
+    fn place_segments<A>(&mut self, alloc: &mut A, i: usize) -> bool
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
         let mut placed = false;
-        while let Some((s, rest)) = expected_segments.split_first() {
+        while let Some((s, rest)) = self.expected_segments.split_first() {
             if s.event_index as usize > i {
                 break;
             }
@@ -255,156 +486,204 @@ where
                 alloc.device_mut().place_next(s.address);
                 placed = true;
             }
-            expected_segments = rest;
+            self.expected_segments = rest;
         }
-        let mut stop = false;
-        match *ev {
-            Event::Alloc { id, stream, size } => {
-                let idu = id as usize;
-                let slot = slots
-                    .get_mut(idu)
-                    .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
-                let st = slot.state;
-                if st != IdState::Unused {
-                    return Err(trace_err(
-                        ei,
-                        format!("alloc of id {id}, which {}", describe(st)),
-                    ));
-                }
-                let raw_stream = *trace.streams.get(stream as usize).ok_or_else(|| {
-                    trace_err(
-                        ei,
-                        format!("stream index {stream} is not in the stream table"),
-                    )
-                })?;
-                allocs += 1;
-                match alloc.malloc(size, raw_stream) {
-                    Ok(h) => {
-                        *slot = IdSlot {
-                            handle: h,
-                            size,
-                            state: IdState::Live,
-                        };
-                        // Saturating: seeded blocks carry unchecked sizes.
-                        live_requested = live_requested.saturating_add(size);
-                        // `addresses` has an entry per id when recording.
-                        if let Some(a) = addresses.get_mut(idu) {
-                            *a = alloc.block_ptr(h);
-                        }
-                    }
-                    Err(AllocError::OutOfMemory(report)) => {
-                        slot.state = IdState::Failed;
-                        if oom.is_none() {
-                            let st = alloc.stats();
-                            oom = Some(OomEvent {
-                                event_index: ei,
-                                requested_bytes: size,
-                                rounded_bytes: report.rounded,
-                                device_request_bytes: report.device_request,
-                                reserved_bytes: st.reserved_bytes.all.current as u64,
-                                allocated_bytes: st.allocated_bytes.all.current as u64,
-                                live_requested_bytes: live_requested,
-                                largest_free_block: alloc.largest_free_block(),
-                                device_free_bytes: report.device_free,
-                                message: report.to_string(),
-                                segments: alloc.segments(),
-                            });
-                        }
-                        stop = opts.stop_at_oom;
-                    }
-                    Err(e) => return Err(alloc_err(ei, e)),
-                }
-            }
-            Event::Free { id } | Event::FreeRequested { id } => {
-                let slot = slots
-                    .get_mut(id as usize)
-                    .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
-                let st = slot.state;
-                match st {
-                    IdState::Live => {
-                        frees += 1;
-                        let deferred = matches!(ev, Event::FreeRequested { .. });
-                        let r = if deferred {
-                            alloc.free_deferred(slot.handle)
-                        } else {
-                            alloc.free(slot.handle)
-                        };
-                        r.map_err(|e| alloc_err(ei, e))?;
-                        slot.state = if deferred {
-                            IdState::Pending
-                        } else {
-                            IdState::Freed
-                        };
-                        live_requested = live_requested.saturating_sub(slot.size);
-                    }
-                    IdState::Failed => {}
-                    _ => {
-                        return Err(trace_err(
-                            ei,
-                            format!("free of id {id}, which {}", describe(st)),
-                        ));
-                    }
-                }
-            }
-            Event::FreeCompleted { id } => {
-                let slot = slots
-                    .get_mut(id as usize)
-                    .ok_or_else(|| bad_id(ei, id, trace.num_ids))?;
-                let st = slot.state;
-                match st {
-                    IdState::Pending => {
-                        alloc
-                            .complete_free(slot.handle)
-                            .map_err(|e| alloc_err(ei, e))?;
-                        slot.state = IdState::Freed;
-                    }
-                    IdState::Failed => {}
-                    _ => {
-                        return Err(trace_err(
-                            ei,
-                            format!(
-                                "free_completed of id {id}, which {} (no free_requested before it)",
-                                describe(st)
-                            ),
-                        ));
-                    }
-                }
-            }
-            Event::EmptyCache => alloc.empty_cache().map_err(|e| alloc_err(ei, e))?,
-        }
-        if placed {
-            alloc.device_mut().clear_placements();
-        }
-        replayed += 1;
+        placed
+    }
 
+    /// Fidelity mode: makes the device refuse event `i`'s allocations as
+    /// the real one did (a recorded OOM, or a malloc that had to release
+    /// the cache and retry).
+    fn refuse_as_recorded<A>(&mut self, alloc: &mut A, i: usize) -> bool
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let i = i as u32;
+        let mut refusal = Refusal::None;
+        while let Some((&r, rest)) = self.expected_retries.split_first() {
+            if r > i {
+                break;
+            }
+            if r == i {
+                refusal = Refusal::UntilRelease;
+            }
+            self.expected_retries = rest;
+        }
+        while let Some((o, rest)) = self.expected_ooms.split_first() {
+            if o.event_index > i {
+                break;
+            }
+            if o.event_index == i {
+                refusal = Refusal::All;
+            }
+            self.expected_ooms = rest;
+        }
+        if refusal == Refusal::None {
+            return false;
+        }
+        alloc.device_mut().refuse(refusal);
+        true
+    }
+
+    fn alloc<A: Allocator>(
+        &mut self,
+        alloc: &mut A,
+        ei: u64,
+        id: u32,
+        stream: u32,
+        size: u64,
+    ) -> Result<bool, ReplayError> {
+        let idu = id as usize;
+        let slot = self
+            .slots
+            .get_mut(idu)
+            .ok_or_else(|| bad_id(ei, id, self.trace.num_ids))?;
+        if slot.state != IdState::Unused {
+            return Err(trace_err(
+                ei,
+                format!("alloc of id {id}, which {}", describe(slot.state)),
+            ));
+        }
+        let raw_stream = *self.trace.streams.get(stream as usize).ok_or_else(|| {
+            trace_err(
+                ei,
+                format!("stream index {stream} is not in the stream table"),
+            )
+        })?;
+        self.allocs += 1;
+        match alloc.malloc(size, raw_stream) {
+            Ok(h) => {
+                *slot = IdSlot {
+                    handle: h,
+                    size,
+                    state: IdState::Live,
+                };
+                // Saturating: seeded blocks carry unchecked sizes.
+                self.live_requested = self.live_requested.saturating_add(size);
+                if let Some(a) = self.addresses.get_mut(idu) {
+                    *a = alloc.block_ptr(h);
+                }
+                Ok(false)
+            }
+            Err(AllocError::OutOfMemory(report)) => {
+                slot.state = IdState::Failed;
+                if self.oom.is_none() {
+                    self.oom = Some(self.oom_event(alloc, ei, size, Some(id), &report, false));
+                }
+                Ok(self.opts.stop_at_oom)
+            }
+            Err(e) => Err(alloc_err(ei, e)),
+        }
+    }
+
+    fn free<A: Allocator>(
+        &mut self,
+        alloc: &mut A,
+        ei: u64,
+        id: u32,
+        deferred: bool,
+    ) -> Result<bool, ReplayError> {
+        let slot = self
+            .slots
+            .get_mut(id as usize)
+            .ok_or_else(|| bad_id(ei, id, self.trace.num_ids))?;
+        match slot.state {
+            IdState::Live => {
+                self.frees += 1;
+                let r = if deferred {
+                    alloc.free_deferred(slot.handle)
+                } else {
+                    alloc.free(slot.handle)
+                };
+                r.map_err(|e| alloc_err(ei, e))?;
+                slot.state = if deferred {
+                    IdState::Pending
+                } else {
+                    IdState::Freed
+                };
+                self.live_requested = self.live_requested.saturating_sub(slot.size);
+                Ok(false)
+            }
+            IdState::Failed => Ok(false),
+            st => Err(trace_err(
+                ei,
+                format!("free of id {id}, which {}", describe(st)),
+            )),
+        }
+    }
+
+    fn free_completed<A: Allocator>(
+        &mut self,
+        alloc: &mut A,
+        ei: u64,
+        id: u32,
+    ) -> Result<bool, ReplayError> {
+        let slot = self
+            .slots
+            .get_mut(id as usize)
+            .ok_or_else(|| bad_id(ei, id, self.trace.num_ids))?;
+        match slot.state {
+            IdState::Pending => {
+                alloc
+                    .complete_free(slot.handle)
+                    .map_err(|e| alloc_err(ei, e))?;
+                slot.state = IdState::Freed;
+                Ok(false)
+            }
+            IdState::Failed => Ok(false),
+            st => Err(trace_err(
+                ei,
+                format!(
+                    "free_completed of id {id}, which {} (no free_requested before it)",
+                    describe(st)
+                ),
+            )),
+        }
+    }
+
+    /// Peaks, timeline, invariants and the device log after event `i`.
+    fn after_event<A: Allocator>(
+        &mut self,
+        alloc: &A,
+        i: usize,
+        stop: bool,
+    ) -> Result<(), ReplayError> {
+        let ei = i as u64;
         let st = alloc.stats();
         let reserved = st.reserved_bytes.all.current as u64;
         let allocated = st.allocated_bytes.all.current as u64;
         let active = st.active_bytes.all.current as u64;
-        if reserved > peak_reserved_seen {
-            peak_reserved_seen = reserved;
-            waste_at_peak = reserved - allocated;
-            if opts.segments_at_peak {
-                segments_at_peak = alloc.segments();
+        // Waste at peak: reserved − allocated when reserved peaks; while
+        // reserved stays at its peak, the moment allocated is highest.
+        let waste = reserved.saturating_sub(allocated);
+        if reserved > self.peak_reserved_seen
+            || (reserved == self.peak_reserved_seen && waste < self.waste_at_peak)
+        {
+            self.peak_reserved_seen = reserved;
+            self.waste_at_peak = waste;
+            if self.opts.segments_at_peak {
+                self.segments_at_peak = alloc.segments();
             }
         }
-        peak_requested = peak_requested.max(live_requested);
-        window.requested = window.requested.max(live_requested);
-        window.allocated = window.allocated.max(allocated);
-        window.active = window.active.max(active);
-        window.reserved = window.reserved.max(reserved);
-        until_point -= 1;
-        if until_point == 0 || i + 1 == events || stop {
-            until_point = bucket;
-            window.event_index = ei;
-            window.largest_free = alloc.largest_free_block();
-            timeline.push(window);
-            window = TimelinePoint::default();
-            if let Some(p) = &opts.progress {
+        self.peak_requested = self.peak_requested.max(self.live_requested);
+        let w = &mut self.window;
+        w.requested = w.requested.max(self.live_requested);
+        w.allocated = w.allocated.max(allocated);
+        w.active = w.active.max(active);
+        w.reserved = w.reserved.max(reserved);
+        self.until_point -= 1;
+        if self.until_point == 0 || i + 1 == self.trace.events.len() || stop {
+            self.until_point = self.bucket;
+            self.window.event_index = ei;
+            self.window.largest_free = alloc.largest_free_block();
+            self.timeline.push(self.window);
+            self.window = TimelinePoint::default();
+            if let Some(p) = &self.opts.progress {
                 (p.0)(ei + 1);
             }
         }
-        if opts.check_invariants {
+        if self.opts.check_invariants {
             alloc
                 .check_invariants()
                 .map_err(|message| ReplayError::Invariant {
@@ -413,74 +692,80 @@ where
                 })?;
         }
         let calls = alloc.device().calls();
-        if calls.len() > seen_calls {
-            device_log.extend(calls.iter().skip(seen_calls).map(|c| LoggedCall {
-                event_index: Some(i as u32),
-                kind: c.kind,
-                ptr: c.ptr,
-                size: c.size,
-            }));
-            seen_calls = calls.len();
+        if calls.len() > self.seen_calls {
+            self.device_log
+                .extend(calls.iter().skip(self.seen_calls).map(|c| LoggedCall {
+                    event_index: Some(i as u32),
+                    kind: c.kind,
+                    ptr: c.ptr,
+                    size: c.size,
+                }));
+            self.seen_calls = calls.len();
         }
-        if stop {
-            break;
-        }
+        Ok(())
     }
 
-    let st = alloc.stats();
-    // The first `seed_calls` entries rebuilt the initial state.
-    let count = |kinds: &[DeviceCallKind]| {
-        device_log
-            .iter()
-            .skip(seed_calls)
-            .filter(|c| kinds.contains(&c.kind))
-            .count() as u64
-    };
-    let peak_reserved = st.reserved_bytes.all.peak as u64;
-    let peak_active = st.active_bytes.all.peak as u64;
-    let utilization = if peak_reserved == 0 {
-        1.0
-    } else {
-        peak_active as f64 / peak_reserved as f64
-    };
-    let summary = Summary {
-        events: events as u64,
-        events_replayed: replayed,
-        allocs,
-        frees,
-        peak_requested_bytes: peak_requested,
-        peak_allocated_bytes: st.allocated_bytes.all.peak as u64,
-        peak_active_bytes: peak_active,
-        peak_reserved_bytes: peak_reserved,
-        final_reserved_bytes: st.reserved_bytes.all.current as u64,
-        final_allocated_bytes: st.allocated_bytes.all.current as u64,
-        waste_at_peak_bytes: waste_at_peak,
-        utilization,
-        fragmentation: 1.0 - utilization,
-        num_device_alloc: count(&[DeviceCallKind::Malloc, DeviceCallKind::Map]),
-        num_device_free: count(&[DeviceCallKind::Free, DeviceCallKind::Unmap]),
-        num_sync_all_streams: st.num_sync_all_streams as u64,
-        num_alloc_retries: st.num_alloc_retries as u64,
-        num_ooms: st.num_ooms as u64,
-        device_time_us: alloc.device().device_time_us(),
-    };
-    Ok(Run {
-        policy: alloc.name().to_string(),
-        conf: String::new(),
-        capacity: None,
-        summary,
-        timeline,
-        device_log,
-        oom,
-        stats: *st,
-        alloc_addresses: addresses,
-        segments_at_peak,
-        final_segments: if opts.final_segments {
-            alloc.segments()
+    fn finish<A>(self, alloc: &A) -> Run
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let st = alloc.stats();
+        // The first `seed_calls` entries rebuilt the initial state.
+        let count = |kinds: &[DeviceCallKind]| {
+            self.device_log
+                .iter()
+                .skip(self.seed_calls)
+                .filter(|c| kinds.contains(&c.kind))
+                .count() as u64
+        };
+        let peak_reserved = st.reserved_bytes.all.peak as u64;
+        let peak_active = st.active_bytes.all.peak as u64;
+        let utilization = if peak_reserved == 0 {
+            1.0
         } else {
-            Vec::new()
-        },
-    })
+            peak_active as f64 / peak_reserved as f64
+        };
+        let summary = Summary {
+            events: self.trace.events.len() as u64,
+            events_replayed: self.replayed,
+            allocs: self.allocs,
+            frees: self.frees,
+            peak_requested_bytes: self.peak_requested,
+            peak_allocated_bytes: st.allocated_bytes.all.peak as u64,
+            peak_active_bytes: peak_active,
+            peak_reserved_bytes: peak_reserved,
+            final_reserved_bytes: st.reserved_bytes.all.current as u64,
+            final_allocated_bytes: st.allocated_bytes.all.current as u64,
+            waste_at_peak_bytes: self.waste_at_peak,
+            utilization,
+            fragmentation: 1.0 - utilization,
+            num_device_alloc: count(&[DeviceCallKind::Malloc, DeviceCallKind::Map]),
+            num_device_free: count(&[DeviceCallKind::Free, DeviceCallKind::Unmap]),
+            num_sync_all_streams: st.num_sync_all_streams as u64,
+            num_alloc_retries: st.num_alloc_retries as u64,
+            num_ooms: st.num_ooms as u64,
+            device_time_us: alloc.device().device_time_us(),
+        };
+        Run {
+            policy: alloc.name().to_string(),
+            conf: String::new(),
+            capacity: None,
+            start: self.start,
+            summary,
+            timeline: self.timeline,
+            device_log: self.device_log,
+            oom: self.oom,
+            stats: *st,
+            alloc_addresses: self.addresses,
+            segments_at_peak: self.segments_at_peak,
+            final_segments: if self.opts.final_segments {
+                alloc.segments()
+            } else {
+                Vec::new()
+            },
+        }
+    }
 }
 
 fn trace_err(event_index: u64, message: String) -> ReplayError {
@@ -504,89 +789,12 @@ fn alloc_err(event_index: u64, e: AllocError) -> ReplayError {
     }
 }
 
-fn seed_initial_state<A>(
-    trace: &Trace,
-    alloc: &mut A,
-    opts: &ReplayOptions,
-    slots: &mut [IdSlot],
-    live_requested: &mut u64,
-) -> Result<(), ReplayError>
-where
-    A: Allocator,
-    A::Dev: ReplayDevice,
-{
-    let Some(init) = &trace.initial else {
-        return Ok(());
-    };
-    let mut blocks = Vec::new();
-    for seg in &init.segments {
-        if seg.is_expandable {
-            return Err(ReplayError::Initial(format!(
-                "segment at {:#x} is part of an expandable segment; starting mid-run from expandable segments is not supported",
-                seg.address
-            )));
-        }
-        blocks.clear();
-        blocks.extend(seg.blocks.iter().map(|b| SeedBlock {
-            size: b.size,
-            requested: b.requested,
-            state: match b.state {
-                InitialBlockState::Free => SeedBlockState::Free,
-                InitialBlockState::Allocated(_) => SeedBlockState::Allocated,
-                InitialBlockState::PendingFree(_) => SeedBlockState::PendingFree,
-            },
-        }));
-        let stream = *trace.streams.get(seg.stream as usize).ok_or_else(|| {
-            ReplayError::Initial(format!(
-                "segment at {:#x}: unknown stream index",
-                seg.address
-            ))
-        })?;
-        if opts.place_at_expected {
-            alloc.device_mut().place_next(seg.address);
-        }
-        let pool = if seg.is_small {
-            PoolKind::Small
-        } else {
-            PoolKind::Large
-        };
-        let got = alloc
-            .seed_segment(pool, stream, &blocks)
-            .map_err(|e| ReplayError::Initial(format!("segment at {:#x}: {e}", seg.address)))?;
-        alloc.device_mut().clear_placements();
-        for (b, h) in seg.blocks.iter().zip(got) {
-            let (id, st) = match b.state {
-                InitialBlockState::Free => continue,
-                InitialBlockState::Allocated(id) => (id, IdState::Live),
-                InitialBlockState::PendingFree(id) => (id, IdState::Pending),
-            };
-            let slot = match slots.get_mut(id as usize) {
-                Some(slot) if slot.state == IdState::Unused => slot,
-                _ => {
-                    return Err(ReplayError::Initial(format!(
-                        "block at {:#x}: id {id} is out of range or used twice",
-                        b.address
-                    )));
-                }
-            };
-            *slot = IdSlot {
-                handle: h.unwrap_or(BlockHandle::NULL),
-                size: b.requested,
-                state: st,
-            };
-            if st == IdState::Live {
-                // `requested` comes from the trace file, unchecked.
-                *live_requested = live_requested.saturating_add(b.requested);
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use vramlab_allocator::{AllocConf, TorchVersion};
-    use vramlab_traces::{InitialBlock, InitialSegment, InitialState, TraceHeader};
+    use vramlab_traces::{
+        InitialBlock, InitialBlockState, InitialSegment, InitialState, TraceHeader,
+    };
 
     use super::*;
     use crate::scenario::Scenario;
@@ -688,23 +896,17 @@ mod tests {
             }],
         };
         let mut t = trace(1, vec![Event::EmptyCache]);
-        t.initial = Some(InitialState {
-            segments: vec![seg(0, 1)],
-        });
+        t.initial = Some(InitialState::from_segments(vec![seg(0, 1)]));
         assert_eq!(
             err(&t),
             "initial state: block at 0x7f0000000000: id 1 is out of range or used twice"
         );
-        t.initial = Some(InitialState {
-            segments: vec![seg(9, 0)],
-        });
+        t.initial = Some(InitialState::from_segments(vec![seg(9, 0)]));
         assert_eq!(
             err(&t),
             "initial state: segment at 0x7f0000000000: unknown stream index"
         );
-        t.initial = Some(InitialState {
-            segments: vec![seg(0, 0)],
-        });
+        t.initial = Some(InitialState::from_segments(vec![seg(0, 0)]));
         assert_eq!(run(&t).unwrap().summary.events_replayed, 1);
     }
 }

@@ -28,8 +28,9 @@ pub struct Summary {
     pub final_reserved_bytes: u64,
     /// `allocated_bytes.all.current` at the end.
     pub final_allocated_bytes: u64,
-    /// Reserved minus allocated bytes at the moment reserved bytes peaked
-    /// ("reserved but unallocated").
+    /// Reserved minus allocated bytes ("reserved but unallocated") at the
+    /// reserved peak: the first moment reserved reaches its peak, or, while
+    /// it stays there, the moment allocated bytes are highest.
     pub waste_at_peak_bytes: u64,
     /// Peak active / peak reserved (GMLake's utilization).
     pub utilization: f64,
@@ -103,8 +104,14 @@ fn serialize_kind<S: serde::Serializer>(k: &DeviceCallKind, s: S) -> Result<S::O
 /// The allocation that failed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OomEvent {
-    /// Index of the failing event.
+    /// Index of the failing event (0 when the state at the start did not fit).
     pub event_index: u64,
+    /// Allocation id of the failing request (`None` when a recorded
+    /// segment of the initial state did not fit).
+    pub alloc_id: Option<u32>,
+    /// The allocator state at the first entry of a trace that starts mid-run
+    /// did not fit: the run failed before its first event.
+    pub at_start: bool,
     /// The caller's request.
     pub requested_bytes: u64,
     /// The rounded request.
@@ -137,6 +144,9 @@ pub struct Run {
     pub conf: String,
     /// Device capacity (`None` = unlimited).
     pub capacity: Option<u64>,
+    /// How a trace that starts mid-run began (`None`: it starts from an
+    /// empty allocator).
+    pub start: Option<crate::start::Start>,
     /// Headline figures.
     pub summary: Summary,
     /// Down-sampled timeline.

@@ -106,7 +106,27 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
     };
     let addr_of = |id: u32| run.alloc_addresses.get(id as usize).copied().unwrap_or(0);
     let mut entries = Vec::with_capacity(trace.events.len() * 2);
+    // Requested size and raw stream of each id, for its free entries (ids
+    // of blocks in use at the start come from the initial state).
     let mut sizes = vec![0u64; trace.num_ids as usize];
+    let mut streams = vec![0u64; trace.num_ids as usize];
+    // Raw stream of each segment or mapped range, for its segment entries.
+    let mut segment_streams: std::collections::HashMap<u64, u64> = Default::default();
+    if let Some(init) = &trace.initial {
+        for b in &init.live {
+            let raw = trace.streams.get(b.stream as usize).copied().unwrap_or(0);
+            if let Some(s) = sizes.get_mut(b.id() as usize) {
+                *s = b.requested;
+            }
+            if let Some(s) = streams.get_mut(b.id() as usize) {
+                *s = raw;
+            }
+        }
+        for g in &init.segments {
+            let raw = trace.streams.get(g.stream as usize).copied().unwrap_or(0);
+            segment_streams.insert(g.address, raw);
+        }
+    }
     let mut calls = run
         .device_log
         .iter()
@@ -124,6 +144,11 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
             break;
         }
         time += 1;
+        // A new segment belongs to the stream of the allocation it serves.
+        let event_stream = match *ev {
+            Event::Alloc { stream, .. } => trace.streams.get(stream as usize).copied().unwrap_or(0),
+            _ => 0,
+        };
         while let Some(c) = calls.next_if(|c| c.event_index == Some(i as u32)) {
             device_time += per_call;
             let action = match c.kind {
@@ -133,11 +158,18 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
                 DeviceCallKind::Unmap => "segment_unmap",
                 _ => continue,
             };
+            let stream = match c.kind {
+                DeviceCallKind::Malloc | DeviceCallKind::Map => {
+                    segment_streams.insert(c.ptr, event_stream);
+                    event_stream
+                }
+                _ => stream_of_range(&segment_streams, c.ptr),
+            };
             entries.push(entry(
                 action,
                 c.ptr,
                 c.size,
-                0,
+                stream,
                 time + device_time as u64,
                 None,
             ));
@@ -167,25 +199,30 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
                     if let Some(sz) = sizes.get_mut(id as usize) {
                         *sz = size;
                     }
+                    if let Some(st) = streams.get_mut(id as usize) {
+                        *st = s;
+                    }
                     entries.push(entry("alloc", a, size, s, t, frames_of(id)));
                 }
             }
             Event::Free { id } => {
                 let (a, sz) = (addr_of(id), sizes.get(id as usize).copied().unwrap_or(0));
+                let st = streams.get(id as usize).copied().unwrap_or(0);
                 if a != 0 {
-                    entries.push(entry("free_requested", a, sz, 0, t, frames_of(id)));
-                    entries.push(entry("free_completed", a, sz, 0, t, frames_of(id)));
+                    entries.push(entry("free_requested", a, sz, st, t, frames_of(id)));
+                    entries.push(entry("free_completed", a, sz, st, t, frames_of(id)));
                 }
             }
             Event::FreeRequested { id } | Event::FreeCompleted { id } => {
                 let (a, sz) = (addr_of(id), sizes.get(id as usize).copied().unwrap_or(0));
+                let st = streams.get(id as usize).copied().unwrap_or(0);
                 if a != 0 {
                     let action = if matches!(ev, Event::FreeRequested { .. }) {
                         "free_requested"
                     } else {
                         "free_completed"
                     };
-                    entries.push(entry(action, a, sz, 0, t, frames_of(id)));
+                    entries.push(entry(action, a, sz, st, t, frames_of(id)));
                 }
             }
             Event::EmptyCache => {}
@@ -209,10 +246,14 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
         .collect();
     DictBuilder::new()
         .entry("segments", Value::List(Arc::new(segments)))
-        .entry(
-            "device_traces",
-            Value::list([Value::List(Arc::new(entries))]),
-        )
+        .entry("device_traces", {
+            // One list per device ordinal up to this trace's device.
+            let mut lists: Vec<Value> = (0..trace.header.device)
+                .map(|_| Value::list(Vec::<Value>::new()))
+                .collect();
+            lists.push(Value::List(Arc::new(entries)));
+            Value::list(lists)
+        })
         .entry(
             "allocator_settings",
             match conf {
@@ -228,6 +269,19 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
         )
         .entry("external_annotations", Value::list(Vec::<Value>::new()))
         .build()
+}
+
+/// The stream of the segment or mapped range that holds `ptr` (a range
+/// unmapped from the middle of a mapping keeps the mapping's stream).
+fn stream_of_range(streams: &std::collections::HashMap<u64, u64>, ptr: u64) -> u64 {
+    if let Some(&s) = streams.get(&ptr) {
+        return s;
+    }
+    streams
+        .iter()
+        .filter(|(a, _)| **a <= ptr)
+        .max_by_key(|(a, _)| **a)
+        .map_or(0, |(_, &s)| s)
 }
 
 fn segment<'a>(

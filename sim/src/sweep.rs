@@ -8,6 +8,9 @@ use vramlab_traces::Trace;
 
 use crate::grid::GridEntry;
 use crate::replay::{ReplayError, ReplayOptions};
+use crate::run::Run;
+use crate::scenario::Scenario;
+use crate::start::{Start, start_for};
 
 /// One (trace, setting) result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,10 +53,16 @@ pub struct SweepRow {
     pub oom_event: i64,
     /// Bytes requested at the first OOM (0 = none).
     pub oom_requested_bytes: u64,
+    /// How a trace that starts mid-run began: `recorded`, `fresh`, or
+    /// empty for a trace that starts from an empty allocator.
+    pub start: String,
+    /// The first OOM came before the first event: the state at the start
+    /// of the recording did not fit.
+    pub oom_at_start: bool,
 }
 
 /// The CSV header of [`SweepRow`]s, in field order.
-pub const CSV_HEADER: &str = "index,trace,setting,policy,grid_line,capacity,events,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,waste_at_peak_bytes,utilization,num_device_alloc,num_device_free,num_sync_all_streams,num_alloc_retries,device_time_us,oom_event,oom_requested_bytes";
+pub const CSV_HEADER: &str = "index,trace,setting,policy,grid_line,capacity,events,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,waste_at_peak_bytes,utilization,num_device_alloc,num_device_free,num_sync_all_streams,num_alloc_retries,device_time_us,oom_event,oom_requested_bytes,start,oom_at_start";
 
 fn quote(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -67,7 +76,7 @@ impl SweepRow {
     /// The row as CSV (matching [`CSV_HEADER`]).
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{:.1},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{:.1},{},{},{},{}",
             self.index,
             quote(&self.trace),
             quote(&self.setting),
@@ -86,7 +95,9 @@ impl SweepRow {
             self.num_alloc_retries,
             self.device_time_us,
             self.oom_event,
-            self.oom_requested_bytes
+            self.oom_requested_bytes,
+            self.start,
+            self.oom_at_start
         )
     }
 
@@ -128,58 +139,80 @@ impl Shard {
 }
 
 /// Replays every (trace, setting) pair of this shard in parallel; rows come
-/// back in pair order. `progress` is called once per finished pair.
+/// back in pair order. `progress` is called once per finished pair. A trace
+/// that starts mid-run begins as `start` says, or as
+/// [`crate::start::start_for`] chooses for the whole grid (so every setting
+/// of a trace starts alike).
 pub fn run_sweep(
     traces: &[(String, Trace)],
     grid: &[GridEntry],
     capacity: Option<u64>,
     shard: Option<Shard>,
+    start: Option<Start>,
     progress: &(dyn Fn() + Sync),
 ) -> Result<Vec<SweepRow>, (String, String, ReplayError)> {
-    let pairs: Vec<(u64, &(String, Trace), &GridEntry)> = traces
+    let scenarios: Vec<Scenario> = grid.iter().map(|g| g.scenario(capacity)).collect();
+    let starts: Vec<Option<Start>> = traces
         .iter()
+        .map(|(_, t)| start_for(t, &scenarios, start))
+        .collect();
+    let pairs: Vec<(u64, usize, &GridEntry)> = (0..traces.len())
         .flat_map(|t| grid.iter().map(move |g| (t, g)))
         .enumerate()
         .map(|(i, (t, g))| (i as u64, t, g))
         .filter(|(i, _, _)| shard.is_none_or(|s| s.contains(*i)))
         .collect();
-    let opts = ReplayOptions {
-        check_invariants: false,
-        timeline_points: 1,
-        ..Default::default()
-    };
     pairs
         .par_iter()
-        .map(|&(index, (name, trace), entry)| {
-            let scenario = entry.scenario(capacity);
-            let run = scenario
+        .map(|&(index, t, entry)| {
+            let (Some((name, trace)), Some(start)) = (traces.get(t), starts.get(t)) else {
+                return Err((
+                    String::new(),
+                    entry.label(),
+                    ReplayError::Malformed("no such trace".into()),
+                ));
+            };
+            let opts = ReplayOptions {
+                check_invariants: false,
+                timeline_points: 1,
+                start: start.unwrap_or_default(),
+                ..Default::default()
+            };
+            let run = entry
+                .scenario(capacity)
                 .run(trace, &opts)
                 .map_err(|e| (name.clone(), entry.label(), e))?;
             progress();
-            let s = &run.summary;
-            Ok(SweepRow {
-                index,
-                trace: name.clone(),
-                setting: entry.label(),
-                policy: entry.policy.name().to_string(),
-                grid_line: entry.to_line(),
-                capacity: capacity.unwrap_or(0),
-                events: s.events,
-                peak_requested_bytes: s.peak_requested_bytes,
-                peak_allocated_bytes: s.peak_allocated_bytes,
-                peak_reserved_bytes: s.peak_reserved_bytes,
-                waste_at_peak_bytes: s.waste_at_peak_bytes,
-                utilization: s.utilization,
-                num_device_alloc: s.num_device_alloc,
-                num_device_free: s.num_device_free,
-                num_sync_all_streams: s.num_sync_all_streams,
-                num_alloc_retries: s.num_alloc_retries,
-                device_time_us: s.device_time_us,
-                oom_event: run.oom.as_ref().map_or(-1, |o| o.event_index as i64),
-                oom_requested_bytes: run.oom.as_ref().map_or(0, |o| o.requested_bytes),
-            })
+            Ok(row_of(index, name, entry, capacity, &run))
         })
         .collect()
+}
+
+fn row_of(index: u64, name: &str, entry: &GridEntry, capacity: Option<u64>, run: &Run) -> SweepRow {
+    let s = &run.summary;
+    SweepRow {
+        index,
+        trace: name.to_string(),
+        setting: entry.label(),
+        policy: entry.policy.name().to_string(),
+        grid_line: entry.to_line(),
+        capacity: capacity.unwrap_or(0),
+        events: s.events,
+        peak_requested_bytes: s.peak_requested_bytes,
+        peak_allocated_bytes: s.peak_allocated_bytes,
+        peak_reserved_bytes: s.peak_reserved_bytes,
+        waste_at_peak_bytes: s.waste_at_peak_bytes,
+        utilization: s.utilization,
+        num_device_alloc: s.num_device_alloc,
+        num_device_free: s.num_device_free,
+        num_sync_all_streams: s.num_sync_all_streams,
+        num_alloc_retries: s.num_alloc_retries,
+        device_time_us: s.device_time_us,
+        oom_event: run.oom.as_ref().map_or(-1, |o| o.event_index as i64),
+        oom_requested_bytes: run.oom.as_ref().map_or(0, |o| o.requested_bytes),
+        start: run.start.map_or(String::new(), |s| s.name().to_string()),
+        oom_at_start: run.oom.as_ref().is_some_and(|o| o.at_start),
+    }
 }
 
 /// Reads rows from a CSV written with [`CSV_HEADER`] (a shard's output).
@@ -199,8 +232,8 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
             continue;
         }
         let line_no = n + 2;
-        let fields: [String; 19] = split_csv(line).try_into().map_err(|f: Vec<String>| {
-            format!("{path}:{line_no}: expected 19 fields, found {}", f.len())
+        let fields: [String; 21] = split_csv(line).try_into().map_err(|f: Vec<String>| {
+            format!("{path}:{line_no}: expected 21 fields, found {}", f.len())
         })?;
         let [
             index,
@@ -222,6 +255,8 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
             device_time_us,
             oom_event,
             oom_requested_bytes,
+            start,
+            oom_at_start,
         ] = fields;
         rows.push(SweepRow {
             index: parse_field(&index, 1, path, line_no)?,
@@ -243,6 +278,8 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
             device_time_us: parse_field(&device_time_us, 17, path, line_no)?,
             oom_event: parse_field(&oom_event, 18, path, line_no)?,
             oom_requested_bytes: parse_field(&oom_requested_bytes, 19, path, line_no)?,
+            start,
+            oom_at_start: parse_bool(&oom_at_start, 21, path, line_no)?,
         });
     }
     Ok(rows)
@@ -257,6 +294,16 @@ fn parse_field<T: std::str::FromStr>(
 ) -> Result<T, String> {
     s.parse()
         .map_err(|_| format!("{path}:{line_no}: field {field} is not a number"))
+}
+
+fn parse_bool(s: &str, field: usize, path: &str, line_no: usize) -> Result<bool, String> {
+    match s {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!(
+            "{path}:{line_no}: field {field} is not true or false"
+        )),
+    }
 }
 
 fn split_csv(line: &str) -> Vec<String> {
@@ -337,6 +384,8 @@ mod tests {
             device_time_us: 25.0,
             oom_event: -1,
             oom_requested_bytes: 0,
+            start: "fresh".into(),
+            oom_at_start: false,
         };
         let text = format!("{CSV_HEADER}\n{}\n", r.to_csv());
         assert_eq!(read_rows_csv(&text, "x.csv").unwrap(), vec![r.clone()]);
@@ -349,16 +398,16 @@ mod tests {
 
     #[test]
     fn bad_csv_rows_name_the_file_line_and_field() {
-        let row = "0,t.csv,default,native,,0,10,1,2,3,1,0.5,1,0,0,0,25.0,-1,0";
+        let row = "0,t.csv,default,native,,0,10,1,2,3,1,0.5,1,0,0,0,25.0,-1,0,,false";
         let read = |body: &str| read_rows_csv(&format!("{CSV_HEADER}\n{body}\n"), "s.csv");
         assert_eq!(read(row).unwrap().len(), 1);
         assert_eq!(
             read("1,2,3").unwrap_err(),
-            "s.csv:2: expected 19 fields, found 3"
+            "s.csv:2: expected 21 fields, found 3"
         );
         assert_eq!(
             read(&format!("{row},extra")).unwrap_err(),
-            "s.csv:2: expected 19 fields, found 20"
+            "s.csv:2: expected 21 fields, found 22"
         );
         assert_eq!(
             read(&format!("{row}\n\n{}", row.replace("0.5", "half"))).unwrap_err(),
@@ -367,6 +416,10 @@ mod tests {
         assert_eq!(
             read(&row.replace(",-1,", ",x,")).unwrap_err(),
             "s.csv:2: field 18 is not a number"
+        );
+        assert_eq!(
+            read(&row.replace(",false", ",maybe")).unwrap_err(),
+            "s.csv:2: field 21 is not true or false"
         );
     }
 }

@@ -89,6 +89,14 @@ impl<A: Allocator> Allocator for TimedAllocator<A> {
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
         self.inner.seed_segment(pool, stream, blocks)
     }
+    fn seed_expandable(
+        &mut self,
+        pool: PoolKind,
+        stream: u64,
+        ranges: &[vramlab_allocator::SeedRange<'_>],
+    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
+        self.inner.seed_expandable(pool, stream, ranges)
+    }
     fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
         self.inner.set_memory_fraction(fraction)
     }

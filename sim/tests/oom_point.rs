@@ -1,8 +1,8 @@
 //! OOM points pinned on constructed traces where the answer is known.
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::Scenario;
 use vramlab_sim::oom_point::find_oom_point;
+use vramlab_sim::{Scenario, Start};
 use vramlab_traces::csv::read_csv;
 
 const MIB: u64 = 1 << 20;
@@ -28,7 +28,7 @@ fn two_then_one() -> vramlab_traces::Trace {
 fn flushing_the_cache_lets_the_default_fit_the_live_peak() {
     // Unlimited: 30 + 30 cached, then a new 64 MiB segment: 124 MiB reserved.
     // With less, the full flush frees both 30 MiB segments first: 64 MiB is enough.
-    let p = find_oom_point(&two_then_one(), &Scenario::native(conf(""))).unwrap();
+    let p = find_oom_point(&two_then_one(), &Scenario::native(conf("")), Start::Fresh).unwrap();
     assert_eq!(p.unlimited_peak_reserved, 124 * MIB);
     assert_eq!(p.lower_bound, 64 * MIB);
     assert_eq!(p.min_capacity, 64 * MIB);
@@ -42,6 +42,7 @@ fn expandable_segments_need_whole_pages() {
     let p = find_oom_point(
         &two_then_one(),
         &Scenario::native(conf("expandable_segments:True")),
+        Start::Fresh,
     )
     .unwrap();
     assert_eq!(p.unlimited_peak_reserved, 80 * MIB);
@@ -59,7 +60,7 @@ fn fragmentation_raises_the_point_above_the_live_peak() {
         m4 = 4 * MIB,
         m10 = 10 * MIB
     ));
-    let p = find_oom_point(&t, &Scenario::native(conf(""))).unwrap();
+    let p = find_oom_point(&t, &Scenario::native(conf("")), Start::Fresh).unwrap();
     assert_eq!(p.lower_bound, 18 * MIB);
     assert_eq!(p.min_capacity, 30 * MIB);
     assert!(p.verified);

@@ -3,7 +3,8 @@
 //! and the expected record that the CSV format cannot carry.
 //!
 //! Layout: the 8-byte magic `VRAMLABT`, a little-endian `u16` format version
-//! (1) and `u16` flags (bit 0: the rest is one zstd frame). Then a
+//! (2; version 1 files, whose initial state held only the layout, are still
+//! read) and `u16` flags (bit 0: the rest is one zstd frame). Then a
 //! length-prefixed (`u32` LE) postcard encoding of everything but the
 //! events, and the events in chunks of at most 65,536: `u32` LE event count,
 //! `u32` LE byte length, the postcard encoding of the events; a chunk with
@@ -20,7 +21,10 @@ use crate::model::*;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"VRAMLABT";
 /// Current format version.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+/// The previous version, still read: its initial state held only the
+/// recorded layout (the live blocks are derived from it).
+const VERSION_1: u16 = 1;
 const FLAG_ZSTD: u16 = 1;
 const CHUNK: usize = 65_536;
 /// Largest encoded event (a postcard `Event` is at most 1 + 3×10 bytes).
@@ -39,6 +43,57 @@ struct Meta {
     frames: Vec<Vec<Frame>>,
     alloc_frames: Vec<Option<u32>>,
     num_events: u64,
+}
+
+/// Version 1's initial state: the layout only.
+#[derive(Deserialize)]
+struct InitialStateV1 {
+    segments: Vec<InitialSegment>,
+}
+
+/// Version 1's expected record: without the retries.
+#[derive(Deserialize)]
+struct ExpectedRecordV1 {
+    alloc_addresses: Vec<Option<u64>>,
+    segment_events: Vec<ExpectedSegmentEvent>,
+    ooms: Vec<ExpectedOom>,
+    final_segments: Vec<FinalSegment>,
+}
+
+/// Version 1's metadata (field order as written then).
+#[derive(Deserialize)]
+struct MetaV1 {
+    header: TraceHeader,
+    streams: Vec<u64>,
+    initial: Option<InitialStateV1>,
+    num_ids: u32,
+    expected: Option<ExpectedRecordV1>,
+    notes: Vec<String>,
+    frames: Vec<Vec<Frame>>,
+    alloc_frames: Vec<Option<u32>>,
+    num_events: u64,
+}
+
+impl From<MetaV1> for Meta {
+    fn from(m: MetaV1) -> Meta {
+        Meta {
+            header: m.header,
+            streams: m.streams,
+            initial: m.initial.map(|i| InitialState::from_segments(i.segments)),
+            num_ids: m.num_ids,
+            expected: m.expected.map(|e| ExpectedRecord {
+                alloc_addresses: e.alloc_addresses,
+                segment_events: e.segment_events,
+                ooms: e.ooms,
+                final_segments: e.final_segments,
+                retries: Vec::new(),
+            }),
+            notes: m.notes,
+            frames: m.frames,
+            alloc_frames: m.alloc_frames,
+            num_events: m.num_events,
+        }
+    }
 }
 
 /// Writes `trace` in the binary format, zstd-compressed when `compress`.
@@ -109,12 +164,12 @@ pub fn read_binary(mut input: impl BufRead, path: &str) -> Result<Trace, TraceEr
         ));
     }
     let version = u16::from_le_bytes([head[8], head[9]]);
-    if version != VERSION {
+    if version != VERSION && version != VERSION_1 {
         return Err(TraceError::new(
             path,
             Location::Byte(8),
             format!(
-                "binary trace format version {version}; this version of vramlab reads version {VERSION}"
+                "binary trace format version {version}; this version of vramlab reads versions {VERSION_1} and {VERSION}"
             ),
         ));
     }
@@ -134,9 +189,9 @@ pub fn read_binary(mut input: impl BufRead, path: &str) -> Result<Trace, TraceEr
                 format!("cannot start zstd decoding: {e}"),
             )
         })?;
-        read_body(std::io::BufReader::new(z), path)
+        read_body(std::io::BufReader::new(z), path, version)
     } else {
-        read_body(input, path)
+        read_body(input, path, version)
     }
 }
 
@@ -185,7 +240,7 @@ fn read_block(
     Ok(buf)
 }
 
-fn read_body(mut r: impl Read, path: &str) -> Result<Trace, TraceError> {
+fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceError> {
     // Offsets are positions in the (decompressed) body, after the 12-byte header.
     let mut at = 12u64;
     let meta_len = read_u32(&mut r, at, path, "the metadata length")? as usize;
@@ -198,8 +253,14 @@ fn read_body(mut r: impl Read, path: &str) -> Result<Trace, TraceError> {
         ));
     }
     let m = read_block(&mut r, meta_len, at, path, "the metadata")?;
-    let meta: Meta = postcard::from_bytes(&m)
-        .map_err(|e| TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {e}")))?;
+    let corrupt = |e: postcard::Error| {
+        TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {e}"))
+    };
+    let meta: Meta = if version == VERSION_1 {
+        postcard::from_bytes::<MetaV1>(&m).map_err(corrupt)?.into()
+    } else {
+        postcard::from_bytes(&m).map_err(corrupt)?
+    };
     // Event indices are 32-bit throughout (expected records, device logs).
     if meta.num_events > u64::from(u32::MAX) {
         return Err(TraceError::new(

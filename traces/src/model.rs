@@ -124,21 +124,116 @@ pub struct InitialSegment {
     pub blocks: Vec<InitialBlock>,
 }
 
+/// A block that was allocated (or waiting for its free to complete) when
+/// the recording began: what a replay that starts *fresh* allocates before
+/// the recorded events (see [`InitialState`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitialLive {
+    /// Address in the recording (orders the fresh start).
+    pub address: u64,
+    /// The caller's request in bytes.
+    pub requested: u64,
+    /// Index into [`Trace::streams`].
+    pub stream: StreamIndex,
+    /// `Allocated(id)` or `PendingFree(id)` (never `Free`).
+    pub state: InitialBlockState,
+}
+
+impl InitialLive {
+    /// The allocation id of the block.
+    pub fn id(&self) -> AllocId {
+        match self.state {
+            InitialBlockState::Allocated(id) | InitialBlockState::PendingFree(id) => id,
+            InitialBlockState::Free => AllocId::MAX,
+        }
+    }
+}
+
+/// A virtual address reservation of an expandable segment that existed
+/// when the recording began; its mapped ranges are the
+/// [`InitialSegment`]s with `is_expandable` that lie inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitialReservation {
+    /// Lowest address the recording shows for it (its base, or a lower
+    /// bound: the recording cannot see pages unmapped before it began).
+    pub address: u64,
+    /// Index into [`Trace::streams`].
+    pub stream: StreamIndex,
+    /// Small pool (2 MiB pages) or large pool.
+    pub is_small: bool,
+}
+
 /// The allocator state at the first event, for traces that start mid-run.
+///
+/// It holds two views of the same moment, one per way a replay can start
+/// (`vramlab replay --start recorded|fresh`):
+/// * [`InitialState::live`]: the blocks in use, which a *fresh* start
+///   allocates (in address order) under the setting being evaluated;
+/// * [`InitialState::segments`] (and [`InitialState::reservations`]): the
+///   recorded layout, segments and free blocks included, which a
+///   *recorded* start seeds as it was. When the layout could not be rebuilt
+///   from the file, `segments` is empty and [`InitialState::layout_error`]
+///   says why; a fresh start still works.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InitialState {
-    /// Segments in address order.
+    /// The blocks in use at the first event, in address order.
+    pub live: Vec<InitialLive>,
+    /// Segments (or mapped ranges of expandable segments) in address order.
     pub segments: Vec<InitialSegment>,
+    /// Reservations of the expandable segments among `segments`.
+    pub reservations: Vec<InitialReservation>,
+    /// Why the recorded layout could not be rebuilt (`segments` is empty).
+    pub layout_error: Option<String>,
 }
 
 impl InitialState {
     /// Number of blocks that are allocated or pending-free at the start.
     pub fn live_blocks(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Bytes requested by the blocks in use at the start.
+    pub fn live_bytes(&self) -> u64 {
+        self.live
+            .iter()
+            .fold(0u64, |s, b| s.saturating_add(b.requested))
+    }
+
+    /// Bytes of the recorded segments (what PyTorch had reserved).
+    pub fn reserved_bytes(&self) -> u64 {
         self.segments
             .iter()
-            .flat_map(|s| &s.blocks)
-            .filter(|b| !matches!(b.state, InitialBlockState::Free))
-            .count()
+            .fold(0u64, |s, g| s.saturating_add(g.size))
+    }
+
+    /// The blocks in use, derived from a layout's segments (address order).
+    pub fn live_of_segments(segments: &[InitialSegment]) -> Vec<InitialLive> {
+        let mut live: Vec<InitialLive> = segments
+            .iter()
+            .flat_map(|s| {
+                s.blocks
+                    .iter()
+                    .filter(|b| !matches!(b.state, InitialBlockState::Free))
+                    .map(|b| InitialLive {
+                        address: b.address,
+                        requested: b.requested,
+                        stream: s.stream,
+                        state: b.state,
+                    })
+            })
+            .collect();
+        live.sort_by_key(|b| b.address);
+        live
+    }
+
+    /// A state from a rebuilt layout (its live blocks derived from it).
+    pub fn from_segments(segments: Vec<InitialSegment>) -> Self {
+        InitialState {
+            live: InitialState::live_of_segments(&segments),
+            segments,
+            reservations: Vec::new(),
+            layout_error: None,
+        }
     }
 }
 
@@ -210,6 +305,10 @@ pub struct ExpectedRecord {
     pub ooms: Vec<ExpectedOom>,
     /// The segments at the end of the recording (the snapshot's state).
     pub final_segments: Vec<FinalSegment>,
+    /// Event indices of allocations whose first device request failed, so
+    /// that the real allocator released its cache and retried (a burst of
+    /// `segment_free` before the new segment that no cached block explains).
+    pub retries: Vec<u32>,
 }
 
 /// An OOM the real allocator raised.

@@ -45,8 +45,15 @@ pub struct TraceSummary {
     pub peak_live_bytes: u64,
     /// Live bytes at the start (traces that start mid-run).
     pub initial_live_bytes: u64,
-    /// Segments at the start.
+    /// Segments at the start (0 when the trace starts from an empty
+    /// allocator, or its layout could not be rebuilt).
     pub initial_segments: u64,
+    /// Blocks in use at the start (allocated or waiting for their free).
+    pub initial_live_blocks: u64,
+    /// The trace starts mid-run (an initial state exists).
+    pub starts_mid_run: bool,
+    /// Why the recorded layout at the start could not be rebuilt.
+    pub initial_layout_error: Option<String>,
     /// Wall-clock span of the recording in microseconds, when known.
     pub duration_us: Option<u64>,
     /// Power-of-two histogram of request sizes (empty buckets omitted).
@@ -65,7 +72,7 @@ impl TraceSummary {
         let mut initial_segments = 0u64;
         if let Some(init) = &t.initial {
             initial_segments = init.segments.len() as u64;
-            for b in init.segments.iter().flat_map(|s| &s.blocks) {
+            for b in &init.live {
                 if let InitialBlockState::Allocated(id) = b.state {
                     let i = id as usize;
                     if let (Some(s), Some(l)) = (sizes.get_mut(i), live.get_mut(i)) {
@@ -92,6 +99,9 @@ impl TraceSummary {
             peak_live_bytes: cur,
             initial_live_bytes: initial_live,
             initial_segments,
+            initial_live_blocks: t.initial.as_ref().map_or(0, |i| i.live_blocks() as u64),
+            starts_mid_run: t.initial.is_some(),
+            initial_layout_error: t.initial.as_ref().and_then(|i| i.layout_error.clone()),
             duration_us: t
                 .header
                 .extra

@@ -178,7 +178,11 @@ fn bad_snapshots_get_specific_messages() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (
             PickleWriter::new().to_vec(&Value::list([Value::from(1i64)])),
-            "is a list, expected a dict with 'segments' and 'device_traces': not a PyTorch memory snapshot",
+            "(list)[0]: is a int: a list at the top level is read as torch.cuda.memory_snapshot()'s list of segment dicts; not a PyTorch memory snapshot",
+        ),
+        (
+            PickleWriter::new().to_vec(&Value::from(1i64)),
+            "is a int, expected a dict with 'segments' and 'device_traces': not a PyTorch memory snapshot",
         ),
         (
             PickleWriter::new().to_vec(&DictBuilder::new().entry("weights", 1i64).build()),
@@ -241,9 +245,10 @@ fn bad_snapshots_get_specific_messages() {
 }
 
 #[test]
-fn frees_of_blocks_allocated_before_recording_need_their_segment() {
+fn a_block_in_use_without_its_segment_keeps_the_trace_but_not_the_layout() {
     // A free of a block the trace never allocated means the recording began
-    // mid-run; without a segment holding it the state cannot be rebuilt.
+    // mid-run; without a segment holding it the layout cannot be rebuilt,
+    // but the block in use is known (a fresh start allocates it).
     let a = 0x7000_0000_0000u64;
     let bytes = snapshot(
         vec![
@@ -252,10 +257,22 @@ fn frees_of_blocks_allocated_before_recording_need_their_segment() {
         ],
         vec![],
     );
-    let err = convert(&bytes).unwrap_err();
+    let t = &convert(&bytes).unwrap()[0];
+    let init = t.initial.as_ref().unwrap();
+    assert_eq!(init.live.len(), 1);
+    assert_eq!((init.live[0].address, init.live[0].requested), (a, 10));
+    assert!(init.segments.is_empty());
+    let why = init.layout_error.as_deref().unwrap();
+    assert_eq!(
+        why,
+        "the block at 0x700000000000 was in use when the recording began, but no segment holds it (the final segments are missing or incomplete)"
+    );
     assert!(
-        err.contains("was allocated before the recording began, but no segment holds it"),
-        "{err}"
+        t.notes
+            .iter()
+            .any(|n| n.contains(why) && n.contains("start fresh")),
+        "{:?}",
+        t.notes
     );
 }
 

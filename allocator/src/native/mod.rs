@@ -264,6 +264,15 @@ impl<D: Device> Allocator for NativeAllocator<D> {
         self.seed_segment_impl(pool, stream, blocks)
     }
 
+    fn seed_expandable(
+        &mut self,
+        pool: PoolKind,
+        stream: u64,
+        ranges: &[crate::policy::SeedRange<'_>],
+    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
+        self.seed_expandable_impl(pool, stream, ranges)
+    }
+
     fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
         NativeAllocator::set_memory_fraction(self, fraction);
         Ok(())

@@ -1165,7 +1165,7 @@ fn remap(e: TEvent, map: &[u32]) -> TEvent {
 pub fn peak_live_bytes(trace: &Trace) -> u64 {
     let mut size = vec![0u64; trace.num_ids as usize];
     if let Some(init) = &trace.initial {
-        for b in init.segments.iter().flat_map(|s| &s.blocks) {
+        for b in &init.live {
             if let crate::model::InitialBlockState::Allocated(id)
             | crate::model::InitialBlockState::PendingFree(id) = b.state
             {

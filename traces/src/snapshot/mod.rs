@@ -1,11 +1,15 @@
 //! PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot()`): the
 //! typed model, reading from pickles, conversion to traces, and writing.
 
+mod bursts;
 mod convert;
+mod initial;
 mod model;
 mod parse;
+mod walk;
 
-pub use convert::{SizeRules, snapshot_to_traces};
+pub use bursts::{ReleaseBurst, classify_release_burst};
+pub use convert::{SizeRules, snapshot_to_device_traces, snapshot_to_traces};
 pub use model::*;
 pub use parse::{ParseProblem, snapshot_from_doc};
 

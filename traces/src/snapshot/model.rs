@@ -199,4 +199,7 @@ pub struct Snapshot {
     /// Keys vramlab does not know, top-level and nested, with counts
     /// (tolerated, reported by `vramlab stats`).
     pub unknown_keys: BTreeMap<String, u64>,
+    /// The file is the bare list of segments `torch.cuda.memory_snapshot()`
+    /// returns: the state only, no trace and no settings.
+    pub legacy_segment_list: bool,
 }

@@ -136,9 +136,26 @@ const ENTRY_KEYS: &[&str] = &[
     "pool_id",
 ];
 
-/// Converts a snapshot pickle's root value.
+fn new_ctx(doc: &PickleDoc) -> Ctx {
+    Ctx {
+        frames: Vec::new(),
+        frame_cache: HashMap::new(),
+        frame_ids: HashMap::new(),
+        frame_store: Vec::new(),
+        stacks: HashMap::new(),
+        unknown: Default::default(),
+        items_left: items_allowed(doc.bytes_read()),
+    }
+}
+
+/// Converts a snapshot pickle's root value: the dict of
+/// `torch.cuda.memory._snapshot()`, or the segment list of
+/// `torch.cuda.memory_snapshot()`.
 pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
     let root = doc.root();
+    if let Some(list) = root.as_list() {
+        return legacy_segment_list(doc, list);
+    }
     let top = root.as_dict().ok_or_else(|| {
         problem(
             "(top level)",
@@ -154,15 +171,7 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
             "has neither 'segments' nor 'device_traces': not a PyTorch memory snapshot",
         ));
     }
-    let mut ctx = Ctx {
-        frames: Vec::new(),
-        frame_cache: HashMap::new(),
-        frame_ids: HashMap::new(),
-        frame_store: Vec::new(),
-        stacks: HashMap::new(),
-        unknown: Default::default(),
-        items_left: items_allowed(doc.bytes_read()),
-    };
+    let mut ctx = new_ctx(doc);
     note_unknown(&mut ctx, &top, TOP_KEYS, "");
     let mut snap = Snapshot::default();
     let segs_p = P::Root("segments");
@@ -202,6 +211,35 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
             snap.external_annotations
                 .push(d.iter().map(|(k, v)| (text(&k), text(&v))).collect());
         }
+    }
+    snap.frames = ctx.frames;
+    snap.unknown_keys = ctx.unknown;
+    Ok(snap)
+}
+
+/// The list `torch.cuda.memory_snapshot()` returns (segments only; older
+/// tutorials still pickle it): a state-only snapshot.
+fn legacy_segment_list(doc: &PickleDoc, list: crate::pickle::ListRef<'_>) -> R<Snapshot> {
+    let mut ctx = new_ctx(doc);
+    let mut snap = Snapshot {
+        legacy_segment_list: true,
+        ..Default::default()
+    };
+    let segs_p = P::Root("(list)");
+    snap.segments.reserve(list.len());
+    for (i, s) in list.iter().enumerate() {
+        let p = segs_p.index(i);
+        ctx.spend(&p)?;
+        if s.as_dict().is_none() {
+            return Err(problem(
+                p,
+                format!(
+                    "is a {}: a list at the top level is read as torch.cuda.memory_snapshot()'s list of segment dicts; not a PyTorch memory snapshot",
+                    s.type_name()
+                ),
+            ));
+        }
+        snap.segments.push(segment(&mut ctx, s, &p)?);
     }
     snap.frames = ctx.frames;
     snap.unknown_keys = ctx.unknown;
