@@ -27,7 +27,7 @@
 #
 # Options / environment:
 #   --prepare          build the binaries (step 1) and exit
-#   --budget SECONDS   stop starting new traces after this much time (default 420)
+#   --budget SECONDS   stop starting new traces after this much time (default 360)
 #   TRACES="a.csv b.csv"  traces to check (default traces/data/*.csv)
 #   PYTHON=python3     the Python that has torch
 #

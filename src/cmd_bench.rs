@@ -36,13 +36,12 @@ fn bench_grid() -> Result<Vec<GridEntry>> {
         .collect()
 }
 
-/// The trace files in `dir` (csv, vlt, vlt.zst), sorted by name.
+/// The trace files in `dir` (csv, csv.gz, vlt, vlt.zst, pickle), sorted by name.
 pub fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| vramlab_traces::io::Format::from_path(p).is_some())
-        .filter(|p| !p.extension().is_some_and(|x| x == "pickle" || x == "pkl"))
         .collect();
     v.sort();
     if v.is_empty() {
@@ -59,7 +58,14 @@ fn load_dir(dir: &Path) -> Result<Vec<(String, Trace)>> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         for t in load_traces(&p, None, TorchVersion::NEWEST)? {
-            out.push((name.clone(), t));
+            if t.events.is_empty() {
+                continue;
+            }
+            let mut n = name.clone();
+            if t.header.device != 0 {
+                n.push_str(&format!("#{}", t.header.device));
+            }
+            out.push((n, t));
         }
     }
     Ok(out)
@@ -271,14 +277,17 @@ fn repeated(t: &Trace, min_events: usize) -> Trace {
 pub fn run_bench(args: BenchArgs) -> Result<()> {
     let traces = load_dir(&args.traces)?;
     let grid = bench_grid()?;
+    // Policies are compared, so a trace recorded mid-run starts fresh
+    // under each (the only start every policy can make).
     let opts = ReplayOptions {
         check_invariants: false,
         timeline_points: 1,
+        start: vramlab_sim::Start::Fresh,
         ..Default::default()
     };
     let mut rows = Vec::new();
     for (name, t) in &traces {
-        let timed_trace = repeated(t, args.min_events);
+        let timed_trace = repeated(&t.with_fresh_start(), args.min_events);
         for g in &grid {
             let s = g.scenario(None);
             let run = s.run(t, &opts)?;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::progress::load_traces;
+use crate::progress::load_devices;
 use anyhow::{Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
@@ -35,15 +35,17 @@ pub struct ConvertArgs {
     /// PyTorch release whose rules lay out snapshots that start mid-run.
     #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
     torch_version: TorchVersion,
+    /// For snapshots recorded mid-run: `fresh` writes the blocks in use at
+    /// the first entry as the first allocations (any format, CSV included;
+    /// what `replay --start fresh` replays); `recorded` (the default) keeps
+    /// the recorded state, which only .vlt holds.
+    #[arg(long, value_name = "recorded|fresh")]
+    start: Option<vramlab_sim::Start>,
 }
 
 /// Runs `convert`.
 pub fn run_convert(args: ConvertArgs) -> Result<()> {
-    let traces = load_traces(&args.input, args.from, args.torch_version)?;
-    let traces: Vec<_> = traces
-        .into_iter()
-        .filter(|t| args.device.is_none_or(|d| t.header.device == d))
-        .collect();
+    let traces = readable_devices(&args.input, args.from, args.torch_version, args.device)?;
     if traces.is_empty() {
         bail!("{}: no trace to convert", args.input.display());
     }
@@ -56,6 +58,13 @@ pub fn run_convert(args: ConvertArgs) -> Result<()> {
         );
     }
     for t in &traces {
+        let fresh;
+        let t = if args.start == Some(vramlab_sim::Start::Fresh) {
+            fresh = t.with_fresh_start();
+            &fresh
+        } else {
+            t
+        };
         let out = PathBuf::from(template.replace("{device}", &t.header.device.to_string()));
         write_trace(t, &out, args.to)?;
         let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
@@ -93,14 +102,52 @@ pub struct StatsArgs {
     /// PyTorch release whose rules lay out snapshots that start mid-run.
     #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
     torch_version: TorchVersion,
+    /// Only this GPU of a multi-device snapshot (default: every device).
+    #[arg(long = "trace-device", value_name = "N")]
+    device: Option<u32>,
     /// Print JSON (an array, one object per device).
     #[arg(long)]
     json: bool,
 }
 
+/// The devices of `path` that could be read (only `device` when given);
+/// the others are named in a note, or are the error when asked for.
+fn readable_devices(
+    path: &std::path::Path,
+    format: Option<Format>,
+    version: TorchVersion,
+    device: Option<u32>,
+) -> Result<Vec<vramlab_traces::Trace>> {
+    let loaded = load_devices(path, format, version)?;
+    if let Some((d, e)) = loaded.failed.iter().find(|(d, _)| device == Some(*d)) {
+        bail!("device {d}: {e}");
+    }
+    let traces: Vec<_> = loaded
+        .traces
+        .into_iter()
+        .filter(|t| device.is_none_or(|d| t.header.device == d))
+        .collect();
+    if traces.is_empty() {
+        match loaded.failed.into_iter().next() {
+            Some((_, e)) if device.is_none() => return Err(e.into()),
+            _ => bail!(
+                "{}: no trace{}",
+                path.display(),
+                device.map_or(String::new(), |d| format!(" for device {d}"))
+            ),
+        }
+    }
+    if device.is_none() {
+        for (d, e) in &loaded.failed {
+            eprintln!("note: {}: device {d} skipped: {e}", path.display());
+        }
+    }
+    Ok(traces)
+}
+
 /// Runs `stats`.
 pub fn run_stats(args: StatsArgs) -> Result<()> {
-    let traces = load_traces(&args.trace, args.format, args.torch_version)?;
+    let traces = readable_devices(&args.trace, args.format, args.torch_version, args.device)?;
     let sums: Vec<TraceSummary> = traces.iter().map(TraceSummary::of).collect();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&sums)?);
@@ -139,7 +186,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             bytes(s.max_request_bytes),
             count(s.live_at_end)
         );
-        if s.starts_mid_run {
+        if s.starts_mid_run && s.events > 0 {
             outln!(
                 "  starts mid-run: {} blocks ({}) in use at the first event, {}",
                 count(s.initial_live_blocks),
@@ -148,6 +195,30 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                     None => format!("{} segments", count(s.initial_segments)),
                     Some(_) => "recorded layout not rebuilt (see the note)".into(),
                 }
+            );
+        }
+        if let Some(st) = &s.initial_state {
+            outln!(
+                "  {}: {} segments, {} reserved, {} allocated{}, {} reserved but unallocated, largest free block {} ({} free blocks)",
+                if s.events > 0 {
+                    "state at the first event"
+                } else {
+                    "allocator state (no history)"
+                },
+                count(st.segments),
+                bytes(st.reserved_bytes),
+                bytes(st.allocated_bytes),
+                if st.pending_free_bytes > 0 {
+                    format!(
+                        " (+{} waiting for their free)",
+                        bytes(st.pending_free_bytes)
+                    )
+                } else {
+                    String::new()
+                },
+                bytes(st.waste_bytes),
+                bytes(st.largest_free_block),
+                count(st.free_blocks)
             );
         }
         if let Some(d) = s.duration_us {
@@ -170,9 +241,11 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 ),
             ]);
         }
-        outln!();
-        for line in tab.render().lines() {
-            outln!("  {line}");
+        if !s.size_histogram.is_empty() {
+            outln!();
+            for line in tab.render().lines() {
+                outln!("  {line}");
+            }
         }
         for n in &s.notes {
             outln!("  note: {n}");

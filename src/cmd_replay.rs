@@ -52,9 +52,18 @@ pub struct ReplayArgs {
 pub fn run(args: ReplayArgs) -> Result<()> {
     let trace = args.trace.load(args.conf.torch_version)?;
     if args.cuda.device_kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
+        let settings = args.conf.settings(Some(&trace))?;
+        let on_gpu: Vec<vramlab_sim::Scenario> = settings
+            .iter()
+            .map(|c| vramlab_sim::Scenario::native(c.clone()))
+            .collect();
+        let start = vramlab_sim::start_for(&trace, &on_gpu, args.start.start);
+        if trace.initial.is_some() {
+            eprintln!("start: {}", vramlab_sim::describe_start(&trace, start));
+        }
         let runs = crate::cmd_replay_cuda::run_cuda(
             &trace,
-            args.conf.settings(Some(&trace))?,
+            settings,
             &crate::cmd_replay_cuda::CudaReplayOptions {
                 trace_path: &args.trace.trace,
                 gpu: args.cuda.gpu,
@@ -64,6 +73,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
                 continue_on_oom: args.continue_on_oom,
                 check: args.check,
                 capacity: args.device.capacity,
+                start: start.unwrap_or_default(),
             },
         )?;
         if let Some(path) = &args.timeline {

@@ -79,6 +79,8 @@ pub struct CudaReplayOptions<'a> {
     pub check: bool,
     /// `--capacity`, which only the simulated device has: an error if set.
     pub capacity: Option<u64>,
+    /// How a trace recorded mid-run begins (`--start`).
+    pub start: vramlab_sim::Start,
 }
 
 /// Replays `trace` under each of `confs` on a real GPU and prints the
@@ -142,6 +144,7 @@ mod imp {
         let ropts = ReplayOptions {
             stop_at_oom: !opts.continue_on_oom,
             check_invariants: opts.check,
+            start: opts.start,
             ..Default::default()
         };
         let mut runs = Vec::with_capacity(confs.len());
@@ -423,6 +426,7 @@ mod tests {
             continue_on_oom: false,
             check: false,
             capacity: Some(1 << 30),
+            start: vramlab_sim::Start::Recorded,
         };
         let e = run_cuda(&t, vec![conf.clone()], &o).unwrap_err();
         assert!(e.to_string().contains("--capacity"), "{e}");

@@ -183,8 +183,13 @@ pub fn run(args: ReportArgs) -> Result<()> {
         format: None,
         device: args.device,
     }
-    .load(args.grid.torch_version)?;
+    .load_any(args.grid.torch_version)?;
     let name = crate::common::display_name(&args.trace, &trace);
+    if trace.events.is_empty() {
+        let index = state_report(&name, &trace, &args.out)?;
+        outln!("report of the allocator state: {}", index.display());
+        return Ok(());
+    }
     let grid = args.grid.entries()?;
     let built = build_report(&ReportRequest {
         name: &name,
@@ -201,6 +206,49 @@ pub fn run(args: ReportArgs) -> Result<()> {
     }
     outln!("\nreport: {}", built.index.display());
     Ok(())
+}
+
+/// A report of a snapshot without history (`torch.cuda.memory_snapshot()`'s
+/// segment list, or `enabled="state"`): the recorded state's numbers and
+/// segment map; there is nothing to replay or compare.
+fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf> {
+    let Some(init) = trace.initial.as_ref() else {
+        anyhow::bail!("{name}: the snapshot holds neither events nor segments: nothing to report");
+    };
+    if let Some(e) = &init.layout_error {
+        anyhow::bail!("{name}: the allocator state could not be laid out: {e}");
+    }
+    let opts = ReplayOptions {
+        check_invariants: false,
+        segments_at_peak: true,
+        start: Start::Recorded,
+        ..Default::default()
+    };
+    let run =
+        vramlab_sim::Scenario::native(vramlab_allocator::AllocConf::new(TorchVersion::NEWEST))
+            .run(trace, &opts)
+            .with_context(|| format!("laying out the state of {name}"))?;
+    let st = TraceSummary::of(trace).initial_state.unwrap_or_default();
+    let mut notes = trace.notes.clone();
+    notes.push(format!(
+        "The snapshot holds the allocator state only: {} segments, {} reserved, {} allocated, {} reserved but unallocated, largest free block {}.",
+        st.segments,
+        crate::table::bytes(st.reserved_bytes),
+        crate::table::bytes(st.allocated_bytes),
+        crate::table::bytes(st.waste_bytes),
+        crate::table::bytes(st.largest_free_block)
+    ));
+    let input = ReportInput {
+        title: format!("vramlab report: {name} (allocator state)"),
+        trace: name.to_string(),
+        capacity: None,
+        settings: vec![SettingResult::from_run("recorded state", &run)],
+        oom_points: Vec::new(),
+        fit: None,
+        recommendation: None,
+        notes,
+    };
+    write_report(out, &input).map_err(|e| anyhow::anyhow!("writing the report: {e}"))
 }
 
 /// The trace `demo` uses: Llama-3-8B-shaped full fine-tuning (bf16, AdamW),

@@ -64,8 +64,16 @@ pub fn load_all(
             || p.display().to_string(),
             |n| n.to_string_lossy().to_string(),
         );
-        for (d, e) in &loaded.failed {
-            if device.is_none_or(|x| x == *d) {
+        if let Some((d, e)) = loaded.failed.iter().find(|(d, _)| device == Some(*d)) {
+            bail!("{file}: device {d}: {e}");
+        }
+        if loaded.traces.is_empty() {
+            if let Some((_, e)) = loaded.failed.first() {
+                bail!("{e}");
+            }
+        }
+        if device.is_none() {
+            for (d, e) in &loaded.failed {
                 eprintln!("note: {file}: device {d} skipped: {e}");
             }
         }

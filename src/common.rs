@@ -230,11 +230,21 @@ pub fn display_name(path: &Path, t: &Trace) -> String {
 /// noted, and stop nothing unless asked for.
 pub fn pick_device(path: &Path, loaded: Loaded, device: Option<u32>) -> Result<Trace> {
     let name = path.display();
-    for (d, e) in &loaded.failed {
-        if device.is_none_or(|x| x == *d) {
-            eprintln!("note: {name}: device {d} skipped: {e}");
-        }
+    let notes: Vec<String> = loaded
+        .failed
+        .iter()
+        .filter(|_| device.is_none())
+        .map(|(d, e)| format!("note: {name}: device {d} skipped: {e}"))
+        .collect();
+    let t = pick_readable(path, loaded, device)?;
+    for n in notes {
+        eprintln!("{n}");
     }
+    Ok(t)
+}
+
+fn pick_readable(path: &Path, loaded: Loaded, device: Option<u32>) -> Result<Trace> {
+    let name = path.display();
     let have = || {
         loaded
             .traces

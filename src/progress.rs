@@ -48,20 +48,6 @@ pub fn load_devices(
     out
 }
 
-/// Every device's trace from `path`; any device that cannot be read is an
-/// error.
-pub fn load_traces(
-    path: &Path,
-    format: Option<Format>,
-    version: TorchVersion,
-) -> Result<Vec<Trace>, TraceError> {
-    let loaded = load_devices(path, format, version)?;
-    match loaded.failed.into_iter().next() {
-        Some((_, e)) => Err(e),
-        None => Ok(loaded.traces),
-    }
-}
-
 /// A bar of the events replayed, and the hook that moves it, for a long
 /// trace on a terminal; `None` otherwise. Call
 /// [`ProgressBar::finish_and_clear`] when the replay ends.

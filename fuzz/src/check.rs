@@ -2,7 +2,7 @@
 //! what a reader's output must satisfy.
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::{ReplayError, ReplayOptions, Scenario};
+use vramlab_sim::{ReplayError, ReplayOptions, Scenario, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::binary::validate;
 
@@ -23,10 +23,30 @@ pub fn version_of(b: u8) -> TorchVersion {
 /// was generated without raw events), any error but an unsupported initial
 /// state is a bug too; otherwise trace errors are expected.
 pub fn replay_checked(trace: &Trace, scenario: &Scenario, stop_at_oom: bool, valid: bool) {
+    // A trace that starts mid-run replays under both starts; a fresh start
+    // needs no layout and no policy support, so it must always work.
+    let starts: &[Start] = if trace.initial.is_some() {
+        &[Start::Recorded, Start::Fresh]
+    } else {
+        &[Start::Recorded]
+    };
+    for &start in starts {
+        replay_checked_from(trace, scenario, stop_at_oom, valid, start);
+    }
+}
+
+fn replay_checked_from(
+    trace: &Trace,
+    scenario: &Scenario,
+    stop_at_oom: bool,
+    valid: bool,
+    start: Start,
+) {
     let opts = ReplayOptions {
         stop_at_oom,
         timeline_points: 16,
         check_invariants: true,
+        start,
         ..Default::default()
     };
     match scenario.run(trace, &opts) {
@@ -51,6 +71,10 @@ pub fn replay_checked(trace: &Trace, scenario: &Scenario, stop_at_oom: bool, val
             message,
         }) if message.contains("invalid block handle") => panic!(
             "policy lost a handle under {} at event {event_index}: {message}",
+            scenario.label()
+        ),
+        Err(ReplayError::Initial(e)) if valid && start == Start::Fresh => panic!(
+            "a valid trace failed to start fresh under {}: {e}",
             scenario.label()
         ),
         Err(ReplayError::Initial(_)) => {}

@@ -20,8 +20,12 @@ Inputs:
   ``free_completed,ID`` and ``empty_cache`` rows;
 * a PyTorch memory snapshot pickle (``torch.cuda.memory._dump_snapshot``):
   the ``alloc`` and ``free_requested`` (or ``free``) entries of one
-  device's ``device_traces``, allocations named by address. Frees of
-  blocks allocated before the recording began are skipped and counted.
+  device's ``device_traces``, allocations named by address. A recording
+  that starts mid-run begins, by default (``--start fresh``), with the
+  blocks in use at its first entry allocated in address order, exactly as
+  ``vramlab replay --start fresh`` starts it, so the two can be compared;
+  ``--start skip`` skips the frees of those blocks instead (and counts
+  them).
 
 A ``free_requested`` is replayed as the ``caching_allocator_delete``;
 ``free_completed`` has no counterpart (the replay makes no cross-stream
@@ -180,10 +184,49 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
     return header, events
 
 
-def read_snapshot_trace(path: str, device: int | None) -> tuple[dict, list, int]:
+def live_at_start(snap: dict, device: int, entries: list) -> list:
+    """The blocks in use at the first entry of a recording that starts
+    mid-run, as vramlab's ``fresh`` start allocates them: ``(address, size,
+    stream, pending)`` in address order. They are the addresses the trace
+    frees before allocating them (size and stream from that entry; pending
+    when the first mention is a ``free_completed``), and the final blocks in
+    use that the trace never mentions (inside segments that existed when the
+    recording began)."""
+    mentioned: dict[int, tuple] = {}
+    created: set[int] = set()
+    for e in entries:
+        action = e.get("action")
+        if action in ("alloc", "free_requested", "free_completed", "free"):
+            addr = e["addr"]
+            if addr not in mentioned:
+                mentioned[addr] = (action, int(e["size"]), int(e.get("stream", 0)) & 0xFFFFFFFFFFFFFFFF)
+        elif action in ("segment_alloc", "segment_map"):
+            created.add(e["addr"])
+    out = [
+        (addr, size, stream, action == "free_completed")
+        for addr, (action, size, stream) in mentioned.items()
+        if action != "alloc"
+    ]
+    for seg in snap.get("segments", []):
+        if seg.get("device", 0) != device or (not seg.get("is_expandable") and seg["address"] in created):
+            continue
+        stream = int(seg.get("stream", 0)) & 0xFFFFFFFFFFFFFFFF
+        for b in seg.get("blocks", []):
+            if b["state"] == "inactive" or b["address"] in mentioned:
+                continue
+            size = b.get("requested_size") or b["size"]
+            out.append((b["address"], int(size), stream, b["state"] != "active_allocated"))
+    out.sort()
+    return out
+
+
+def read_snapshot_trace(path: str, device: int | None, start: str = "fresh") -> tuple[dict, list, int]:
     """Reads one device's alloc/free entries from a PyTorch snapshot pickle:
     (header fields, events, frees skipped because their block was allocated
-    before the recording began)."""
+    before the recording began). With ``start="fresh"`` the blocks in use at
+    the first entry are allocated first (address order, as ``vramlab replay
+    --start fresh`` does) and their frees are replayed; with ``"skip"``
+    those frees are skipped and counted."""
     with open(path, "rb") as f:
         snap = pickle.load(f)
     if not isinstance(snap, dict) or "device_traces" not in snap:
@@ -205,13 +248,22 @@ def read_snapshot_trace(path: str, device: int | None) -> tuple[dict, list, int]
         header["alloc_conf"] = conf
     events: list = []
     live: dict[int, int] = {}
+    # Blocks in use at the start whose free is still pending: freed at
+    # their free_completed entry.
+    pending: dict[int, int] = {}
     skipped = 0
     next_id = 0
+    if start == "fresh":
+        for addr, size, stream, is_pending in live_at_start(snap, device, traces[device]):
+            events.append((ALLOC, next_id, size, stream))
+            (pending if is_pending else live)[addr] = next_id
+            next_id += 1
+        header["start"] = "fresh"
     for n, e in enumerate(traces[device]):
         action = e.get("action")
         if action == "alloc":
             addr = e["addr"]
-            if addr in live:
+            if addr in live or addr in pending:
                 raise TraceFormatError(f"{path}: device_traces[{device}][{n}]: alloc of live address {addr:#x}")
             live[addr] = next_id
             events.append((ALLOC, next_id, int(e["size"]), int(e.get("stream", 0)) & 0xFFFFFFFFFFFFFFFF))
@@ -222,15 +274,19 @@ def read_snapshot_trace(path: str, device: int | None) -> tuple[dict, list, int]
                 skipped += 1
                 continue
             events.append((FREE, i, 0, 0))
+        elif action == "free_completed":
+            i = pending.pop(e["addr"], None)
+            if i is not None:
+                events.append((FREE, i, 0, 0))
     return header, events, skipped
 
 
-def read_trace(path: str, device: int | None) -> tuple[dict, list, int]:
+def read_trace(path: str, device: int | None, start: str = "fresh") -> tuple[dict, list, int]:
     """Reads a CSV or snapshot trace (by content: a pickle starts with 0x80)."""
     with open(path, "rb") as f:
         first = f.read(1)
     if first == b"\x80":
-        return read_snapshot_trace(path, device)
+        return read_snapshot_trace(path, device, start)
     header, events = read_csv_trace(path)
     return header, events, 0
 
@@ -278,7 +334,7 @@ def ensure_alloc_conf(conf: str) -> None:
 
 # ---------------------------------------------------------------- replay
 def replay(args: argparse.Namespace) -> int:
-    header, events, skipped = read_trace(args.trace, args.trace_device)
+    header, events, skipped = read_trace(args.trace, args.trace_device, args.start)
     ensure_alloc_conf(args.conf)
 
     import torch  # noqa: PLC0415  (after the environment is set)
@@ -474,6 +530,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fraction", type=float, help="torch.cuda.set_per_process_memory_fraction")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index")
     ap.add_argument("--trace-device", type=int, help="for snapshots: which device's trace")
+    ap.add_argument(
+        "--start",
+        choices=["fresh", "skip"],
+        default="fresh",
+        help="snapshots recorded mid-run: allocate the blocks in use at the first entry first, in address "
+        "order (fresh, as `vramlab replay --start fresh`), or skip their frees (skip; before 2026-12-01 "
+        "the only behaviour)",
+    )
     ap.add_argument("--no-history", action="store_true", help="no memory history (clean latencies)")
     ap.add_argument("--max-entries", type=int, help="memory history ring size (default: 8 x events)")
     ap.add_argument("--continue-on-oom", action="store_true", help="skip failed allocations instead of stopping")

@@ -301,13 +301,14 @@ pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), T
     let io =
         |e: std::io::Error| TraceError::new(path, Location::File, format!("cannot write: {e}"));
     if let Some(init) = &trace.initial {
-        if !init.segments.is_empty() {
+        if !init.segments.is_empty() || !init.live.is_empty() {
             return Err(TraceError::new(
                 path,
                 Location::File,
                 format!(
-                    "the trace starts mid-run ({} segments already existed); the CSV format cannot hold that initial state — use the binary format (.vlt)",
-                    init.segments.len()
+                    "the trace starts mid-run ({} segments and {} blocks in use already existed); the CSV format cannot hold that initial state — use the binary format (.vlt), or `vramlab convert --start fresh` to write the blocks in use as the first allocations",
+                    init.segments.len(),
+                    init.live.len()
                 ),
             ));
         }

@@ -376,6 +376,53 @@ impl Trace {
             .count()
     }
 
+    /// The same trace starting from an empty allocator: the blocks in use
+    /// at the first entry become its first allocations, in address order
+    /// (a pending free is requested right after its allocation), exactly
+    /// as a replay with a *fresh* start begins. The expected record is
+    /// dropped (its event indices no longer apply). A trace without an
+    /// initial state is returned as it is.
+    pub fn with_fresh_start(&self) -> Trace {
+        let Some(init) = &self.initial else {
+            return self.clone();
+        };
+        let mut events = Vec::with_capacity(self.events.len() + 2 * init.live.len());
+        for b in &init.live {
+            if b.requested == 0 {
+                continue; // a zero-byte request allocates nothing
+            }
+            events.push(Event::Alloc {
+                id: b.id(),
+                stream: b.stream,
+                size: b.requested,
+            });
+            if matches!(b.state, InitialBlockState::PendingFree(_)) {
+                events.push(Event::FreeRequested { id: b.id() });
+            }
+        }
+        let prologue = events.len();
+        events.extend_from_slice(&self.events);
+        let mut t = Trace {
+            header: self.header.clone(),
+            streams: self.streams.clone(),
+            initial: None,
+            events,
+            num_ids: self.num_ids,
+            expected: None,
+            notes: self.notes.clone(),
+            frames: self.frames.clone(),
+            alloc_frames: self.alloc_frames.clone(),
+        };
+        t.header
+            .extra
+            .insert("fresh_start_events".into(), prologue.to_string());
+        t.notes.push(format!(
+            "fresh start: the {} blocks in use at the first entry are the first {prologue} events (address order)",
+            init.live.len()
+        ));
+        t
+    }
+
     /// Index of a raw stream handle, interning it if new. Scans the stream
     /// table; readers that intern many handles use [`StreamInterner`].
     pub fn stream_index(&mut self, raw: u64) -> StreamIndex {

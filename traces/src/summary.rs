@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::model::{Event, InitialBlockState, Trace};
+use crate::model::{Event, InitialBlockState, InitialState, Trace};
 
 /// One bucket of the request-size histogram: sizes in `[lo, hi)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,12 +54,64 @@ pub struct TraceSummary {
     pub starts_mid_run: bool,
     /// Why the recorded layout at the start could not be rebuilt.
     pub initial_layout_error: Option<String>,
+    /// The recorded allocator state at the start (traces that start
+    /// mid-run, and state-only snapshots), when its layout was rebuilt.
+    pub initial_state: Option<StateSummary>,
     /// Wall-clock span of the recording in microseconds, when known.
     pub duration_us: Option<u64>,
     /// Power-of-two histogram of request sizes (empty buckets omitted).
     pub size_histogram: Vec<SizeBucket>,
     /// Remarks from reading the trace.
     pub notes: Vec<String>,
+}
+
+/// An allocator state in numbers: what PyTorch's own `memory_stats()`
+/// would say of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StateSummary {
+    /// Segments (or mapped ranges of expandable segments).
+    pub segments: u64,
+    /// Bytes of the segments (`reserved_bytes`).
+    pub reserved_bytes: u64,
+    /// Bytes of allocated blocks (`allocated_bytes`).
+    pub allocated_bytes: u64,
+    /// Bytes of blocks waiting for their free to complete.
+    pub pending_free_bytes: u64,
+    /// Reserved but unallocated bytes.
+    pub waste_bytes: u64,
+    /// The largest free block.
+    pub largest_free_block: u64,
+    /// Free blocks.
+    pub free_blocks: u64,
+}
+
+impl StateSummary {
+    /// The numbers of a recorded state.
+    pub fn of(init: &InitialState) -> StateSummary {
+        let mut s = StateSummary {
+            segments: init.segments.len() as u64,
+            ..Default::default()
+        };
+        for g in &init.segments {
+            s.reserved_bytes = s.reserved_bytes.saturating_add(g.size);
+            for b in &g.blocks {
+                match b.state {
+                    InitialBlockState::Free => {
+                        s.free_blocks += 1;
+                        s.largest_free_block = s.largest_free_block.max(b.size);
+                    }
+                    InitialBlockState::Allocated(_) => {
+                        s.allocated_bytes = s.allocated_bytes.saturating_add(b.size)
+                    }
+                    InitialBlockState::PendingFree(_) => {
+                        s.pending_free_bytes = s.pending_free_bytes.saturating_add(b.size)
+                    }
+                }
+            }
+        }
+        s.waste_bytes = s.reserved_bytes.saturating_sub(s.allocated_bytes);
+        s
+    }
 }
 
 impl TraceSummary {
@@ -102,6 +154,11 @@ impl TraceSummary {
             initial_live_blocks: t.initial.as_ref().map_or(0, |i| i.live_blocks() as u64),
             starts_mid_run: t.initial.is_some(),
             initial_layout_error: t.initial.as_ref().and_then(|i| i.layout_error.clone()),
+            initial_state: t
+                .initial
+                .as_ref()
+                .filter(|i| i.layout_error.is_none() && !i.segments.is_empty())
+                .map(StateSummary::of),
             duration_us: t
                 .header
                 .extra

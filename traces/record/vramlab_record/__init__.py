@@ -18,9 +18,17 @@ In your own code::
     rec.rec.write("mine.csv")
 """
 
-from .recorder import AllocationRecorder, Recording, finish
-
 __all__ = ["AllocationRecorder", "Recording", "finish", "fake_recording"]
+
+
+def __getattr__(name):
+    # Imported lazily: the recorder needs torch, the comparison tool does not
+    # (`python -m vramlab_record.compare` runs without torch).
+    if name in ("AllocationRecorder", "Recording", "finish"):
+        from . import recorder
+
+        return getattr(recorder, name)
+    raise AttributeError(f"module 'vramlab_record' has no attribute {name!r}")
 
 
 def fake_recording(recording=None):
