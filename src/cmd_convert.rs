@@ -32,9 +32,10 @@ pub struct ConvertArgs {
     /// Only this device of a multi-device snapshot.
     #[arg(long = "trace-device", value_name = "N")]
     device: Option<u32>,
-    /// PyTorch release whose rules lay out snapshots that start mid-run.
-    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
-    torch_version: TorchVersion,
+    /// PyTorch release whose rules lay out snapshots that start mid-run
+    /// (default: the release the snapshot was recorded with).
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    torch_version: Option<TorchVersion>,
     /// For snapshots recorded mid-run: `fresh` writes the blocks in use at
     /// the first entry as the first allocations (any format, CSV included;
     /// what `replay --start fresh` replays); `recorded` (the default) keeps
@@ -99,9 +100,10 @@ pub struct StatsArgs {
     /// Input format, when the extension does not say.
     #[arg(long, value_name = "FMT", value_parser = parse_format)]
     format: Option<Format>,
-    /// PyTorch release whose rules lay out snapshots that start mid-run.
-    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
-    torch_version: TorchVersion,
+    /// PyTorch release whose rules lay out snapshots that start mid-run
+    /// (default: the release the snapshot was recorded with).
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    torch_version: Option<TorchVersion>,
     /// Only this GPU of a multi-device snapshot (default: every device).
     #[arg(long = "trace-device", value_name = "N")]
     device: Option<u32>,
@@ -115,7 +117,7 @@ pub struct StatsArgs {
 fn readable_devices(
     path: &std::path::Path,
     format: Option<Format>,
-    version: TorchVersion,
+    version: Option<TorchVersion>,
     device: Option<u32>,
 ) -> Result<Vec<vramlab_traces::Trace>> {
     let loaded = load_devices(path, format, version)?;

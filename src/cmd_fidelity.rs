@@ -26,9 +26,10 @@ pub struct FidelityArgs {
     /// Settings to replay instead of the recorded ones.
     #[arg(long, value_name = "STR")]
     conf: Option<String>,
-    /// PyTorch release whose allocator rules apply.
-    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
-    torch_version: TorchVersion,
+    /// PyTorch release whose allocator rules apply (default: the release
+    /// the snapshot was recorded with, detected from its keys).
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    torch_version: Option<TorchVersion>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -36,8 +37,7 @@ pub struct FidelityArgs {
 
 /// Runs the command; fails (exit 1) when the replay does not match.
 pub fn run(args: FidelityArgs) -> Result<()> {
-    let v = args.torch_version;
-    let loaded = load_devices(&args.snapshot, None, v)?;
+    let loaded = load_devices(&args.snapshot, None, args.torch_version)?;
     let mut reports = Vec::new();
     // Devices that cannot be checked: (device, why). They stop nothing.
     let mut unchecked: Vec<(u32, String)> = loaded
@@ -55,6 +55,7 @@ pub fn run(args: FidelityArgs) -> Result<()> {
             unchecked.push((d, why));
             continue;
         }
+        let v = vramlab_sim::release::target_of(t, args.torch_version).rules;
         let conf = match &args.conf {
             Some(s) => AllocConf::parse(s, v).with_context(|| format!("in --conf {s:?}"))?,
             None => recorded_conf(t, v)

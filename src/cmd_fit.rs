@@ -11,7 +11,6 @@ use vramlab_sim::fit::max_fitting_size;
 use vramlab_sim::grid::parse_grid_line;
 use vramlab_traces::r#gen::{self as vgen, GenRequest};
 
-use crate::common::parse_size_arg;
 use crate::table::{Table, bytes};
 
 /// The dimension to vary.
@@ -33,9 +32,9 @@ pub struct FitArgs {
     /// The dimension to grow.
     #[arg(long, value_enum)]
     vary: Vary,
-    /// The GPU memory the job may use.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
-    capacity: u64,
+    /// The card (--gpu NAME) or memory (--capacity SIZE) the job may use.
+    #[command(flatten)]
+    device: crate::common::DeviceArgs,
     /// Settings to compare (grid-line syntax; repeat). Default: PyTorch's
     /// defaults and expandable_segments:True.
     #[arg(long = "conf", value_name = "STR")]
@@ -53,6 +52,11 @@ pub struct FitArgs {
 
 /// Runs `fit`.
 pub fn run(args: FitArgs) -> Result<()> {
+    let Some(capacity) = args.device.bytes() else {
+        anyhow::bail!(
+            "fit needs the card: --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
+        );
+    };
     let base: GenRequest = crate::cmd_gen::request(&args.workload)?;
     let (preset, _) = base.resolve()?;
     let (start, step, limit) = match args.vary {
@@ -94,13 +98,13 @@ pub fn run(args: FitArgs) -> Result<()> {
             Vary::Seq => "sequence length (tokens)".into(),
             Vary::Resolution => "resolution (pixels)".into(),
         },
-        capacity: Some(args.capacity),
+        capacity: Some(capacity),
         points: Vec::new(),
     };
     for c in &confs {
         let entry = parse_grid_line(c, TorchVersion::NEWEST)
             .map_err(|e| anyhow::anyhow!("--conf {c:?}: {e}"))?;
-        let s = entry.scenario(Some(args.capacity));
+        let s = entry.scenario(Some(capacity));
         let r = max_fitting_size(&make, &s, lo, hi)
             .with_context(|| format!("searching under {}", entry.label()))?;
         for p in &r.probes {
@@ -126,7 +130,7 @@ pub fn run(args: FitArgs) -> Result<()> {
     outln!(
         "{} on {}: the largest {} that fits",
         preset.name,
-        bytes(args.capacity),
+        bytes(capacity),
         sweep.dimension
     );
     let mut t = Table::new(vec![

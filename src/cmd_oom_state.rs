@@ -51,6 +51,10 @@ pub fn show_oom_state(
         if json {
             out_json.push(serde_json::json!({
                 "setting": run.conf, "capacity": capacity, "oom": o,
+                "failing_stack": o.alloc_id.map(|id| crate::oom_code::stack_json(trace, id)),
+                "largest_live": o.largest_live.iter().map(|&(id, size)| serde_json::json!({
+                    "id": id, "requested_bytes": size, "stack": crate::oom_code::stack_json(trace, id),
+                })).collect::<Vec<_>>(),
                 "cached_free_bytes": free_total,
                 "segments": o.segments.iter().map(|s| serde_json::json!({
                     "address": s.ptr, "size": s.size, "pool": s.pool.name(), "expandable": s.is_expandable,
@@ -100,6 +104,7 @@ pub fn show_oom_state(
         outln!("  largest free block {}", bytes(o.largest_free_block));
         outln!("  PyTorch would say: {}", o.message);
         outln!();
+        crate::oom_code::print_code(trace, o, "  ");
         let mut tab = Table::new(vec![
             "segment".into(),
             "pool".into(),

@@ -51,7 +51,7 @@ pub struct ReplayArgs {
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> Result<()> {
     let trace = args.trace.load(args.conf.torch_version)?;
-    if args.cuda.device_kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
+    if args.cuda.run_on.kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
         let settings = args.conf.settings(Some(&trace))?;
         let on_gpu: Vec<vramlab_sim::Scenario> = settings
             .iter()
@@ -66,7 +66,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             settings,
             &crate::cmd_replay_cuda::CudaReplayOptions {
                 trace_path: &args.trace.trace,
-                gpu: args.cuda.gpu,
+                gpu: args.cuda.run_on.ordinal,
                 touch: args.cuda.touch,
                 json: args.json,
                 fraction: args.conf.fraction,
@@ -305,6 +305,12 @@ fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
                 bytes(o.largest_free_block),
                 o.message
             ));
+            if let Some(line) = o
+                .alloc_id
+                .and_then(|id| crate::oom_code::frames_line(trace, id))
+            {
+                out.push_str(&format!("  the allocation that failed: {line}\n"));
+            }
         }
     }
     if runs.len() > 1 {

@@ -1,5 +1,5 @@
-//! `vramlab replay --device cuda [--gpu N] [--touch]`: the same replay on a
-//! real GPU through the CUDA driver.
+//! `vramlab replay --device cuda[:N] [--touch]`: the same replay on a real
+//! GPU through the CUDA driver.
 //!
 //! Each setting is replayed by the native policy on GPU `N`
 //! ([`vramlab_sim::cuda::CudaScenario`]): segments and pages come from the
@@ -22,7 +22,7 @@
 //! `cuda` feature, `--device cuda` is an error that says so.
 //!
 //! Wiring (in `cmd_replay.rs`): flatten [`CudaArgs`] into `ReplayArgs` and,
-//! when `device_kind == DeviceKind::Cuda`, call [`run_cuda`] instead of the
+//! when `run_on.kind == DeviceKind::Cuda`, call [`run_cuda`] instead of the
 //! simulated replay.
 
 use std::path::Path;
@@ -42,17 +42,47 @@ pub enum DeviceKind {
     Cuda,
 }
 
-/// The `--device`, `--gpu` and `--touch` options of `vramlab replay`.
+/// `sim`, `cuda` or `cuda:N` (as PyTorch names devices).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// Simulated or real.
+    pub kind: DeviceKind,
+    /// CUDA device ordinal (0 unless `cuda:N`).
+    pub ordinal: u32,
+}
+
+/// clap value parser for [`DeviceSpec`].
+pub fn parse_device(s: &str) -> Result<DeviceSpec, String> {
+    match s {
+        "sim" => Ok(DeviceSpec::default()),
+        "cuda" => Ok(DeviceSpec {
+            kind: DeviceKind::Cuda,
+            ordinal: 0,
+        }),
+        _ => s
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(|ordinal| DeviceSpec {
+                kind: DeviceKind::Cuda,
+                ordinal,
+            })
+            .ok_or_else(|| {
+                format!(
+                    "unknown device '{s}': expected sim, cuda or cuda:N (a CUDA device ordinal)"
+                )
+            }),
+    }
+}
+
+/// The `--device` and `--touch` options of `vramlab replay`.
 #[derive(Debug, Clone, Args)]
 pub struct CudaArgs {
-    /// Where to replay: "sim" (the simulated GPU) or "cuda" (a real GPU
-    /// through the CUDA driver: real cudaMalloc/cuMemMap calls, per-call
-    /// latency histograms, the device's own OOM point and a leak check).
-    #[arg(long = "device", value_enum, value_name = "KIND", default_value_t = DeviceKind::Sim)]
-    pub device_kind: DeviceKind,
-    /// With --device cuda: the GPU to use (CUDA device ordinal).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub gpu: u32,
+    /// Where to replay: "sim" (the simulated GPU), or "cuda" / "cuda:N" (a
+    /// real GPU through the CUDA driver, ordinal N: real cudaMalloc and
+    /// cuMemMap calls, per-call latency histograms, the device's own OOM
+    /// point and a leak check).
+    #[arg(long = "device", value_name = "sim|cuda[:N]", default_value = "sim", value_parser = parse_device)]
+    pub run_on: DeviceSpec,
     /// With --device cuda: write zeros over every newly obtained segment or
     /// page (cuMemsetD8), outside the timed calls.
     #[arg(long)]
@@ -65,7 +95,7 @@ pub struct CudaArgs {
 pub struct CudaReplayOptions<'a> {
     /// The trace file, for the output.
     pub trace_path: &'a Path,
-    /// GPU ordinal (`--gpu`).
+    /// CUDA device ordinal (`--device cuda:N`).
     pub gpu: u32,
     /// `--touch`.
     pub touch: bool,
@@ -406,11 +436,14 @@ mod tests {
     fn flags_combine_with_the_replay_options() {
         Replay::command().debug_assert();
         let r = Replay::parse_from(["x", "t.csv"]);
-        assert_eq!(r.cuda.device_kind, DeviceKind::Sim);
-        let r = Replay::parse_from(["x", "t.csv", "--device", "cuda", "--gpu", "3", "--touch"]);
-        assert_eq!(r.cuda.device_kind, DeviceKind::Cuda);
-        assert_eq!((r.cuda.gpu, r.cuda.touch), (3, true));
+        assert_eq!(r.cuda.run_on.kind, DeviceKind::Sim);
+        let r = Replay::parse_from(["x", "t.csv", "--device", "cuda:3", "--touch"]);
+        assert_eq!(r.cuda.run_on.kind, DeviceKind::Cuda);
+        assert_eq!((r.cuda.run_on.ordinal, r.cuda.touch), (3, true));
+        let r = Replay::parse_from(["x", "t.csv", "--device", "cuda", "--gpu", "h100-80gb"]);
+        assert_eq!(r.cuda.run_on.ordinal, 0);
         assert!(Replay::try_parse_from(["x", "t.csv", "--device", "tpu"]).is_err());
+        assert!(Replay::try_parse_from(["x", "t.csv", "--device", "cuda:x"]).is_err());
     }
 
     #[test]

@@ -12,39 +12,36 @@ use vramlab_reports::{
 };
 use vramlab_sim::grid::GridEntry;
 use vramlab_sim::oom_point::find_oom_point;
-use vramlab_sim::recommend::{Recommendation, recommend};
+use vramlab_sim::recommend::{RecommendRequest, Recommendation, Verdict, recommend_trace};
+use vramlab_sim::release::TorchTarget;
 use vramlab_sim::{ReplayOptions, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::summary::TraceSummary;
 
-use crate::cmd_sweep::{GridArgs, print_recommendation, sweep_rows};
-use crate::common::parse_size_arg;
+use crate::cmd_recommend::print_recommendation;
+use crate::cmd_sweep::GridArgs;
+use crate::common::{DeviceArgs, StartArgs, TraceArgs, parse_size_arg};
 
 /// Arguments of `vramlab report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Trace to report on.
-    #[arg(value_name = "TRACE")]
-    trace: PathBuf,
+    #[command(flatten)]
+    trace: TraceArgs,
     /// Folder to write index.html and the plots into.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// The GPU memory the job may use (default: unlimited; then settings
-    /// are ranked by peak reserved alone).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
-    capacity: Option<u64>,
+    /// The card (--gpu NAME) or memory (--capacity SIZE) the job may use
+    /// (default: unlimited; then settings are ranked by peak reserved alone).
+    #[command(flatten)]
+    device: DeviceArgs,
     #[command(flatten)]
     grid: GridArgs,
     /// How many settings get plots of their own (the best ones, plus the
     /// defaults).
     #[arg(long, default_value_t = 5)]
     plots: usize,
-    /// Which GPU of a multi-device snapshot (default: the device with the
-    /// most allocations, named in a note).
-    #[arg(long = "trace-device", value_name = "N")]
-    device: Option<u32>,
     #[command(flatten)]
-    start: crate::common::StartArgs,
+    start: StartArgs,
 }
 
 /// Everything `report` computed, for printing.
@@ -69,8 +66,8 @@ pub struct ReportRequest<'a> {
     pub grid: &'a [GridEntry],
     /// How many settings get plots of their own.
     pub plots: usize,
-    /// PyTorch release whose rules apply.
-    pub version: TorchVersion,
+    /// The PyTorch release(s) the advice is for.
+    pub target: &'a TorchTarget,
     /// The user's start for a trace recorded mid-run.
     pub start: Option<Start>,
     /// Output folder.
@@ -84,16 +81,26 @@ pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
         capacity,
         grid,
         plots,
-        version,
+        target,
         start,
         out,
     } = *req;
-    let traces = vec![(name.to_string(), trace.clone())];
+    let pb = crate::cmd_sweep::progress_bar(grid.len() as u64, false);
+    let (rows, rec) = recommend_trace(
+        &RecommendRequest {
+            name,
+            trace,
+            grid,
+            capacity,
+            target,
+            start,
+        },
+        &|| pb.inc(1),
+    )
+    .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
+    pb.finish_and_clear();
     let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
     let start = vramlab_sim::start_for(trace, &scenarios, start);
-    let rows = sweep_rows(&traces, grid, capacity, None, start, false)?;
-    let peak_live = TraceSummary::of(trace).peak_live_bytes;
-    let rec = recommend(&rows, capacity.unwrap_or(0), peak_live, version);
     // The defaults, then the best-ranked settings.
     let mut chosen: Vec<&GridEntry> = Vec::new();
     if let Some(d) = grid.iter().find(|g| g.to_line() == "default") {
@@ -133,19 +140,23 @@ pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
             lower_bound: p.lower_bound,
         });
     }
-    let recommendation =
-        rec.ranked
-            .first()
-            .filter(|w| w.row.fits())
-            .map(|w| ReportRecommendation {
-                setting: w.row.setting.clone(),
-                reason: rec.why.clone(),
-                export_lines: rec
-                    .export
-                    .iter()
-                    .map(|(shell, line)| format!("{line}    # {shell}"))
-                    .collect(),
-            });
+    let recommendation = match (rec.verdict, rec.ranked.first()) {
+        (Verdict::UseSetting, Some(w)) => Some(ReportRecommendation {
+            setting: w.row.setting.clone(),
+            reason: rec.why.clone(),
+            export_lines: rec
+                .export
+                .iter()
+                .map(|(shell, line)| format!("{line}    # {shell}"))
+                .collect(),
+        }),
+        (Verdict::DefaultsAreFine, _) => Some(ReportRecommendation {
+            setting: "PyTorch's defaults (change nothing)".into(),
+            reason: rec.why.clone(),
+            export_lines: Vec::new(),
+        }),
+        _ => None,
+    };
     let mut notes: Vec<String> = trace.notes.clone();
     if trace.initial.is_some() {
         notes.push(format!(
@@ -153,8 +164,9 @@ pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
             vramlab_sim::describe_start(trace, start)
         ));
     }
+    notes.push(format!("Advice for {}.", target.describe()));
     notes.push(format!(
-        "{} settings were replayed; the table ranks {} of them. Full results: `vramlab sweep {} --capacity … --csv rows.csv`.",
+        "{} settings were replayed; the table ranks {} of them. Full results: `vramlab sweep {} --gpu … --csv rows.csv`.",
         rows.len(),
         settings.len(),
         name
@@ -178,31 +190,27 @@ pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
 pub fn run(args: ReportArgs) -> Result<()> {
     // A report is about one device: the one asked for, or the one with the
     // most allocations (named in a note).
-    let trace = crate::common::TraceArgs {
-        trace: args.trace.clone(),
-        format: None,
-        device: args.device,
-    }
-    .load_any(args.grid.torch_version)?;
-    let name = crate::common::display_name(&args.trace, &trace);
+    let trace = args.trace.load_any(args.grid.torch_version)?;
+    let name = crate::common::display_name(&args.trace.trace, &trace);
     if trace.events.is_empty() {
         let index = state_report(&name, &trace, &args.out)?;
         outln!("report of the allocator state: {}", index.display());
         return Ok(());
     }
-    let grid = args.grid.entries()?;
+    let target = args.grid.target(&trace);
+    let grid = args.grid.entries(&target)?;
     let built = build_report(&ReportRequest {
         name: &name,
         trace: &trace,
-        capacity: args.capacity,
+        capacity: args.device.bytes(),
         grid: &grid,
         plots: args.plots,
-        version: args.grid.torch_version,
+        target: &target,
         start: args.start.start,
         out: &args.out,
     })?;
-    if let Some(c) = args.capacity {
-        print_recommendation(&name, c, &built.rec, 5);
+    if let Some(card) = args.device.describe() {
+        print_recommendation(&name, &card, &built.rec, 5);
     }
     outln!("\nreport: {}", built.index.display());
     Ok(())
@@ -277,19 +285,24 @@ pub fn run_demo(args: DemoArgs) -> Result<()> {
         trace.events.len(),
         crate::table::bytes(args.capacity)
     );
-    let v = TorchVersion::NEWEST;
-    let grid = vramlab_sim::grid::default_grid(v);
+    let target = vramlab_sim::release::target_of(&trace, None);
+    let grid = vramlab_sim::grid::default_grid_for(&target);
     let built = build_report(&ReportRequest {
         name: DEMO_NAME,
         trace: &trace,
         capacity: Some(args.capacity),
         grid: &grid,
         plots: 4,
-        version: v,
+        target: &target,
         start: None,
         out: &args.out,
     })?;
-    print_recommendation(DEMO_NAME, args.capacity, &built.rec, 8);
+    print_recommendation(
+        DEMO_NAME,
+        &crate::table::bytes(args.capacity),
+        &built.rec,
+        8,
+    );
     outln!("\nreport with plots: {}", built.index.display());
     Ok(())
 }

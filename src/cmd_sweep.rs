@@ -1,4 +1,5 @@
-//! `vramlab sweep`, `vramlab oom-point` and `vramlab recommend`.
+//! `vramlab sweep`: every trace × every setting, in parallel, as rows for
+//! pandas; and the grid options the sweeping commands share.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -7,13 +8,12 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_sim::Start;
-use vramlab_sim::grid::{GridEntry, default_grid, parse_grid, parse_grid_line};
-use vramlab_sim::oom_point::find_oom_point;
-use vramlab_sim::recommend::recommend;
+use vramlab_sim::grid::{GridEntry, default_grid_for, parse_grid, parse_grid_line};
+use vramlab_sim::release::{TorchTarget, target_of};
 use vramlab_sim::sweep::{CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep};
 use vramlab_traces::Trace;
 
-use crate::common::parse_size_arg;
+use crate::common::DeviceArgs;
 use crate::table::{Table, bytes, count, percent};
 
 /// Where a grid comes from.
@@ -26,17 +26,43 @@ pub struct GridArgs {
     /// Extra settings to add to the grid (same syntax as a grid line).
     #[arg(long = "conf", value_name = "STR")]
     pub extra: Vec<String>,
-    /// PyTorch release whose rules apply.
-    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
-    pub torch_version: TorchVersion,
+    /// PyTorch release whose rules apply (default: the release the trace
+    /// was recorded with, detected from a snapshot's keys, else 2.11).
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    pub torch_version: Option<TorchVersion>,
 }
 
 impl GridArgs {
-    /// The grid entries.
-    pub fn entries(&self) -> Result<Vec<GridEntry>> {
-        let v = self.torch_version;
+    /// The PyTorch release(s) that apply to `trace`.
+    pub fn target(&self, trace: &Trace) -> TorchTarget {
+        target_of(trace, self.torch_version)
+    }
+
+    /// The PyTorch release(s) that apply to several traces: the user's, or
+    /// the one every trace agrees on, else the newest (said in a note).
+    pub fn target_of_all(&self, traces: &[(String, Trace)]) -> TorchTarget {
+        if let Some(v) = self.torch_version {
+            return TorchTarget::user(v);
+        }
+        let targets: Vec<TorchTarget> = traces.iter().map(|(_, t)| target_of(t, None)).collect();
+        match targets.first() {
+            Some(first) if targets.iter().all(|t| t.releases == first.releases) => first.clone(),
+            _ => {
+                eprintln!(
+                    "note: the traces were recorded by different PyTorch releases; the grid uses the rules of {} (name one with --torch-version)",
+                    TorchVersion::NEWEST
+                );
+                TorchTarget::user(TorchVersion::NEWEST)
+            }
+        }
+    }
+
+    /// The grid entries for `target`: the default grid keeps only what
+    /// every release of the target accepts.
+    pub fn entries(&self, target: &TorchTarget) -> Result<Vec<GridEntry>> {
+        let v = target.rules;
         let mut g = if self.grid == "default" {
-            default_grid(v)
+            default_grid_for(target)
         } else {
             let text = std::fs::read_to_string(&self.grid)
                 .with_context(|| format!("cannot read grid file {}", self.grid))?;
@@ -54,11 +80,12 @@ impl GridArgs {
 /// be read (each named in a note).
 pub fn load_all(
     paths: &[PathBuf],
-    version: TorchVersion,
+    version: Option<TorchVersion>,
     device: Option<u32>,
 ) -> Result<Vec<(String, Trace)>> {
     let mut out = Vec::new();
-    for p in paths {
+    for p in crate::common::expand_dirs(paths)? {
+        let p = &p;
         let loaded = crate::progress::load_devices(p, None, version)?;
         let file = p.file_name().map_or_else(
             || p.display().to_string(),
@@ -104,14 +131,15 @@ pub fn load_all(
 /// Arguments of `vramlab sweep`.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    /// Traces to sweep.
+    /// Traces to sweep: files in any format vramlab reads, or folders (every
+    /// trace inside, not recursing).
     #[arg(value_name = "TRACE", required_unless_present = "merge")]
     traces: Vec<PathBuf>,
     #[command(flatten)]
     grid: GridArgs,
-    /// Device capacity (default unlimited).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
-    capacity: Option<u64>,
+    /// The card (--gpu NAME) or capacity (--capacity SIZE); default unlimited.
+    #[command(flatten)]
+    card: DeviceArgs,
     /// Only this GPU of multi-device snapshots (default: every device).
     #[arg(long = "trace-device", value_name = "N")]
     device: Option<u32>,
@@ -157,7 +185,8 @@ fn write_outputs(rows: &[SweepRow], csv: Option<&Path>, json: Option<&Path>) -> 
     Ok(())
 }
 
-fn progress_bar(total: u64, quiet: bool) -> indicatif::ProgressBar {
+/// A bar of replays done, on stderr when it is a terminal.
+pub fn progress_bar(total: u64, quiet: bool) -> indicatif::ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
@@ -208,12 +237,13 @@ pub fn run(args: SweepArgs) -> Result<()> {
         merge_rows(all).map_err(anyhow::Error::msg)?
     } else {
         let traces = load_all(&args.traces, args.grid.torch_version, args.device)?;
-        let grid = args.grid.entries()?;
+        let target = args.grid.target_of_all(&traces);
+        let grid = args.grid.entries(&target)?;
         let t0 = std::time::Instant::now();
         let rows = sweep_rows(
             &traces,
             &grid,
-            args.capacity,
+            args.card.bytes(),
             args.shard,
             args.start.start,
             args.quiet,
@@ -230,8 +260,61 @@ pub fn run(args: SweepArgs) -> Result<()> {
         rows
     };
     write_outputs(&rows, args.csv.as_deref(), args.json.as_deref())?;
-    print_sweep(&rows);
+    if args.csv.is_some() || args.json.is_some() {
+        print_summary(&rows);
+    } else {
+        print_sweep(&rows);
+    }
     Ok(())
+}
+
+/// The traces of `rows`, in the order they first appear.
+fn trace_names(rows: &[SweepRow]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if names.last() != Some(&r.trace.as_str()) && !names.contains(&r.trace.as_str()) {
+            names.push(&r.trace);
+        }
+    }
+    names
+}
+
+/// One line per trace (the rows went to a file): the best setting, the
+/// defaults, how many fit.
+fn print_summary(rows: &[SweepRow]) {
+    let mut tab = Table::new(vec![
+        "trace".into(),
+        "settings".into(),
+        "fit".into(),
+        "defaults".into(),
+        "best".into(),
+        "best setting".into(),
+    ])
+    .left(1);
+    for t in trace_names(rows) {
+        let mine: Vec<&SweepRow> = rows.iter().filter(|r| r.trace == t).collect();
+        let fit = mine.iter().filter(|r| r.fits()).count();
+        let defaults = mine.iter().find(|r| r.grid_line == "default");
+        let best = mine
+            .iter()
+            .filter(|r| r.fits())
+            .min_by_key(|r| (r.peak_reserved_bytes, r.index));
+        tab.row(vec![
+            t.to_string(),
+            count(mine.len() as u64),
+            count(fit as u64),
+            defaults.map_or("-".into(), |d| {
+                if d.fits() {
+                    bytes(d.peak_reserved_bytes)
+                } else {
+                    format!("OOM {}", oom_cell(d))
+                }
+            }),
+            best.map_or("-".into(), |b| bytes(b.peak_reserved_bytes)),
+            best.map_or("none fits".into(), |b| b.setting.clone()),
+        ]);
+    }
+    out!("{}", tab.render());
 }
 
 fn print_sweep(rows: &[SweepRow]) {
@@ -284,252 +367,5 @@ pub fn oom_cell(r: &SweepRow) -> String {
         "at the start".into()
     } else {
         format!("event {}", count(r.oom_event as u64))
-    }
-}
-
-/// Arguments of `vramlab oom-point`.
-#[derive(Debug, Args)]
-pub struct OomPointArgs {
-    #[command(flatten)]
-    trace: crate::common::TraceArgs,
-    #[command(flatten)]
-    conf: crate::common::ConfArgs,
-    #[command(flatten)]
-    start: crate::common::StartArgs,
-    /// Instead of searching: replay on this capacity and show the first
-    /// failing allocation and the allocator's state there.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
-    capacity: Option<u64>,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-/// Runs `oom-point`.
-pub fn run_oom_point(args: OomPointArgs) -> Result<()> {
-    let trace = args.trace.load(args.conf.torch_version)?;
-    let dev = crate::common::DeviceArgs {
-        capacity: args.capacity,
-    };
-    let scenarios = crate::common::scenarios(&args.conf, &dev, &trace)?;
-    // Capacities are what-ifs: a mid-run trace starts fresh unless told.
-    let start = vramlab_sim::choose_start(&trace, args.start.start, false);
-    if trace.initial.is_some() {
-        eprintln!("start: {}", vramlab_sim::describe_start(&trace, start));
-    }
-    if let Some(cap) = args.capacity {
-        return crate::cmd_oom_state::show_oom_state(
-            &trace,
-            &scenarios,
-            cap,
-            start.unwrap_or_default(),
-            args.json,
-        );
-    }
-    let mut results = Vec::new();
-    for s in &scenarios {
-        results.push(
-            find_oom_point(&trace, s, start.unwrap_or_default())
-                .with_context(|| format!("searching under {}", s.label()))?,
-        );
-    }
-    if args.json {
-        outln!("{}", serde_json::to_string_pretty(&results)?);
-        return Ok(());
-    }
-    let mut tab = Table::new(vec![
-        "setting".into(),
-        "smallest capacity".into(),
-        "live peak (bound)".into(),
-        "reserved, unlimited".into(),
-        "checked".into(),
-        "replays".into(),
-    ]);
-    for r in &results {
-        tab.row(vec![
-            r.setting.clone(),
-            bytes(r.min_capacity),
-            bytes(r.lower_bound),
-            bytes(r.unlimited_peak_reserved),
-            if r.verified {
-                "yes".into()
-            } else {
-                "NO".into()
-            },
-            r.replays.to_string(),
-        ]);
-    }
-    out!("{}", tab.render());
-    for r in &results {
-        if let Some(b) = r.start_reserved_bytes {
-            outln!(
-                "\nunder {}, the state at the first entry alone reserves {} ({} start)",
-                r.setting,
-                bytes(b),
-                r.start.map_or("empty", |s| s.name())
-            );
-        }
-    }
-    for r in &results {
-        if !r.not_monotone_at.is_empty() {
-            let list: Vec<String> = r.not_monotone_at.iter().map(|&c| bytes(c)).collect();
-            outln!(
-                "\nnote: under {}, feasibility is not monotone: it fits {} but not {} (less memory changes which blocks are cached and released)",
-                r.setting,
-                bytes(r.min_capacity),
-                list.join(", ")
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Arguments of `vramlab recommend`.
-#[derive(Debug, Args)]
-pub struct RecommendArgs {
-    /// Trace to recommend settings for.
-    #[arg(value_name = "TRACE")]
-    trace: PathBuf,
-    /// The GPU memory the job may use.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
-    capacity: u64,
-    #[command(flatten)]
-    grid: GridArgs,
-    /// Which GPU of a multi-device snapshot (default: the device with the
-    /// most allocations, named in a note).
-    #[arg(long = "trace-device", value_name = "N")]
-    device: Option<u32>,
-    #[command(flatten)]
-    start: crate::common::StartArgs,
-    /// How many ranked settings to show.
-    #[arg(long, default_value_t = 10)]
-    top: usize,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-/// Runs `recommend`.
-pub fn run_recommend(args: RecommendArgs) -> Result<()> {
-    let trace = crate::common::TraceArgs {
-        trace: args.trace.clone(),
-        format: None,
-        device: args.device,
-    }
-    .load(args.grid.torch_version)?;
-    let name = crate::common::display_name(&args.trace, &trace);
-    let traces = vec![(name.clone(), trace)];
-    let grid = args.grid.entries()?;
-    let rows = sweep_rows(
-        &traces,
-        &grid,
-        Some(args.capacity),
-        None,
-        args.start.start,
-        false,
-    )?;
-    let [(_, trace)] = traces.as_slice() else {
-        bail!("internal error: one trace expected");
-    };
-    let peak_live = vramlab_traces::summary::TraceSummary::of(trace).peak_live_bytes;
-    let rec = recommend(&rows, args.capacity, peak_live, args.grid.torch_version);
-    if args.json {
-        outln!("{}", serde_json::to_string_pretty(&rec)?);
-        return Ok(());
-    }
-    if let Some(r) = rows.first() {
-        if trace.initial.is_some() {
-            outln!(
-                "start: {}",
-                vramlab_sim::describe_start(trace, r.start.parse().ok())
-            );
-        }
-    }
-    print_recommendation(&name, args.capacity, &rec, args.top);
-    Ok(())
-}
-
-/// Prints a recommendation for people.
-pub fn print_recommendation(
-    trace: &str,
-    capacity: u64,
-    rec: &vramlab_sim::recommend::Recommendation,
-    top: usize,
-) {
-    let Some(first) = rec.ranked.first() else {
-        outln!("nothing to recommend");
-        return;
-    };
-    outln!(
-        "{trace} on {} ({} events, peak live {})",
-        bytes(capacity),
-        count(first.row.events),
-        bytes(first.row.peak_requested_bytes)
-    );
-    outln!();
-    let mut tab = Table::new(vec![
-        "#".into(),
-        "setting".into(),
-        "peak reserved".into(),
-        "headroom".into(),
-        "waste at peak".into(),
-        "utilization".into(),
-        "device calls".into(),
-        "flushes".into(),
-    ])
-    .left(1);
-    let row = |tab: &mut Table, r: &vramlab_sim::recommend::Ranked| {
-        tab.row(vec![
-            r.rank.to_string(),
-            r.row.setting.clone(),
-            if r.row.fits() {
-                bytes(r.row.peak_reserved_bytes)
-            } else {
-                format!("OOM {}", oom_cell(&r.row))
-            },
-            if r.row.fits() {
-                bytes(r.headroom_bytes.max(0) as u64)
-            } else {
-                "-".into()
-            },
-            bytes(r.row.waste_at_peak_bytes),
-            percent(r.row.utilization),
-            count(r.row.num_device_alloc + r.row.num_device_free),
-            count(r.row.num_sync_all_streams),
-        ]);
-    };
-    for r in rec.ranked.iter().take(top) {
-        row(&mut tab, r);
-    }
-    let baseline = rec.ranked.iter().find(|r| r.row.grid_line == "default");
-    if let Some(b) = baseline.filter(|b| b.rank as usize > top) {
-        row(&mut tab, b);
-    }
-    out!("{}", tab.render());
-    outln!();
-    outln!("{}", rec.why);
-    if !rec.export.is_empty() {
-        outln!();
-        for (shell, line) in &rec.export {
-            outln!("  {shell:<11} {line}");
-        }
-    }
-    if let Some(p) = &rec.python {
-        outln!("  {:<11} {p}", "Python");
-    }
-    if !rec.other_policies.is_empty() {
-        outln!();
-        outln!("other allocator designs on the same trace (not PyTorch settings):");
-        for r in &rec.other_policies {
-            outln!(
-                "  {:<28} {}",
-                r.row.setting,
-                if r.row.fits() {
-                    format!("peak reserved {}", bytes(r.row.peak_reserved_bytes))
-                } else {
-                    format!("OOM {}", oom_cell(&r.row))
-                }
-            );
-        }
     }
 }

@@ -6,7 +6,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::format::parse_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_sim::gpus::{Gpu, find_gpu};
 use vramlab_sim::load::Loaded;
+use vramlab_sim::release::{TorchTarget, target_of};
 use vramlab_sim::{PolicySpec, Scenario, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::io::Format;
@@ -29,9 +31,12 @@ pub struct ConfArgs {
     #[arg(long)]
     pub recorded_conf: bool,
 
-    /// PyTorch release whose allocator rules apply (2.1 … 2.11).
-    #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
-    pub torch_version: TorchVersion,
+    /// PyTorch release whose allocator rules apply (2.1 … 2.11). Default:
+    /// the release the snapshot was recorded with (detected from its keys;
+    /// the newest of the possible ones), else the trace's framework header,
+    /// else 2.11.
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    pub torch_version: Option<TorchVersion>,
 
     /// Per-process memory fraction, as torch.cuda.set_per_process_memory_fraction(F).
     #[arg(long, value_name = "F")]
@@ -45,6 +50,19 @@ pub struct ConfArgs {
 }
 
 impl ConfArgs {
+    /// The PyTorch release(s) that apply to `trace`.
+    pub fn target(&self, trace: Option<&Trace>) -> TorchTarget {
+        match trace {
+            Some(t) => target_of(t, self.torch_version),
+            None => TorchTarget::user(self.torch_version.unwrap_or(TorchVersion::NEWEST)),
+        }
+    }
+
+    /// The release whose rules apply to `trace`.
+    pub fn version_for(&self, trace: Option<&Trace>) -> TorchVersion {
+        self.target(trace).rules
+    }
+
     /// The policies to run, in order: `--policy` with each `--conf`.
     pub fn policies(&self, trace: Option<&Trace>) -> Result<Vec<PolicySpec>> {
         if self.policy == "native" {
@@ -70,7 +88,7 @@ impl ConfArgs {
         confs
             .into_iter()
             .map(|c| {
-                PolicySpec::parse(&self.policy, c, self.torch_version)
+                PolicySpec::parse(&self.policy, c, self.version_for(trace))
                     .map_err(|e| anyhow::anyhow!("--policy {} --conf {c:?}: {e}", self.policy))
             })
             .collect()
@@ -84,7 +102,7 @@ impl ConfArgs {
                 self.policy
             );
         }
-        let v = self.torch_version;
+        let v = self.version_for(trace);
         let mut out = Vec::new();
         if self.conf_from_env {
             let (c, var) = AllocConf::from_env(v, |k| std::env::var(k).ok())
@@ -126,13 +144,45 @@ impl ConfArgs {
     }
 }
 
-/// The simulated device.
+/// The simulated device: a card by name, or a capacity in bytes.
 #[derive(Debug, Clone, Args)]
 pub struct DeviceArgs {
-    /// Device capacity: bytes or a size like 24GiB, 80GB, 512MiB (default:
+    /// The GPU the job runs on, by name (`vramlab gpus` lists them: h100-80gb,
+    /// a100-40gb, rtx4090, …): its memory less the CUDA context.
+    #[arg(long, value_name = "NAME", value_parser = parse_gpu_arg, conflicts_with = "capacity")]
+    pub gpu: Option<&'static Gpu>,
+    /// Device capacity, exact: bytes or a size like 24GiB, 80GB (= 80·10^9
+    /// bytes, not 80 GiB), 512MiB. For a card, prefer --gpu (default:
     /// unlimited).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     pub capacity: Option<u64>,
+}
+
+impl DeviceArgs {
+    /// The capacity in bytes (`None` = unlimited).
+    pub fn bytes(&self) -> Option<u64> {
+        self.capacity.or(self.gpu.map(Gpu::usable_bytes))
+    }
+
+    /// How the capacity was given, for people: `rtx4090 (23.49 GiB
+    /// usable)` or `24.00 GiB`.
+    pub fn describe(&self) -> Option<String> {
+        match (self.gpu, self.capacity) {
+            (Some(g), _) => Some(format!(
+                "{} ({} usable of {})",
+                g.name,
+                crate::table::bytes(g.usable_bytes()),
+                crate::table::bytes(g.total_bytes())
+            )),
+            (None, Some(c)) => Some(crate::table::bytes(c)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// clap value parser for `--gpu NAME`.
+pub fn parse_gpu_arg(s: &str) -> Result<&'static Gpu, String> {
+    find_gpu(s)
 }
 
 /// clap value parser for sizes.
@@ -182,7 +232,7 @@ pub fn parse_format(s: &str) -> Result<Format, String> {
 
 impl TraceArgs {
     /// Reads the trace; snapshots are laid out under PyTorch `version` rules.
-    pub fn load(&self, version: TorchVersion) -> Result<Trace> {
+    pub fn load(&self, version: Option<TorchVersion>) -> Result<Trace> {
         let t = self.load_any(version)?;
         if t.events.is_empty() {
             let why = t
@@ -196,7 +246,14 @@ impl TraceArgs {
     }
 
     /// Reads the trace, which may have no events (a state-only snapshot).
-    pub fn load_any(&self, version: TorchVersion) -> Result<Trace> {
+    pub fn load_any(&self, version: Option<TorchVersion>) -> Result<Trace> {
+        if self.trace.is_dir() {
+            bail!(
+                "{} is a folder: give one trace file (`vramlab sweep {}` takes every trace in a folder)",
+                self.trace.display(),
+                self.trace.display()
+            );
+        }
         let loaded = crate::progress::load_devices(&self.trace, self.format, version)?;
         let t = pick_device(&self.trace, loaded, self.device)?;
         for n in &t.notes {
@@ -210,6 +267,32 @@ impl TraceArgs {
         }
         Ok(t)
     }
+}
+
+/// `paths` with every folder replaced by the trace files inside it (by
+/// extension, sorted; not recursing). A folder without traces is an error.
+pub fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let mut inside: Vec<PathBuf> = std::fs::read_dir(p)
+            .with_context(|| format!("cannot list {}", p.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.is_file() && Format::from_path(f).is_some())
+            .collect();
+        if inside.is_empty() {
+            bail!(
+                "{}: a folder with no traces in it (known extensions: .pickle, .pkl, .pickle.gz, .csv, .csv.gz, .vlt, .vlt.zst)",
+                p.display()
+            );
+        }
+        inside.sort();
+        out.extend(inside);
+    }
+    Ok(out)
 }
 
 /// The name a trace goes by in tables: the file name, with `#N` for a
@@ -297,7 +380,7 @@ pub fn scenarios(confs: &ConfArgs, dev: &DeviceArgs, trace: &Trace) -> Result<Ve
         .policies(Some(trace))?
         .into_iter()
         .map(|p| {
-            let mut s = Scenario::new(p).with_capacity(dev.capacity);
+            let mut s = Scenario::new(p).with_capacity(dev.bytes());
             s.memory_fraction = confs.fraction;
             s
         })

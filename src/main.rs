@@ -31,12 +31,16 @@ mod cmd_convert;
 mod cmd_fidelity;
 mod cmd_fit;
 mod cmd_gen;
+mod cmd_gpus;
+mod cmd_oom_point;
 mod cmd_oom_state;
+mod cmd_recommend;
 mod cmd_replay;
 mod cmd_replay_cuda;
 mod cmd_report;
 mod cmd_sweep;
 mod common;
+mod oom_code;
 mod progress;
 mod table;
 
@@ -65,9 +69,9 @@ enum Command {
     Sweep(cmd_sweep::SweepArgs),
     /// The smallest GPU capacity on which a trace runs without OOM, or
     /// (with --capacity) where and why it runs out.
-    OomPoint(cmd_sweep::OomPointArgs),
+    OomPoint(cmd_oom_point::OomPointArgs),
     /// Rank settings for a GPU capacity and print the line to export.
-    Recommend(cmd_sweep::RecommendArgs),
+    Recommend(cmd_recommend::RecommendArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
     Demo(cmd_report::DemoArgs),
@@ -83,6 +87,8 @@ enum Command {
     Bench(cmd_bench::BenchArgs),
     /// The regression gate: deterministic metrics against a committed baseline.
     BenchCheck(cmd_bench::BenchCheckArgs),
+    /// The GPUs --gpu NAME knows, and the memory PyTorch can use on each.
+    Gpus(cmd_gpus::GpusArgs),
     /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
     Convert(cmd_convert::ConvertArgs),
     /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
@@ -116,9 +122,10 @@ fn main() {
         Command::Report(a) => cmd_report::run(a),
         Command::Bench(a) => cmd_bench::run_bench(a),
         Command::BenchCheck(a) => cmd_bench::run_check(a),
-        Command::OomPoint(a) => cmd_sweep::run_oom_point(a),
-        Command::Recommend(a) => cmd_sweep::run_recommend(a),
+        Command::OomPoint(a) => cmd_oom_point::run(a),
+        Command::Recommend(a) => cmd_recommend::run(a),
         Command::Stats(a) => cmd_convert::run_stats(a),
+        Command::Gpus(a) => cmd_gpus::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -31,7 +31,7 @@ fn bar(total: u64, template: &str, message: String) -> ProgressBar {
 pub fn load_devices(
     path: &Path,
     format: Option<Format>,
-    version: TorchVersion,
+    version: Option<TorchVersion>,
 ) -> Result<Loaded, TraceError> {
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
     if size < READ_BAR_BYTES || !std::io::stderr().is_terminal() {

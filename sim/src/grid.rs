@@ -119,6 +119,21 @@ pub fn default_grid(version: TorchVersion) -> Vec<GridEntry> {
         .collect()
 }
 
+/// The default grid for a range of releases: the lines of the newest
+/// release's grid that every release of the range accepts (a snapshot
+/// recorded by 2.5–2.7 gets no `max_non_split_rounding_mb`, which 2.5
+/// rejects, and no `large_segment_size_mb`).
+pub fn default_grid_for(target: &crate::release::TorchTarget) -> Vec<GridEntry> {
+    default_grid(target.rules)
+        .into_iter()
+        .filter(|e| {
+            e.policy
+                .native_conf()
+                .is_none_or(|c| target.all_accept(&c.to_string()))
+        })
+        .collect()
+}
+
 /// The lines of [`default_grid`] in grid-file syntax.
 pub fn default_grid_lines(version: TorchVersion) -> Vec<String> {
     let mut lines: Vec<String> = vec!["default".into(), "expandable_segments:True".into()];

@@ -27,7 +27,7 @@ pub fn recorded_conf(trace: &Trace, version: TorchVersion) -> Result<Option<Allo
 pub fn load_traces(
     path: &Path,
     format: Option<Format>,
-    version: TorchVersion,
+    version: impl Into<Option<TorchVersion>>,
 ) -> Result<Vec<Trace>, TraceError> {
     load_traces_with_progress(path, format, version, None)
 }
@@ -36,7 +36,7 @@ pub fn load_traces(
 pub fn load_traces_with_progress(
     path: &Path,
     format: Option<Format>,
-    version: TorchVersion,
+    version: impl Into<Option<TorchVersion>>,
     progress: Option<ReadProgress<'_>>,
 ) -> Result<Vec<Trace>, TraceError> {
     let loaded = load_devices(path, format, version, progress)?;
@@ -62,7 +62,7 @@ pub struct Loaded {
 pub fn load_devices(
     path: &Path,
     format: Option<Format>,
-    version: TorchVersion,
+    version: impl Into<Option<TorchVersion>>,
     progress: Option<ReadProgress<'_>>,
 ) -> Result<Loaded, TraceError> {
     let fmt = format.or_else(|| Format::from_path(path));
@@ -81,10 +81,21 @@ pub fn load_devices(
 }
 
 /// Converts every device of a snapshot, laid out with the size rules of the
-/// settings it was recorded under (PyTorch `version`'s rules). `name`
-/// names the snapshot in messages.
-pub fn snapshot_devices(snap: &Snapshot, name: &str, version: TorchVersion) -> Loaded {
+/// settings it was recorded under: PyTorch `version`'s rules, or (`None`)
+/// those of the newest release that could have written it. `name` names
+/// the snapshot in messages.
+pub fn snapshot_devices(
+    snap: &Snapshot,
+    name: &str,
+    version: impl Into<Option<TorchVersion>>,
+) -> Loaded {
     {
+        let version = version.into().unwrap_or_else(|| {
+            let r = vramlab_traces::snapshot::releases_of(snap);
+            crate::release::parse_range(&r.label())
+                .and_then(|v| v.last().copied())
+                .unwrap_or(TorchVersion::NEWEST)
+        });
         let raw = snap
             .allocator_settings
             .as_ref()
@@ -116,7 +127,7 @@ pub fn load_trace(
     path: &Path,
     format: Option<Format>,
     device: Option<u32>,
-    version: TorchVersion,
+    version: impl Into<Option<TorchVersion>>,
 ) -> Result<Trace, TraceError> {
     pick_device(load_traces(path, format, version)?, path, device)
 }

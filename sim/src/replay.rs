@@ -435,8 +435,29 @@ impl<'t> Replayer<'t> {
             largest_free_block: alloc.largest_free_block(),
             device_free_bytes: report.device_free,
             message: report.to_string(),
+            largest_live: self.largest_live(),
             segments: alloc.segments(),
         }
+    }
+
+    /// The [`crate::run::LARGEST_LIVE`] largest live allocations (id,
+    /// requested bytes), largest first; ties by id.
+    fn largest_live(&self) -> Vec<(u32, u64)> {
+        let mut top: Vec<(u32, u64)> = Vec::with_capacity(crate::run::LARGEST_LIVE + 1);
+        for (id, s) in self.slots.iter().enumerate() {
+            if s.state != IdState::Live {
+                continue;
+            }
+            let pos = top
+                .iter()
+                .position(|&(_, sz)| s.size > sz)
+                .unwrap_or(top.len());
+            if pos < crate::run::LARGEST_LIVE {
+                top.insert(pos, (id as u32, s.size));
+                top.truncate(crate::run::LARGEST_LIVE);
+            }
+        }
+        top
     }
 
     /// Replays event `i`; `Ok(true)` when the replay must stop (an OOM).

@@ -101,6 +101,9 @@ fn serialize_kind<S: serde::Serializer>(k: &DeviceCallKind, s: S) -> Result<S::O
     s.serialize_str(k.name())
 }
 
+/// How many of the largest live allocations an [`OomEvent`] names.
+pub const LARGEST_LIVE: usize = 5;
+
 /// The allocation that failed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OomEvent {
@@ -130,6 +133,9 @@ pub struct OomEvent {
     pub device_free_bytes: u64,
     /// PyTorch's error message.
     pub message: String,
+    /// The largest allocations live at the failure (id, requested bytes),
+    /// largest first (at most [`LARGEST_LIVE`]): whose memory it was.
+    pub largest_live: Vec<(u32, u64)>,
     /// The allocator's segments at the failure.
     #[serde(skip)]
     pub segments: Vec<SegmentView>,

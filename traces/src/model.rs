@@ -333,6 +333,51 @@ pub struct Frame {
     pub name: String,
 }
 
+impl Frame {
+    /// A Python frame (a `.py` file with a line), not one of PyTorch's
+    /// native (C++) frames.
+    pub fn is_python(&self) -> bool {
+        self.line > 0 && self.filename.ends_with(".py")
+    }
+
+    /// Inside the `torch` package itself.
+    pub fn is_pytorch(&self) -> bool {
+        let f = self.filename.replace('\\', "/");
+        f.contains("/torch/") || f.starts_with("torch/")
+    }
+
+    /// Inside Python's standard library (`…/lib/python3.X/copy.py`, or
+    /// `…\\Lib\\copy.py` on Windows), not a site package.
+    pub fn is_stdlib(&self) -> bool {
+        let f = self.filename.replace('\\', "/").to_ascii_lowercase();
+        if f.contains("site-packages") || f.contains("dist-packages") {
+            return false;
+        }
+        let parent = f.rsplit('/').nth(1).unwrap_or("");
+        parent == "lib" || (parent.starts_with("python3") && f.contains("/lib/"))
+    }
+
+    /// `dir/file.py:LINE in name`, the path cut to its last two parts.
+    pub fn short(&self) -> String {
+        let f = self.filename.replace('\\', "/");
+        let parts: Vec<&str> = f.rsplit('/').take(2).collect();
+        let short: Vec<&str> = parts.into_iter().rev().collect();
+        format!("{}:{} in {}", short.join("/"), self.line, self.name)
+    }
+}
+
+/// The Python frames of a stack, innermost first, starting at the first
+/// that is neither inside the `torch` package nor Python's standard
+/// library: the code that asked for the memory, then its callers.
+pub fn code_frames(frames: &[Frame]) -> Vec<&Frame> {
+    let python: Vec<&Frame> = frames.iter().filter(|f| f.is_python()).collect();
+    let first = python
+        .iter()
+        .position(|f| !f.is_pytorch() && !f.is_stdlib())
+        .unwrap_or(0);
+    python.into_iter().skip(first).collect()
+}
+
 /// One device's allocation trace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
@@ -421,6 +466,17 @@ impl Trace {
             init.live.len()
         ));
         t
+    }
+
+    /// The stack that allocated `id`, innermost frame first (empty when
+    /// the trace has no stacks for it).
+    pub fn stack_of(&self, id: AllocId) -> &[Frame] {
+        self.alloc_frames
+            .get(id as usize)
+            .copied()
+            .flatten()
+            .and_then(|f| self.frames.get(f as usize))
+            .map_or(&[], |v| v.as_slice())
     }
 
     /// Index of a raw stream handle, interning it if new. Scans the stream

@@ -14,6 +14,7 @@ use crate::error::TraceError;
 use crate::model::*;
 use crate::snapshot::initial::initial_state;
 use crate::snapshot::model::*;
+use crate::snapshot::release::{EVIDENCE_KEY, RELEASES_KEY, releases_of};
 use crate::snapshot::walk::{LEGACY_LIST_NOTE, NO_ENTRIES_NOTE, walk_entries};
 
 const MIB: u64 = 1 << 20;
@@ -88,12 +89,20 @@ pub fn snapshot_to_device_traces(
 }
 
 fn header(snap: &Snapshot, device: u32, path: &str) -> TraceHeader {
+    let releases = releases_of(snap);
     let mut header = TraceHeader {
         source: path.to_string(),
         device,
-        framework: Some("torch (PyTorch memory snapshot)".into()),
+        framework: Some(format!(
+            "torch {} (PyTorch memory snapshot)",
+            releases.label()
+        )),
         ..Default::default()
     };
+    header.extra.insert(RELEASES_KEY.into(), releases.label());
+    header
+        .extra
+        .insert(EVIDENCE_KEY.into(), releases.evidence.join("; "));
     if let Some(s) = &snap.allocator_settings {
         header.alloc_conf = Some(s.conf_string.clone().unwrap_or_default());
         let extra = &mut header.extra;

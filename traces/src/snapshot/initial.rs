@@ -291,6 +291,9 @@ fn live_at_start(segments: &[&Segment], w: &mut Walked, starts: &SegmentsAtStart
                 InitialBlockState::Allocated(id)
             };
             put(&mut w.expected.alloc_addresses, id, Some(b.address));
+            if let Some(f) = b.frames {
+                put(&mut w.trace.alloc_frames, id, Some(f.0));
+            }
             out.push(Pending {
                 address: b.address,
                 exact: Some(b.size),

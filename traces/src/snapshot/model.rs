@@ -178,6 +178,8 @@ pub struct AllocatorSettings {
     pub roundup_power2_divisions: BTreeMap<u64, u64>,
     /// Any other key, printed as text.
     pub other: BTreeMap<String, String>,
+    /// Every key, in the file's order.
+    pub keys: Vec<String>,
 }
 
 /// One `external_annotations` entry, as text key/value pairs.
@@ -202,4 +204,8 @@ pub struct Snapshot {
     /// The file is the bare list of segments `torch.cuda.memory_snapshot()`
     /// returns: the state only, no trace and no settings.
     pub legacy_segment_list: bool,
+    /// Keys present, as `level.key` (`segments[].is_expandable`,
+    /// `device_traces[][].time_us`, top-level keys bare), sampled on the
+    /// first dicts of each level: what tells PyTorch releases apart.
+    pub keys_seen: std::collections::BTreeSet<String>,
 }

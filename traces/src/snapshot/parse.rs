@@ -63,6 +63,11 @@ struct Ctx {
     /// Distinct stacks (lists of frame indices).
     stacks: HashMap<Vec<u32>, FramesRef>,
     unknown: std::collections::BTreeMap<String, u64>,
+    /// Keys seen, sampled on the first [`KEY_SAMPLES`] dicts of each level
+    /// (every release writes the same keys on every dict of a level).
+    keys_seen: std::collections::BTreeSet<String>,
+    /// Dicts sampled so far per level prefix.
+    sampled: Vec<(&'static str, u32)>,
     /// Segments, blocks and trace entries still allowed (see
     /// [`items_allowed`]).
     items_left: u64,
@@ -144,7 +149,35 @@ fn new_ctx(doc: &PickleDoc) -> Ctx {
         frame_store: Vec::new(),
         stacks: HashMap::new(),
         unknown: Default::default(),
+        keys_seen: Default::default(),
+        sampled: Vec::new(),
         items_left: items_allowed(doc.bytes_read()),
+    }
+}
+
+/// How many dicts of each level have their keys recorded.
+const KEY_SAMPLES: u32 = 64;
+
+/// Records the keys of `d` (a dict at level `prefix`) in
+/// [`Snapshot::keys_seen`], for the first [`KEY_SAMPLES`] dicts of a level.
+fn sample_keys(ctx: &mut Ctx, d: &DictRef<'_>, prefix: &'static str) {
+    let n = match ctx.sampled.iter_mut().find(|(p, _)| *p == prefix) {
+        Some((_, n)) => n,
+        None => {
+            ctx.sampled.push((prefix, 0));
+            match ctx.sampled.last_mut() {
+                Some((_, n)) => n,
+                None => return,
+            }
+        }
+    };
+    if *n >= KEY_SAMPLES {
+        return;
+    }
+    *n += 1;
+    for k in d.keys() {
+        let name = k.as_str().map(str::to_string).unwrap_or_else(|| text(&k));
+        ctx.keys_seen.insert(format!("{prefix}{name}"));
     }
 }
 
@@ -173,6 +206,7 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
     }
     let mut ctx = new_ctx(doc);
     note_unknown(&mut ctx, &top, TOP_KEYS, "");
+    sample_keys(&mut ctx, &top, "");
     let mut snap = Snapshot::default();
     let segs_p = P::Root("segments");
     let traces_p = P::Root("device_traces");
@@ -214,6 +248,7 @@ pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
     }
     snap.frames = ctx.frames;
     snap.unknown_keys = ctx.unknown;
+    snap.keys_seen = ctx.keys_seen;
     Ok(snap)
 }
 
@@ -243,6 +278,7 @@ fn legacy_segment_list(doc: &PickleDoc, list: crate::pickle::ListRef<'_>) -> R<S
     }
     snap.frames = ctx.frames;
     snap.unknown_keys = ctx.unknown;
+    snap.keys_seen = ctx.keys_seen;
     Ok(snap)
 }
 
@@ -407,6 +443,7 @@ fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<Fram
 fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
     let d = dict(&v, path)?;
     note_unknown(ctx, &d, SEGMENT_KEYS, "segments[].");
+    sample_keys(ctx, &d, "segments[].");
     let address = field_u64(&d, "address", path)?;
     let total_size = field_u64(&d, "total_size", path)?;
     let seg_type = match d.get("segment_type") {
@@ -450,6 +487,7 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
         ctx.spend(&bp)?;
         let bd = dict(&b, &bp)?;
         note_unknown(ctx, &bd, BLOCK_KEYS, "segments[].blocks[].");
+        sample_keys(ctx, &bd, "segments[].blocks[].");
         let size = field_u64(&bd, "size", &bp)?;
         let addr = opt_u64(&bd, "address", &bp)?.unwrap_or(next_addr);
         next_addr = addr.saturating_add(size);
@@ -504,6 +542,7 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
 fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceEntry> {
     let path = dev_path.index(i);
     let d = dict(&v, &path)?;
+    sample_keys(ctx, &d, "device_traces[][].");
     if d.len() > ENTRY_KEYS.len() {
         note_unknown(ctx, &d, ENTRY_KEYS, "device_traces[][].");
     } else {
@@ -561,6 +600,7 @@ fn settings(v: ValueRef<'_>) -> R<AllocatorSettings> {
     let mut s = AllocatorSettings::default();
     for (k, val) in d.iter() {
         let key = text(&k);
+        s.keys.push(key.clone());
         let kp = path.field(&key);
         match key.as_str() {
             "PYTORCH_CUDA_ALLOC_CONF" | "PYTORCH_ALLOC_CONF" => {

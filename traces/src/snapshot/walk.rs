@@ -221,6 +221,10 @@ impl Walk<'_> {
             freed_at: k,
         });
         self.set_addr(id, Some(addr));
+        // A free entry carries the stack of the allocation it frees.
+        if let Some(f) = e.frames {
+            put(&mut self.out.trace.alloc_frames, id, Some(f.0));
+        }
         self.out.touched.insert(addr);
         Ok(id)
     }

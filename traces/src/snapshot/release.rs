@@ -1,0 +1,343 @@
+//! Which PyTorch releases could have written a snapshot.
+//!
+//! Each release from 2.0 to 2.11 added keys to the snapshot dict; the keys a
+//! file holds bound the release that wrote it. What was checked, and how
+//! (the PyTorch sources, the key names in each release wheel's libraries,
+//! and `torch.cuda.memory._snapshot()` run under 2.2–2.11), is in
+//! docs/torch-release-signals.md. The signals, oldest first:
+//!
+//! | release | first appears |
+//! |---|---|
+//! | 2.0 | blocks carry `history` (no block `address`) |
+//! | 2.1 | segments carry `segment_pool_id`, `is_expandable`; `segment_map`/`segment_unmap` actions |
+//! | 2.2 | trace entries carry `time_us` |
+//! | 2.3 | top-level `allocator_settings` |
+//! | 2.5 | top-level `external_annotations` |
+//! | 2.8 | trace entries carry `compile_context` |
+//! | 2.9 | `allocator_settings` has `graph_capture_record_stream_reuse` |
+//! | 2.10 | trace entries carry `user_metadata` |
+//! | 2.11 | `forward_frames` (with autograd anomaly mode only) |
+//!
+//! Without trace entries the entry signals are missing, and the range is
+//! wider. Keys no release up to 2.11 writes mean "2.11 or later".
+
+use std::fmt;
+
+use crate::snapshot::model::{Action, Snapshot};
+
+/// Trace header key under which a snapshot's release range is kept
+/// (`2.5–2.7`).
+pub const RELEASES_KEY: &str = "torch_releases";
+/// Trace header key of the signals that decided the range.
+pub const EVIDENCE_KEY: &str = "torch_releases_evidence";
+
+/// A PyTorch release as (major, minor).
+pub type Release = (u16, u16);
+
+/// The oldest and newest releases vramlab tells apart.
+pub const OLDEST: Release = (2, 0);
+/// See [`OLDEST`].
+pub const NEWEST: Release = (2, 11);
+
+/// The range of releases that could have written a snapshot, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRange {
+    /// Oldest release the keys allow.
+    pub oldest: Release,
+    /// Newest release the keys allow ([`NEWEST`] when nothing bounds it).
+    pub newest: Release,
+    /// The file holds keys newer than [`NEWEST`]: a later release.
+    pub later: bool,
+    /// The signals that decided it, for people.
+    pub evidence: Vec<String>,
+}
+
+impl ReleaseRange {
+    /// `2.5–2.7`, `2.9`, `2.11 or later`.
+    pub fn label(&self) -> String {
+        let v = |r: Release| format!("{}.{}", r.0, r.1);
+        if self.later {
+            format!("{} or later", v(self.newest))
+        } else if self.oldest == self.newest {
+            v(self.oldest)
+        } else {
+            format!("{}–{}", v(self.oldest), v(self.newest))
+        }
+    }
+
+    /// Every release in the range, oldest first.
+    pub fn releases(&self) -> Vec<Release> {
+        (self.oldest.1..=self.newest.1)
+            .map(|m| (self.oldest.0, m))
+            .collect()
+    }
+
+    fn new(oldest: Release, newest: Release, evidence: Vec<String>) -> Self {
+        ReleaseRange {
+            oldest,
+            newest,
+            later: false,
+            evidence,
+        }
+    }
+}
+
+impl fmt::Display for ReleaseRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// Keys that no release up to [`NEWEST`] writes (seen in later PyTorch
+/// development): their presence means a later release.
+const LATER_KEYS: &[&str] = &["device_traces[][].internal_metadata"];
+
+/// The releases that could have written `snap`.
+pub fn releases_of(snap: &Snapshot) -> ReleaseRange {
+    let mut r = bounded(snap);
+    let later_key = LATER_KEYS.iter().find(|k| snap.keys_seen.contains(**k));
+    let later_action = snap
+        .device_traces
+        .iter()
+        .flatten()
+        .find_map(|e| match &e.action {
+            Action::Other(name) => Some(name.clone()),
+            _ => None,
+        });
+    if r.newest == NEWEST && (later_key.is_some() || later_action.is_some()) {
+        r.later = true;
+        r.oldest = NEWEST;
+        r.evidence.push(match (later_key, later_action) {
+            (Some(k), _) => format!("`{k}` is newer than 2.11"),
+            (None, Some(a)) => format!("the trace action `{a}` is newer than 2.11"),
+            (None, None) => String::new(),
+        });
+    }
+    r
+}
+
+fn bounded(snap: &Snapshot) -> ReleaseRange {
+    let has = |k: &str| snap.keys_seen.contains(k);
+    let entries = snap.device_traces.iter().any(|d| !d.is_empty());
+    let block_history = has("segments[].blocks[].history");
+    let modern_segments = has("segments[].segment_pool_id")
+        || has("segments[].is_expandable")
+        || snap
+            .device_traces
+            .iter()
+            .flatten()
+            .any(|e| matches!(e.action, Action::SegmentMap | Action::SegmentUnmap));
+    if snap.legacy_segment_list {
+        return if block_history {
+            ReleaseRange::new((2, 0), (2, 0), vec!["blocks carry `history`".into()])
+        } else {
+            ReleaseRange::new(
+                (2, 1),
+                NEWEST,
+                vec![
+                    "a segment list (torch.cuda.memory_snapshot()) says little about its release"
+                        .into(),
+                ],
+            )
+        };
+    }
+    let Some(settings) = &snap.allocator_settings else {
+        if block_history {
+            return ReleaseRange::new(
+                (2, 0),
+                (2, 0),
+                vec![
+                    "blocks carry `history`".into(),
+                    "no `allocator_settings`".into(),
+                ],
+            );
+        }
+        let mut ev = vec!["no `allocator_settings` (added in 2.3)".to_string()];
+        if !entries {
+            let lo = if modern_segments { (2, 1) } else { (2, 0) };
+            ev.push("no trace entries".into());
+            return ReleaseRange::new(lo, (2, 2), ev);
+        }
+        return if has("device_traces[][].time_us") {
+            ev.push("trace entries carry `time_us` (2.2+)".into());
+            ReleaseRange::new((2, 2), (2, 2), ev)
+        } else if modern_segments {
+            ev.push("trace entries lack `time_us` (added in 2.2)".into());
+            ReleaseRange::new((2, 1), (2, 1), ev)
+        } else {
+            ev.push("trace entries lack `time_us`".into());
+            ReleaseRange::new((2, 0), (2, 1), ev)
+        };
+    };
+    if !has("external_annotations") {
+        return ReleaseRange::new(
+            (2, 3),
+            (2, 4),
+            vec![
+                "`allocator_settings` (2.3+)".into(),
+                "no `external_annotations` (added in 2.5)".into(),
+            ],
+        );
+    }
+    let graph_key = settings
+        .keys
+        .iter()
+        .any(|k| k == "graph_capture_record_stream_reuse");
+    if !graph_key {
+        let mut ev = vec![
+            "`external_annotations` (2.5+)".to_string(),
+            "no `graph_capture_record_stream_reuse` setting (added in 2.9)".into(),
+        ];
+        if !entries {
+            ev.push("no trace entries".into());
+            return ReleaseRange::new((2, 5), (2, 8), ev);
+        }
+        return if has("device_traces[][].compile_context") {
+            ev.push("trace entries carry `compile_context` (2.8+)".into());
+            ReleaseRange::new((2, 8), (2, 8), ev)
+        } else {
+            ev.push("trace entries lack `compile_context` (added in 2.8)".into());
+            ReleaseRange::new((2, 5), (2, 7), ev)
+        };
+    }
+    let mut ev = vec!["the `graph_capture_record_stream_reuse` setting (2.9+)".to_string()];
+    if !entries {
+        ev.push("no trace entries".into());
+        return ReleaseRange::new((2, 9), NEWEST, ev);
+    }
+    if !has("device_traces[][].user_metadata") {
+        ev.push("trace entries lack `user_metadata` (added in 2.10)".into());
+        return ReleaseRange::new((2, 9), (2, 9), ev);
+    }
+    ev.push("trace entries carry `user_metadata` (2.10+)".into());
+    if snap.keys_seen.iter().any(|k| k.ends_with("forward_frames")) {
+        ev.push("`forward_frames` (2.11+)".into());
+        return ReleaseRange::new((2, 11), NEWEST, ev);
+    }
+    ReleaseRange::new((2, 10), NEWEST, ev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::model::AllocatorSettings;
+
+    fn snap(keys: &[&str], settings: Option<&[&str]>, entries: bool) -> Snapshot {
+        let mut s = Snapshot {
+            keys_seen: keys.iter().map(|k| k.to_string()).collect(),
+            allocator_settings: settings.map(|k| AllocatorSettings {
+                keys: k.iter().map(|x| x.to_string()).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        if entries {
+            s.device_traces = vec![vec![crate::snapshot::model::TraceEntry {
+                action: Action::Alloc,
+                addr: Some(0),
+                device_free: None,
+                size: 1,
+                stream: 0,
+                time_us: None,
+                frames: None,
+                compile_context: None,
+                user_metadata: None,
+            }]];
+        }
+        s
+    }
+
+    #[test]
+    fn every_release_step_is_told_apart() {
+        let base: &[&str] = &["PYTORCH_CUDA_ALLOC_CONF", "max_split_size"];
+        let with_graph: &[&str] = &[
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "graph_capture_record_stream_reuse",
+        ];
+        let cases: Vec<(Snapshot, &str)> = vec![
+            (snap(&["segments[].blocks[].history"], None, true), "2.0"),
+            (snap(&["segments[].segment_pool_id"], None, true), "2.1"),
+            (
+                snap(
+                    &["segments[].segment_pool_id", "device_traces[][].time_us"],
+                    None,
+                    true,
+                ),
+                "2.2",
+            ),
+            (
+                snap(&["segments[].segment_pool_id"], None, false),
+                "2.1–2.2",
+            ),
+            (snap(&[], Some(base), true), "2.3–2.4"),
+            (snap(&["external_annotations"], Some(base), true), "2.5–2.7"),
+            (
+                snap(
+                    &["external_annotations", "device_traces[][].compile_context"],
+                    Some(base),
+                    true,
+                ),
+                "2.8",
+            ),
+            (
+                snap(&["external_annotations"], Some(base), false),
+                "2.5–2.8",
+            ),
+            (
+                snap(&["external_annotations"], Some(with_graph), true),
+                "2.9",
+            ),
+            (
+                snap(
+                    &["external_annotations", "device_traces[][].user_metadata"],
+                    Some(with_graph),
+                    true,
+                ),
+                "2.10–2.11",
+            ),
+            (
+                snap(
+                    &[
+                        "external_annotations",
+                        "device_traces[][].user_metadata",
+                        "device_traces[][].forward_frames",
+                    ],
+                    Some(with_graph),
+                    true,
+                ),
+                "2.11",
+            ),
+            (
+                snap(&["external_annotations"], Some(with_graph), false),
+                "2.9–2.11",
+            ),
+            (
+                snap(
+                    &[
+                        "external_annotations",
+                        "device_traces[][].user_metadata",
+                        "device_traces[][].internal_metadata",
+                    ],
+                    Some(with_graph),
+                    true,
+                ),
+                "2.11 or later",
+            ),
+        ];
+        for (s, want) in cases {
+            let r = releases_of(&s);
+            assert_eq!(r.label(), want, "{:?}", r.evidence);
+            assert!(!r.evidence.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_segment_list_is_wide_unless_it_has_history() {
+        let mut s = snap(&[], None, false);
+        s.legacy_segment_list = true;
+        assert_eq!(releases_of(&s).label(), "2.1–2.11");
+        s.keys_seen.insert("segments[].blocks[].history".into());
+        assert_eq!(releases_of(&s).label(), "2.0");
+        assert_eq!(releases_of(&s).releases(), vec![(2, 0)]);
+    }
+}
