@@ -139,7 +139,7 @@ cat "$RES/env.txt" | tee -a "$LOG"
 # ------------------------------------------------------------- GPU tests
 say ""
 say "== GPU tests (allocator/tests/cuda_device.rs)"
-"$BIN_DIR/cuda_device" --test-threads=1 --nocapture >"$RES/tests.log" 2>&1
+"$BIN_DIR/cuda_device" --include-ignored --test-threads=1 --nocapture >"$RES/tests.log" 2>&1
 TEST_RC=$?
 cat "$RES/tests.log" >>"$LOG"
 grep -E "^test |test result|^GPU 0|skipped" "$RES/tests.log"

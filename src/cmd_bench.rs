@@ -89,35 +89,37 @@ pub struct BenchCheckArgs {
     snapshots: PathBuf,
 }
 
-fn measure(args: &BenchCheckArgs) -> Result<Baseline> {
+fn measure(args: &BenchCheckArgs) -> Result<(Baseline, Vec<String>)> {
     let traces = load_dir(&args.traces)?;
     let grid = bench_grid()?;
-    let opts = ReplayOptions {
-        check_invariants: false,
-        timeline_points: 1,
-        ..Default::default()
-    };
     let mut b = Baseline {
         command: "vramlab bench-check BASELINE.json --write".into(),
         ..Default::default()
     };
+    let rows = vramlab_sim::sweep::run_sweep(&traces, &grid, None, None, None, &|| {})
+        .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
+    for r in &rows {
+        b.replays.insert(
+            format!("{} / {}", r.trace, r.setting),
+            GateMetrics {
+                peak_reserved_bytes: r.peak_reserved_bytes,
+                num_device_alloc: r.num_device_alloc,
+                num_device_free: r.num_device_free,
+                oom_event: r.oom_event,
+            },
+        );
+    }
+    // The advice's words must follow its numbers, on every trace.
+    let mut word_problems = Vec::new();
     for (name, t) in &traces {
-        for g in &grid {
-            let run = g
-                .scenario(None)
-                .run(t, &opts)
-                .with_context(|| format!("{name} under {}", g.label()))?;
-            b.replays.insert(
-                format!("{name} / {}", g.label()),
-                GateMetrics {
-                    peak_reserved_bytes: run.summary.peak_reserved_bytes,
-                    num_device_alloc: run.summary.num_device_alloc,
-                    num_device_free: run.summary.num_device_free,
-                    oom_event: run.oom.map_or(-1, |o| o.event_index as i64),
-                },
-            );
+        let mine: Vec<_> = rows.iter().filter(|r| &r.trace == name).cloned().collect();
+        let peak_live = vramlab_traces::summary::TraceSummary::of(t).peak_live_bytes;
+        let target = vramlab_sim::release::target_of(t, None);
+        if let Err(e) = vramlab_sim::recommend::check_advice_words(&mine, peak_live, &target) {
+            word_problems.push(format!("{name}: {e}"));
         }
     }
+    let mut real: Vec<(String, Trace)> = Vec::new();
     if args.snapshots.is_dir() {
         let mut snaps: Vec<PathBuf> = std::fs::read_dir(&args.snapshots)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -129,11 +131,12 @@ fn measure(args: &BenchCheckArgs) -> Result<Baseline> {
                 .file_name()
                 .map(|n| n.to_string_lossy().to_string())
                 .unwrap_or_default();
-            for t in load_traces(&p, None, TorchVersion::NEWEST)? {
+            for t in load_traces(&p, None, None)? {
                 let conf = recorded_conf(&t, TorchVersion::NEWEST)
                     .map_err(anyhow::Error::msg)?
                     .unwrap_or_default();
                 let r = check_fidelity(&t, conf)?;
+                real.push((format!("{name}#{}", t.header.device), t.clone()));
                 b.fidelity.insert(
                     format!("{name}#{}", t.header.device),
                     GateFidelity {
@@ -151,12 +154,23 @@ fn measure(args: &BenchCheckArgs) -> Result<Baseline> {
             args.snapshots.display()
         );
     }
-    Ok(b)
+    // The advice on the real snapshots too (not part of the baseline).
+    let rows = vramlab_sim::sweep::run_sweep(&real, &grid, None, None, None, &|| {})
+        .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
+    for (name, t) in &real {
+        let mine: Vec<_> = rows.iter().filter(|r| &r.trace == name).cloned().collect();
+        let peak_live = vramlab_traces::summary::TraceSummary::of(t).peak_live_bytes;
+        let target = vramlab_sim::release::target_of(t, None);
+        if let Err(e) = vramlab_sim::recommend::check_advice_words(&mine, peak_live, &target) {
+            word_problems.push(format!("{name}: {e}"));
+        }
+    }
+    Ok((b, word_problems))
 }
 
 /// Runs `bench-check`: exit 1 on any regression or missing entry.
 pub fn run_check(args: BenchCheckArgs) -> Result<()> {
-    let now = measure(&args)?;
+    let (now, word_problems) = measure(&args)?;
     if args.write {
         std::fs::write(&args.baseline, serde_json::to_string_pretty(&now)? + "\n")
             .with_context(|| format!("cannot write {}", args.baseline.display()))?;
@@ -173,7 +187,10 @@ pub fn run_check(args: BenchCheckArgs) -> Result<()> {
     let base: Baseline = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a vramlab baseline", args.baseline.display()))?;
     let findings = compare(&base, &now);
-    let mut failed = false;
+    let mut failed = !word_problems.is_empty();
+    for w in &word_problems {
+        outln!("WORDS       {w}");
+    }
     for f in &findings {
         match f {
             Finding::Regression(m) => {
@@ -188,7 +205,7 @@ pub fn run_check(args: BenchCheckArgs) -> Result<()> {
         }
     }
     outln!(
-        "bench-check: {} replays, {} fidelity checks against {}: {}",
+        "bench-check: {} replays, {} fidelity checks against {}, the advice's words on every trace: {}",
         now.replays.len(),
         now.fidelity.len(),
         args.baseline.display(),

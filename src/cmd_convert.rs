@@ -16,17 +16,20 @@ use crate::table::{Table, bytes, count};
 /// Arguments of `vramlab convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Input trace (.csv native or RMM log, .vlt, .vlt.zst, .pickle snapshot).
+    /// Input trace: a PyTorch memory snapshot (.pickle, .pkl, .pickle.gz), a
+    /// native trace (.csv, .csv.gz, .vlt, .vlt.zst) or a RAPIDS RMM log (.csv).
     #[arg(value_name = "IN")]
     input: PathBuf,
-    /// Output trace (.csv, .vlt, .vlt.zst); with several devices in the
-    /// input, `{device}` in the name is replaced by the device index.
+    /// Output trace (.csv, .csv.gz, .vlt, .vlt.zst); with several devices in
+    /// the input, `{device}` in the name is replaced by the device index.
     #[arg(value_name = "OUT")]
     output: PathBuf,
-    /// Input format, when the extension does not say.
+    /// Input format, when the extension does not say: csv, csv.gz, vlt,
+    /// vlt.zst, snapshot, rmm.
     #[arg(long, value_name = "FMT", value_parser = parse_format)]
     from: Option<Format>,
-    /// Output format, when the extension does not say.
+    /// Output format, when the extension does not say: csv, csv.gz, vlt,
+    /// vlt.zst.
     #[arg(long, value_name = "FMT", value_parser = parse_format)]
     to: Option<Format>,
     /// Only this device of a multi-device snapshot.
@@ -94,10 +97,12 @@ pub fn run_convert(args: ConvertArgs) -> Result<()> {
 /// Arguments of `vramlab stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// Trace file.
+    /// Trace file: a PyTorch memory snapshot (.pickle, .pkl, .pickle.gz), a
+    /// native trace (.csv, .csv.gz, .vlt, .vlt.zst) or a RAPIDS RMM log (.csv).
     #[arg(value_name = "TRACE")]
     trace: PathBuf,
-    /// Input format, when the extension does not say.
+    /// Input format, when the extension does not say: csv, csv.gz, vlt,
+    /// vlt.zst, snapshot, rmm.
     #[arg(long, value_name = "FMT", value_parser = parse_format)]
     format: Option<Format>,
     /// PyTorch release whose rules lay out snapshots that start mid-run
@@ -149,15 +154,21 @@ fn readable_devices(
 
 /// Runs `stats`.
 pub fn run_stats(args: StatsArgs) -> Result<()> {
-    let traces = readable_devices(&args.trace, args.format, args.torch_version, args.device)?;
-    let sums: Vec<TraceSummary> = traces.iter().map(TraceSummary::of).collect();
+    // A folder stands for every trace inside it.
+    let mut traces = Vec::new();
+    for path in crate::common::expand_dirs(std::slice::from_ref(&args.trace))? {
+        for t in readable_devices(&path, args.format, args.torch_version, args.device)? {
+            traces.push((path.clone(), t));
+        }
+    }
+    let sums: Vec<TraceSummary> = traces.iter().map(|(_, t)| TraceSummary::of(t)).collect();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&sums)?);
         return Ok(());
     }
-    for (t, s) in traces.iter().zip(&sums) {
-        outln!("{} (device {})", args.trace.display(), s.device);
-        if !t.header.source.is_empty() && t.header.source != args.trace.display().to_string() {
+    for ((path, t), s) in traces.iter().zip(&sums) {
+        outln!("{} (device {})", path.display(), s.device);
+        if !t.header.source.is_empty() && t.header.source != path.display().to_string() {
             outln!("  source: {}", t.header.source);
         }
         if let Some(fw) = &t.header.framework {

@@ -17,7 +17,8 @@ use crate::table::{Table, count, percent};
 /// Arguments of `vramlab fidelity`.
 #[derive(Debug, Args)]
 pub struct FidelityArgs {
-    /// A PyTorch memory snapshot (.pickle from torch.cuda.memory._dump_snapshot).
+    /// A PyTorch memory snapshot (.pickle, .pkl, .pickle.gz: what
+    /// torch.cuda.memory._dump_snapshot writes), or a .vlt converted from one.
     #[arg(value_name = "SNAPSHOT")]
     snapshot: PathBuf,
     /// Only this GPU of a multi-device snapshot (default: every device).

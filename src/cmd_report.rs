@@ -20,7 +20,7 @@ use vramlab_traces::summary::TraceSummary;
 
 use crate::cmd_recommend::print_recommendation;
 use crate::cmd_sweep::GridArgs;
-use crate::common::{DeviceArgs, StartArgs, TraceArgs, parse_size_arg};
+use crate::common::{DeviceArgs, StartArgs, TraceArgs};
 
 /// Arguments of `vramlab report`.
 #[derive(Debug, Args)]
@@ -270,39 +270,44 @@ pub struct DemoArgs {
     /// Folder for the report.
     #[arg(long, value_name = "DIR", default_value = "vramlab-demo")]
     out: PathBuf,
-    /// The GPU memory the job may use: an H100 80GB has 79.6 GiB, of which
-    /// about 79 GiB are left after the CUDA context.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, default_value = "79GiB")]
-    capacity: u64,
+    /// The card (default: an H100 80GB, 79.15 GiB usable after the CUDA
+    /// context) or, with --capacity, an exact size.
+    #[command(flatten)]
+    device: DeviceArgs,
 }
 
 /// Runs `demo`.
 pub fn run_demo(args: DemoArgs) -> Result<()> {
+    let default_card = vramlab_sim::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
+    let device = if args.device.bytes().is_some() {
+        args.device.clone()
+    } else {
+        DeviceArgs {
+            gpu: Some(default_card),
+            capacity: None,
+        }
+    };
+    let capacity = device.bytes().unwrap_or(default_card.usable_bytes());
+    let card = device.describe().unwrap_or_default();
     let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
     let trace = vramlab_traces::csv::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
     outln!(
-        "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit a {} GPU, and with which PYTORCH_ALLOC_CONF?\n",
+        "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit {card}, and with which PYTORCH_ALLOC_CONF?\n",
         trace.events.len(),
-        crate::table::bytes(args.capacity)
     );
     let target = vramlab_sim::release::target_of(&trace, None);
     let grid = vramlab_sim::grid::default_grid_for(&target);
     let built = build_report(&ReportRequest {
         name: DEMO_NAME,
         trace: &trace,
-        capacity: Some(args.capacity),
+        capacity: Some(capacity),
         grid: &grid,
         plots: 4,
         target: &target,
         start: None,
         out: &args.out,
     })?;
-    print_recommendation(
-        DEMO_NAME,
-        &crate::table::bytes(args.capacity),
-        &built.rec,
-        8,
-    );
+    print_recommendation(DEMO_NAME, &card, &built.rec, 8);
     outln!("\nreport with plots: {}", built.index.display());
     Ok(())
 }

@@ -132,3 +132,15 @@ fn main() {
         std::process::exit(2);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every subcommand's arguments are consistent (unique names, valid
+    /// defaults and conflicts).
+    #[test]
+    fn the_whole_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

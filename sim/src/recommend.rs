@@ -385,10 +385,15 @@ fn verdict_against_defaults(
     let comfortable = capacity > 0 && headroom as f64 >= COMFORTABLE_HEADROOM * capacity as f64;
     if capacity > 0 {
         s.push_str(&format!(
-            "The defaults fit {}: {} reserved at peak, {} headroom.",
+            "The defaults fit {}: {} reserved at peak, {} headroom{}.",
             size_words(capacity),
             size_words(default_peak),
-            size_words(headroom)
+            size_words(headroom),
+            if comfortable {
+                ""
+            } else {
+                " (little to spare: less than 10% of the card)"
+            }
         ));
     } else {
         s.push_str(&format!(
@@ -435,6 +440,47 @@ fn verdict_against_defaults(
         s.push_str(&format!(" Smallest capacity with it: {x}."));
     }
     (Verdict::UseSetting, s)
+}
+
+/// Checks the advice for one trace's rows (a sweep on an unlimited
+/// device) at capacities around the defaults' peak (none, 97%, 105% and
+/// 200% of it): every direction word must follow its numbers. A row whose
+/// peak exceeds a capacity counts as not fitting there. `Err` names the
+/// capacity and the phrase.
+pub fn check_advice_words(
+    rows: &[SweepRow],
+    peak_live: u64,
+    target: &TorchTarget,
+) -> Result<(), String> {
+    let Some(default_peak) = rows
+        .iter()
+        .find(|r| r.grid_line == "default")
+        .map(|r| r.peak_reserved_bytes)
+    else {
+        return Ok(());
+    };
+    for capacity in [
+        0,
+        default_peak / 100 * 97,
+        default_peak / 100 * 105,
+        default_peak.saturating_mul(2),
+    ] {
+        let at: Vec<SweepRow> = rows
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if capacity > 0 && r.fits() && r.peak_reserved_bytes > capacity {
+                    r.oom_event = r.events.saturating_sub(1) as i64;
+                    r.oom_requested_bytes = r.peak_reserved_bytes - capacity;
+                }
+                r
+            })
+            .collect();
+        let rec = recommend(&at, capacity, peak_live, target, &[]);
+        check_direction_words(&rec.why)
+            .map_err(|e| format!("at capacity {capacity}: {e}: {}", rec.why))?;
+    }
+    Ok(())
 }
 
 /// What to recommend for: one trace, its settings grid and the card.

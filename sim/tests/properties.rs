@@ -605,3 +605,66 @@ fn pools_with_many_streams_keep_the_invariants() {
         run(&t, &s, &checked(false));
     }
 }
+
+/// A sweep row with the figures that the advice's sentences quote.
+fn advice_row(
+    i: u64,
+    line: &str,
+    peak_mib: u64,
+    waste_mib: u64,
+    util: f64,
+    oom: bool,
+) -> vramlab_sim::sweep::SweepRow {
+    vramlab_sim::sweep::SweepRow {
+        index: i,
+        trace: "t".into(),
+        setting: line.into(),
+        policy: "native".into(),
+        grid_line: line.into(),
+        capacity: 0,
+        events: 100,
+        peak_requested_bytes: (peak_mib.saturating_sub(waste_mib)) << 20,
+        peak_allocated_bytes: (peak_mib.saturating_sub(waste_mib)) << 20,
+        peak_reserved_bytes: peak_mib << 20,
+        waste_at_peak_bytes: waste_mib << 20,
+        utilization: util,
+        num_device_alloc: 1,
+        num_device_free: 0,
+        num_sync_all_streams: 0,
+        num_alloc_retries: 0,
+        device_time_us: 0.0,
+        oom_event: if oom { 50 } else { -1 },
+        oom_requested_bytes: if oom { 64 << 20 } else { 0 },
+        start: String::new(),
+        oom_at_start: false,
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Whatever the figures, every "drops/rises/falls from A to B" in the
+    /// advice says what A and B do.
+    #[test]
+    fn advice_words_follow_the_numbers(
+        figures in proptest::collection::vec((1u64..200_000, 0u64..50_000, 0.05f64..1.0, any::<bool>()), 2..8),
+        capacity_mib in prop_oneof![Just(0u64), 1u64..300_000],
+    ) {
+        let lines = ["default", "expandable_segments:True", "max_split_size_mb:128",
+            "roundup_power2_divisions:4", "roundup_power2_divisions:8", "max_split_size_mb:512",
+            "garbage_collection_threshold:0.8", "roundup_power2_divisions:2"];
+        let rows: Vec<_> = figures
+            .iter()
+            .zip(lines)
+            .enumerate()
+            .map(|(i, (&(peak, waste, util, oom), line))| advice_row(i as u64, line, peak, waste.min(peak), util, oom))
+            .collect();
+        let target = vramlab_sim::release::TorchTarget::user(TorchVersion::NEWEST);
+        let rec = vramlab_sim::recommend::recommend(&rows, capacity_mib << 20, 1 << 20, &target, &[]);
+        prop_assert!(
+            vramlab_sim::recommend::check_direction_words(&rec.why).is_ok(),
+            "{}",
+            rec.why
+        );
+    }
+}

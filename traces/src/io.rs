@@ -48,7 +48,7 @@ impl Format {
         (
             Format::Snapshot,
             "snapshot",
-            "PyTorch memory snapshot (.pickle, .pkl)",
+            "PyTorch memory snapshot (.pickle, .pkl, gzip-compressed .pickle.gz)",
         ),
         (Format::Rmm, "rmm", "RAPIDS RMM allocation log (CSV)"),
     ];
@@ -81,7 +81,11 @@ impl Format {
             Some(Format::BinaryZstd)
         } else if name.ends_with(".vlt") {
             Some(Format::Binary)
-        } else if name.ends_with(".pickle") || name.ends_with(".pkl") {
+        } else if name.ends_with(".pickle")
+            || name.ends_with(".pkl")
+            || name.ends_with(".pickle.gz")
+            || name.ends_with(".pkl.gz")
+        {
             Some(Format::Snapshot)
         } else {
             None
@@ -263,6 +267,26 @@ pub fn read_snapshot_file_with_progress(
         .map_err(|e| open_error(path, e))?;
     if bytes.len() > MAX_INPUT_LEN {
         return Err(too_large(format!("more than {MAX_INPUT_LEN} bytes")));
+    }
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        // gzip (`.pickle.gz`): decompressed up to the same cap.
+        let mut plain = Vec::new();
+        flate2::read::MultiGzDecoder::new(bytes.as_slice())
+            .take(MAX_INPUT_LEN as u64 + 1)
+            .read_to_end(&mut plain)
+            .map_err(|e| {
+                TraceError::new(
+                    path.display().to_string(),
+                    Location::File,
+                    format!("cannot decompress: {e}"),
+                )
+            })?;
+        if plain.len() > MAX_INPUT_LEN {
+            return Err(too_large(format!(
+                "more than {MAX_INPUT_LEN} bytes once decompressed"
+            )));
+        }
+        bytes = plain;
     }
     if is_binary(&bytes) {
         return Err(TraceError::new(
