@@ -116,6 +116,11 @@ pub fn load_all(
                 eprintln!("note: {name}: no events, skipped");
                 continue;
             }
+            if t.num_allocs() == 0 {
+                eprintln!(
+                    "warning: {name}: the trace has no allocations: every setting reserves the same"
+                );
+            }
             out.push((name, t));
         }
     }

@@ -199,3 +199,92 @@ fn commands_about_one_device_name_the_device_of_a_two_device_snapshot() {
     assert!(stdout.contains("(device 1)"), "{stdout}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// At an OOM, the Python line that asked for the memory is shown (when the
+/// snapshot recorded stacks), and that of the largest live allocation.
+#[test]
+fn the_code_that_ran_out_of_memory_is_named() {
+    use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
+    let frame = |file: &str, line: i64, name: &str| {
+        DictBuilder::new()
+            .entry("filename", file)
+            .entry("line", line)
+            .entry("name", name)
+            .build()
+    };
+    let stack = |inner: Value| {
+        Value::list([
+            frame(
+                "/usr/lib/python3.12/site-packages/torch/nn/modules/linear.py",
+                125,
+                "forward",
+            ),
+            inner,
+            frame("/home/me/train.py", 88, "train_step"),
+        ])
+    };
+    let entry = |action: &str, addr: i64, size: i64, frames: Value| {
+        DictBuilder::new()
+            .entry("action", action)
+            .entry("addr", addr)
+            .entry("size", size)
+            .entry("stream", 0i64)
+            .entry("frames", frames)
+            .build()
+    };
+    let (a, b) = (0x7f00_0000_0000i64, 0x7f00_1000_0000i64);
+    let mib = 1i64 << 20;
+    let snap = DictBuilder::new()
+        .entry("segments", Value::list(Vec::<Value>::new()))
+        .entry(
+            "device_traces",
+            Value::list([Value::list([
+                entry(
+                    "segment_alloc",
+                    a,
+                    200 * mib,
+                    Value::list(Vec::<Value>::new()),
+                ),
+                entry(
+                    "alloc",
+                    a,
+                    200 * mib,
+                    stack(frame("/home/me/model.py", 40, "__init__")),
+                ),
+                entry(
+                    "segment_alloc",
+                    b,
+                    100 * mib,
+                    Value::list(Vec::<Value>::new()),
+                ),
+                entry(
+                    "alloc",
+                    b,
+                    100 * mib,
+                    stack(frame("/home/me/model.py", 54, "forward")),
+                ),
+            ])]),
+        )
+        .build();
+    let dir = std::env::temp_dir().join(format!("vramlab-cli-frames-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("frames.pickle");
+    std::fs::write(&path, PickleWriter::new().to_vec(&snap)).unwrap();
+    let p = path.to_str().unwrap();
+    let (code, stdout, err) = vramlab(&["oom-point", p, "--capacity", "250MiB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("the allocation that failed: me/model.py:54 in forward  (called from me/train.py:88 in train_step)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("200.00 MiB  me/model.py:40 in __init__"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = vramlab(&["replay", p, "--capacity", "250MiB"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("me/model.py:54 in forward"), "{stdout}");
+    let (_, stdout, _) = vramlab(&["oom-point", p, "--capacity", "250MiB", "--json"]);
+    assert!(stdout.contains("\"failing_stack\""), "{stdout}");
+    std::fs::remove_dir_all(&dir).ok();
+}

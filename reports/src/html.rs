@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::input::{ReportInput, SegmentMapSource, SettingResult};
 use crate::plots::{
-    PlotFiles, plot_external_fragmentation, plot_fit, plot_memory_timeline, plot_oom_points,
-    plot_peak_reserved, plot_segment_map,
+    PlotFiles, plot_external_fragmentation, plot_fit_ordered, plot_memory_timeline,
+    plot_oom_points, plot_peak_reserved, plot_segment_map,
 };
 use crate::units::{fmt_int, fmt_pct, format_bytes};
 use crate::{ReportError, Result, base64};
@@ -28,7 +28,41 @@ fn esc(s: &str) -> String {
     out
 }
 
-/// A file-name-safe form of a label: lower-case letters, digits and dashes.
+/// Escapes text like [`esc`], and shows Markdown-style `` `code` `` spans
+/// as `<code>` (a backtick without a partner stays a backtick).
+fn esc_inline(s: &str) -> String {
+    let parts: Vec<&str> = s.split('`').collect();
+    let mut out = String::with_capacity(s.len() + 16);
+    for (i, part) in parts.iter().enumerate() {
+        if i % 2 == 0 {
+            out.push_str(&esc(part));
+        } else if i + 1 < parts.len() {
+            out.push_str("<code>");
+            out.push_str(&esc(part));
+            out.push_str("</code>");
+        } else {
+            out.push('`');
+            out.push_str(&esc(part));
+        }
+    }
+    out
+}
+
+/// Longest slug [`slug`] returns (file names stay well below the 255
+/// bytes file systems allow).
+const SLUG_MAX: usize = 150;
+
+/// FNV-1a, 64 bits: a hash that is the same in every run and build.
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A file-name-safe form of a label: lower-case letters, digits and
+/// dashes, all of the label (punctuation becomes a dash). A slug longer
+/// than [`SLUG_MAX`] keeps its start and its end around a hash of the
+/// whole label, so two labels never share a shortened slug by chance.
 fn slug(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
@@ -37,16 +71,23 @@ fn slug(s: &str) -> String {
         } else if !out.ends_with('-') {
             out.push('-');
         }
-        if out.len() >= 40 {
-            break;
-        }
     }
     let out = out.trim_matches('-').to_string();
     if out.is_empty() {
-        "setting".to_string()
-    } else {
-        out
+        return "setting".to_string();
     }
+    if out.len() <= SLUG_MAX {
+        return out;
+    }
+    let hash = format!("{:08x}", fnv1a(s) >> 32);
+    let keep = (SLUG_MAX - hash.len() - 2) / 2;
+    // The slug is ASCII: byte offsets are character offsets.
+    let head = out.get(..keep).unwrap_or_default().trim_end_matches('-');
+    let tail = out
+        .get(out.len() - keep..)
+        .unwrap_or_default()
+        .trim_start_matches('-');
+    format!("{head}-{hash}-{tail}")
 }
 
 /// JSON that can sit inside a `<script>` element: `<`, `>` and `&` are
@@ -65,12 +106,19 @@ fn script_json(value: &impl serde::Serialize) -> Result<String> {
     Ok(out)
 }
 
-/// A figure: the PNG inlined, a link to the SVG next to the page.
-fn figure(out: &mut String, files: &PlotFiles, alt: &str, caption: &str) -> Result<()> {
-    let png = fs::read(&files.png).map_err(|source| ReportError::Io {
-        path: files.png.clone(),
+/// Reads a plot file.
+fn read_plot(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).map_err(|source| ReportError::Io {
+        path: path.to_path_buf(),
         source,
-    })?;
+    })
+}
+
+/// A figure, self-contained: the PNG inlined as a `data:` URI, and the SVG
+/// inlined too, as a download link (the page needs no file next to it).
+fn figure(out: &mut String, files: &PlotFiles, alt: &str, caption: &str) -> Result<()> {
+    let png = read_plot(&files.png)?;
+    let svg = read_plot(&files.svg)?;
     let svg_name = files
         .svg
         .file_name()
@@ -78,11 +126,12 @@ fn figure(out: &mut String, files: &PlotFiles, alt: &str, caption: &str) -> Resu
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{} <a href=\"{}\">SVG</a></figcaption></figure>",
+        "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{} <a download=\"{}\" href=\"data:image/svg+xml;base64,{}\">SVG</a></figcaption></figure>",
         esc(alt),
         base64::encode(&png),
-        esc(caption),
-        esc(&svg_name)
+        esc_inline(caption),
+        esc(&svg_name),
+        base64::encode(&svg)
     );
     Ok(())
 }
@@ -97,6 +146,7 @@ h2 { font-size: 21px; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 1
 .meta { color: var(--muted); margin: 0 0 16px; }
 .rec { border-left: 5px solid var(--good); background: #f1f8ef; padding: 12px 18px; margin: 16px 0; }
 .rec h2 { border: none; margin: 0 0 6px; }
+code { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 0.92em; background: #f1f3f5; padding: 0 3px; border-radius: 3px; }
 pre { background: #1f2328; color: #f0f3f6; padding: 10px 14px; border-radius: 4px; overflow-x: auto; font: 15px/1.45 "DejaVu Sans Mono", ui-monospace, monospace; }
 table { border-collapse: collapse; width: 100%; font-size: 15px; margin: 8px 0 16px; }
 th, td { border-bottom: 1px solid var(--line); padding: 6px 10px; text-align: right; white-space: nowrap; }
@@ -111,12 +161,15 @@ figcaption { color: var(--muted); font-size: 14px; }
 .oommsg { color: var(--muted); font-size: 14px; white-space: normal; }
 "#;
 
-/// Writes `dir/index.html` (self-contained: PNGs inlined as `data:` URIs,
-/// tables of per-setting results, the recommendation and the raw data as a
+/// Writes `dir/index.html` (self-contained: every plot inlined as a PNG
+/// `data:` URI with its SVG as a `data:` download link, so a lone copy of
+/// the page shows everything; tables of per-setting results, the
+/// recommendation and the raw data as a
 /// `<script type="application/json" id="vramlab-data">` block) and, next to
 /// it, the PNG and SVG of every plot the input has data for
 /// (`timeline`, `peak_reserved`, `fragmentation`, `oom_points`, `fit`,
-/// `segments-N-LABEL`). Creates `dir` if needed; returns the path of
+/// `segments-N-LABEL`, LABEL the whole setting as a slug: lower-case
+/// letters, digits and dashes). Creates `dir` if needed; returns the path of
 /// `index.html`.
 pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     fs::create_dir_all(dir).map_err(|source| ReportError::Io {
@@ -166,7 +219,7 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
             esc(&r.setting)
         );
         if !r.reason.is_empty() {
-            let _ = writeln!(h, "<p>{}</p>", esc(&r.reason));
+            let _ = writeln!(h, "<p>{}</p>", esc_inline(&r.reason));
         }
         if !r.export_lines.is_empty() {
             let lines: Vec<String> = r.export_lines.iter().map(|l| esc(l)).collect();
@@ -211,9 +264,9 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
             &mut h,
             &f,
             "Smallest card each setting fits on",
-            "Minimum capacity per setting; black ticks: live-bytes lower bound; dashed: common card sizes.",
+            "Minimum capacity per setting; black ticks: live-bytes lower bound; dashed: the memory PyTorch can use on named GPUs (what the driver reports less 512 MiB for the CUDA context; `vramlab gpus` lists them).",
         )?;
-        h.push_str("<table>\n<thead><tr><th>setting</th><th>minimum capacity</th><th>live-bytes lower bound</th><th>over the bound</th></tr></thead>\n<tbody>\n");
+        h.push_str("<table>\n<thead><tr><th>setting</th><th>minimum capacity</th><th>live-bytes lower bound</th><th>over the bound</th><th>smallest named card</th></tr></thead>\n<tbody>\n");
         for p in &report.oom_points {
             let over = if p.lower_bound > 0 {
                 format!(
@@ -223,13 +276,18 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
             } else {
                 "n/a".to_string()
             };
+            let card = match vramlab_sim::gpus::smallest_gpu_for(p.min_capacity) {
+                Some(g) => format!("{} ({} usable)", g.name, format_bytes(g.usable_bytes())),
+                None => "none listed".to_string(),
+            };
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&p.label),
                 esc(&format_bytes(p.min_capacity)),
                 esc(&format_bytes(p.lower_bound)),
-                esc(&over)
+                esc(&over),
+                esc(&card)
             );
         }
         h.push_str("</tbody>\n</table>\n");
@@ -246,12 +304,13 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
             "<h2 id=\"fit\">What fits: peak reserved vs {}</h2>",
             esc(dim)
         );
-        let f = plot_fit(&dir.join("fit"), fit)?;
+        let order: Vec<String> = s.iter().map(|r| r.label.clone()).collect();
+        let f = plot_fit_ordered(&dir.join("fit"), fit, &order)?;
         figure(
             &mut h,
             &f,
             &format!("Peak reserved memory vs {dim}"),
-            "Dots: fits; crosses: out of memory.",
+            "Dots: fits; crosses: out of memory; rings: the largest size that fits under each setting.",
         )?;
         let groups = fit.by_setting();
         if !groups.is_empty() {
@@ -308,7 +367,7 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     if !report.notes.is_empty() {
         h.push_str("<h2 id=\"notes\">Notes</h2>\n<ul>\n");
         for n in &report.notes {
-            let _ = writeln!(h, "<li>{}</li>", esc(n));
+            let _ = writeln!(h, "<li>{}</li>", esc_inline(n));
         }
         h.push_str("</ul>\n");
     }
@@ -404,6 +463,31 @@ mod tests {
             "roundup-power2-divisions-256-1-8"
         );
         assert_eq!(slug(""), "setting");
+        assert_eq!(
+            slug("roundup_power2_divisions:4,expandable_segments:True"),
+            "roundup-power2-divisions-4-expandable-segments-true"
+        );
+        // Long labels: start and end kept around a hash of the whole.
+        let a = format!(
+            "max_split_size_mb:128,{},x:1",
+            "garbage_collection_threshold:0.5,".repeat(8)
+        );
+        let b = a.replace("x:1", "x:2");
+        let (sa, sb) = (slug(&a), slug(&b));
+        assert!(sa.len() <= SLUG_MAX && sb.len() <= SLUG_MAX, "{sa}");
+        assert_ne!(sa, sb);
+        assert!(sa.starts_with("max-split-size-mb-128-garbage"), "{sa}");
+        assert!(sa.ends_with("x-1") && sb.ends_with("x-2"), "{sa} {sb}");
+        assert_eq!(sa, slug(&a), "stable");
+        assert_eq!(
+            esc_inline("run `vramlab sweep x --csv <rows>` & see"),
+            "run <code>vramlab sweep x --csv &lt;rows&gt;</code> &amp; see"
+        );
+        assert_eq!(esc_inline("a `b"), "a `b");
+        assert_eq!(
+            esc_inline("`a` and `b`"),
+            "<code>a</code> and <code>b</code>"
+        );
         assert_eq!(
             script_json(&"</script><!--&").unwrap(),
             "\"\\u003c/script\\u003e\\u003c!--\\u0026\""

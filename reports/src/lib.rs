@@ -10,7 +10,7 @@
 //! * [`plot_peak_reserved`]: peak reserved per setting, split into what was
 //!   allocated and the waste at the peak, against the live-bytes lower bound;
 //! * [`plot_oom_points`]: the smallest card each setting fits on, against
-//!   common card sizes;
+//!   the usable memory of named cards ([`vramlab_sim::gpus`]);
 //! * [`plot_fit`]: peak reserved as a workload dimension (batch, sequence,
 //!   resolution) grows, against the capacity;
 //! * [`plot_segment_map`]: every segment as a bar, its blocks coloured by
@@ -19,15 +19,25 @@
 //!   bytes over the trace.
 //!
 //! Every plot is written twice, as `BASE.png` and `BASE.svg`, at 1200 × 700
-//! pixels (the segment map grows taller with the number of segments). The
-//! font (DejaVu Sans) is compiled in, so nothing is read from the system.
+//! pixels (the segment map grows taller with the number of segments, the
+//! bar charts with the lines their setting names wrap over). The font
+//! (DejaVu Sans) is compiled in, so nothing is read from the system.
 //! Output is deterministic: the same input gives the same bytes. Empty input
 //! gives a "no data" placeholder, never a panic.
 //!
+//! Text is never cut: long titles, setting names and legend entries wrap
+//! over lines; value labels sit where no line or other label runs through
+//! them. Each setting keeps one colour in every plot of a report (its index
+//! in [`ReportInput::settings`]; past ten settings the colours repeat with
+//! dashed lines), and a setting whose line is identical to an earlier one's
+//! is drawn dashed in its own colour over it.
+//!
 //! [`write_report`] renders all the plots that the [`ReportInput`] has data
-//! for into a folder and writes `index.html` next to them, with the PNGs
-//! inlined, tables of the per-setting results, the recommendation and the
-//! raw data as an embedded JSON block.
+//! for into a folder and writes `index.html` next to them. The page is
+//! self-contained: every plot inlined (the PNG shown, the SVG as a download
+//! link, both as `data:` URIs), tables of the per-setting results, the
+//! recommendation (Markdown-style `` `code` `` in its reason and in the
+//! notes shown as code) and the raw data as an embedded JSON block.
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -52,8 +62,8 @@ pub use input::{
     SettingResult,
 };
 pub use plots::{
-    CARD_SIZES_GB, PlotFiles, plot_external_fragmentation, plot_fit, plot_memory_timeline,
-    plot_oom_points, plot_peak_reserved, plot_segment_map,
+    PlotFiles, plot_external_fragmentation, plot_fit, plot_memory_timeline, plot_oom_points,
+    plot_peak_reserved, plot_segment_map,
 };
 pub use units::format_bytes;
 

@@ -50,26 +50,62 @@ pub(crate) const WASTE: RGBColor = RGBColor(225, 87, 89);
 /// The best setting in a comparison.
 pub(crate) const GOOD: RGBColor = RGBColor(89, 161, 79);
 
-/// One colour per setting (Tableau 10, reordered so neighbours differ).
+/// One colour per setting: ten colours that stay apart from each other
+/// and from the reds of capacities and OOMs, the black of the live bytes
+/// and the white background (Tableau 10 without its red and grey, plus a
+/// navy and a plum; ordered so neighbours differ).
 pub(crate) const PALETTE: [RGBColor; 10] = [
-    RGBColor(78, 121, 167),
-    RGBColor(242, 142, 43),
-    RGBColor(89, 161, 79),
-    RGBColor(176, 122, 161),
-    RGBColor(225, 87, 89),
-    RGBColor(118, 183, 178),
-    RGBColor(156, 117, 95),
-    RGBColor(237, 201, 72),
-    RGBColor(255, 157, 167),
-    RGBColor(110, 110, 110),
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(20, 40, 120),
+    RGBColor(170, 170, 20),
+    RGBColor(120, 20, 90),
 ];
 
+/// Dash patterns (dash, gap in pixels) of the series past the palette's
+/// length: the 11th to 20th setting get the palette's colours dashed, the
+/// next ten dotted, and so on.
+const SERIES_DASHES: [Option<(i32, i32)>; 3] = [None, Some((16, 7)), Some((4, 5))];
+
+/// How the `i`-th setting's line looks: its colour and, once the palette
+/// has been used up, a dash pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SeriesLook {
+    /// Line colour.
+    pub color: RGBColor,
+    /// `Some((dash, gap))`: a dashed line.
+    pub dash: Option<(i32, i32)>,
+}
+
 /// The colour of the `i`-th setting.
-// Indexing: `i % PALETTE.len()` is below the length of the non-empty
-// constant `PALETTE`.
-#[allow(clippy::indexing_slicing)]
 pub(crate) fn series_color(i: usize) -> RGBColor {
-    PALETTE[i % PALETTE.len()]
+    series_look(i).color
+}
+
+/// The look of the `i`-th setting's line.
+pub(crate) fn series_look(i: usize) -> SeriesLook {
+    let color = PALETTE
+        .get(i % PALETTE.len())
+        .copied()
+        .unwrap_or(RGBColor(31, 119, 180));
+    let dash = SERIES_DASHES
+        .get((i / PALETTE.len()) % SERIES_DASHES.len())
+        .copied()
+        .flatten();
+    SeriesLook { color, dash }
+}
+
+/// The legend swatch of a series drawn `width` wide in `look`.
+pub(crate) fn series_swatch(look: SeriesLook, width: u32) -> Swatch {
+    match look.dash {
+        None => Swatch::Line(look.color, width),
+        Some((d, g)) => Swatch::Pattern(look.color, width, d, g),
+    }
 }
 
 /// Registers the embedded DejaVu Sans (regular and bold) once.
@@ -121,15 +157,44 @@ pub(crate) fn fill(color: RGBColor) -> ShapeStyle {
 
 /// Width and height of `text` in `style`.
 pub(crate) fn text_size<DB: DrawingBackend>(
-    area: &Area<DB>,
+    _area: &Area<DB>,
     text: &str,
     style: &TextStyle,
 ) -> Result<(i32, i32)> {
+    Ok(measure(text, style))
+}
+
+/// Width and height of `text` in `style`, measured on the embedded font
+/// the way plotters lays text out (advances and kerning at the style's
+/// pixel size; height: size / 1.24). Needs no drawing backend, so a figure
+/// can size itself before it is drawn.
+pub(crate) fn measure(text: &str, style: &TextStyle) -> (i32, i32) {
     if text.is_empty() {
-        return Ok((0, 0));
+        return (0, 0);
     }
-    let (w, h) = area.estimate_text_size(text, style)?;
-    Ok((w as i32, h as i32))
+    let size = style.font.get_size();
+    let h = (size / 1.24) as i32;
+    let Some((regular, bold)) = faces() else {
+        // Never the case with the embedded font; a generous estimate.
+        return ((text.chars().count() as f64 * size * 0.62) as i32, h);
+    };
+    let face = if matches!(style.font.get_style(), FontStyle::Bold) {
+        bold
+    } else {
+        regular
+    };
+    let scaled = face.as_scaled(PxScale::from(size as f32));
+    let mut w = 0f32;
+    let mut prev = None;
+    for c in text.chars() {
+        let id = scaled.glyph_id(c);
+        w += scaled.h_advance(id);
+        if let Some(p) = prev {
+            w += scaled.kern(p, id);
+        }
+        prev = Some(id);
+    }
+    (w as i32, h)
 }
 
 thread_local! {
@@ -260,7 +325,78 @@ pub(crate) fn text<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Draws `text` on a white box (for labels on top of data).
+/// A box in pixels: left, top, right, bottom.
+pub(crate) type PxRect = (i32, i32, i32, i32);
+
+/// Horizontal padding of the white box behind a boxed label.
+const PAD_X: i32 = 4;
+/// Vertical padding of the white box behind a boxed label.
+const PAD_Y: i32 = 3;
+
+/// Distance between the tops of two lines of a multi-line label.
+pub(crate) fn line_step(style: &TextStyle) -> i32 {
+    (style.font.get_size() * 1.22).round() as i32
+}
+
+/// The box (padding included) a block of `lines` takes when anchored at
+/// `pos`: `h` places the block's left edge, centre or right edge at
+/// `pos.0`, `v` its top, middle or bottom at `pos.1`.
+pub(crate) fn block_box(
+    lines: &[String],
+    style: &TextStyle,
+    pos: (i32, i32),
+    h: HPos,
+    v: VPos,
+) -> PxRect {
+    let w = lines.iter().map(|l| measure(l, style).0).max().unwrap_or(0);
+    let th = measure("Xg", style).1;
+    let total = th + line_step(style) * (lines.len().max(1) as i32 - 1);
+    let x0 = match h {
+        HPos::Left => pos.0,
+        HPos::Center => pos.0 - w / 2,
+        HPos::Right => pos.0 - w,
+    };
+    let y0 = match v {
+        VPos::Top => pos.1,
+        VPos::Center => pos.1 - total / 2,
+        VPos::Bottom => pos.1 - total,
+    };
+    (x0 - PAD_X, y0 - PAD_Y, x0 + w + PAD_X, y0 + total + PAD_Y)
+}
+
+/// Draws `lines` on an opaque white box (for labels on top of data; no
+/// line shows through them), anchored as in [`block_box`]; returns the
+/// box.
+pub(crate) fn boxed_lines<DB: DrawingBackend>(
+    area: &Area<DB>,
+    lines: &[String],
+    style: &TextStyle,
+    pos: (i32, i32),
+    h: HPos,
+    v: VPos,
+) -> Result<PxRect> {
+    let b = block_box(lines, style, pos, h, v);
+    area.draw(&Rectangle::new([(b.0, b.1), (b.2, b.3)], WHITE.filled()))?;
+    let x = match h {
+        HPos::Left => b.0 + PAD_X,
+        HPos::Center => (b.0 + b.2) / 2,
+        HPos::Right => b.2 - PAD_X,
+    };
+    let step = line_step(style);
+    for (k, l) in lines.iter().enumerate() {
+        text(
+            area,
+            l,
+            (x, b.1 + PAD_Y + k as i32 * step),
+            style,
+            h,
+            VPos::Top,
+        )?;
+    }
+    Ok(b)
+}
+
+/// Draws `text` on an opaque white box (for labels on top of data).
 pub(crate) fn boxed_text<DB: DrawingBackend>(
     area: &Area<DB>,
     s: &str,
@@ -269,22 +405,8 @@ pub(crate) fn boxed_text<DB: DrawingBackend>(
     h: HPos,
     v: VPos,
 ) -> Result<()> {
-    let (w, th) = text_size(area, s, style)?;
-    let x0 = match h {
-        HPos::Left => pos.0,
-        HPos::Center => pos.0 - w / 2,
-        HPos::Right => pos.0 - w,
-    };
-    let y0 = match v {
-        VPos::Top => pos.1,
-        VPos::Center => pos.1 - th / 2,
-        VPos::Bottom => pos.1 - th,
-    };
-    area.draw(&Rectangle::new(
-        [(x0 - 4, y0 - 3), (x0 + w + 4, y0 + th + 3)],
-        WHITE.mix(0.85).filled(),
-    ))?;
-    text(area, s, pos, style, h, v)
+    boxed_lines(area, &[s.to_string()], style, pos, h, v)?;
+    Ok(())
 }
 
 /// A straight line between two pixels.
@@ -307,13 +429,75 @@ pub(crate) fn dashed<DB: DrawingBackend>(
     dash: i32,
     gap: i32,
 ) -> Result<()> {
-    area.draw(&plotters::element::DashedPathElement::new(
-        vec![a, b],
-        dash,
-        gap,
-        style,
-    ))?;
+    for d in dash_path(&[a, b], dash, gap, 0) {
+        area.draw(&PathElement::new(d, style))?;
+    }
     Ok(())
+}
+
+/// Cuts a pixel path into dashes `on` pixels long, `off` pixels apart,
+/// the pattern shifted `phase` pixels along the path (a dash starts at
+/// `phase`). Phases let several dashed lines on one path take turns.
+pub(crate) fn dash_path(
+    path: &[(i32, i32)],
+    on: i32,
+    off: i32,
+    phase: i32,
+) -> Vec<Vec<(i32, i32)>> {
+    let (on, off) = (on.max(1) as f64, off.max(0) as f64);
+    let period = on + off;
+    let mut out: Vec<Vec<(i32, i32)>> = Vec::new();
+    let mut cur: Vec<(i32, i32)> = Vec::new();
+    let mut pos = (-(phase as f64)).rem_euclid(period);
+    let mut flush = |cur: &mut Vec<(i32, i32)>| {
+        if cur.len() >= 2 {
+            out.push(std::mem::take(cur));
+        } else {
+            cur.clear();
+        }
+    };
+    for w in path.windows(2) {
+        let [a, b] = w else { continue };
+        let (dx, dy) = ((b.0 - a.0) as f64, (b.1 - a.1) as f64);
+        let len = (dx * dx + dy * dy).sqrt();
+        if len <= 0.0 {
+            continue;
+        }
+        let at = |t: f64| {
+            (
+                (a.0 as f64 + dx * t / len).round() as i32,
+                (a.1 as f64 + dy * t / len).round() as i32,
+            )
+        };
+        let mut t = 0.0;
+        while t < len - 1e-9 {
+            let in_dash = pos < on;
+            let boundary = if in_dash { on } else { period };
+            let step = (boundary - pos).min(len - t).max(1e-9);
+            if in_dash {
+                let (p0, p1) = (at(t), at(t + step));
+                if cur.last() != Some(&p0) {
+                    if !cur.is_empty() {
+                        flush(&mut cur);
+                    }
+                    cur.push(p0);
+                }
+                if cur.last() != Some(&p1) {
+                    cur.push(p1);
+                }
+            }
+            t += step;
+            pos += step;
+            if in_dash && pos >= on - 1e-9 {
+                flush(&mut cur);
+            }
+            if pos >= period - 1e-9 {
+                pos = 0.0;
+            }
+        }
+    }
+    flush(&mut cur);
+    out
 }
 
 /// A filled rectangle between two corners (any order).
@@ -354,8 +538,34 @@ pub(crate) fn hatch<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Fills the background and draws the title and subtitle; returns the
-/// first free pixel row below them.
+/// Left and right page margin of the title and subtitle.
+const PAGE_SIDE: i32 = 24;
+/// Line pitch of the title.
+const TITLE_STEP: i32 = TITLE_SIZE as i32 + 6;
+/// Line pitch of the subtitle.
+const SUBTITLE_STEP: i32 = SUBTITLE_SIZE as i32 + 6;
+
+/// The title and subtitle of a picture `width` pixels wide, wrapped, and
+/// the first free pixel row below them.
+fn header(title: &str, subtitle: &str, width: i32) -> (Vec<String>, Vec<String>, i32) {
+    let max_w = width - 2 * PAGE_SIDE;
+    let t = wrap_lines(title, &bold(TITLE_SIZE, INK), max_w);
+    let s = wrap_lines(subtitle, &font(SUBTITLE_SIZE, MUTED), max_w);
+    let mut y = 16 + TITLE_STEP * t.len().max(1) as i32;
+    if !s.is_empty() {
+        y += SUBTITLE_STEP * s.len() as i32 + 2;
+    }
+    (t, s, y + 6)
+}
+
+/// The first free pixel row under the title and subtitle of a picture
+/// `width` pixels wide (what [`frame`] returns).
+pub(crate) fn header_height(title: &str, subtitle: &str, width: i32) -> i32 {
+    header(title, subtitle, width).2
+}
+
+/// Fills the background and draws the title and subtitle (wrapped over as
+/// many lines as they need); returns the first free pixel row below them.
 pub(crate) fn frame<DB: DrawingBackend>(
     root: &Area<DB>,
     title: &str,
@@ -363,95 +573,95 @@ pub(crate) fn frame<DB: DrawingBackend>(
 ) -> Result<i32> {
     root.fill(&WHITE)?;
     let (w, _) = root.dim_in_pixel();
+    let (t, s, bottom) = header(title, subtitle, w as i32);
+    let mut y = 16;
     let title_style = bold(TITLE_SIZE, INK);
-    let title = ellipsize(root, title, &title_style, w as i32 - 48)?;
-    text(root, &title, (24, 16), &title_style, HPos::Left, VPos::Top)?;
-    let mut y = 16 + TITLE_SIZE as i32 + 6;
-    if !subtitle.is_empty() {
-        let sub_style = font(SUBTITLE_SIZE, MUTED);
-        let sub = ellipsize(root, subtitle, &sub_style, w as i32 - 48)?;
-        text(root, &sub, (24, y), &sub_style, HPos::Left, VPos::Top)?;
-        y += SUBTITLE_SIZE as i32 + 8;
+    for l in &t {
+        text(root, l, (PAGE_SIDE, y), &title_style, HPos::Left, VPos::Top)?;
+        y += TITLE_STEP;
     }
-    Ok(y + 6)
+    let sub_style = font(SUBTITLE_SIZE, MUTED);
+    for l in &s {
+        text(root, l, (PAGE_SIDE, y), &sub_style, HPos::Left, VPos::Top)?;
+        y += SUBTITLE_STEP;
+    }
+    Ok(bottom)
 }
 
-/// Cuts `s` with an ellipsis so it is at most `max_w` pixels wide.
-pub(crate) fn ellipsize<DB: DrawingBackend>(
-    area: &Area<DB>,
-    s: &str,
-    style: &TextStyle,
-    max_w: i32,
-) -> Result<String> {
-    if text_size(area, s, style)?.0 <= max_w {
-        return Ok(s.to_string());
-    }
-    let chars: Vec<char> = s.chars().collect();
-    let (mut lo, mut hi) = (0usize, chars.len());
-    // The longest prefix that fits with the ellipsis.
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        let cand: String = chars.iter().take(mid).collect::<String>() + "…";
-        if text_size(area, &cand, style)?.0 <= max_w {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    Ok(chars.iter().take(lo).collect::<String>() + "…")
-}
-
-/// Breaks a setting label into lines at most `max_w` pixels wide: after
-/// commas first, then after `:` or `_`, then anywhere; at most `max_lines`
-/// lines, the last one ellipsized.
-pub(crate) fn wrap<DB: DrawingBackend>(
-    area: &Area<DB>,
-    s: &str,
-    style: &TextStyle,
-    max_w: i32,
-    max_lines: usize,
-) -> Result<Vec<String>> {
-    // Tokens end after a break character.
-    let mut tokens: Vec<String> = Vec::new();
+/// `s` cut after each of `breaks` (the break character stays with the
+/// part before it).
+fn split_after(s: &str, breaks: &[char]) -> Vec<String> {
+    let mut out = Vec::new();
     let mut cur = String::new();
     for c in s.chars() {
         cur.push(c);
-        if matches!(c, ',' | ':' | '_' | ' ' | '/') {
-            tokens.push(std::mem::take(&mut cur));
+        if breaks.contains(&c) {
+            out.push(std::mem::take(&mut cur));
         }
     }
     if !cur.is_empty() {
-        tokens.push(cur);
+        out.push(cur);
     }
-    // Tokens wider than a line are cut into pieces that fit.
-    let mut pieces: Vec<String> = Vec::new();
-    for t in tokens {
-        if text_size(area, &t, style)?.0 <= max_w {
-            pieces.push(t);
+    out
+}
+
+/// Where setting labels and sentences may break: after these.
+const FINE_BREAKS: [char; 8] = [',', ':', '_', ' ', '/', ';', '=', '-'];
+/// Preferred breaks: between the options of a setting, between words.
+const COARSE_BREAKS: [char; 3] = [',', ' ', ';'];
+
+/// `parts` that are wider than `max_w` cut further after [`FINE_BREAKS`],
+/// and anywhere when that is not enough.
+fn fit_parts(parts: Vec<String>, style: &TextStyle, max_w: i32) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in parts {
+        if measure(p.trim_end(), style).0 <= max_w {
+            out.push(p);
             continue;
         }
-        let mut piece = String::new();
-        for c in t.chars() {
-            let mut cand = piece.clone();
-            cand.push(c);
-            if !piece.is_empty() && text_size(area, &cand, style)?.0 > max_w {
-                pieces.push(std::mem::take(&mut piece));
-                piece.push(c);
-            } else {
-                piece = cand;
+        for t in split_after(&p, &FINE_BREAKS) {
+            if measure(t.trim_end(), style).0 <= max_w {
+                out.push(t);
+                continue;
+            }
+            let mut piece = String::new();
+            for c in t.chars() {
+                let mut cand = piece.clone();
+                cand.push(c);
+                if !piece.is_empty() && measure(&cand, style).0 > max_w {
+                    out.push(std::mem::take(&mut piece));
+                    piece.push(c);
+                } else {
+                    piece = cand;
+                }
+            }
+            if !piece.is_empty() {
+                out.push(piece);
             }
         }
-        if !piece.is_empty() {
-            pieces.push(piece);
-        }
     }
+    out
+}
+
+/// Width of the widest piece [`wrap_lines`] would not break (without
+/// cutting a word) in `s`.
+pub(crate) fn widest_word(s: &str, style: &TextStyle) -> i32 {
+    split_after(s, &FINE_BREAKS)
+        .iter()
+        .map(|w| measure(w.trim(), style).0)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Fills lines greedily with `parts`.
+fn fill_lines(parts: &[String], style: &TextStyle, max_w: i32) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut line = String::new();
-    for p in pieces {
+    for p in parts {
         let cand = format!("{line}{p}");
-        if !line.is_empty() && text_size(area, cand.trim_end(), style)?.0 > max_w {
+        if !line.trim().is_empty() && measure(cand.trim_end(), style).0 > max_w {
             lines.push(line.trim_end().to_string());
-            line = p;
+            line = p.trim_start().to_string();
         } else {
             line = cand;
         }
@@ -459,13 +669,57 @@ pub(crate) fn wrap<DB: DrawingBackend>(
     if !line.trim().is_empty() {
         lines.push(line.trim_end().to_string());
     }
-    let keep = max_lines.max(1);
-    if lines.len() > keep {
-        let rest: String = lines.iter().skip(keep - 1).map(String::as_str).collect();
-        lines.truncate(keep - 1);
-        lines.push(ellipsize(area, &rest, style, max_w)?);
+    lines
+}
+
+/// Breaks `s` into lines at most `max_w` pixels wide, never dropping a
+/// character: between a setting's options (after commas) and between
+/// words where that takes no more lines, else also after `:`, `_`, `/`,
+/// `=`, `-`, and inside a word only when a word is wider than a line.
+pub(crate) fn wrap_lines(s: &str, style: &TextStyle, max_w: i32) -> Vec<String> {
+    if s.trim().is_empty() {
+        return Vec::new();
     }
-    Ok(lines)
+    if measure(s, style).0 <= max_w {
+        return vec![s.to_string()];
+    }
+    let fine = balanced(
+        &fit_parts(split_after(s, &FINE_BREAKS), style, max_w),
+        style,
+        max_w,
+    );
+    let coarse = balanced(
+        &fit_parts(split_after(s, &COARSE_BREAKS), style, max_w),
+        style,
+        max_w,
+    );
+    if coarse.len() <= fine.len() {
+        coarse
+    } else {
+        fine
+    }
+}
+
+/// [`fill_lines`] with the fewest lines it takes at `max_w`, made as even
+/// as they can be (no short last line left dangling): the narrowest width
+/// that still needs no more lines.
+fn balanced(parts: &[String], style: &TextStyle, max_w: i32) -> Vec<String> {
+    let lines = fill_lines(parts, style, max_w);
+    let widest_part = parts
+        .iter()
+        .map(|p| measure(p.trim(), style).0)
+        .max()
+        .unwrap_or(0);
+    let (mut lo, mut hi) = (widest_part.min(max_w), max_w);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fill_lines(parts, style, mid).len() <= lines.len() {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    fill_lines(parts, style, hi)
 }
 
 /// What a legend entry shows next to its label.
@@ -475,12 +729,19 @@ pub(crate) enum Swatch {
     Line(RGBColor, u32),
     /// A dashed line of this width.
     Dashed(RGBColor, u32),
+    /// A line of this width dashed (dash, gap).
+    Pattern(RGBColor, u32, i32, i32),
+    /// A line of the first colour with dashes of the second on top (a
+    /// series drawn over an identical one).
+    Over(RGBColor, RGBColor, u32),
     /// A filled box.
     Box(RGBColor),
     /// A hatched box (fill, hatch colour).
     Hatch(RGBColor, RGBColor),
     /// A filled circle.
     Dot(RGBColor),
+    /// A ring.
+    Ring(RGBColor),
     /// A cross.
     Cross(RGBColor),
 }
@@ -506,46 +767,65 @@ impl LegendItem {
 
 const SWATCH_W: i32 = 34;
 const LEGEND_ROW_H: i32 = 28;
+const LEGEND_LINE_H: i32 = 22;
 const LEGEND_GAP: i32 = 28;
 
-/// Rows of `(item, width)` that fit in `max_w`.
-fn legend_rows<'a, DB: DrawingBackend>(
-    area: &Area<DB>,
-    items: &'a [LegendItem],
-    max_w: i32,
-) -> Result<Vec<Vec<(&'a LegendItem, i32)>>> {
+/// A legend entry laid out: its label's lines and its width.
+struct LegendCell<'a> {
+    item: &'a LegendItem,
+    lines: Vec<String>,
+    w: i32,
+}
+
+/// Rows of entries that fit in `max_w`, each with its height; a label
+/// wider than the band is wrapped over several lines.
+fn legend_rows(items: &[LegendItem], max_w: i32) -> Vec<(Vec<LegendCell<'_>>, i32)> {
     let style = font(LABEL_SIZE, INK);
-    let mut rows: Vec<Vec<(&LegendItem, i32)>> = Vec::new();
-    let mut row: Vec<(&LegendItem, i32)> = Vec::new();
+    let mut rows: Vec<(Vec<LegendCell>, i32)> = Vec::new();
+    let mut row: Vec<LegendCell> = Vec::new();
     let mut used = 0;
+    let mut row_h = 0;
     for item in items {
-        let label = ellipsize(area, &item.label, &style, max_w - SWATCH_W - 8)?;
-        let w = SWATCH_W + 8 + text_size(area, &label, &style)?.0;
+        let lines = wrap_lines(&item.label, &style, max_w - SWATCH_W - 8);
+        let text_w = lines
+            .iter()
+            .map(|l| measure(l, &style).0)
+            .max()
+            .unwrap_or(0);
+        let w = SWATCH_W + 8 + text_w;
+        let h = LEGEND_ROW_H + LEGEND_LINE_H * (lines.len().max(1) as i32 - 1);
         if !row.is_empty() && used + LEGEND_GAP + w > max_w {
-            rows.push(std::mem::take(&mut row));
+            rows.push((std::mem::take(&mut row), row_h));
             used = 0;
+            row_h = 0;
         }
         used += if row.is_empty() { w } else { LEGEND_GAP + w };
-        row.push((item, w));
+        row_h = row_h.max(h);
+        row.push(LegendCell { item, lines, w });
     }
     if !row.is_empty() {
-        rows.push(row);
+        rows.push((row, row_h));
     }
-    Ok(rows)
+    rows
 }
 
 /// Height a legend of `items` takes in a band `max_w` wide.
 pub(crate) fn legend_height<DB: DrawingBackend>(
-    area: &Area<DB>,
+    _area: &Area<DB>,
     items: &[LegendItem],
     max_w: i32,
 ) -> Result<i32> {
-    let rows = legend_rows(area, items, max_w)?.len() as i32;
-    Ok(if rows == 0 {
+    Ok(legend_height_for(items, max_w))
+}
+
+/// [`legend_height`] without a drawing area.
+pub(crate) fn legend_height_for(items: &[LegendItem], max_w: i32) -> i32 {
+    let rows = legend_rows(items, max_w);
+    if rows.is_empty() {
         0
     } else {
-        rows * LEGEND_ROW_H + 12
-    })
+        rows.iter().map(|(_, h)| h).sum::<i32>() + 12
+    }
 }
 
 /// Draws a legend centred in the band starting at `(x, y)`, `max_w` wide.
@@ -557,24 +837,27 @@ pub(crate) fn draw_legend<DB: DrawingBackend>(
     max_w: i32,
 ) -> Result<()> {
     let style = font(LABEL_SIZE, INK);
-    for (r, row) in legend_rows(area, items, max_w)?.iter().enumerate() {
+    let mut top = y + 6;
+    for (row, row_h) in legend_rows(items, max_w) {
         let total: i32 =
-            row.iter().map(|&(_, w)| w).sum::<i32>() + LEGEND_GAP * (row.len() as i32 - 1).max(0);
+            row.iter().map(|c| c.w).sum::<i32>() + LEGEND_GAP * (row.len() as i32 - 1).max(0);
         let mut cx = x + (max_w - total) / 2;
-        let cy = y + 6 + r as i32 * LEGEND_ROW_H + LEGEND_ROW_H / 2;
-        for &(item, w) in row {
-            draw_swatch(area, item.swatch, cx, cy)?;
-            let label = ellipsize(area, &item.label, &style, max_w - SWATCH_W - 8)?;
-            text(
-                area,
-                &label,
-                (cx + SWATCH_W + 8, cy),
-                &style,
-                HPos::Left,
-                VPos::Center,
-            )?;
-            cx += w + LEGEND_GAP;
+        let cy = top + LEGEND_ROW_H / 2;
+        for cell in &row {
+            draw_swatch(area, cell.item.swatch, cx, cy)?;
+            for (k, l) in cell.lines.iter().enumerate() {
+                text(
+                    area,
+                    l,
+                    (cx + SWATCH_W + 8, cy + k as i32 * LEGEND_LINE_H),
+                    &style,
+                    HPos::Left,
+                    VPos::Center,
+                )?;
+            }
+            cx += cell.w + LEGEND_GAP;
         }
+        top += row_h;
     }
     Ok(())
 }
@@ -585,6 +868,19 @@ fn draw_swatch<DB: DrawingBackend>(area: &Area<DB>, swatch: Swatch, x: i32, cy: 
     match swatch {
         Swatch::Line(c, w) => line(area, (x0, cy), (x1, cy), stroke(c, w)),
         Swatch::Dashed(c, w) => dashed(area, (x0, cy), (x1, cy), stroke(c, w), 7, 5),
+        Swatch::Pattern(c, w, d, g) => {
+            // At least two dashes in the swatch.
+            let d = d.clamp(2, SWATCH_W / 3);
+            let g = g.clamp(2, SWATCH_W / 4);
+            dashed(area, (x0, cy), (x1, cy), stroke(c, w), d, g)
+        }
+        Swatch::Over(under, over, w) => {
+            line(area, (x0, cy), (x1, cy), stroke(under, w))?;
+            for d in dash_path(&[(x0, cy), (x1, cy)], 6, 6, 6) {
+                area.draw(&PathElement::new(d, stroke(over, w)))?;
+            }
+            Ok(())
+        }
         Swatch::Box(c) => {
             rect(area, (x0 + 4, cy - 9), (x1 - 4, cy + 9), fill(c))?;
             rect(area, (x0 + 4, cy - 9), (x1 - 4, cy + 9), stroke(INK, 1))
@@ -596,6 +892,10 @@ fn draw_swatch<DB: DrawingBackend>(area: &Area<DB>, swatch: Swatch, x: i32, cy: 
         }
         Swatch::Dot(c) => {
             area.draw(&Circle::new((x0 + SWATCH_W / 2, cy), 6, fill(c)))?;
+            Ok(())
+        }
+        Swatch::Ring(c) => {
+            area.draw(&Circle::new((x0 + SWATCH_W / 2, cy), 9, stroke(c, 2)))?;
             Ok(())
         }
         Swatch::Cross(c) => {
@@ -630,47 +930,66 @@ pub(crate) fn no_data<DB: DrawingBackend>(root: &Area<DB>, title: &str, why: &st
         VPos::Center,
     )?;
     let why_style = font(SUBTITLE_SIZE, MUTED);
-    let why = ellipsize(root, why, &why_style, x1 - x0 - 40)?;
-    text(
-        root,
-        &why,
-        (w / 2, cy + 24),
-        &why_style,
-        HPos::Center,
-        VPos::Center,
-    )?;
+    for (k, l) in wrap_lines(why, &why_style, x1 - x0 - 40).iter().enumerate() {
+        text(
+            root,
+            l,
+            (w / 2, cy + 24 + k as i32 * SUBTITLE_STEP),
+            &why_style,
+            HPos::Center,
+            VPos::Center,
+        )?;
+    }
     Ok(())
 }
 
-/// The box `text` takes when anchored at `pos`.
-pub(crate) fn text_box<DB: DrawingBackend>(
-    area: &Area<DB>,
-    s: &str,
-    pos: (i32, i32),
-    style: &TextStyle,
-    h: HPos,
-    v: VPos,
-) -> Result<(i32, i32, i32, i32)> {
-    let (w, th) = text_size(area, s, style)?;
-    let x0 = match h {
-        HPos::Left => pos.0,
-        HPos::Center => pos.0 - w / 2,
-        HPos::Right => pos.0 - w,
-    };
-    let y0 = match v {
-        VPos::Top => pos.1,
-        VPos::Center => pos.1 - th / 2,
-        VPos::Bottom => pos.1 - th,
-    };
-    Ok((x0 - 4, y0 - 3, x0 + w + 4, y0 + th + 3))
+/// Whether the segment `a`–`b` touches the box `r` (Liang–Barsky).
+pub(crate) fn segment_hits(a: (i32, i32), b: (i32, i32), r: PxRect) -> bool {
+    let (x0, y0) = (a.0 as f64, a.1 as f64);
+    let (dx, dy) = ((b.0 - a.0) as f64, (b.1 - a.1) as f64);
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    for (p, q) in [
+        (-dx, x0 - r.0 as f64),
+        (dx, r.2 as f64 - x0),
+        (-dy, y0 - r.1 as f64),
+        (dy, r.3 as f64 - y0),
+    ] {
+        if p.abs() < f64::EPSILON {
+            if q < 0.0 {
+                return false;
+            }
+        } else {
+            let t = q / p;
+            if p < 0.0 {
+                if t > t1 {
+                    return false;
+                }
+                t0 = t0.max(t);
+            } else {
+                if t < t0 {
+                    return false;
+                }
+                t1 = t1.min(t);
+            }
+        }
+    }
+    t0 <= t1
 }
 
-/// Places boxed labels so that they do not cover each other: each label
-/// takes the first of its candidate anchors whose box is free.
+/// Whether two boxes overlap.
+pub(crate) fn overlaps(a: PxRect, b: PxRect) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+/// Places boxed labels so that they cover neither each other nor the
+/// lines and boxes they are told to avoid: each label takes the first of
+/// its candidate anchors whose box is free.
 #[derive(Debug, Default)]
 pub(crate) struct Placer {
-    taken: Vec<(i32, i32, i32, i32)>,
-    bounds: Option<(i32, i32, i32, i32)>,
+    taken: Vec<PxRect>,
+    labels: Vec<PxRect>,
+    segments: Vec<((i32, i32), (i32, i32))>,
+    bounds: Option<PxRect>,
 }
 
 impl Placer {
@@ -678,8 +997,64 @@ impl Placer {
     pub fn within(x: std::ops::Range<i32>, y: std::ops::Range<i32>) -> Self {
         Placer {
             taken: Vec::new(),
+            labels: Vec::new(),
+            segments: Vec::new(),
             bounds: Some((x.start, y.start, x.end, y.end)),
         }
+    }
+
+    /// Keeps labels off the box `r`.
+    pub fn avoid(&mut self, r: PxRect) {
+        self.taken.push(r);
+    }
+
+    /// Keeps labels off the polyline through `points`.
+    pub fn avoid_path(&mut self, points: &[(i32, i32)]) {
+        for w in points.windows(2) {
+            if let [a, b] = w {
+                self.segments.push((*a, *b));
+            }
+        }
+    }
+
+    /// Whether `b` is inside the bounds and clear of every label, box and
+    /// line taken so far.
+    pub fn is_free(&self, b: PxRect) -> bool {
+        let inside = self
+            .bounds
+            .is_none_or(|r| b.0 >= r.0 && b.1 >= r.1 && b.2 <= r.2 && b.3 <= r.3);
+        inside
+            && !self.taken.iter().any(|&t| overlaps(b, t))
+            && !self.segments.iter().any(|&(p, q)| segment_hits(p, q, b))
+    }
+
+    /// Whether the segment `a`–`b` stays clear of every label placed so
+    /// far.
+    pub fn segment_is_free(&self, a: (i32, i32), b: (i32, i32)) -> bool {
+        !self.labels.iter().any(|&t| segment_hits(a, b, t))
+    }
+
+    /// Draws `lines` boxed at the first free candidate `(pos, h, v)` (the
+    /// first candidate when none is free); returns the box.
+    pub fn place_lines<DB: DrawingBackend>(
+        &mut self,
+        area: &Area<DB>,
+        lines: &[String],
+        style: &TextStyle,
+        candidates: &[((i32, i32), HPos, VPos)],
+    ) -> Result<Option<PxRect>> {
+        let Some(&first) = candidates.first() else {
+            return Ok(None);
+        };
+        let chosen = candidates
+            .iter()
+            .copied()
+            .find(|c| self.is_free(block_box(lines, style, c.0, c.1, c.2)))
+            .unwrap_or(first);
+        let b = boxed_lines(area, lines, style, chosen.0, chosen.1, chosen.2)?;
+        self.taken.push(b);
+        self.labels.push(b);
+        Ok(Some(b))
     }
 
     /// Draws `s` boxed at the first free candidate `(pos, h, v)` (the first
@@ -691,27 +1066,62 @@ impl Placer {
         style: &TextStyle,
         candidates: &[((i32, i32), HPos, VPos)],
     ) -> Result<()> {
-        let Some(&first) = candidates.first() else {
-            return Ok(());
-        };
-        let mut chosen = first;
-        for &c in candidates {
-            let b = text_box(area, s, c.0, style, c.1, c.2)?;
-            let outside = self
-                .bounds
-                .is_some_and(|r| b.0 < r.0 || b.1 < r.1 || b.2 > r.2 || b.3 > r.3);
-            let clash = outside
-                || self
-                    .taken
-                    .iter()
-                    .any(|t| b.0 < t.2 && t.0 < b.2 && b.1 < t.3 && t.1 < b.3);
-            if !clash {
-                chosen = c;
-                break;
+        self.place_lines(area, &[s.to_string()], style, candidates)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_every_character_and_prefers_commas() {
+        let style = font(LABEL_SIZE, INK);
+        let s = "max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]";
+        for w in [60, 120, 200, 400, 2000] {
+            let lines = wrap_lines(s, &style, w);
+            assert_eq!(lines.concat(), s, "width {w}");
+            for l in &lines {
+                assert!(measure(l, &style).0 <= w.max(measure("W", &style).0), "{l}");
             }
         }
-        let b = text_box(area, s, chosen.0, style, chosen.1, chosen.2)?;
-        self.taken.push(b);
-        boxed_text(area, s, chosen.0, style, chosen.1, chosen.2)
+        let lines = wrap_lines(
+            "expandable_segments:True,max_split_size_mb:128",
+            &style,
+            260,
+        );
+        assert_eq!(
+            lines,
+            vec!["expandable_segments:True,", "max_split_size_mb:128"]
+        );
+        assert!(wrap_lines("", &style, 100).is_empty());
+    }
+
+    #[test]
+    fn dashes_take_turns() {
+        let a = dash_path(&[(0, 0), (40, 0)], 5, 5, 0);
+        assert_eq!(a[0], vec![(0, 0), (5, 0)]);
+        assert_eq!(a.len(), 4);
+        let b = dash_path(&[(0, 0), (40, 0)], 5, 5, 5);
+        assert_eq!(b[0], vec![(5, 0), (10, 0)]);
+        assert!(dash_path(&[(3, 3)], 5, 5, 0).is_empty());
+    }
+
+    #[test]
+    fn segments_and_boxes() {
+        assert!(segment_hits((0, 5), (20, 5), (5, 0, 10, 10)));
+        assert!(!segment_hits((0, 15), (20, 15), (5, 0, 10, 10)));
+        assert!(segment_hits((0, 0), (20, 20), (5, 0, 10, 10)));
+        assert!(!segment_hits((0, 10), (4, 20), (5, 0, 10, 10)));
+    }
+
+    #[test]
+    fn palette_colours_differ() {
+        for i in 0..30 {
+            for j in 0..i {
+                assert_ne!(series_look(i), series_look(j), "{i} and {j}");
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ mod common;
 use std::fs;
 use std::path::Path;
 
+use common::svg::{self, Lines};
 use common::{many_segments, out_dir, replay, report, synthetic};
 use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, PlotFiles, SettingResult, plot_external_fragmentation,
@@ -212,40 +213,79 @@ fn zero_and_huge_values_do_not_panic() {
     check(&plot_segment_map(&dir.join("segments-zero"), "zero-size segments", &zero_seg).unwrap());
 }
 
+/// Fails listing every readability problem of the SVG at `path`, and
+/// returns its texts in drawing order, joined.
+fn assert_readable(path: &Path, lines: Lines) -> String {
+    let doc = svg::parse(&fs::read_to_string(path).unwrap());
+    let found = svg::problems(&doc, lines);
+    assert!(
+        found.is_empty(),
+        "{} is hard to read:\n  {}",
+        path.display(),
+        found.join("\n  ")
+    );
+    doc.texts.iter().map(|t| t.content.as_str()).collect()
+}
+
+/// Capacity and OOM red.
+const ALERT: &str = "#C82828";
+/// The grey of the named cards' lines.
+const CARD_GREY: &str = "#606870";
+
+const LONG_LABELS: [&str; 8] = [
+    "default",
+    "expandable_segments:True",
+    "max_split_size_mb:128",
+    "max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    "roundup_power2_divisions:4",
+    "garbage_collection_threshold:0.6,max_split_size_mb:256",
+    "expandable_segments:True,roundup_power2_divisions:16",
+    "max_non_split_rounding_mb:1024",
+];
+
 #[test]
 fn crowded_inputs_stay_readable() {
-    // Hundreds of segments, many settings with long labels, big cards.
+    // Hundreds of segments, many settings with long labels, big cards: no
+    // label is cut, none covers another, no line runs through one, and
+    // every setting's name is shown whole.
     let dir = out_dir("crowded");
     let segs = many_segments(300, 512);
     let f = plot_segment_map(&dir.join("segments-300"), "300 segments", &segs).unwrap();
     check(&f);
+    assert_readable(&f.svg, Lines::UnlessBoxed);
     let f = plot_segment_map(
         &dir.join("segments-12"),
-        "12 segments",
+        &format!("Segments at peak reserved — {}", LONG_LABELS[3]),
         &many_segments(12, 64),
     )
     .unwrap();
     check(&f);
-    let labels = [
-        "default",
-        "expandable_segments:True",
-        "max_split_size_mb:128",
-        "max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
-        "roundup_power2_divisions:4",
-        "garbage_collection_threshold:0.6,max_split_size_mb:256",
-        "expandable_segments:True,roundup_power2_divisions:16",
-        "max_non_split_rounding_mb:1024",
-    ];
+    let all = assert_readable(&f.svg, Lines::UnlessBoxed);
+    assert!(all.contains(LONG_LABELS[3]), "the title is cut: {all}");
+
     let gib = 1u64 << 30;
-    let settings: Vec<SettingResult> = labels
+    let settings: Vec<SettingResult> = LONG_LABELS
         .iter()
         .enumerate()
         .map(|(i, l)| synthetic(l, (20 + 3 * i as u64) * gib, 1500))
         .collect();
-    check(&plot_memory_timeline(&dir.join("timeline-8"), &settings, Some(80 * gib)).unwrap());
-    check(&plot_peak_reserved(&dir.join("peak-8"), &settings, Some(40 * gib)).unwrap());
-    check(&plot_external_fragmentation(&dir.join("frag-8"), &settings).unwrap());
-    let points: Vec<OomPointResult> = labels
+    let f = plot_memory_timeline(&dir.join("timeline-8"), &settings, Some(80 * gib)).unwrap();
+    check(&f);
+    assert_readable(&f.svg, Lines::UnlessBoxed);
+    let f = plot_external_fragmentation(&dir.join("frag-8"), &settings).unwrap();
+    check(&f);
+    assert_readable(&f.svg, Lines::UnlessBoxed);
+    // Capacities just above the bars: the value labels go over the line.
+    for cap in [40 * gib, 42 * gib, 45 * gib] {
+        let f =
+            plot_peak_reserved(&dir.join(format!("peak-8-{cap}")), &settings, Some(cap)).unwrap();
+        check(&f);
+        let all = assert_readable(&f.svg, Lines::NeverOf(&[ALERT]));
+        for l in LONG_LABELS {
+            assert!(all.contains(l), "{l} is not shown whole");
+        }
+    }
+    let points: Vec<OomPointResult> = LONG_LABELS
         .iter()
         .enumerate()
         .map(|(i, l)| OomPointResult {
@@ -254,9 +294,29 @@ fn crowded_inputs_stay_readable() {
             lower_bound: 29 * gib,
         })
         .collect();
-    check(&plot_oom_points(&dir.join("oom-8"), &points).unwrap());
+    let f = plot_oom_points(&dir.join("oom-8"), &points).unwrap();
+    check(&f);
+    let all = assert_readable(&f.svg, Lines::NeverOf(&[CARD_GREY]));
+    for l in LONG_LABELS {
+        assert!(all.contains(l), "{l} is not shown whole");
+    }
+    // Named cards, with the nearly equal ones sharing a line and a label.
+    assert!(all.contains("usable memory of named GPUs"), "{all}");
+    assert!(all.contains("h100-80gb / a100-80gb · 79.1 GiB"), "{all}");
+    assert!(all.contains("a100-40gb · 39.5 GiB"), "{all}");
+    assert!(all.contains("l40s · 44.5 GiB"), "{all}");
+    // The largest bar says the card it fits on (by smallest_gpu_for).
+    let doc = svg::parse(&fs::read_to_string(&f.svg).unwrap());
+    assert!(
+        doc.texts
+            .iter()
+            .any(|t| t.content == "fits h100-94gb" || t.content == "h100-94gb"),
+        "{all}"
+    );
+    assert!(!all.contains("N GB"), "{all}");
+
     let mut fit = Vec::new();
-    for (i, l) in labels.iter().take(4).enumerate() {
+    for (i, l) in LONG_LABELS.iter().take(4).enumerate() {
         for seq in [512u64, 1024, 2048, 4096, 8192, 16384, 32768] {
             let peak = (4 + i as u64) * gib + seq * (1 + i as u64) * (1 << 20);
             fit.push(FitPoint {
@@ -272,7 +332,128 @@ fn crowded_inputs_stay_readable() {
         capacity: Some(24 * gib),
         points: fit,
     };
-    check(&plot_fit(&dir.join("fit-seq"), &sweep).unwrap());
+    let f = plot_fit(&dir.join("fit-seq"), &sweep).unwrap();
+    check(&f);
+    assert_readable(&f.svg, Lines::Never);
+}
+
+#[test]
+fn the_answers_of_a_fit_search_are_labelled_apart() {
+    // A sweep over powers of two, then a bisection for the largest size
+    // that fits: the sizes crowd near the answers (12,580 and 12,835).
+    let gib = 1u64 << 30;
+    let mut points = Vec::new();
+    for (setting, answer, base) in [
+        ("default", 12_580u64, 76u64),
+        ("expandable_segments:True", 12_835, 75),
+    ] {
+        let mut sizes: Vec<u64> = (7..=14).map(|e| 1u64 << e).collect();
+        sizes.extend([answer, answer + 1, 12_000, 13_000, 14_000]);
+        for size in sizes {
+            let fits = size <= answer;
+            let peak = base * gib + size * 5 * (1 << 20);
+            points.push(FitPoint {
+                setting: setting.into(),
+                size,
+                fits,
+                peak_reserved: if fits { peak } else { peak.min(141 * gib) },
+            });
+        }
+    }
+    let sweep = FitSweep {
+        dimension: "sequence length (tokens)".into(),
+        capacity: Some(141 * gib),
+        points,
+    };
+    let dir = out_dir("fit-answers");
+    let f = plot_fit(&dir.join("fit"), &sweep).unwrap();
+    check(&f);
+    assert_readable(&f.svg, Lines::Never);
+    let doc = svg::parse(&fs::read_to_string(&f.svg).unwrap());
+    let count = |s: &str| doc.texts.iter().filter(|t| t.content == s).count();
+    // Each answer labelled once in the plot (and in the legend).
+    assert_eq!(count("12,580"), 1);
+    assert_eq!(count("12,835"), 1);
+    // Ticks are powers of two, not the replayed sizes.
+    for tick in ["128", "1,024", "8,192", "16,384"] {
+        assert_eq!(count(tick), 1, "tick {tick}");
+    }
+    for replayed in ["12,581", "12,836", "12,000", "13,000", "14,000"] {
+        assert_eq!(count(replayed), 0, "{replayed} drawn as a tick");
+    }
+    assert!(
+        doc.texts
+            .iter()
+            .any(|t| t.content == "default (largest that fits: 12,580)")
+    );
+}
+
+#[test]
+fn six_settings_get_six_colours_in_every_plot() {
+    let labels = [
+        "",
+        "expandable_segments:True",
+        "max_split_size_mb:128",
+        "roundup_power2_divisions:4",
+        "garbage_collection_threshold:0.6,max_split_size_mb:64",
+        "roundup_power2_divisions:[256:1,512:2,1024:4,>:8],expandable_segments:True",
+    ];
+    let mut input = report(replay(&labels, 1024));
+    // The fit sweep lists the settings in another order: the colours
+    // still follow the report's settings.
+    if let Some(fit) = input.fit.as_mut() {
+        fit.points.reverse();
+    }
+    let dir = out_dir("six-colours");
+    vramlab_reports::write_report(&dir, &input).unwrap();
+    let names: Vec<&str> = input.settings.iter().map(|s| s.label.as_str()).collect();
+    let mut by_plot = Vec::new();
+    for plot in ["timeline", "fragmentation", "fit"] {
+        let doc = svg::parse(&fs::read_to_string(dir.join(format!("{plot}.svg"))).unwrap());
+        let colors: Vec<String> = names
+            .iter()
+            .map(|n| {
+                svg::legend_color(&doc, n).unwrap_or_else(|| panic!("{n} not in the {plot} legend"))
+            })
+            .collect();
+        let mut distinct = colors.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 6, "{plot}: {colors:?}");
+        // Each colour is drawn in the plot, not just in the legend.
+        for c in &colors {
+            let uses = doc.colors.iter().filter(|(_, x)| x == c).count();
+            assert!(uses >= 2, "{plot}: {c} only in the legend");
+        }
+        by_plot.push(colors);
+    }
+    assert_eq!(by_plot[0], by_plot[1], "timeline vs fragmentation");
+    assert_eq!(by_plot[0], by_plot[2], "timeline vs fit");
+
+    // Every plot of the report reads well; segment maps are named after
+    // the whole setting.
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "svg") {
+            let lines = match path.file_stem().and_then(|s| s.to_str()) {
+                Some("fit") => Lines::Never,
+                Some("peak_reserved") => Lines::NeverOf(&[ALERT]),
+                Some("oom_points") => Lines::NeverOf(&[CARD_GREY]),
+                _ => Lines::UnlessBoxed,
+            };
+            assert_readable(&path, lines);
+        }
+    }
+    assert!(
+        dir.join(
+            "segments-6-roundup-power2-divisions-256-1-512-2-1024-4-8-expandable-segments-true.svg"
+        )
+        .exists()
+    );
+    assert!(
+        dir.join("segments-5-garbage-collection-threshold-0-6-max-split-size-mb-64.png")
+            .exists()
+    );
 }
 
 #[test]

@@ -27,7 +27,14 @@ fn report_has_tables_figures_recommendation_and_data() {
         settings[0].oom.is_some(),
         "the default setting should OOM on 800 MiB"
     );
-    let input = report(settings);
+    let mut input = report(settings);
+    input.notes.push(
+        "Full results: `vramlab sweep gpt.csv --gpu … --csv rows.csv` (the `--csv` file is <csv>)."
+            .into(),
+    );
+    if let Some(r) = input.recommendation.as_mut() {
+        r.reason = "Set `expandable_segments:True` & rerun.".into();
+    }
     let index = write_report(&dir, &input).unwrap();
     assert_eq!(index, dir.join("index.html"));
     let html = fs::read_to_string(&index).unwrap();
@@ -56,8 +63,20 @@ fn report_has_tables_figures_recommendation_and_data() {
     assert!(html.contains("export PYTORCH_ALLOC_CONF=expandable_segments:True"));
     assert!(html.contains("class=\"recommended\""));
 
-    // Figures inlined, SVGs linked, files next to the page.
+    // Figures inlined (PNG shown, SVG as a download link), nothing read
+    // from next to the page; the files are still written there.
     assert!(html.matches("src=\"data:image/png;base64,").count() >= 7);
+    assert!(html.matches("href=\"data:image/svg+xml;base64,").count() >= 7);
+    for attr in ["src=\"", "href=\""] {
+        for (at, _) in html.match_indices(attr) {
+            let rest = &html[at + attr.len()..];
+            assert!(
+                rest.starts_with("data:") || rest.starts_with('#'),
+                "{attr}{} links outside the page",
+                &rest[..rest.find('"').unwrap_or(rest.len()).min(80)]
+            );
+        }
+    }
     for name in [
         "timeline",
         "peak_reserved",
@@ -68,13 +87,23 @@ fn report_has_tables_figures_recommendation_and_data() {
         assert!(dir.join(format!("{name}.png")).exists(), "{name}.png");
         assert!(dir.join(format!("{name}.svg")).exists(), "{name}.svg");
         assert!(
-            html.contains(&format!("href=\"{name}.svg\"")),
-            "link to {name}.svg"
+            html.contains(&format!(
+                "download=\"{name}.svg\" href=\"data:image/svg+xml;base64,"
+            )),
+            "{name}.svg inlined"
         );
     }
     assert!(dir.join("segments-1-default.png").exists());
     assert!(dir.join("segments-2-expandable-segments-true.svg").exists());
     assert!(html.contains("Segments at the OOM (request of"));
+
+    // Markdown-style code spans become <code>, escaped.
+    assert!(html.contains(
+        "Full results: <code>vramlab sweep gpt.csv --gpu … --csv rows.csv</code> (the <code>--csv</code> file is &lt;csv&gt;)."
+    ));
+    assert!(html.contains("Set <code>expandable_segments:True</code> &amp; rerun."));
+    let page = &html[..html.find("<script").unwrap()];
+    assert!(!page.contains('`'), "a backtick is shown as it is");
 
     // Escaping.
     assert!(html.contains("A note with &lt;html&gt; &amp; &quot;quotes&quot;."));

@@ -3,8 +3,8 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::timeline::{duplicates, layered_width};
-use super::{Axes, Figure, draw_polyline, mesh};
+use super::timeline::{COPY_DASH, copy_rank, duplicates, layered_width};
+use super::{Axes, Figure, draw_polyline, draw_polyline_phased, mesh, pixel_polyline};
 use crate::Result;
 use crate::input::FitSweep;
 use crate::style::*;
@@ -13,27 +13,139 @@ use crate::units::{fmt_count_tick, fmt_int, fmt_tick, format_bytes, unit_for};
 /// The fit chart.
 pub(crate) struct Fit<'a> {
     pub fit: &'a FitSweep,
+    /// Setting labels in the order of the report's settings: a setting's
+    /// colour is its index here, so it matches the other plots of the
+    /// report; settings not listed come after them, in order of
+    /// appearance.
+    pub order: &'a [String],
 }
 
-/// At most `max` of `sizes`, evenly spread, always keeping the first and
-/// the last.
-fn thin(sizes: &[u64], max: usize) -> Vec<u64> {
-    if sizes.len() <= max {
-        return sizes.to_vec();
-    }
-    let step = sizes.len().div_ceil(max);
-    let mut out: Vec<u64> = sizes.iter().copied().step_by(step).collect();
-    let Some(&last) = sizes.last() else {
-        return out;
-    };
-    if out.last() != Some(&last) {
-        if out.len() >= max {
-            out.pop();
+/// The palette index of each of `settings`: its index in `order`, else
+/// the next free index after `order`.
+pub(crate) fn color_indices(settings: &[&str], order: &[String]) -> Vec<usize> {
+    let mut extra = 0;
+    settings
+        .iter()
+        .map(|s| match order.iter().position(|o| o == s) {
+            Some(i) => i,
+            None => {
+                extra += 1;
+                order.len() + extra - 1
+            }
+        })
+        .collect()
+}
+
+/// Least pixel gap between two x tick labels.
+const TICK_GAP: i32 = 16;
+
+/// Whether tick labels centred at the pixel columns `xs` keep at least
+/// [`TICK_GAP`] pixels between each other.
+fn spaced(ticks: &[(i32, String)], style: &TextStyle) -> bool {
+    ticks.windows(2).all(|w| match w {
+        [(xa, a), (xb, b)] => {
+            let (wa, wb) = (measure(a, style).0, measure(b, style).0);
+            (xb - xa).abs() - wa / 2 - wb / 2 >= TICK_GAP
         }
-        out.push(last);
+        _ => true,
+    })
+}
+
+/// Regular x ticks over `lo..=hi` (axis units: log2 of the size on a log
+/// axis, else the size): powers of two (every one, every second, …) on a
+/// log axis, 1, 2 or 5 × 10^k apart on a linear one; as many as fit
+/// without their labels coming closer than [`TICK_GAP`]. `px` maps a value
+/// in axis units to its pixel column.
+fn x_ticks(
+    lo: f64,
+    hi: f64,
+    log: bool,
+    px: &dyn Fn(f64) -> i32,
+    style: &TextStyle,
+) -> Vec<(i32, String)> {
+    let label = |v: f64| fmt_count_tick(v);
+    if log {
+        let (e0, e1) = (lo.ceil().max(0.0) as i64, hi.floor().min(63.0) as i64);
+        for stride in 1..=64i64 {
+            let ticks: Vec<(i32, String)> = (e0..=e1)
+                .filter(|e| e % stride == 0)
+                .map(|e| (px(e as f64), label((1u64 << e) as f64)))
+                .collect();
+            if spaced(&ticks, style) {
+                return ticks;
+            }
+        }
+        return Vec::new();
+    }
+    let span = (hi - lo).max(1.0);
+    let mut mag = 1.0f64;
+    while mag * 10.0 <= span / 12.0 {
+        mag *= 10.0;
+    }
+    for _ in 0..40 {
+        for m in [1.0, 2.0, 5.0] {
+            let step = m * mag;
+            if span / step > 12.0 {
+                continue;
+            }
+            let first = (lo.max(0.0) / step).ceil() as i64;
+            let last = (hi / step).floor() as i64;
+            let ticks: Vec<(i32, String)> = (first..=last)
+                .map(|k| k as f64 * step)
+                .map(|v| (px(v), label(v)))
+                .collect();
+            if spaced(&ticks, style) {
+                return ticks;
+            }
+        }
+        mag *= 10.0;
+    }
+    Vec::new()
+}
+
+/// Candidate anchors for a label of the answer at pixel `p`: below it
+/// first (the space under a curve that reaches the capacity is usually
+/// free), then beside and above, further and further away.
+fn answer_candidates(p: (i32, i32)) -> Vec<((i32, i32), HPos, VPos)> {
+    let mut out = Vec::new();
+    for r in 0..12 {
+        let d = 16 + r * 22;
+        let s = 14 + r * 16;
+        out.push(((p.0, p.1 + d), HPos::Center, VPos::Top));
+        out.push(((p.0 - s, p.1 + d), HPos::Right, VPos::Top));
+        out.push(((p.0 + s, p.1 + d), HPos::Left, VPos::Top));
+        out.push(((p.0 - d, p.1), HPos::Right, VPos::Center));
+        out.push(((p.0 + d, p.1), HPos::Left, VPos::Center));
+        out.push(((p.0 - s, p.1 - d), HPos::Right, VPos::Bottom));
+        out.push(((p.0 + s, p.1 - d), HPos::Left, VPos::Bottom));
+        out.push(((p.0, p.1 - d), HPos::Center, VPos::Bottom));
     }
     out
 }
+
+/// The point of the box `b` nearest to `p`.
+fn nearest_on_box(b: PxRect, p: (i32, i32)) -> (i32, i32) {
+    (p.0.max(b.0).min(b.2), p.1.max(b.1).min(b.3))
+}
+
+/// The line from the ring around `p` to the label box `b` (both ends the
+/// same when the box touches the ring).
+fn leader(b: PxRect, p: (i32, i32)) -> ((i32, i32), (i32, i32)) {
+    let end = nearest_on_box(b, p);
+    let (dx, dy) = ((end.0 - p.0) as f64, (end.1 - p.1) as f64);
+    let dist = (dx * dx + dy * dy).sqrt();
+    if dist <= (RING + 3) as f64 {
+        return (end, end);
+    }
+    let start = (
+        p.0 + (dx / dist * RING as f64).round() as i32,
+        p.1 + (dy / dist * RING as f64).round() as i32,
+    );
+    (start, end)
+}
+
+/// Radius of the ring around an answer.
+const RING: i32 = 11;
 
 impl Figure for Fit<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
@@ -47,6 +159,8 @@ impl Figure for Fit<'_> {
             return no_data(root, &title, "no sizes were replayed");
         }
         let groups = self.fit.by_setting();
+        let names: Vec<&str> = groups.iter().map(|(s, _)| *s).collect();
+        let colors = color_indices(&names, self.order);
         let mut sizes: Vec<u64> = self.fit.points.iter().map(|p| p.size).collect();
         sizes.sort_unstable();
         sizes.dedup();
@@ -71,7 +185,9 @@ impl Figure for Fit<'_> {
             .capacity
             .filter(|&c| (c as f64) <= (data_max as f64) * 4.0);
 
-        let mut subtitle = "Dots: the workload fits; crosses: out of memory".to_string();
+        let mut subtitle =
+            "Dots: the workload fits; crosses: out of memory; rings: the largest size that fits"
+                .to_string();
         if log {
             subtitle.push_str(&format!("; {dim} on a log scale"));
         }
@@ -88,6 +204,7 @@ impl Figure for Fit<'_> {
             })
             .collect();
         let dup = duplicates(&groups, &keys);
+        let look_of = |i: usize| series_look(colors.get(i).copied().unwrap_or(i));
         let mut items: Vec<LegendItem> = groups
             .iter()
             .zip(&dup)
@@ -98,12 +215,22 @@ impl Figure for Fit<'_> {
                     (None, Some(v)) => format!("largest that fits: {}", fmt_int(v)),
                     (None, None) => "none fits".to_string(),
                 };
-                let color = series_color(d.map_or(i, |(j, _)| j));
-                LegendItem::new(Swatch::Line(color, 4), format!("{s} ({what})"))
+                let look = look_of(i);
+                let swatch = match d {
+                    Some((j, _)) => Swatch::Over(look_of(*j).color, look.color, 4),
+                    None => series_swatch(look, 4),
+                };
+                LegendItem::new(swatch, format!("{s} ({what})"))
             })
             .collect();
         items.push(LegendItem::new(Swatch::Dot(INK), "fits"));
         items.push(LegendItem::new(Swatch::Cross(INK), "out of memory"));
+        if groups
+            .iter()
+            .any(|(s, _)| self.fit.largest_fitting(s).is_some())
+        {
+            items.push(LegendItem::new(Swatch::Ring(INK), "largest size that fits"));
+        }
         if let Some(c) = cap {
             items.push(LegendItem::new(
                 Swatch::Dashed(ALERT, 2),
@@ -136,63 +263,136 @@ impl Figure for Fit<'_> {
                 x_fmt: None,
                 y_fmt: &|v| fmt_tick(*v),
                 x_grid: false,
+                x_ticks: false,
             },
         )?;
 
-        // Ticks and grid lines at the replayed sizes.
-        let (_, yr) = chart.plotting_area().get_pixel_range();
+        // Regular ticks with grid lines (the replayed sizes crowd where
+        // the search for the largest fitting size bisected).
+        let (xr, yr) = chart.plotting_area().get_pixel_range();
         let tick_style = font(TICK_SIZE, INK);
-        for s in thin(&sizes, 14) {
-            let (x, _) = chart.backend_coord(&(xmap(s), 0.0));
+        let px = |v: f64| chart.backend_coord(&(v, 0.0)).0;
+        for (x, label) in x_ticks(x0 - pad, x1 + pad, log, &px, &tick_style) {
             line(root, (x, yr.start), (x, yr.end - 1), stroke(GRID, 1))?;
             line(root, (x, yr.end), (x, yr.end + 5), stroke(MUTED, 1))?;
             text(
                 root,
-                &fmt_count_tick(s as f64),
+                &label,
                 (x, yr.end + 10),
                 &tick_style,
                 HPos::Center,
                 VPos::Top,
             )?;
         }
+        let mut placer = Placer::within(xr.start + 2..xr.end - 2, yr.start + 2..yr.end - 2);
         if let Some(c) = cap {
-            let (xr, _) = chart.plotting_area().get_pixel_range();
             let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
             dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
+            placer.avoid_path(&[(xr.start, y), (xr.end, y)]);
             // Small sizes sit low: the label goes on the left.
-            boxed_text(
+            placer.place(
                 root,
                 &format!("capacity {}", format_bytes(c)),
-                (xr.start + 10, y - 6),
                 &font(LABEL_SIZE, ALERT),
-                HPos::Left,
-                VPos::Bottom,
+                &[
+                    ((xr.start + 10, y - 6), HPos::Left, VPos::Bottom),
+                    ((xr.start + 10, y + 6), HPos::Left, VPos::Top),
+                ],
             )?;
         }
         let n_drawn = dup.iter().filter(|d| d.is_none()).count();
+        let xy_of = |pts: &[&crate::input::FitPoint]| -> Vec<(f64, f64)> {
+            pts.iter()
+                .map(|p| (xmap(p.size), unit.of(p.peak_reserved)))
+                .collect()
+        };
         let mut rank = 0;
         for (i, ((_, pts), d)) in groups.iter().zip(&dup).enumerate() {
             if d.is_some() {
                 continue;
             }
-            let c = series_color(i);
-            let xy: Vec<(f64, f64)> = pts
-                .iter()
-                .map(|p| (xmap(p.size), unit.of(p.peak_reserved)))
-                .collect();
+            let look = look_of(i);
+            let xy = xy_of(pts);
             let width = layered_width(3, rank, n_drawn);
             rank += 1;
-            draw_polyline(root, &chart, &xy, stroke(c, width), None)?;
-            for (p, q) in pts.iter().zip(&xy) {
-                let px = chart.backend_coord(q);
+            draw_polyline(root, &chart, &xy, stroke(look.color, width), look.dash)?;
+            for path in pixel_polyline(&chart, &xy) {
+                placer.avoid_path(&path);
+            }
+        }
+        // A setting identical to an earlier one: its colour dashed over
+        // the earlier one's line, the copies of one line taking turns.
+        for (i, ((_, pts), d)) in groups.iter().zip(&dup).enumerate() {
+            let Some((j, _)) = d else { continue };
+            let (nth, n) = copy_rank(&dup, i, *j);
+            draw_polyline_phased(
+                root,
+                &chart,
+                &xy_of(pts),
+                stroke(look_of(i).color, layered_width(3, 0, n_drawn)),
+                Some((COPY_DASH, COPY_DASH * n)),
+                COPY_DASH * nth,
+            )?;
+        }
+        // Markers on top of the lines.
+        let mut answers = Vec::new();
+        for (i, ((s, pts), d)) in groups.iter().zip(&dup).enumerate() {
+            if d.is_some() {
+                continue;
+            }
+            let c = look_of(i).color;
+            let best = self.fit.largest_fitting(s);
+            for (p, q) in pts.iter().zip(xy_of(pts)) {
+                let px = chart.backend_coord(&q);
+                placer.avoid((px.0 - 8, px.1 - 8, px.0 + 8, px.1 + 8));
                 if p.fits {
                     root.draw(&Circle::new(px, 7, fill(WHITE)))?;
                     root.draw(&Circle::new(px, 5, fill(c)))?;
+                    if Some(p.size) == best && !answers.iter().any(|(_, _, a)| *a == px) {
+                        answers.push((i, p.size, px));
+                    }
                 } else {
                     root.draw(&Cross::new(px, 8, stroke(WHITE, 6)))?;
                     root.draw(&Cross::new(px, 7, stroke(c, 3)))?;
                 }
             }
+        }
+        // The answers: a ring around each, labelled with the size where
+        // the label covers no line, marker or other label.
+        for &(i, _, p) in &answers {
+            let c = look_of(i).color;
+            root.draw(&Circle::new(p, RING, stroke(WHITE, 4)))?;
+            root.draw(&Circle::new(p, RING, stroke(c, 2)))?;
+            placer.avoid((
+                p.0 - RING - 2,
+                p.1 - RING - 2,
+                p.0 + RING + 2,
+                p.1 + RING + 2,
+            ));
+        }
+        for &(i, size, p) in &answers {
+            let c = look_of(i).color;
+            let style = bold(LABEL_SIZE, c);
+            let lines = [fmt_int(size)];
+            let cands = answer_candidates(p);
+            let chosen = cands
+                .iter()
+                .copied()
+                .find(|&(pos, hp, vp)| {
+                    let b = block_box(&lines, &style, pos, hp, vp);
+                    let (start, end) = leader(b, p);
+                    placer.is_free(b) && placer.segment_is_free(start, end)
+                })
+                .or_else(|| cands.first().copied());
+            let Some((pos, hp, vp)) = chosen else {
+                continue;
+            };
+            let (start, end) = leader(block_box(&lines, &style, pos, hp, vp), p);
+            if start != end {
+                line(root, start, end, stroke(c, 2))?;
+                placer.avoid_path(&[start, end]);
+            }
+            placer.place_lines(root, &lines, &style, &[(pos, hp, vp)])?;
         }
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }
@@ -200,15 +400,43 @@ impl Figure for Fit<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::thin;
+    use super::*;
 
     #[test]
-    fn thinning_keeps_ends() {
-        let v: Vec<u64> = (1..=30).collect();
-        let t = thin(&v, 14);
-        assert!(t.len() <= 14);
-        assert_eq!(t[0], 1);
-        assert_eq!(*t.last().unwrap(), 30);
-        assert_eq!(thin(&[1, 2, 3], 14), vec![1, 2, 3]);
+    fn log_ticks_are_powers_of_two_and_keep_apart() {
+        let style = font(TICK_SIZE, INK);
+        // 128 … 16384 over 1000 pixels: every power of two fits.
+        let px = |v: f64| ((v - 7.0) * 140.0) as i32;
+        let t = x_ticks(7.0, 14.0, true, &px, &style);
+        let labels: Vec<&str> = t.iter().map(|(_, l)| l.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "128", "256", "512", "1,024", "2,048", "4,096", "8,192", "16,384"
+            ]
+        );
+        // Squeezed into 200 pixels: every second or fourth one.
+        let px = |v: f64| ((v - 7.0) * 28.0) as i32;
+        let t = x_ticks(7.0, 14.0, true, &px, &style);
+        assert!(t.len() >= 2 && t.len() < 8, "{t:?}");
+        assert!(spaced(&t, &style));
+    }
+
+    #[test]
+    fn linear_ticks_are_evenly_spaced() {
+        let style = font(TICK_SIZE, INK);
+        let px = |v: f64| ((v - 12000.0) * 0.25) as i32;
+        let t = x_ticks(12000.0, 16400.0, false, &px, &style);
+        assert!(t.len() >= 3, "{t:?}");
+        let xs: Vec<i32> = t.iter().map(|(x, _)| *x).collect();
+        let d = xs[1] - xs[0];
+        assert!(xs.windows(2).all(|w| (w[1] - w[0] - d).abs() <= 1));
+        assert!(spaced(&t, &style));
+    }
+
+    #[test]
+    fn colours_follow_the_report_order() {
+        let order = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(color_indices(&["b", "x", "a", "y"], &order), [1, 2, 0, 3]);
     }
 }

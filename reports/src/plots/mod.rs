@@ -16,8 +16,6 @@ mod fit;
 mod segments;
 mod timeline;
 
-pub use bars::CARD_SIZES_GB;
-
 /// Default picture size in pixels.
 pub(crate) const WIDTH: u32 = 1200;
 /// Default picture height in pixels.
@@ -122,9 +120,12 @@ pub fn plot_peak_reserved(
 }
 
 /// The minimum capacity (OOM point) per setting as bars, with each
-/// setting's live-bytes lower bound and the common card sizes of
-/// [`CARD_SIZES_GB`] that are on the scale as labelled reference lines.
-/// Writes `out.png` and `out.svg`.
+/// setting's live-bytes lower bound, and the usable memory of the named
+/// cards of [`vramlab_sim::gpus::GPUS`] around the bars (the largest one
+/// below the smallest bar, those between, the smallest that holds every
+/// bar) as labelled reference lines; each bar says the smallest card it
+/// fits on ([`vramlab_sim::gpus::smallest_gpu_for`]). Writes `out.png`
+/// and `out.svg`.
 pub fn plot_oom_points(out: &Path, points: &[OomPointResult]) -> Result<PlotFiles> {
     render(out, &bars::OomPoints { points })
 }
@@ -133,7 +134,13 @@ pub fn plot_oom_points(out: &Path, points: &[OomPointResult]) -> Result<PlotFile
 /// setting (dots: fits, crosses: OOM), with the capacity as a horizontal
 /// line. Writes `out.png` and `out.svg`.
 pub fn plot_fit(out: &Path, fit: &FitSweep) -> Result<PlotFiles> {
-    render(out, &fit::Fit { fit })
+    render(out, &fit::Fit { fit, order: &[] })
+}
+
+/// [`plot_fit`] with the settings coloured as in the report's other plots:
+/// a setting's colour is its index in `order` (the report's settings).
+pub(crate) fn plot_fit_ordered(out: &Path, fit: &FitSweep, order: &[String]) -> Result<PlotFiles> {
+    render(out, &fit::Fit { fit, order })
 }
 
 /// A map of the allocator's segments: each segment a horizontal bar scaled
@@ -164,6 +171,8 @@ pub(crate) struct Axes<'f> {
     pub y_fmt: &'f dyn Fn(&f64) -> String,
     /// Draw vertical grid lines.
     pub x_grid: bool,
+    /// Draw plotters' x tick marks (`false` when the chart draws its own).
+    pub x_ticks: bool,
 }
 
 /// Draws the grid, axes, tick labels and axis descriptions in the house
@@ -193,7 +202,7 @@ pub(crate) fn mesh<DB: DrawingBackend>(
         .y_desc(axes.y_desc)
         .x_label_formatter(&none)
         .y_label_formatter(&none)
-        .x_labels(X_TICKS)
+        .x_labels(if axes.x_ticks { X_TICKS } else { 0 })
         .y_labels(Y_TICKS);
     if !axes.x_grid {
         m.disable_x_mesh();
@@ -295,19 +304,42 @@ pub(crate) fn draw_polyline<DB: DrawingBackend>(
     style: ShapeStyle,
     dash: Option<(i32, i32)>,
 ) -> Result<()> {
-    let px: Vec<(i32, i32)> = points.iter().map(|p| chart.backend_coord(p)).collect();
-    for path in pixel_paths(&px) {
-        if path.len() < 2 {
-            continue;
-        }
+    draw_polyline_phased(root, chart, points, style, dash, 0)
+}
+
+/// [`draw_polyline`] with the dash pattern shifted `phase` pixels along
+/// the line.
+pub(crate) fn draw_polyline_phased<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &Chart2d<'_, DB>,
+    points: &[(f64, f64)],
+    style: ShapeStyle,
+    dash: Option<(i32, i32)>,
+    phase: i32,
+) -> Result<()> {
+    for path in pixel_polyline(chart, points) {
         match dash {
             None => root.draw(&PathElement::new(path, style))?,
-            Some((d, g)) => root.draw(&plotters::element::DashedPathElement::new(
-                path, d, g, style,
-            ))?,
+            Some((d, g)) => {
+                for piece in crate::style::dash_path(&path, d, g, phase) {
+                    root.draw(&PathElement::new(piece, style))?;
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// The pixel paths [`draw_polyline`] draws for `points`.
+pub(crate) fn pixel_polyline<DB: DrawingBackend>(
+    chart: &Chart2d<'_, DB>,
+    points: &[(f64, f64)],
+) -> Vec<Vec<(i32, i32)>> {
+    let px: Vec<(i32, i32)> = points.iter().map(|p| chart.backend_coord(p)).collect();
+    pixel_paths(&px)
+        .into_iter()
+        .filter(|p| p.len() >= 2)
+        .collect()
 }
 
 #[cfg(test)]

@@ -369,9 +369,46 @@ fn draw_piece<DB: DrawingBackend>(
     }
 }
 
+/// The legend of a segment map.
+fn legend_items() -> [LegendItem; 3] {
+    [
+        LegendItem::new(Swatch::Box(ALLOCATED), "allocated"),
+        LegendItem::new(
+            Swatch::Box(PENDING),
+            "pending free (in use on another stream)",
+        ),
+        LegendItem::new(Swatch::Box(FREE), "free (cached, reusable)"),
+    ]
+}
+
+/// Line pitch of the statistics lines.
+const STATS_STEP: i32 = LABEL_SIZE as i32 + 6;
+
+impl SegmentMap<'_> {
+    fn shown_title(&self) -> &str {
+        if self.title.is_empty() {
+            "Segment map"
+        } else {
+            self.title
+        }
+    }
+
+    /// The header of a picture `w` pixels wide: the statistics lines, the
+    /// first pixel row of the statistics, of the legend and of the bars.
+    fn header_layout(&self, w: i32) -> (Vec<String>, i32, i32, i32) {
+        let top = header_height(self.shown_title(), &self.subtitle(), w);
+        let stats = wrap_lines(&self.stats(), &font(LABEL_SIZE, INK), w - 2 * SIDE);
+        let legend_y = top + STATS_STEP * stats.len() as i32;
+        let lh = legend_height_for(&legend_items(), w - 2 * SIDE);
+        let body_top = (legend_y + lh + 8).max(HEADER_H - 10);
+        (stats, top, legend_y, body_top)
+    }
+}
+
 impl Figure for SegmentMap<'_> {
     fn size(&self) -> (u32, u32) {
-        let h = HEADER_H + self.row_offsets().1 + FOOTER_H;
+        let body_top = self.header_layout(WIDTH as i32).3;
+        let h = body_top + 10 + self.row_offsets().1 + FOOTER_H;
         (WIDTH, (h.max(HEIGHT as i32)) as u32)
     }
 
@@ -382,33 +419,27 @@ impl Figure for SegmentMap<'_> {
     // when `own_rows`, the only case they are read.
     #[allow(clippy::indexing_slicing)]
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
-        let title = if self.title.is_empty() {
-            "Segment map"
-        } else {
-            self.title
-        };
+        let title = self.shown_title();
         if self.segs.is_empty() {
             return no_data(root, title, "no segments: nothing was reserved");
         }
-        let top = frame(root, title, &self.subtitle())?;
+        frame(root, title, &self.subtitle())?;
         let (w, _) = root.dim_in_pixel();
         let w = w as i32;
         let ink = font(LABEL_SIZE, INK);
         let muted = font(LABEL_SIZE, MUTED);
-        let stats = ellipsize(root, &self.stats(), &ink, w - 2 * SIDE)?;
-        text(root, &stats, (SIDE, top), &ink, HPos::Left, VPos::Top)?;
-        let items = [
-            LegendItem::new(Swatch::Box(ALLOCATED), "allocated"),
-            LegendItem::new(
-                Swatch::Box(PENDING),
-                "pending free (in use on another stream)",
-            ),
-            LegendItem::new(Swatch::Box(FREE), "free (cached, reusable)"),
-        ];
-        let legend_y = top + LABEL_SIZE as i32 + 6;
-        let lh = legend_height(root, &items, w - 2 * SIDE)?;
-        draw_legend(root, &items, SIDE, legend_y, w - 2 * SIDE)?;
-        let body_top = (legend_y + lh + 8).max(HEADER_H - 10);
+        let (stats, top, legend_y, body_top) = self.header_layout(w);
+        for (k, l) in stats.iter().enumerate() {
+            text(
+                root,
+                l,
+                (SIDE, top + k as i32 * STATS_STEP),
+                &ink,
+                HPos::Left,
+                VPos::Top,
+            )?;
+        }
+        draw_legend(root, &legend_items(), SIDE, legend_y, w - 2 * SIDE)?;
         let (offsets, body_h) = self.row_offsets();
         let l = &self.layout;
 
@@ -437,8 +468,6 @@ impl Figure for SegmentMap<'_> {
                 lefts.push(left);
                 rights.push(right);
             }
-            left_w = left_w.min(260);
-            right_w = right_w.min(300);
         }
         let bar_x0 = if l.own_rows { SIDE + left_w + 14 } else { SIDE };
         let bar_x1 = if l.own_rows {
@@ -458,19 +487,17 @@ impl Figure for SegmentMap<'_> {
             draw_piece(root, seg, p.start, p.len, (x0, y), (x1, y + BAR))?;
             if l.own_rows {
                 if p.start == 0 {
-                    let left = ellipsize(root, &lefts[p.seg], &muted, left_w)?;
                     text(
                         root,
-                        &left,
+                        &lefts[p.seg],
                         (bar_x0 - 14, y + BAR / 2),
                         &muted,
                         HPos::Right,
                         VPos::Center,
                     )?;
-                    let right = ellipsize(root, &rights[p.seg], &ink, right_w)?;
                     text(
                         root,
-                        &right,
+                        &rights[p.seg],
                         (bar_x1 + 14, y + BAR / 2),
                         &ink,
                         HPos::Left,

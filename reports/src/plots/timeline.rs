@@ -3,7 +3,7 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{Axes, Figure, draw_polyline, mesh};
+use super::{Axes, Figure, draw_polyline, draw_polyline_phased, mesh};
 use crate::Result;
 use crate::input::SettingResult;
 use crate::style::*;
@@ -70,6 +70,28 @@ pub(crate) fn layered_width(base: u32, rank: usize, n: usize) -> u32 {
     base + (n.saturating_sub(rank + 1)).min(2) as u32
 }
 
+/// Dash length of a series drawn over an identical earlier one.
+pub(crate) const COPY_DASH: i32 = 12;
+
+/// For the `k`-th series, a copy of the `first`-th: which copy of it it is
+/// (1 = the first copy) and how many copies `first` has. The copies of one
+/// line are dashed in turns over it, so every colour shows.
+pub(crate) fn copy_rank<T>(dup: &[Option<(usize, T)>], k: usize, first: usize) -> (i32, i32) {
+    let is_copy = |e: &Option<(usize, T)>| e.as_ref().is_some_and(|(j, _)| *j == first);
+    let n = dup.iter().filter(|e| is_copy(e)).count() as i32;
+    let nth = dup.iter().take(k).filter(|e| is_copy(e)).count() as i32 + 1;
+    (nth, n)
+}
+
+/// The legend swatch of the series with palette index `i`, drawn over
+/// the one with palette index `under` when it is a copy of it.
+fn swatch_of(i: usize, under: Option<usize>, width: u32) -> Swatch {
+    match under {
+        Some(j) => Swatch::Over(series_color(j), series_color(i), width),
+        None => series_swatch(series_look(i), width),
+    }
+}
+
 /// Settings that have a timeline, with their palette index.
 fn shown(settings: &[SettingResult]) -> Vec<(usize, &SettingResult)> {
     settings
@@ -126,8 +148,10 @@ impl Figure for Timeline<'_> {
                     Some((_, (_, first))) => format!("same as {}", first.label),
                     None => format!("peak {}", format_bytes(s.summary.peak_reserved_bytes)),
                 };
-                let color = series_color(d.map_or(i, |(_, &(j, _))| j));
-                LegendItem::new(Swatch::Line(color, 4), format!("{} ({what})", s.label))
+                LegendItem::new(
+                    swatch_of(i, d.map(|(_, &(j, _))| j), 4),
+                    format!("{} ({what})", s.label),
+                )
             })
             .collect();
         items.push(LegendItem::new(Swatch::Line(INK, 1), "live (requested)"));
@@ -163,6 +187,7 @@ impl Figure for Timeline<'_> {
                 x_fmt: Some(&|v| fmt_count_tick(*v)),
                 y_fmt: &|v| fmt_tick(*v),
                 x_grid: true,
+                x_ticks: true,
             },
         )?;
 
@@ -191,13 +216,30 @@ impl Figure for Timeline<'_> {
             )?;
         }
         for (rank, &(i, s)) in drawn.iter().enumerate() {
-            let c = series_color(i);
+            let look = series_look(i);
             let p = pts(s, |p| p.reserved);
             if s.timeline.len() == 1 {
-                chart.draw_series(p.iter().take(1).map(|&q| Circle::new(q, 4, fill(c))))?;
+                chart.draw_series(
+                    p.iter()
+                        .take(1)
+                        .map(|&q| Circle::new(q, 4, fill(look.color))),
+                )?;
             }
             let width = layered_width(3, rank, drawn.len());
-            draw_polyline(root, &chart, &p, stroke(c, width), None)?;
+            draw_polyline(root, &chart, &p, stroke(look.color, width), look.dash)?;
+        }
+        for (k, (&(i, s), d)) in shown.iter().zip(&dup).enumerate() {
+            if let Some((first, _)) = d {
+                let (nth, n) = copy_rank(&dup, k, *first);
+                draw_polyline_phased(
+                    root,
+                    &chart,
+                    &pts(s, |p| p.reserved),
+                    stroke(series_color(i), layered_width(3, 0, drawn.len())),
+                    Some((COPY_DASH, COPY_DASH * n)),
+                    COPY_DASH * nth,
+                )?;
+            }
         }
         // The live bytes are the same under every setting: draw them once,
         // from the setting that replayed furthest.
@@ -240,12 +282,11 @@ impl Figure for Timeline<'_> {
         let oom_style = bold(LABEL_SIZE, ALERT);
         for (p, names) in &marks {
             root.draw(&Cross::new(*p, 9, stroke(ALERT, 3)))?;
-            let label = ellipsize(
-                root,
+            let label = wrap_lines(
                 &format!("OOM: {}", names.join(", ")),
                 &oom_style,
                 (xr.end - xr.start) / 2,
-            )?;
+            );
             // Towards the middle of the plot, above the marker unless that
             // leaves the plot or covers another label.
             let towards = if p.0 > (xr.start + xr.end) / 2 {
@@ -262,7 +303,7 @@ impl Figure for Timeline<'_> {
                     }
                 }
             }
-            placer.place(root, &label, &oom_style, &cands)?;
+            placer.place_lines(root, &label, &oom_style, &cands)?;
         }
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }
@@ -306,8 +347,10 @@ impl Figure for Fragmentation<'_> {
                     Some((_, (_, first))) => format!("same as {}", first.label),
                     None => format!("mean {mean:.0}%, max {max:.0}%"),
                 };
-                let color = series_color(d.map_or(i, |(_, &(j, _))| j));
-                LegendItem::new(Swatch::Line(color, 4), format!("{} ({what})", s.label))
+                LegendItem::new(
+                    swatch_of(i, d.map(|(_, &(j, _))| j), 4),
+                    format!("{} ({what})", s.label),
+                )
             })
             .collect();
         let (w, h) = root.dim_in_pixel();
@@ -330,16 +373,31 @@ impl Figure for Fragmentation<'_> {
                 x_fmt: Some(&|v| fmt_count_tick(*v)),
                 y_fmt: &|v| fmt_tick(*v),
                 x_grid: true,
+                x_ticks: true,
             },
         )?;
         for ((&(i, _), p), d) in shown.iter().zip(&series).zip(&dup) {
             if d.is_some() {
                 continue;
             }
+            let look = series_look(i);
             if p.len() == 1 {
-                chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, fill(series_color(i)))))?;
+                chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, fill(look.color))))?;
             }
-            draw_polyline(root, &chart, &steps(p), stroke(series_color(i), 2), None)?;
+            draw_polyline(root, &chart, &steps(p), stroke(look.color, 2), look.dash)?;
+        }
+        for (k, ((&(i, _), p), d)) in shown.iter().zip(&series).zip(&dup).enumerate() {
+            if let Some((first, _)) = d {
+                let (nth, n) = copy_rank(&dup, k, *first);
+                draw_polyline_phased(
+                    root,
+                    &chart,
+                    &steps(p),
+                    stroke(series_color(i), 2),
+                    Some((COPY_DASH, COPY_DASH * n)),
+                    COPY_DASH * nth,
+                )?;
+            }
         }
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }

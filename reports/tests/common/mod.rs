@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod svg;
+
 use std::path::{Path, PathBuf};
 
 use vramlab_allocator::{AllocConf, BlockState, BlockView, PoolKind, SegmentView, TorchVersion};
