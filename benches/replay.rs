@@ -9,7 +9,7 @@ use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::{ReplayOptions, Scenario};
+use vramlab_replay::{ReplayOptions, Scenario};
 use vramlab_traces::{Event, Trace};
 
 /// The bundled trace repeated until it has at least `min_events` events.

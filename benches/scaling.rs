@@ -1,5 +1,5 @@
 //! Does a replay stay linear on pathological traces? Replays every shape of
-//! `vramlab_sim::stress` (many deferred frees, many streams, many free
+//! `vramlab_replay::analysis::stress` (many deferred frees, many streams, many free
 //! blocks in one segment, many unmaps of one expandable reservation) under
 //! every policy at `n` and at `16 n`, and reports nanoseconds per event and
 //! the ratio of the times: about 16 for linear work, 256 for quadratic.
@@ -20,8 +20,8 @@
 use std::time::Instant;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::stress::SHAPES;
-use vramlab_sim::{PolicySpec, ReplayOptions, Scenario};
+use vramlab_replay::analysis::stress::SHAPES;
+use vramlab_replay::{PolicySpec, ReplayOptions, Scenario};
 use vramlab_traces::Trace;
 
 /// Size of the small trace (the large one is 16 times larger). 16 x 2,000

@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use vramlab_allocator::device::{Device, DeviceError, DevicePtr};
+use vramlab_allocator::devices::{Device, DeviceError, DevicePtr};
 use vramlab_allocator::stats::MemoryStats;
 use vramlab_allocator::{
     AllocConf, AllocError, Allocator, BlockHandle, BlockState, BlockView, NativeAllocator,
     OomReport, PoolKind, SegmentView,
 };
-use vramlab_sim::{ReplayOptions, SimDevice, replay};
+use vramlab_replay::{ReplayOptions, SimDevice, replay};
 use vramlab_traces::io::read_trace;
 
 #[derive(Clone, Copy)]

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::{ReplayOptions, Scenario};
+use vramlab_replay::{ReplayOptions, Scenario};
 use vramlab_traces::io::read_trace;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

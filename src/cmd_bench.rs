@@ -7,11 +7,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_sim::fidelity::check_fidelity;
-use vramlab_sim::gate::{Baseline, Finding, GateFidelity, GateMetrics, compare};
-use vramlab_sim::grid::{GridEntry, parse_grid_line};
-use vramlab_sim::load::{load_traces, recorded_conf};
-use vramlab_sim::{ReplayOptions, Summary};
+use vramlab_replay::analysis::fidelity::check_fidelity;
+use vramlab_replay::analysis::gate::{Baseline, Finding, GateFidelity, GateMetrics, compare};
+use vramlab_replay::analysis::grid::{GridEntry, parse_grid_line};
+use vramlab_replay::io::load::{load_traces, recorded_conf};
+use vramlab_replay::{ReplayOptions, Summary};
 use vramlab_traces::Trace;
 
 use crate::table::{Table, bytes, count, percent};
@@ -96,7 +96,7 @@ fn measure(args: &BenchCheckArgs) -> Result<(Baseline, Vec<String>)> {
         command: "vramlab bench-check BASELINE.json --write".into(),
         ..Default::default()
     };
-    let rows = vramlab_sim::sweep::run_sweep(&traces, &grid, None, None, None, &|| {})
+    let rows = vramlab_replay::analysis::sweep::run_sweep(&traces, &grid, None, None, None, &|| {})
         .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     for r in &rows {
         b.replays.insert(
@@ -114,8 +114,8 @@ fn measure(args: &BenchCheckArgs) -> Result<(Baseline, Vec<String>)> {
     for (name, t) in &traces {
         let mine: Vec<_> = rows.iter().filter(|r| &r.trace == name).cloned().collect();
         let peak_live = vramlab_traces::summary::TraceSummary::of(t).peak_live_bytes;
-        let target = vramlab_sim::release::target_of(t, None);
-        if let Err(e) = vramlab_sim::recommend::check_advice_words(&mine, peak_live, &target) {
+        let target = vramlab_replay::target::release::target_of(t, None);
+        if let Err(e) = vramlab_replay::analysis::recommend::check_advice_words(&mine, peak_live, &target) {
             word_problems.push(format!("{name}: {e}"));
         }
     }
@@ -155,13 +155,13 @@ fn measure(args: &BenchCheckArgs) -> Result<(Baseline, Vec<String>)> {
         );
     }
     // The advice on the real snapshots too (not part of the baseline).
-    let rows = vramlab_sim::sweep::run_sweep(&real, &grid, None, None, None, &|| {})
+    let rows = vramlab_replay::analysis::sweep::run_sweep(&real, &grid, None, None, None, &|| {})
         .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     for (name, t) in &real {
         let mine: Vec<_> = rows.iter().filter(|r| &r.trace == name).cloned().collect();
         let peak_live = vramlab_traces::summary::TraceSummary::of(t).peak_live_bytes;
-        let target = vramlab_sim::release::target_of(t, None);
-        if let Err(e) = vramlab_sim::recommend::check_advice_words(&mine, peak_live, &target) {
+        let target = vramlab_replay::target::release::target_of(t, None);
+        if let Err(e) = vramlab_replay::analysis::recommend::check_advice_words(&mine, peak_live, &target) {
             word_problems.push(format!("{name}: {e}"));
         }
     }
@@ -299,7 +299,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
     let opts = ReplayOptions {
         check_invariants: false,
         timeline_points: 1,
-        start: vramlab_sim::Start::Fresh,
+        start: vramlab_replay::Start::Fresh,
         ..Default::default()
     };
     let mut rows = Vec::new();

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Args;
 use vramlab_allocator::conf::ROUNDUP_INTERVALS;
-use vramlab_allocator::native::rounding::{allocation_size, round_size};
+use vramlab_allocator::policies::native::rounding::{allocation_size, round_size};
 use vramlab_allocator::{AllocConf, TorchVersion};
 
 use crate::table::{Table, bytes};
@@ -72,7 +72,7 @@ pub fn run(args: ConfArgs) -> Result<()> {
     ]);
     for n in sizes {
         let s = round_size(&conf, n);
-        let idx = vramlab_allocator::native::rounding::interval_index(n);
+        let idx = vramlab_allocator::policies::native::rounding::interval_index(n);
         let d = divisions(&conf, idx);
         t.row(vec![
             bytes(n),

@@ -44,7 +44,7 @@ pub struct ConvertArgs {
     /// what `replay --start fresh` replays); `recorded` (the default) keeps
     /// the recorded state, which only .vlt holds.
     #[arg(long, value_name = "recorded|fresh")]
-    start: Option<vramlab_sim::Start>,
+    start: Option<vramlab_replay::Start>,
 }
 
 /// Runs `convert`.
@@ -63,7 +63,7 @@ pub fn run_convert(args: ConvertArgs) -> Result<()> {
     }
     for t in &traces {
         let fresh;
-        let t = if args.start == Some(vramlab_sim::Start::Fresh) {
+        let t = if args.start == Some(vramlab_replay::Start::Fresh) {
             fresh = t.with_fresh_start();
             &fresh
         } else {

@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::{Value, json};
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::fidelity::{FidelityReport, check_fidelity};
-use vramlab_sim::load::recorded_conf;
+use vramlab_replay::analysis::fidelity::{FidelityReport, check_fidelity};
+use vramlab_replay::io::load::recorded_conf;
 use vramlab_traces::{SegmentEventKind, Trace};
 
 use crate::table::{Table, count, percent};
@@ -56,7 +56,7 @@ pub fn run(args: FidelityArgs) -> Result<()> {
             unchecked.push((d, why));
             continue;
         }
-        let v = vramlab_sim::release::target_of(t, args.torch_version).rules;
+        let v = vramlab_replay::target::release::target_of(t, args.torch_version).rules;
         let conf = match &args.conf {
             Some(s) => AllocConf::parse(s, v).with_context(|| format!("in --conf {s:?}"))?,
             None => recorded_conf(t, v)

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use vramlab_sim::gpus::{CONTEXT_ALLOWANCE, GPUS};
+use vramlab_replay::target::gpus::{CONTEXT_ALLOWANCE, GPUS};
 
 use crate::table::{Table, bytes};
 

@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vramlab_sim::gpus::smallest_gpu_for;
-use vramlab_sim::oom_point::{OomPoint, find_oom_point};
+use vramlab_replay::target::gpus::smallest_gpu_for;
+use vramlab_replay::analysis::oom_point::{OomPoint, find_oom_point};
 
 use crate::common::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
 use crate::table::{Table, bytes};
@@ -33,9 +33,9 @@ pub fn run(args: OomPointArgs) -> Result<()> {
     let trace = args.trace.load(args.conf.torch_version)?;
     let scenarios = scenarios(&args.conf, &args.device, &trace)?;
     // Capacities are what-ifs: a mid-run trace starts fresh unless told.
-    let start = vramlab_sim::choose_start(&trace, args.start.start, false);
+    let start = vramlab_replay::choose_start(&trace, args.start.start, false);
     if trace.initial.is_some() {
-        eprintln!("start: {}", vramlab_sim::describe_start(&trace, start));
+        eprintln!("start: {}", vramlab_replay::describe_start(&trace, start));
     }
     if let Some(cap) = args.device.bytes() {
         return crate::cmd_oom_state::show_oom_state(
@@ -81,7 +81,7 @@ pub fn run(args: OomPointArgs) -> Result<()> {
     }
     outln!(
         "\n(smallest card: the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context, holds it)",
-        bytes(vramlab_sim::gpus::CONTEXT_ALLOWANCE)
+        bytes(vramlab_replay::target::gpus::CONTEXT_ALLOWANCE)
     );
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use vramlab_allocator::BlockState;
-use vramlab_sim::{ReplayOptions, Scenario, Start};
+use vramlab_replay::{ReplayOptions, Scenario, Start};
 use vramlab_traces::Trace;
 
 use crate::table::{Table, bytes, count};

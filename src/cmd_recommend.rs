@@ -3,7 +3,7 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
-use vramlab_sim::recommend::{Ranked, RecommendRequest, Recommendation, Verdict, recommend_trace};
+use vramlab_replay::analysis::recommend::{Ranked, RecommendRequest, Recommendation, Verdict, recommend_trace};
 
 use crate::cmd_sweep::{GridArgs, oom_cell};
 use crate::common::{DeviceArgs, StartArgs, TraceArgs};
@@ -62,7 +62,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     if let (Some(r), true) = (rows.first(), trace.initial.is_some()) {
         outln!(
             "start: {}",
-            vramlab_sim::describe_start(&trace, r.start.parse().ok())
+            vramlab_replay::describe_start(&trace, r.start.parse().ok())
         );
     }
     let card = args.device.describe().unwrap_or_else(|| bytes(capacity));
@@ -76,10 +76,10 @@ pub fn run(args: RecommendArgs) -> Result<()> {
 /// Where the setting that got furthest ran out, in the user's code.
 fn show_code_of_best_attempt(
     trace: &vramlab_traces::Trace,
-    grid: &[vramlab_sim::grid::GridEntry],
+    grid: &[vramlab_replay::analysis::grid::GridEntry],
     rec: &Recommendation,
     capacity: u64,
-    rows: &[vramlab_sim::sweep::SweepRow],
+    rows: &[vramlab_replay::analysis::sweep::SweepRow],
 ) {
     let Some(w) = rec.ranked.first() else { return };
     let Some(g) = grid.iter().find(|g| g.to_line() == w.row.grid_line) else {
@@ -89,7 +89,7 @@ fn show_code_of_best_attempt(
         .first()
         .and_then(|r| r.start.parse().ok())
         .unwrap_or_default();
-    let opts = vramlab_sim::ReplayOptions {
+    let opts = vramlab_replay::ReplayOptions {
         check_invariants: false,
         timeline_points: 1,
         start,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Value, json};
-use vramlab_sim::{ReplayOptions, Run};
+use vramlab_replay::{ReplayOptions, Run};
 use vramlab_traces::Trace;
 
 use crate::common::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
@@ -53,13 +53,13 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     let trace = args.trace.load(args.conf.torch_version)?;
     if args.cuda.run_on.kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
         let settings = args.conf.settings(Some(&trace))?;
-        let on_gpu: Vec<vramlab_sim::Scenario> = settings
+        let on_gpu: Vec<vramlab_replay::Scenario> = settings
             .iter()
-            .map(|c| vramlab_sim::Scenario::native(c.clone()))
+            .map(|c| vramlab_replay::Scenario::native(c.clone()))
             .collect();
-        let start = vramlab_sim::start_for(&trace, &on_gpu, args.start.start);
+        let start = vramlab_replay::start_for(&trace, &on_gpu, args.start.start);
         if trace.initial.is_some() {
-            eprintln!("start: {}", vramlab_sim::describe_start(&trace, start));
+            eprintln!("start: {}", vramlab_replay::describe_start(&trace, start));
         }
         let runs = crate::cmd_replay_cuda::run_cuda(
             &trace,
@@ -85,7 +85,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if args.snapshot_out.is_some() && scenarios.len() != 1 {
         anyhow::bail!("--snapshot-out writes one replay: give exactly one --conf");
     }
-    let start = vramlab_sim::start_for(&trace, &scenarios, args.start.start);
+    let start = vramlab_replay::start_for(&trace, &scenarios, args.start.start);
     let opts = ReplayOptions {
         start: start.unwrap_or_default(),
         stop_at_oom: !args.continue_on_oom,
@@ -130,7 +130,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         let f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        vramlab_sim::snapshot_out::write_snapshot(&trace, run, s.policy.native_conf(), &mut w)
+        vramlab_replay::io::snapshot_out::write_snapshot(&trace, run, s.policy.native_conf(), &mut w)
             .and_then(|_| std::io::Write::flush(&mut w))
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!(
@@ -238,7 +238,7 @@ fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
         if trace.initial.is_some() {
             out.push_str(&format!(
                 "start: {}\n",
-                vramlab_sim::describe_start(trace, r.start)
+                vramlab_replay::describe_start(trace, r.start)
             ));
         }
         out.push_str(&format!(

@@ -2,7 +2,7 @@
 //! GPU through the CUDA driver.
 //!
 //! Each setting is replayed by the native policy on GPU `N`
-//! ([`vramlab_sim::cuda::CudaScenario`]): segments and pages come from the
+//! ([`vramlab_replay::engine::cuda::CudaScenario`]): segments and pages come from the
 //! driver, so the OOM point is the real device's (or the memory
 //! fraction's). The output adds, per setting:
 //!
@@ -29,7 +29,7 @@ use std::path::Path;
 
 use clap::{Args, ValueEnum};
 use vramlab_allocator::AllocConf;
-use vramlab_sim::Run;
+use vramlab_replay::Run;
 use vramlab_traces::Trace;
 
 /// Where a replay runs.
@@ -110,7 +110,7 @@ pub struct CudaReplayOptions<'a> {
     /// `--capacity`, which only the simulated device has: an error if set.
     pub capacity: Option<u64>,
     /// How a trace recorded mid-run begins (`--start`).
-    pub start: vramlab_sim::Start,
+    pub start: vramlab_replay::Start,
 }
 
 /// Replays `trace` under each of `confs` on a real GPU and prints the
@@ -154,10 +154,10 @@ mod imp {
 mod imp {
     use anyhow::Context;
     use serde_json::{Value, json};
-    use vramlab_allocator::cuda::{Gpu, LatencySummary};
+    use vramlab_allocator::devices::cuda::{Gpu, LatencySummary};
     use vramlab_allocator::latency::{DeviceLatencies, LatencyHistogram};
-    use vramlab_sim::ReplayOptions;
-    use vramlab_sim::cuda::{CudaReplayError, CudaRun, CudaScenario};
+    use vramlab_replay::ReplayOptions;
+    use vramlab_replay::engine::cuda::{CudaReplayError, CudaRun, CudaScenario};
 
     use super::*;
     use crate::cmd_replay::run_json;
@@ -459,7 +459,7 @@ mod tests {
             continue_on_oom: false,
             check: false,
             capacity: Some(1 << 30),
-            start: vramlab_sim::Start::Recorded,
+            start: vramlab_replay::Start::Recorded,
         };
         let e = run_cuda(&t, vec![conf.clone()], &o).unwrap_err();
         assert!(e.to_string().contains("--capacity"), "{e}");

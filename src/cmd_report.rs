@@ -10,11 +10,11 @@ use vramlab_reports::{
     OomPointResult, Recommendation as ReportRecommendation, ReportInput, SettingResult,
     write_report,
 };
-use vramlab_sim::grid::GridEntry;
-use vramlab_sim::oom_point::find_oom_point;
-use vramlab_sim::recommend::{RecommendRequest, Recommendation, Verdict, recommend_trace};
-use vramlab_sim::release::TorchTarget;
-use vramlab_sim::{ReplayOptions, Start};
+use vramlab_replay::analysis::grid::GridEntry;
+use vramlab_replay::analysis::oom_point::find_oom_point;
+use vramlab_replay::analysis::recommend::{RecommendRequest, Recommendation, Verdict, recommend_trace};
+use vramlab_replay::target::release::TorchTarget;
+use vramlab_replay::{ReplayOptions, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::summary::TraceSummary;
 
@@ -100,7 +100,7 @@ pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
     .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     pb.finish_and_clear();
     let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
-    let start = vramlab_sim::start_for(trace, &scenarios, start);
+    let start = vramlab_replay::start_for(trace, &scenarios, start);
     // The defaults, then the best-ranked settings.
     let mut chosen: Vec<&GridEntry> = Vec::new();
     if let Some(d) = grid.iter().find(|g| g.to_line() == "default") {
@@ -161,7 +161,7 @@ pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
     if trace.initial.is_some() {
         notes.push(format!(
             "The recording starts mid-run; every replay starts {}.",
-            vramlab_sim::describe_start(trace, start)
+            vramlab_replay::describe_start(trace, start)
         ));
     }
     notes.push(format!("Advice for {}.", target.describe()));
@@ -233,7 +233,7 @@ fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf> {
         ..Default::default()
     };
     let run =
-        vramlab_sim::Scenario::native(vramlab_allocator::AllocConf::new(TorchVersion::NEWEST))
+        vramlab_replay::Scenario::native(vramlab_allocator::AllocConf::new(TorchVersion::NEWEST))
             .run(trace, &opts)
             .with_context(|| format!("laying out the state of {name}"))?;
     let st = TraceSummary::of(trace).initial_state.unwrap_or_default();
@@ -278,7 +278,7 @@ pub struct DemoArgs {
 
 /// Runs `demo`.
 pub fn run_demo(args: DemoArgs) -> Result<()> {
-    let default_card = vramlab_sim::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
+    let default_card = vramlab_replay::target::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
     let device = if args.device.bytes().is_some() {
         args.device.clone()
     } else {
@@ -295,8 +295,8 @@ pub fn run_demo(args: DemoArgs) -> Result<()> {
         "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit {card}, and with which PYTORCH_ALLOC_CONF?\n",
         trace.events.len(),
     );
-    let target = vramlab_sim::release::target_of(&trace, None);
-    let grid = vramlab_sim::grid::default_grid_for(&target);
+    let target = vramlab_replay::target::release::target_of(&trace, None);
+    let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
     let built = build_report(&ReportRequest {
         name: DEMO_NAME,
         trace: &trace,

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_sim::Start;
-use vramlab_sim::grid::{GridEntry, default_grid_for, parse_grid, parse_grid_line};
-use vramlab_sim::release::{TorchTarget, target_of};
-use vramlab_sim::sweep::{CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep};
+use vramlab_replay::Start;
+use vramlab_replay::analysis::grid::{GridEntry, default_grid_for, parse_grid, parse_grid_line};
+use vramlab_replay::target::release::{TorchTarget, target_of};
+use vramlab_replay::analysis::sweep::{CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep};
 use vramlab_traces::Trace;
 
 use crate::common::DeviceArgs;

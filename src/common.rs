@@ -6,10 +6,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::format::parse_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::gpus::{Gpu, find_gpu};
-use vramlab_sim::load::Loaded;
-use vramlab_sim::release::{TorchTarget, target_of};
-use vramlab_sim::{PolicySpec, Scenario, Start};
+use vramlab_replay::target::gpus::{Gpu, find_gpu};
+use vramlab_replay::io::load::Loaded;
+use vramlab_replay::target::release::{TorchTarget, target_of};
+use vramlab_replay::{PolicySpec, Scenario, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::io::Format;
 

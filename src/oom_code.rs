@@ -2,7 +2,7 @@
 //! that failed and of the largest allocations live at that moment, from the
 //! stacks a snapshot recorded.
 
-use vramlab_sim::OomEvent;
+use vramlab_replay::OomEvent;
 use vramlab_traces::Trace;
 
 use crate::table::bytes;

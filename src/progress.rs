@@ -6,8 +6,8 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use vramlab_allocator::TorchVersion;
-use vramlab_sim::ProgressHook;
-use vramlab_sim::load::Loaded;
+use vramlab_replay::ProgressHook;
+use vramlab_replay::io::load::Loaded;
 use vramlab_traces::io::Format;
 use vramlab_traces::{Trace, TraceError};
 
@@ -35,7 +35,7 @@ pub fn load_devices(
 ) -> Result<Loaded, TraceError> {
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
     if size < READ_BAR_BYTES || !std::io::stderr().is_terminal() {
-        return vramlab_sim::load::load_devices(path, format, version, None);
+        return vramlab_replay::io::load::load_devices(path, format, version, None);
     }
     let pb = bar(
         size,
@@ -43,7 +43,7 @@ pub fn load_devices(
         format!("reading {}", path.display()),
     );
     let report = |n: u64| pb.set_position(n);
-    let out = vramlab_sim::load::load_devices(path, format, version, Some(&report));
+    let out = vramlab_replay::io::load::load_devices(path, format, version, Some(&report));
     pb.finish_and_clear();
     out
 }

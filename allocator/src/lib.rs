@@ -1,10 +1,12 @@
 //! vramlab-allocator: GPU caching allocator policies over a [`Device`].
 //!
 //! * [`conf`]: `PYTORCH_ALLOC_CONF` parsing with PyTorch's grammar and quirks.
-//! * [`device`]: the [`Device`] trait a policy asks for memory through.
+//! * [`devices`]: the [`Device`] trait a policy asks for memory through, the
+//!   simulated GPU ([`SimDevice`]) and the real one (feature `cuda`).
 //! * [`stats`]: `torch.cuda.memory_stats()` statistics, with PyTorch's names.
 //! * [`policy`]: the [`Allocator`] trait every policy implements.
-//! * [`native`]: PyTorch's native CUDA caching allocator, reproduced exactly.
+//! * [`policies`]: the policies — PyTorch's native CUDA caching allocator
+//!   (reproduced exactly), direct, bfc, async, stitch — and their registry.
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -14,20 +16,19 @@
 #![warn(missing_docs)]
 
 pub mod conf;
-#[cfg(feature = "cuda")]
-pub mod cuda;
-pub mod device;
+pub mod devices;
 pub mod format;
 pub mod latency;
-pub mod native;
 mod pending;
 pub mod policies;
 pub mod policy;
 pub mod stats;
 
 pub use conf::{AllocConf, TorchVersion};
-pub use device::{Device, DeviceCall, DeviceCallKind, DeviceError};
-pub use native::NativeAllocator;
+pub use devices::sim::{CostModel, SimDevice};
+pub use devices::{Device, DeviceCall, DeviceCallKind, DeviceError};
+pub use policies::native::NativeAllocator;
+pub use policies::registry::PolicySpec;
 pub use policy::{
     AllocError, Allocator, BlockHandle, BlockState, BlockView, OomReport, SeedBlock,
     SeedBlockState, SeedRange, SegmentView,

@@ -4,7 +4,7 @@
 //! names allocations by the [`BlockHandle`] a policy returns, so no policy
 //! needs a pointer → block hash map on the hot path.
 
-use crate::device::{Device, DevicePtr};
+use crate::devices::{Device, DevicePtr};
 use crate::stats::{MemoryStats, PoolKind};
 
 /// Opaque name of an allocated block, valid until the block is freed.

@@ -14,8 +14,8 @@
 use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard};
 
-use vramlab_allocator::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu, probe};
-use vramlab_allocator::device::{Device, DeviceCallKind, DeviceError};
+use vramlab_allocator::devices::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu, probe};
+use vramlab_allocator::devices::{Device, DeviceCallKind, DeviceError};
 use vramlab_allocator::{AllocConf, Allocator, NativeAllocator, TorchVersion};
 
 static GPU_LOCK: Mutex<()> = Mutex::new(());

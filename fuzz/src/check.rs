@@ -2,7 +2,7 @@
 //! what a reader's output must satisfy.
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_sim::{ReplayError, ReplayOptions, Scenario, Start};
+use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::binary::validate;
 

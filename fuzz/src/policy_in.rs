@@ -3,7 +3,7 @@
 use arbitrary::Arbitrary;
 use vramlab_allocator::AllocConf;
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
-use vramlab_sim::{PolicySpec, Scenario};
+use vramlab_replay::{PolicySpec, Scenario};
 
 use crate::check::version_of;
 

@@ -6,7 +6,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use vramlab_allocator::AllocConf;
-use vramlab_allocator::native::rounding::{allocation_size, round_size};
+use vramlab_allocator::policies::native::rounding::{allocation_size, round_size};
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
 use vramlab_traces::binary::{read_binary, write_binary};
 use vramlab_traces::csv::{read_csv, write_csv};
@@ -98,8 +98,8 @@ pub fn snapshot_model(data: &[u8]) {
     let conf = AllocConf::parse(settings, Default::default()).expect("valid settings");
     for t in &traces {
         check_read_trace(t);
-        if let Err(vramlab_sim::ReplayError::Invariant { message, .. }) =
-            vramlab_sim::check_fidelity(t, conf.clone())
+        if let Err(vramlab_replay::ReplayError::Invariant { message, .. }) =
+            vramlab_replay::check_fidelity(t, conf.clone())
         {
             panic!("invariant violated in fidelity mode: {message}")
         }

@@ -19,7 +19,7 @@ use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SettingResult, format_bytes,
     write_report,
 };
-use vramlab_sim::{ReplayOptions, Scenario};
+use vramlab_replay::{ReplayOptions, Scenario};
 use vramlab_traces::Trace;
 use vramlab_traces::model::Event;
 

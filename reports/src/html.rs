@@ -276,7 +276,7 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
             } else {
                 "n/a".to_string()
             };
-            let card = match vramlab_sim::gpus::smallest_gpu_for(p.min_capacity) {
+            let card = match vramlab_replay::target::gpus::smallest_gpu_for(p.min_capacity) {
                 Some(g) => format!("{} ({} usable)", g.name, format_bytes(g.usable_bytes())),
                 None => "none listed".to_string(),
             };

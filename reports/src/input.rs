@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde::ser::{SerializeStruct, Serializer};
 use vramlab_allocator::SegmentView;
-use vramlab_sim::{OomEvent, Run, Summary, TimelinePoint};
+use vramlab_replay::{OomEvent, Run, Summary, TimelinePoint};
 
 /// The replay of one trace under one allocator setting.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,7 +1,7 @@
 //! vramlab-reports: plots and a self-contained HTML report of replay results.
 //!
-//! The crate turns what the replay engine produces ([`vramlab_sim::Summary`],
-//! [`vramlab_sim::TimelinePoint`], [`vramlab_sim::OomEvent`],
+//! The crate turns what the replay engine produces ([`vramlab_replay::Summary`],
+//! [`vramlab_replay::TimelinePoint`], [`vramlab_replay::OomEvent`],
 //! [`vramlab_allocator::SegmentView`]) into pictures a person can read at a
 //! glance, and into one HTML page that needs nothing but a browser:
 //!
@@ -10,7 +10,7 @@
 //! * [`plot_peak_reserved`]: peak reserved per setting, split into what was
 //!   allocated and the waste at the peak, against the live-bytes lower bound;
 //! * [`plot_oom_points`]: the smallest card each setting fits on, against
-//!   the usable memory of named cards ([`vramlab_sim::gpus`]);
+//!   the usable memory of named cards ([`vramlab_replay::target::gpus`]);
 //! * [`plot_fit`]: peak reserved as a workload dimension (batch, sequence,
 //!   resolution) grows, against the capacity;
 //! * [`plot_segment_map`]: every segment as a bar, its blocks coloured by

@@ -13,7 +13,7 @@ use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, PlotFiles, SettingResult, plot_external_fragmentation,
     plot_fit, plot_memory_timeline, plot_oom_points, plot_peak_reserved, plot_segment_map,
 };
-use vramlab_sim::{Summary, TimelinePoint};
+use vramlab_replay::{Summary, TimelinePoint};
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use vramlab_allocator::AllocConf;
-use vramlab_sim::{ReplayOptions, Scenario};
+use vramlab_replay::{ReplayOptions, Scenario};
 use vramlab_traces::csv::{read_csv, write_csv};
 use vramlab_traces::r#gen::{
     CheckKind, GenError, GenRequest, KvCache, MANIFEST, PRESETS, Precision, Variant, check_family,

@@ -65,7 +65,7 @@ use super::common::{
     MAX_REQUEST, NIL, Slots, compare_stats, ensure, exceeds_limit, out_of_memory, parse_bool,
     parse_bytes, round_up, size_string, split_settings,
 };
-use crate::device::{Device, DeviceError, DevicePtr};
+use crate::devices::{Device, DeviceError, DevicePtr};
 use crate::policy::{AllocError, Allocator, BlockHandle, BlockState, BlockView, SegmentView};
 use crate::stats::{MemoryStats, PoolKind};
 

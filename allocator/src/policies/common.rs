@@ -3,7 +3,7 @@
 //! statistics cross-check of the invariant checkers and the out-of-memory
 //! report.
 
-use crate::device::Device;
+use crate::devices::Device;
 use crate::format::parse_size;
 use crate::policy::{AllocError, BlockHandle, OomReport};
 use crate::stats::{MemoryStats, StatArray};

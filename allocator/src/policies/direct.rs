@@ -38,7 +38,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::common::{Slots, compare_stats, ensure, exceeds_limit, out_of_memory, split_settings};
-use crate::device::{Device, DeviceError, DevicePtr};
+use crate::devices::{Device, DeviceError, DevicePtr};
 use crate::policy::{AllocError, Allocator, BlockHandle, BlockState, BlockView, SegmentView};
 use crate::stats::{MemoryStats, PoolKind};
 

@@ -1,9 +1,9 @@
-//! Allocation policies besides PyTorch's native allocator, behind the same
-//! [`Allocator`](crate::Allocator) trait.
+//! Every allocation policy, behind the same [`Allocator`](crate::Allocator)
+//! trait, and the [`registry`] that names and builds them.
 //!
 //! | name | type | what it models | settings keys (defaults) |
 //! |---|---|---|---|
-//! | `native` | [`NativeAllocator`](crate::NativeAllocator) | PyTorch's CUDA caching allocator (see [`crate::native`]) | `PYTORCH_ALLOC_CONF` ([`AllocConf`](crate::AllocConf)) |
+//! | `native` | [`NativeAllocator`](crate::NativeAllocator) | PyTorch's CUDA caching allocator (see [`native`]) | `PYTORCH_ALLOC_CONF` ([`AllocConf`](crate::AllocConf)) |
 //! | `direct` | [`direct::DirectAllocator`] | no cache: `cudaMalloc`/`cudaFree` per request, PyTorch with `PYTORCH_NO_CUDA_MEMORY_CACHING=1` | none |
 //! | `bfc` | [`bfc::BfcAllocator`] | TensorFlow's / XLA's (JAX's) best-fit-with-coalescing allocator | `allow_growth` (false), `memory_limit` (none), `memory_fraction` (0.75), `preallocate` (shorthand), `garbage_collection` (false), `fragmentation_fraction` (0) |
 //! | `async` | [`async_pool::AsyncPoolAllocator`] | a stream-ordered pool like `cudaMallocAsync` (PyTorch's `backend:cudaMallocAsync`) | `release_threshold` (0), `reuse_across_streams` (false) |
@@ -27,11 +27,15 @@ mod common;
 pub mod async_pool;
 pub mod bfc;
 pub mod direct;
+pub mod native;
+pub mod registry;
 pub mod stitch;
 
 pub use async_pool::AsyncPoolAllocator;
 pub use bfc::BfcAllocator;
 pub use direct::DirectAllocator;
+pub use native::NativeAllocator;
+pub use registry::{POLICIES, PolicySpec};
 pub use stitch::StitchAllocator;
 
 /// The name of every policy the crate offers, as their `Allocator::name`
@@ -41,8 +45,8 @@ pub const POLICY_NAMES: &[&str] = &["native", "direct", "bfc", "async", "stitch"
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::{Device, DeviceCall, DeviceError, DevicePtr, MemInfo};
-    use crate::{AllocConf, Allocator, NativeAllocator};
+    use crate::devices::{Device, DeviceCall, DeviceError, DevicePtr, MemInfo};
+    use crate::{AllocConf, Allocator};
 
     /// A device that refuses everything; enough to build each policy.
     struct NoDevice;

@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
-use vramlab_sim::gpus::{GPUS, Gpu, smallest_gpu_for};
+use vramlab_replay::target::gpus::{GPUS, Gpu, smallest_gpu_for};
 
 use super::{Axes, Chart2d, Figure, HEIGHT, WIDTH, mesh};
 use crate::Result;

@@ -191,7 +191,7 @@ impl Figure for Timeline<'_> {
             },
         )?;
 
-        let pts = |s: &SettingResult, f: fn(&vramlab_sim::TimelinePoint) -> u64| {
+        let pts = |s: &SettingResult, f: fn(&vramlab_replay::TimelinePoint) -> u64| {
             let p: Vec<(f64, f64)> = s
                 .timeline
                 .iter()

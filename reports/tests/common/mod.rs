@@ -11,7 +11,7 @@ use vramlab_allocator::{AllocConf, BlockState, BlockView, PoolKind, SegmentView,
 use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SettingResult,
 };
-use vramlab_sim::{ReplayOptions, Scenario, Summary, TimelinePoint};
+use vramlab_replay::{ReplayOptions, Scenario, Summary, TimelinePoint};
 
 /// A fresh, empty folder for one test's output.
 pub fn out_dir(name: &str) -> PathBuf {

@@ -1,0 +1,295 @@
+//! The allocation path: `malloc`, `get_free_block`, `alloc_block`,
+//! `should_split`, `alloc_found_block` (spec §3.2–§4.2).
+
+use super::NativeAllocator;
+use super::block::{Block, NIL, State};
+use super::rounding::{self, MAX_REQUEST, MIN_BLOCK_SIZE, SMALL_SIZE};
+use crate::devices::{Device, DeviceError};
+use crate::policy::{AllocError, BlockHandle, OomReport};
+use crate::stats::PoolKind;
+
+/// One request on its way through `malloc` (PyTorch's `AllocParams`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Params {
+    /// Rounded size.
+    pub size: u64,
+    /// Raw stream handle.
+    pub stream: u64,
+    /// Pool.
+    pub pool: PoolKind,
+    /// Bytes a new segment would take (`get_allocation_size`).
+    pub alloc_size: u64,
+}
+
+impl<D: Device> NativeAllocator<D> {
+    pub(super) fn malloc_impl(
+        &mut self,
+        orig: u64,
+        stream: u64,
+    ) -> Result<BlockHandle, AllocError> {
+        if orig == 0 {
+            // PyTorch returns a null DataPtr without touching the allocator.
+            return Ok(BlockHandle::NULL);
+        }
+        if orig >= MAX_REQUEST {
+            // `TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes, ...)`
+            // before the lock: no trace entry, no statistics.
+            let info = self.device.mem_info();
+            return Err(AllocError::OutOfMemory(Box::new(OomReport {
+                exceeds_limit: true,
+                requested: orig,
+                rounded: orig,
+                device_request: orig,
+                device_free: info.free,
+                device_total: info.total,
+                allowed: self.allowed_memory_maximum,
+                allocated: self.stats.allocated_bytes.all.current as u64,
+                reserved: self.stats.reserved_bytes.all.current as u64,
+            })));
+        }
+        self.process_events();
+        let size = rounding::round_size(&self.conf, orig);
+        let pool = if size <= SMALL_SIZE {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
+        let p = Params {
+            size,
+            stream,
+            pool,
+            alloc_size: rounding::allocation_size(&self.conf, size),
+        };
+        // The free-memory callbacks (CUDA IPC collection) never free anything
+        // in a replay, so the second search of PyTorch's malloc is skipped.
+        let mut found = self.get_free_block(&p);
+        if found.is_none() {
+            if self.gc_enabled() {
+                self.garbage_collect()?;
+            }
+            found = self.alloc_block(&p, false)?;
+            if found.is_none() && self.release_available_cached_blocks(&p)? {
+                found = self.alloc_block(&p, false)?;
+            }
+            if found.is_none() {
+                self.release_cached_blocks()?;
+                found = self.alloc_block(&p, true)?;
+            }
+        }
+        let Some(idx) = found else {
+            return Err(self.raise_oom(orig, &p));
+        };
+        let split = self.should_split(idx, size);
+        let idx = self.alloc_found_block(idx, &p, orig, split);
+        Ok(self.handle_of(idx))
+    }
+
+    /// Records the OOM (`num_ooms`) and builds PyTorch's report.
+    fn raise_oom(&mut self, orig: u64, p: &Params) -> AllocError {
+        self.stats.num_ooms += 1;
+        let info = self.device.mem_info();
+        AllocError::OutOfMemory(Box::new(OomReport {
+            exceeds_limit: false,
+            requested: orig,
+            rounded: p.size,
+            device_request: p.alloc_size,
+            device_free: info.free,
+            device_total: info.total,
+            allowed: self.allowed_memory_maximum,
+            allocated: self.stats.allocated_bytes.all.current as u64,
+            reserved: self.stats.reserved_bytes.all.current as u64,
+        }))
+    }
+
+    /// `get_free_block`: best fit on the request's stream, with the
+    /// max-split-size rules (spec §3.2). Removes the block from the pool.
+    pub(super) fn get_free_block(&mut self, p: &Params) -> Option<u32> {
+        let gc = self.gc_enabled();
+        let expandable_on = self.expandable_active();
+        let mss = self.max_split_size();
+        let nsr = self.conf.max_non_split_rounding_bytes();
+        let pool = p.pool.select_mut(&mut self.pools);
+        if gc {
+            pool.clock += 1;
+        }
+        let mut it = pool.lower_bound(p.stream, p.size)?;
+        if self.arena[it.idx].is_expandable() {
+            if expandable_on {
+                // Best fit by the size a block could grow to: prefer a block
+                // whose growable size is smaller.
+                let arena = &self.arena;
+                let growable = |idx: u32| {
+                    let b = &arena[idx];
+                    let tail = if b.next != NIL && !arena[b.next].mapped {
+                        arena[b.next].size
+                    } else {
+                        0
+                    };
+                    b.size + tail
+                };
+                for next in pool.after(it) {
+                    if !arena[it.idx].is_expandable() || growable(next.idx) >= growable(it.idx) {
+                        break;
+                    }
+                    it = next;
+                }
+            } else {
+                // Expandable segments were switched off: skip their blocks.
+                it = pool
+                    .after(it)
+                    .find(|k| !self.arena[k.idx].is_expandable())?;
+            }
+        }
+        if p.size < mss && it.size >= mss {
+            return None; // no oversize block for a normal request
+        }
+        if p.size >= mss && it.size >= p.size.saturating_add(nsr) {
+            return None; // oversize request: bounded waste
+        }
+        pool.remove(&it);
+        Some(it.idx)
+    }
+
+    /// `alloc_block`: a new segment from the device (or mapped pages of an
+    /// expandable segment). `Ok(None)` is a recoverable out-of-memory.
+    pub(super) fn alloc_block(
+        &mut self,
+        p: &Params,
+        retry: bool,
+    ) -> Result<Option<u32>, AllocError> {
+        if retry {
+            self.stats.num_alloc_retries += 1;
+        }
+        if let Some(allowed) = self.allowed_memory_maximum {
+            if self.total_allocated_memory + p.alloc_size > allowed {
+                return Ok(None);
+            }
+        }
+        if self.expandable_active() {
+            return self.try_allocate_expandable_block(p);
+        }
+        let ptr = match self.device.malloc(p.alloc_size) {
+            Ok(ptr) => ptr,
+            Err(DeviceError::OutOfMemory { .. }) => return Ok(None),
+            Err(DeviceError::Other(e)) => return Err(AllocError::Device(e)),
+        };
+        self.total_allocated_memory += p.alloc_size;
+        let idx = self.arena.insert(Block {
+            ptr,
+            size: p.alloc_size,
+            requested: 0,
+            stream: p.stream,
+            prev: NIL,
+            next: NIL,
+            gc_count_base: 0,
+            expandable: NIL,
+            generation: 0,
+            event_count: 0,
+            pool: p.pool,
+            state: State::Free,
+            mapped: true,
+        });
+        self.stats.segment.increase(p.pool, 1);
+        self.stats.reserved_bytes.increase(p.pool, p.alloc_size);
+        if p.alloc_size >= self.max_split_size() {
+            self.stats.oversize_segments.increase(1);
+        }
+        self.stats.num_device_alloc += 1;
+        Ok(Some(idx))
+    }
+
+    /// `should_split` (spec §3.3).
+    pub(super) fn should_split(&self, idx: u32, size: u64) -> bool {
+        let b = &self.arena[idx];
+        let remaining = b.size - size;
+        if b.pool == PoolKind::Small || self.expandable_active() {
+            remaining >= MIN_BLOCK_SIZE
+        } else {
+            size < self.max_split_size() && remaining > SMALL_SIZE
+        }
+    }
+
+    /// `alloc_found_block`: carves the front of `idx` (when splitting) and
+    /// hands it out (spec §3.4). Returns the allocated block's index.
+    pub(super) fn alloc_found_block(
+        &mut self,
+        idx: u32,
+        p: &Params,
+        orig: u64,
+        split: bool,
+    ) -> u32 {
+        let already_split = self.arena[idx].is_split();
+        let expandable = self.arena[idx].is_expandable();
+        let block = if split {
+            let rem = idx;
+            let (ptr, prev, seg) = {
+                let r = &self.arena[rem];
+                (r.ptr, r.prev, r.expandable)
+            };
+            let new = self.arena.insert(Block {
+                ptr,
+                size: p.size,
+                requested: 0,
+                stream: p.stream,
+                prev,
+                next: rem,
+                gc_count_base: 0,
+                expandable: seg,
+                generation: 0,
+                event_count: 0,
+                pool: p.pool,
+                state: State::Free,
+                mapped: true,
+            });
+            if prev != NIL {
+                self.arena[prev].next = new;
+            }
+            {
+                let r = &mut self.arena[rem];
+                r.prev = new;
+                r.ptr += p.size;
+                r.size -= p.size;
+            }
+            self.insert_into_blocks(rem);
+            if !expandable {
+                if already_split {
+                    // An already split free block shrinks by `size`.
+                    self.stats.inactive_split_bytes.decrease(p.pool, p.size);
+                } else {
+                    // A new split free block (the remainder) appears.
+                    let rem_size = self.arena[rem].size;
+                    self.stats.inactive_split_bytes.increase(p.pool, rem_size);
+                    self.stats.inactive_split.increase(p.pool, 1);
+                }
+            }
+            new
+        } else {
+            if already_split && !expandable {
+                let size = self.arena[idx].size;
+                self.stats.inactive_split_bytes.decrease(p.pool, size);
+                self.stats.inactive_split.decrease(p.pool, 1);
+            }
+            idx
+        };
+        let mss = self.max_split_size();
+        let b = &mut self.arena[block];
+        // A new generation per hand-out: a cached block handed out whole
+        // keeps its arena slot, and a stale handle (a deferred free that a
+        // synchronisation already completed) must not name the new
+        // allocation.
+        b.generation = b.generation.wrapping_add(1);
+        b.state = State::Allocated;
+        b.requested = orig;
+        let size = b.size;
+        let s = &mut self.stats;
+        s.allocation.increase(p.pool, 1);
+        s.allocated_bytes.increase(p.pool, size);
+        s.active.increase(p.pool, 1);
+        s.active_bytes.increase(p.pool, size);
+        s.requested_bytes.increase(p.pool, orig);
+        if size >= mss {
+            s.oversize_allocations.increase(1);
+        }
+        block
+    }
+}

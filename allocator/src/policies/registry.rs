@@ -1,0 +1,174 @@
+//! The registry of policies: [`PolicySpec`] names a policy with its
+//! settings, parses it from a name and a settings string, and
+//! [`with_policy!`](crate::with_policy) builds the allocator it describes.
+//! Adding a policy means adding its module next to this file and one arm
+//! to each `match` here.
+
+use std::fmt;
+
+use crate::policies::{async_pool, bfc, direct, stitch};
+use crate::{AllocConf, TorchVersion};
+
+/// A policy and its settings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicySpec {
+    /// PyTorch's native caching allocator with a `PYTORCH_ALLOC_CONF`.
+    Native(AllocConf),
+    /// No caching (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`).
+    Direct(direct::Config),
+    /// TensorFlow / XLA BFC allocator.
+    Bfc(bfc::Config),
+    /// A stream-ordered pool like cudaMallocAsync.
+    Async(async_pool::Config),
+    /// GMLake-style virtual-memory stitching.
+    Stitch(stitch::Config),
+}
+
+/// The policy names `--policy` accepts.
+pub const POLICIES: &[&str] = crate::policies::POLICY_NAMES;
+
+impl PolicySpec {
+    /// Builds the policy `name` from its settings string.
+    pub fn parse(name: &str, settings: &str, version: TorchVersion) -> Result<PolicySpec, String> {
+        let s = if settings == "default" { "" } else { settings };
+        match name {
+            "native" => AllocConf::parse(s, version)
+                .map(PolicySpec::Native)
+                .map_err(|e| e.to_string()),
+            "direct" => direct::Config::parse(s).map(PolicySpec::Direct),
+            "bfc" => bfc::Config::parse(s).map(PolicySpec::Bfc),
+            "async" => async_pool::Config::parse(s).map(PolicySpec::Async),
+            "stitch" => stitch::Config::parse(s).map(PolicySpec::Stitch),
+            other => Err(format!(
+                "unknown policy '{other}' (known: {})",
+                POLICIES.join(", ")
+            )),
+        }
+    }
+
+    /// The policy's name (`native`, `bfc`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicySpec::Native(_) => "native",
+            PolicySpec::Direct(_) => "direct",
+            PolicySpec::Bfc(_) => "bfc",
+            PolicySpec::Async(_) => "async",
+            PolicySpec::Stitch(_) => "stitch",
+        }
+    }
+
+    /// The canonical settings string, with only the keys that differ from
+    /// the policy's defaults (empty for defaults).
+    pub fn settings(&self) -> String {
+        match self {
+            PolicySpec::Native(c) => c.to_string(),
+            PolicySpec::Direct(c) => {
+                non_default(&c.to_string(), &direct::Config::default().to_string())
+            }
+            PolicySpec::Bfc(c) => non_default(&c.to_string(), &bfc::Config::default().to_string()),
+            PolicySpec::Async(c) => {
+                non_default(&c.to_string(), &async_pool::Config::default().to_string())
+            }
+            PolicySpec::Stitch(c) => {
+                non_default(&c.to_string(), &stitch::Config::default().to_string())
+            }
+        }
+    }
+
+    /// The native policy's settings, if this is the native policy.
+    pub fn native_conf(&self) -> Option<&AllocConf> {
+        match self {
+            PolicySpec::Native(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// The `key:value` items of `full` that are not in `defaults`.
+fn non_default(full: &str, defaults: &str) -> String {
+    let d: Vec<&str> = defaults.split(',').collect();
+    full.split(',')
+        .filter(|item| !item.is_empty() && !d.contains(item))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl fmt::Display for PolicySpec {
+    /// `expandable_segments:True` or `default` for the native policy;
+    /// `bfc`, `bfc(allow_growth:true)` for the others.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.settings();
+        match (self, s.is_empty()) {
+            (PolicySpec::Native(_), true) => write!(f, "default"),
+            (PolicySpec::Native(_), false) => write!(f, "{s}"),
+            (_, true) => write!(f, "{}", self.name()),
+            (_, false) => write!(f, "{}({s})", self.name()),
+        }
+    }
+}
+
+/// Runs `$body` with `$a` bound to the allocator a spec describes, built
+/// over `$dev`. Every policy is a different type, so the replay code is
+/// monomorphised once per policy.
+#[macro_export]
+macro_rules! with_policy {
+    ($spec:expr, $dev:expr, |$a:ident| $body:expr) => {
+        match $spec {
+            $crate::policies::registry::PolicySpec::Native(c) => {
+                #[allow(unused_mut)]
+                let mut $a = $crate::NativeAllocator::new(c.clone(), $dev);
+                $body
+            }
+            $crate::policies::registry::PolicySpec::Direct(c) => {
+                #[allow(unused_mut)]
+                let mut $a = $crate::policies::DirectAllocator::new(c.clone(), $dev);
+                $body
+            }
+            $crate::policies::registry::PolicySpec::Bfc(c) => {
+                #[allow(unused_mut)]
+                let mut $a = $crate::policies::BfcAllocator::new(c.clone(), $dev);
+                $body
+            }
+            $crate::policies::registry::PolicySpec::Async(c) => {
+                #[allow(unused_mut)]
+                let mut $a = $crate::policies::AsyncPoolAllocator::new(c.clone(), $dev);
+                $body
+            }
+            $crate::policies::registry::PolicySpec::Stitch(c) => {
+                #[allow(unused_mut)]
+                let mut $a = $crate::policies::StitchAllocator::new(c.clone(), $dev);
+                $body
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_name_only_non_default_settings() {
+        let v = TorchVersion::NEWEST;
+        assert_eq!(
+            PolicySpec::parse("native", "", v).unwrap().to_string(),
+            "default"
+        );
+        assert_eq!(
+            PolicySpec::parse("native", "expandable_segments:True", v)
+                .unwrap()
+                .to_string(),
+            "expandable_segments:True"
+        );
+        assert_eq!(PolicySpec::parse("bfc", "", v).unwrap().to_string(), "bfc");
+        let b = PolicySpec::parse("bfc", "allow_growth:true", v).unwrap();
+        assert_eq!(b.to_string(), "bfc(allow_growth:true)");
+        assert_eq!(PolicySpec::parse("bfc", &b.settings(), v).unwrap(), b);
+        assert!(
+            PolicySpec::parse("tlsf", "", v)
+                .unwrap_err()
+                .contains("unknown policy 'tlsf'")
+        );
+        assert!(PolicySpec::parse("bfc", "allow_growth:maybe", v).is_err());
+    }
+}

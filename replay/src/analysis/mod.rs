@@ -1,0 +1,12 @@
+//! What users ask of replays: sweeps over settings, recommendations,
+//! OOM points, the largest workload that fits, the regression gate,
+//! pathological traces, and the fidelity proof against a recording.
+
+pub mod fidelity;
+pub mod fit;
+pub mod gate;
+pub mod grid;
+pub mod oom_point;
+pub mod recommend;
+pub mod stress;
+pub mod sweep;

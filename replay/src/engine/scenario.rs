@@ -1,0 +1,130 @@
+//! A scenario: which policy, with which settings, on which simulated device.
+//! The one entry point the CLI, sweeps and searches use to replay a trace.
+
+use vramlab_allocator::{AllocConf, NativeAllocator};
+use vramlab_traces::Trace;
+
+use vramlab_allocator::devices::sim::{CostModel, SimDevice};
+use vramlab_allocator::policies::registry::PolicySpec;
+use crate::engine::{ReplayError, ReplayOptions, replay};
+use crate::engine::run::Run;
+use crate::engine::timed::TimedAllocator;
+use vramlab_allocator::Allocator;
+use vramlab_allocator::latency::LatencySummary;
+
+/// Applies the scenario's memory fraction, if any.
+fn set_fraction(a: &mut impl Allocator, fraction: Option<f64>) -> Result<(), ReplayError> {
+    match fraction {
+        Some(f) => a
+            .set_memory_fraction(f)
+            .map_err(|e| ReplayError::Initial(e.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// Everything that defines one replay besides the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// The policy and its settings.
+    pub policy: PolicySpec,
+    /// Device capacity in bytes (`None` = unlimited).
+    pub capacity: Option<u64>,
+    /// Total memory the device reports (`None`: the capacity, else the
+    /// trace's recorded device total, else 1 TiB).
+    pub device_total: Option<u64>,
+    /// `torch.cuda.set_per_process_memory_fraction` applied before the
+    /// first event (native policy only).
+    pub memory_fraction: Option<f64>,
+    /// Simulated driver-call costs.
+    pub cost: CostModel,
+}
+
+impl Scenario {
+    /// A scenario of `policy` on an unlimited device.
+    pub fn new(policy: PolicySpec) -> Self {
+        Scenario {
+            policy,
+            capacity: None,
+            device_total: None,
+            memory_fraction: None,
+            cost: CostModel::default(),
+        }
+    }
+
+    /// The native policy with `conf` on an unlimited device.
+    pub fn native(conf: AllocConf) -> Self {
+        Scenario::new(PolicySpec::Native(conf))
+    }
+
+    /// The same scenario with another capacity.
+    pub fn with_capacity(mut self, capacity: Option<u64>) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// A short label: the settings string (`default` for PyTorch's
+    /// defaults), the policy name for other policies, and the fraction.
+    pub fn label(&self) -> String {
+        let mut s = self.policy.to_string();
+        if let Some(f) = self.memory_fraction {
+            s.push_str(&format!(" (fraction {f})"));
+        }
+        s
+    }
+
+    /// The simulated device this scenario runs on, for `trace`.
+    pub fn device(&self, trace: &Trace) -> SimDevice {
+        let mut dev = SimDevice::with_capacity(self.capacity);
+        if let Some(total) = self
+            .device_total
+            .or(self.capacity)
+            .or(trace.header.device_total)
+        {
+            dev.set_total(total);
+        }
+        dev.set_cost_model(self.cost);
+        dev
+    }
+
+    /// The native allocator of this scenario (`None` for other policies).
+    pub fn native_allocator(&self, trace: &Trace) -> Option<NativeAllocator<SimDevice>> {
+        let conf = self.policy.native_conf()?;
+        let mut a = NativeAllocator::new(conf.clone(), self.device(trace));
+        if let Some(f) = self.memory_fraction {
+            a.set_memory_fraction(f);
+        }
+        Some(a)
+    }
+
+    /// Replays `trace` and measures the host time of every caller-level
+    /// malloc and free of the policy (`replay --latency`).
+    pub fn run_timed(
+        &self,
+        trace: &Trace,
+        opts: &ReplayOptions,
+    ) -> Result<(Run, LatencySummary, LatencySummary), ReplayError> {
+        let dev = self.device(trace);
+        let (mut run, m, f) = vramlab_allocator::with_policy!(&self.policy, dev, |a| {
+            let mut t = TimedAllocator::new(a);
+            set_fraction(&mut t, self.memory_fraction)?;
+            let run = replay(trace, &mut t, opts)?;
+            (run, t.malloc.summary(), t.free.summary())
+        });
+        run.conf = self.label();
+        run.capacity = self.capacity;
+        Ok((run, m, f))
+    }
+
+    /// Replays `trace` under this scenario.
+    pub fn run(&self, trace: &Trace, opts: &ReplayOptions) -> Result<Run, ReplayError> {
+        let mut run = if let Some(mut a) = self.native_allocator(trace) {
+            replay(trace, &mut a, opts)?
+        } else {
+            let dev = self.device(trace);
+            vramlab_allocator::with_policy!(&self.policy, dev, |a| replay(trace, &mut a, opts)?)
+        };
+        run.conf = self.label();
+        run.capacity = self.capacity;
+        Ok(run)
+    }
+}

@@ -1,0 +1,358 @@
+//! A replay written back as a PyTorch memory snapshot, so that PyTorch's
+//! memory viewer (pytorch.org/memory_viz, `torch.cuda._memory_viz`) shows
+//! how a run *would* have looked under another setting.
+//!
+//! The trace has PyTorch's entries (`segment_alloc`, `alloc`,
+//! `free_requested`, `free_completed`, `segment_free`, `segment_map`,
+//! `segment_unmap`, `oom`) with the simulated addresses, and the stacks the
+//! source snapshot recorded (shared through the pickle memo, as PyTorch's own
+//! pickles share them). `time_us` counts simulated microseconds: one per
+//! event plus the simulated driver time, so the viewer's time axis shows
+//! where the driver was busy.
+
+use std::sync::Arc;
+
+use vramlab_allocator::devices::DeviceCallKind;
+use vramlab_allocator::{AllocConf, BlockState, PoolKind, SegmentView};
+use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
+use vramlab_traces::{Event, Trace};
+
+use crate::engine::run::Run;
+
+fn frame_lists(trace: &Trace) -> Vec<Value> {
+    trace
+        .frames
+        .iter()
+        .map(|list| {
+            Value::list(list.iter().map(|f| {
+                DictBuilder::new()
+                    .entry("filename", f.filename.as_str())
+                    .entry("line", f.line)
+                    .entry("name", f.name.as_str())
+                    .build()
+            }))
+        })
+        .collect()
+}
+
+fn settings(conf: &AllocConf) -> Value {
+    let labels = [
+        1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
+    ];
+    let roundup = Value::dict(
+        labels
+            .iter()
+            .zip(conf.roundup_power2_divisions.iter())
+            .map(|(l, &d)| (Value::from(l.to_string()), Value::from(d as i64))),
+    );
+    DictBuilder::new()
+        .entry("PYTORCH_CUDA_ALLOC_CONF", conf.to_string())
+        .entry("max_split_size", conf.max_split_size_bytes() as i64)
+        .entry(
+            "garbage_collection_threshold",
+            conf.garbage_collection_threshold,
+        )
+        .entry("expandable_segments", conf.expandable_segments)
+        .entry(
+            "pinned_num_register_threads",
+            conf.pinned_num_register_threads as i64,
+        )
+        .entry(
+            "release_lock_on_cudamalloc",
+            conf.release_lock_on_cudamalloc,
+        )
+        .entry(
+            "pinned_use_cuda_host_register",
+            conf.pinned_use_cuda_host_register,
+        )
+        .entry("roundup_power2_divisions", roundup)
+        .entry("vramlab", "replayed by vramlab on a simulated GPU")
+        .build()
+}
+
+fn entry(
+    action: &str,
+    addr: u64,
+    size: u64,
+    stream: u64,
+    time_us: u64,
+    frames: Option<&Value>,
+) -> Value {
+    let mut d = DictBuilder::with_capacity(6)
+        .entry("action", action)
+        .entry("addr", addr as i64)
+        .entry("size", size as i64)
+        .entry("stream", stream as i64)
+        .entry("time_us", time_us as i64);
+    if let Some(f) = frames {
+        d.insert("frames", f.clone());
+    }
+    d.build()
+}
+
+/// Builds the snapshot of `run`, a replay of `trace` made with
+/// `record_addresses` and `final_segments` on. `conf` gives the
+/// `allocator_settings` (for the native policy; other policies are named
+/// by `run.policy` there).
+pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Value {
+    let frames = frame_lists(trace);
+    let frames_of = |id: u32| -> Option<&Value> {
+        trace
+            .alloc_frames
+            .get(id as usize)
+            .copied()
+            .flatten()
+            .and_then(|f| frames.get(f as usize))
+    };
+    let addr_of = |id: u32| run.alloc_addresses.get(id as usize).copied().unwrap_or(0);
+    let mut entries = Vec::with_capacity(trace.events.len() * 2);
+    // Requested size and raw stream of each id, for its free entries (ids
+    // of blocks in use at the start come from the initial state).
+    let mut sizes = vec![0u64; trace.num_ids as usize];
+    let mut streams = vec![0u64; trace.num_ids as usize];
+    // Raw stream of each segment or mapped range, for its segment entries.
+    let mut segment_streams: std::collections::HashMap<u64, u64> = Default::default();
+    if let Some(init) = &trace.initial {
+        for b in &init.live {
+            let raw = trace.streams.get(b.stream as usize).copied().unwrap_or(0);
+            if let Some(s) = sizes.get_mut(b.id() as usize) {
+                *s = b.requested;
+            }
+            if let Some(s) = streams.get_mut(b.id() as usize) {
+                *s = raw;
+            }
+        }
+        for g in &init.segments {
+            let raw = trace.streams.get(g.stream as usize).copied().unwrap_or(0);
+            segment_streams.insert(g.address, raw);
+        }
+    }
+    let mut calls = run
+        .device_log
+        .iter()
+        .filter(|c| c.event_index.is_some())
+        .peekable();
+    let mut time = 0u64;
+    let mut device_time = 0f64;
+    let per_call = if run.device_log.is_empty() {
+        0.0
+    } else {
+        run.summary.device_time_us / run.device_log.len() as f64
+    };
+    for (i, ev) in trace.events.iter().enumerate() {
+        if i as u64 >= run.summary.events_replayed {
+            break;
+        }
+        time += 1;
+        // A new segment belongs to the stream of the allocation it serves.
+        let event_stream = match *ev {
+            Event::Alloc { stream, .. } => trace.streams.get(stream as usize).copied().unwrap_or(0),
+            _ => 0,
+        };
+        while let Some(c) = calls.next_if(|c| c.event_index == Some(i as u32)) {
+            device_time += per_call;
+            let action = match c.kind {
+                DeviceCallKind::Malloc => "segment_alloc",
+                DeviceCallKind::Free => "segment_free",
+                DeviceCallKind::Map => "segment_map",
+                DeviceCallKind::Unmap => "segment_unmap",
+                _ => continue,
+            };
+            let stream = match c.kind {
+                DeviceCallKind::Malloc | DeviceCallKind::Map => {
+                    segment_streams.insert(c.ptr, event_stream);
+                    event_stream
+                }
+                _ => stream_of_range(&segment_streams, c.ptr),
+            };
+            entries.push(entry(
+                action,
+                c.ptr,
+                c.size,
+                stream,
+                time + device_time as u64,
+                None,
+            ));
+        }
+        let t = time + device_time as u64;
+        match *ev {
+            Event::Alloc { id, stream, size } => {
+                let s = trace.streams.get(stream as usize).copied().unwrap_or(0);
+                let a = addr_of(id);
+                if a == 0 && size > 0 {
+                    let (free, rounded) = match &run.oom {
+                        Some(o) if o.event_index == i as u64 => {
+                            (o.device_free_bytes, o.rounded_bytes)
+                        }
+                        _ => (0, size),
+                    };
+                    entries.push(
+                        DictBuilder::new()
+                            .entry("action", "oom")
+                            .entry("device_free", free as i64)
+                            .entry("size", rounded as i64)
+                            .entry("stream", s as i64)
+                            .entry("time_us", t as i64)
+                            .build(),
+                    );
+                } else if size > 0 {
+                    if let Some(sz) = sizes.get_mut(id as usize) {
+                        *sz = size;
+                    }
+                    if let Some(st) = streams.get_mut(id as usize) {
+                        *st = s;
+                    }
+                    entries.push(entry("alloc", a, size, s, t, frames_of(id)));
+                }
+            }
+            Event::Free { id } => {
+                let (a, sz) = (addr_of(id), sizes.get(id as usize).copied().unwrap_or(0));
+                let st = streams.get(id as usize).copied().unwrap_or(0);
+                if a != 0 {
+                    entries.push(entry("free_requested", a, sz, st, t, frames_of(id)));
+                    entries.push(entry("free_completed", a, sz, st, t, frames_of(id)));
+                }
+            }
+            Event::FreeRequested { id } | Event::FreeCompleted { id } => {
+                let (a, sz) = (addr_of(id), sizes.get(id as usize).copied().unwrap_or(0));
+                let st = streams.get(id as usize).copied().unwrap_or(0);
+                if a != 0 {
+                    let action = if matches!(ev, Event::FreeRequested { .. }) {
+                        "free_requested"
+                    } else {
+                        "free_completed"
+                    };
+                    entries.push(entry(action, a, sz, st, t, frames_of(id)));
+                }
+            }
+            Event::EmptyCache => {}
+        }
+    }
+    // The allocation id that owns each live block address at the end.
+    let mut owner = std::collections::HashMap::new();
+    for (id, &a) in run.alloc_addresses.iter().enumerate() {
+        if a != 0 {
+            owner.insert(a, id as u32);
+        }
+    }
+    let segments: Vec<Value> = run
+        .final_segments
+        .iter()
+        .map(|s| {
+            segment(s, trace.header.device, |ptr| {
+                owner.get(&ptr).and_then(|&id| frames_of(id))
+            })
+        })
+        .collect();
+    DictBuilder::new()
+        .entry("segments", Value::List(Arc::new(segments)))
+        .entry("device_traces", {
+            // One list per device ordinal up to this trace's device.
+            let mut lists: Vec<Value> = (0..trace.header.device)
+                .map(|_| Value::list(Vec::<Value>::new()))
+                .collect();
+            lists.push(Value::List(Arc::new(entries)));
+            Value::list(lists)
+        })
+        .entry(
+            "allocator_settings",
+            match conf {
+                Some(c) => settings(c),
+                None => DictBuilder::new()
+                    .entry("PYTORCH_CUDA_ALLOC_CONF", "")
+                    .entry(
+                        "vramlab",
+                        format!("replayed by vramlab's {} policy ({})", run.policy, run.conf),
+                    )
+                    .build(),
+            },
+        )
+        .entry("external_annotations", Value::list(Vec::<Value>::new()))
+        .build()
+}
+
+/// The stream of the segment or mapped range that holds `ptr` (a range
+/// unmapped from the middle of a mapping keeps the mapping's stream).
+fn stream_of_range(streams: &std::collections::HashMap<u64, u64>, ptr: u64) -> u64 {
+    if let Some(&s) = streams.get(&ptr) {
+        return s;
+    }
+    streams
+        .iter()
+        .filter(|(a, _)| **a <= ptr)
+        .max_by_key(|(a, _)| **a)
+        .map_or(0, |(_, &s)| s)
+}
+
+fn segment<'a>(
+    s: &SegmentView,
+    device: u32,
+    frames_of: impl Fn(u64) -> Option<&'a Value>,
+) -> Value {
+    let mut allocated = 0u64;
+    let mut active = 0u64;
+    let mut requested = 0u64;
+    let blocks: Vec<Value> = s
+        .blocks
+        .iter()
+        .map(|b| {
+            if b.state == BlockState::Allocated {
+                allocated += b.size;
+            }
+            if b.state != BlockState::Free {
+                active += b.size;
+                requested += b.requested;
+            }
+            let mut d = DictBuilder::new()
+                .entry("address", b.ptr as i64)
+                .entry("size", b.size as i64)
+                .entry("requested_size", b.requested as i64)
+                .entry("state", b.state.snapshot_name());
+            let f = if b.state == BlockState::Free {
+                None
+            } else {
+                frames_of(b.ptr)
+            };
+            d.insert(
+                "frames",
+                f.cloned()
+                    .unwrap_or_else(|| Value::list(Vec::<Value>::new())),
+            );
+            d.build()
+        })
+        .collect();
+    DictBuilder::new()
+        .entry("device", device as i64)
+        .entry("address", s.ptr as i64)
+        .entry("total_size", s.size as i64)
+        .entry("allocated_size", allocated as i64)
+        .entry("active_size", active as i64)
+        .entry("requested_size", requested as i64)
+        .entry("stream", s.stream as i64)
+        .entry(
+            "segment_type",
+            if s.pool == PoolKind::Small {
+                "small"
+            } else {
+                "large"
+            },
+        )
+        .entry(
+            "segment_pool_id",
+            Value::tuple([Value::from(0i64), Value::from(0i64)]),
+        )
+        .entry("is_expandable", s.is_expandable)
+        .entry("frames", Value::list(Vec::<Value>::new()))
+        .entry("blocks", Value::List(Arc::new(blocks)))
+        .build()
+}
+
+/// Writes the snapshot of `run` as a pickle.
+pub fn write_snapshot(
+    trace: &Trace,
+    run: &Run,
+    conf: Option<&AllocConf>,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    PickleWriter::new().write_to(out, &snapshot_value(trace, run, conf))
+}

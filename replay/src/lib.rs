@@ -1,0 +1,37 @@
+//! vramlab-replay: the replay engine and the analyses built on it.
+//!
+//! * [`engine`]: [`replay`] drives a policy through a trace on a device
+//!   ([`Scenario`] picks the policy, settings and simulated device; [`Run`]
+//!   is what comes out; [`Start`] says how a trace recorded mid-run begins).
+//! * [`analysis`]: what users ask of replays — [`analysis::sweep`] (every
+//!   trace × every setting), [`analysis::grid`] (the settings),
+//!   [`analysis::recommend`], [`analysis::oom_point`] (the smallest
+//!   capacity), [`analysis::fit`] (the largest workload), [`analysis::gate`]
+//!   (the regression gate), [`analysis::stress`] (pathological traces) and
+//!   [`analysis::fidelity`] (the proof against PyTorch's recording).
+//! * [`target`]: what the user runs on — the PyTorch release
+//!   ([`target::release`]) and the card ([`target::gpus`]).
+//! * [`io`]: traces in with the allocator's knowledge ([`io::load`]), and a
+//!   replay out as a PyTorch snapshot ([`io::snapshot_out`]).
+//!
+//! The simulated GPU ([`SimDevice`]) and the policies live in
+//! `vramlab-allocator`; they are re-exported here for convenience.
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+#![warn(missing_docs)]
+
+pub mod analysis;
+pub mod engine;
+pub mod io;
+pub mod target;
+
+pub use analysis::fidelity::{FidelityReport, Mismatch, check_fidelity};
+pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
+pub use engine::scenario::Scenario;
+pub use engine::start::{Start, choose_start, describe_start, start_for};
+pub use engine::{ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay};
+pub use vramlab_allocator::{CostModel, PolicySpec, SimDevice, with_policy};
