@@ -1,40 +1,6 @@
 //! Plain-text tables and number formatting for terminal output.
 
-/// Formats bytes for people: `512 B`, `1.50 KiB`, `20.00 MiB`, `7.31 GiB`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64;
-    let mut unit = "B";
-    for u in UNITS.iter().skip(1) {
-        if v < 1024.0 {
-            break;
-        }
-        v /= 1024.0;
-        unit = u;
-    }
-    format!("{v:.2} {unit}")
-}
-
-/// Formats a count with thousands separators: `1,234,567`.
-pub fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Formats a fraction as a percentage with one decimal.
-pub fn percent(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
-}
+pub use vramlab_allocator::format::{bytes, count, percent};
 
 /// A table with a header row; the first column is left-aligned, the others
 /// right-aligned.

@@ -1,4 +1,15 @@
-//! Byte-size formatting and parsing shared by every crate and the CLI.
+//! Byte-size formatting and parsing shared by every crate and the CLI: one
+//! formatter per use, so that every table, sentence, plot and message
+//! writes a size the same way.
+//!
+//! | function | for | example |
+//! |---|---|---|
+//! | [`format_size`] | PyTorch's own messages (OOM text) | `700.00 MiB`, `1024 bytes` |
+//! | [`bytes`] | tables | `7.31 GiB`, `512 B` |
+//! | [`bytes_short`] | plots (three significant digits) | `753.6 MiB`, `1.50 KiB` |
+//! | [`bytes_words`] | sentences (MiB below 10 GiB) | `4565 MiB`, `75.22 GiB` |
+//! | [`size_string`] | settings strings ([`parse_size`] reads it back) | `8GiB`, `1048577` |
+//! | [`count`], [`percent`] | counts and shares | `1,234,567`, `95.6%` |
 
 /// PyTorch's `format_size`: `N bytes` up to 1 KiB, then KiB up to 1 MiB, MiB
 /// up to 1 GiB, GiB above, with two decimals.
@@ -15,6 +26,91 @@ pub fn format_size(n: u64) -> String {
     } else {
         format!("{:.2} GiB", n as f64 / GIB as f64)
     }
+}
+
+/// Bytes for tables: `512 B`, `1.50 KiB`, `20.00 MiB`, `7.31 GiB` (two
+/// decimals in the largest binary unit that keeps the value at least 1).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut unit = "B";
+    for u in UNITS.iter().skip(1) {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.2} {unit}")
+}
+
+/// Bytes for plots, three significant digits: `0 B`, `512 B`, `1.50 KiB`,
+/// `753.6 MiB`, `80.0 GiB`.
+pub fn bytes_short(n: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut unit = "B";
+    for u in UNITS.iter().skip(1) {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    if v >= 10.0 {
+        format!("{v:.1} {unit}")
+    } else {
+        format!("{v:.2} {unit}")
+    }
+}
+
+/// Bytes for sentences: whole MiB below 10 GiB, GiB with two decimals
+/// above (`4565 MiB`, `75.22 GiB`).
+pub fn bytes_words(n: u64) -> String {
+    if n >= 10 << 30 {
+        format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.0} MiB", n as f64 / 1048576.0)
+    }
+}
+
+/// The canonical spelling of a byte size in a settings string: the largest
+/// binary unit that divides it exactly (`8GiB`, `2MiB`), else plain bytes.
+/// [`parse_size`] reads it back exactly.
+pub fn size_string(n: u64) -> String {
+    if n == 0 {
+        return "0".into();
+    }
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if n % (1u64 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
+/// A count with thousands separators: `1,234,567`.
+pub fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A fraction as a percentage with one decimal: `95.6%`.
+pub fn percent(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
 }
 
 /// Error of [`parse_size`].
@@ -74,6 +170,24 @@ mod tests {
         assert_eq!(format_size(1 << 20), "1024.00 KiB");
         assert_eq!(format_size(734_003_200), "700.00 MiB");
         assert_eq!(format_size(80 << 30), "80.00 GiB");
+    }
+
+    #[test]
+    fn every_formatter() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(7_849_000_000), "7.31 GiB");
+        assert_eq!(bytes_short(790_200_000), "753.6 MiB");
+        assert_eq!(bytes_short(1536), "1.50 KiB");
+        assert_eq!(bytes_short(u64::MAX), "16.0 EiB");
+        assert_eq!(bytes(u64::MAX), "16.00 EiB");
+        assert_eq!(bytes_words(4565 << 20), "4565 MiB");
+        assert_eq!(bytes_words(80 << 30), "80.00 GiB");
+        assert_eq!(size_string(8 << 30), "8GiB");
+        assert_eq!(size_string((1 << 20) + 1), "1048577");
+        assert_eq!(parse_size(&size_string(3 << 20)), Ok(3 << 20));
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(percent(0.956), "95.6%");
     }
 
     #[test]

@@ -37,21 +37,9 @@ impl Unit {
     }
 }
 
-/// A byte count in the largest binary unit that keeps it at least 1, with
-/// three significant digits: `0 B`, `512 B`, `1.50 KiB`, `753.6 MiB`,
-/// `80.0 GiB`.
-pub fn format_bytes(bytes: u64) -> String {
-    let u = unit_for(bytes);
-    if u.name == "B" {
-        return format!("{bytes} B");
-    }
-    let v = u.of(bytes);
-    if v >= 10.0 {
-        format!("{v:.1} {}", u.name)
-    } else {
-        format!("{v:.2} {}", u.name)
-    }
-}
+/// A byte count for plots (the workspace's one formatter for plots):
+/// `512 B`, `1.50 KiB`, `753.6 MiB`, `80.0 GiB`.
+pub use vramlab_allocator::format::bytes_short as format_bytes;
 
 /// A tick value: at most two decimals, trailing zeros dropped.
 pub(crate) fn fmt_tick(v: f64) -> String {

@@ -256,20 +256,7 @@ pub(crate) fn parse_number(
     Ok(x)
 }
 
-/// The canonical spelling of a byte size: the largest binary unit that
-/// divides it exactly (`8GiB`, `2MiB`), else plain bytes. [`parse_size`]
-/// reads it back exactly.
-pub(crate) fn size_string(n: u64) -> String {
-    if n == 0 {
-        return "0".into();
-    }
-    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if n % (1u64 << shift) == 0 {
-            return format!("{}{unit}", n >> shift);
-        }
-    }
-    n.to_string()
-}
+pub(crate) use crate::format::size_string;
 
 /// Rounds `n` up to a multiple of `m` (a power of two or any positive
 /// number), saturating.

@@ -121,14 +121,8 @@ fn rank(rows: &[SweepRow], capacity: u64) -> Vec<Ranked> {
         .collect()
 }
 
-/// Bytes for a sentence: MiB below 10 GiB, GiB with two decimals above.
-pub fn size_words(n: u64) -> String {
-    if n >= 10 << 30 {
-        format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64)
-    } else {
-        format!("{:.0} MiB", n as f64 / 1048576.0)
-    }
-}
+/// Bytes for a sentence (the workspace's one formatter for sentences).
+pub use vramlab_allocator::format::bytes_words as size_words;
 
 /// "drops from A to B", "rises from A to B" or "stays at A": the word
 /// follows the sign of `to − from`, never the other way round.
