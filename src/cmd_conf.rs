@@ -6,7 +6,7 @@ use vramlab_allocator::conf::ROUNDUP_INTERVALS;
 use vramlab_allocator::policies::native::rounding::{allocation_size, round_size};
 use vramlab_allocator::{AllocConf, TorchVersion};
 
-use crate::table::{Table, bytes};
+use crate::render::table::{Table, bytes};
 
 /// Arguments of `vramlab conf`.
 #[derive(Debug, Args)]
@@ -23,7 +23,7 @@ pub struct ConfArgs {
     #[arg(long = "torch-version", value_name = "X.Y", default_value_t = TorchVersion::NEWEST)]
     torch_version: TorchVersion,
     /// Request sizes to show the rounding of (bytes or sizes like 700MiB).
-    #[arg(long = "size", value_name = "SIZE", value_parser = crate::common::parse_size_arg)]
+    #[arg(long = "size", value_name = "SIZE", value_parser = crate::args::parse_size_arg)]
     sizes: Vec<u64>,
 }
 

@@ -12,7 +12,7 @@ use vramlab_replay::analysis::fidelity::{FidelityReport, check_fidelity};
 use vramlab_replay::io::load::recorded_conf;
 use vramlab_traces::{SegmentEventKind, Trace};
 
-use crate::table::{Table, count, percent};
+use crate::render::table::{Table, count, percent};
 
 /// Arguments of `vramlab fidelity`.
 #[derive(Debug, Args)]

@@ -11,7 +11,7 @@ use vramlab_replay::analysis::fit::max_fitting_size;
 use vramlab_replay::analysis::grid::parse_grid_line;
 use vramlab_traces::r#gen::{self as vgen, GenRequest};
 
-use crate::table::{Table, bytes};
+use crate::render::table::{Table, bytes};
 
 /// The dimension to vary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,7 +34,7 @@ pub struct FitArgs {
     vary: Vary,
     /// The card (--gpu NAME) or memory (--capacity SIZE) the job may use.
     #[command(flatten)]
-    device: crate::common::DeviceArgs,
+    device: crate::args::DeviceArgs,
     /// Settings to compare (grid-line syntax; repeat). Default: PyTorch's
     /// defaults and expandable_segments:True.
     #[arg(long = "conf", value_name = "STR")]

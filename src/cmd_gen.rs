@@ -14,7 +14,7 @@ use vramlab_traces::r#gen::{
     self as vgen, Attention, CheckKind, GenRequest, KvCache, PRESETS, Precision, Variant,
 };
 
-use crate::table::{Table, bytes, count};
+use crate::render::table::{Table, bytes, count};
 
 /// Weight precision of a recorded variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

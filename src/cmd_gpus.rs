@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use vramlab_replay::target::gpus::{CONTEXT_ALLOWANCE, GPUS};
 
-use crate::table::{Table, bytes};
+use crate::render::table::{Table, bytes};
 
 /// Arguments of `vramlab gpus`.
 #[derive(Debug, Args)]

@@ -6,8 +6,8 @@ use clap::Args;
 use vramlab_replay::target::gpus::smallest_gpu_for;
 use vramlab_replay::analysis::oom_point::{OomPoint, find_oom_point};
 
-use crate::common::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
-use crate::table::{Table, bytes};
+use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
+use crate::render::table::{Table, bytes};
 
 /// Arguments of `vramlab oom-point`.
 #[derive(Debug, Args)]
@@ -38,13 +38,7 @@ pub fn run(args: OomPointArgs) -> Result<()> {
         eprintln!("start: {}", vramlab_replay::describe_start(&trace, start));
     }
     if let Some(cap) = args.device.bytes() {
-        return crate::cmd_oom_state::show_oom_state(
-            &trace,
-            &scenarios,
-            cap,
-            start.unwrap_or_default(),
-            args.json,
-        );
+        return show_state(&trace, &scenarios, cap, start.unwrap_or_default(), args.json);
     }
     let mut results = Vec::new();
     for s in &scenarios {
@@ -83,6 +77,34 @@ pub fn run(args: OomPointArgs) -> Result<()> {
         "\n(smallest card: the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context, holds it)",
         bytes(vramlab_replay::target::gpus::CONTEXT_ALLOWANCE)
     );
+    Ok(())
+}
+
+/// Replays each scenario on `capacity` and shows where it fails.
+fn show_state(
+    trace: &vramlab_traces::Trace,
+    scenarios: &[vramlab_replay::Scenario],
+    capacity: u64,
+    start: vramlab_replay::Start,
+    json: bool,
+) -> Result<()> {
+    let opts = vramlab_replay::ReplayOptions {
+        check_invariants: false,
+        start,
+        ..Default::default()
+    };
+    let mut out_json = Vec::new();
+    for s in scenarios {
+        let run = s.clone().with_capacity(Some(capacity)).run(trace, &opts)?;
+        if json {
+            out_json.push(crate::render::oom::state_json(trace, &run, capacity));
+        } else {
+            crate::render::oom::print_state(trace, &run, capacity, start);
+        }
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&out_json)?);
+    }
     Ok(())
 }
 

@@ -160,8 +160,8 @@ mod imp {
     use vramlab_replay::engine::cuda::{CudaReplayError, CudaRun, CudaScenario};
 
     use super::*;
-    use crate::cmd_replay::run_json;
-    use crate::table::{Table, bytes, count, percent};
+    use crate::render::replay::run_json;
+    use crate::render::table::{Table, bytes, count, percent};
 
     pub(super) fn run(
         trace: &Trace,
@@ -417,7 +417,7 @@ mod tests {
     use clap::{CommandFactory, Parser};
 
     use super::*;
-    use crate::common::{ConfArgs, DeviceArgs, TraceArgs};
+    use crate::args::{ConfArgs, DeviceArgs, TraceArgs};
 
     /// The options `vramlab replay` combines with [`CudaArgs`].
     #[derive(Debug, Parser)]

@@ -18,9 +18,9 @@ use vramlab_replay::{ReplayOptions, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::summary::TraceSummary;
 
-use crate::cmd_recommend::print_recommendation;
-use crate::cmd_sweep::GridArgs;
-use crate::common::{DeviceArgs, StartArgs, TraceArgs};
+use crate::render::recommendation::print_recommendation;
+use crate::args::GridArgs;
+use crate::args::{DeviceArgs, StartArgs, TraceArgs};
 
 /// Arguments of `vramlab report`.
 #[derive(Debug, Args)]
@@ -85,7 +85,7 @@ pub fn build_report(req: &ReportRequest<'_>) -> Result<Built> {
         start,
         out,
     } = *req;
-    let pb = crate::cmd_sweep::progress_bar(grid.len() as u64, false);
+    let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
     let (rows, rec) = recommend_trace(
         &RecommendRequest {
             name,
@@ -191,7 +191,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     // A report is about one device: the one asked for, or the one with the
     // most allocations (named in a note).
     let trace = args.trace.load_any(args.grid.torch_version)?;
-    let name = crate::common::display_name(&args.trace.trace, &trace);
+    let name = crate::inputs::display_name(&args.trace.trace, &trace);
     if trace.events.is_empty() {
         let index = state_report(&name, &trace, &args.out)?;
         outln!("report of the allocator state: {}", index.display());
@@ -241,10 +241,10 @@ fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf> {
     notes.push(format!(
         "The snapshot holds the allocator state only: {} segments, {} reserved, {} allocated, {} reserved but unallocated, largest free block {}.",
         st.segments,
-        crate::table::bytes(st.reserved_bytes),
-        crate::table::bytes(st.allocated_bytes),
-        crate::table::bytes(st.waste_bytes),
-        crate::table::bytes(st.largest_free_block)
+        crate::render::table::bytes(st.reserved_bytes),
+        crate::render::table::bytes(st.allocated_bytes),
+        crate::render::table::bytes(st.waste_bytes),
+        crate::render::table::bytes(st.largest_free_block)
     ));
     let input = ReportInput {
         title: format!("vramlab report: {name} (allocator state)"),
@@ -259,55 +259,3 @@ fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf> {
     write_report(out, &input).map_err(|e| anyhow::anyhow!("writing the report: {e}"))
 }
 
-/// The trace `demo` uses: Llama-3-8B-shaped full fine-tuning (bf16, AdamW),
-/// sequence length 1024, recorded on the CPU with fake tensors.
-const DEMO_TRACE: &[u8] = include_bytes!("../traces/data/llama-3-8b-train-seq1024.csv.gz");
-const DEMO_NAME: &str = "llama-3-8b-train-seq1024.csv.gz";
-
-/// Arguments of `vramlab demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Folder for the report.
-    #[arg(long, value_name = "DIR", default_value = "vramlab-demo")]
-    out: PathBuf,
-    /// The card (default: an H100 80GB, 79.15 GiB usable after the CUDA
-    /// context) or, with --capacity, an exact size.
-    #[command(flatten)]
-    device: DeviceArgs,
-}
-
-/// Runs `demo`.
-pub fn run_demo(args: DemoArgs) -> Result<()> {
-    let default_card = vramlab_replay::target::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
-    let device = if args.device.bytes().is_some() {
-        args.device.clone()
-    } else {
-        DeviceArgs {
-            gpu: Some(default_card),
-            capacity: None,
-        }
-    };
-    let capacity = device.bytes().unwrap_or(default_card.usable_bytes());
-    let card = device.describe().unwrap_or_default();
-    let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
-    let trace = vramlab_traces::csv::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
-    outln!(
-        "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit {card}, and with which PYTORCH_ALLOC_CONF?\n",
-        trace.events.len(),
-    );
-    let target = vramlab_replay::target::release::target_of(&trace, None);
-    let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
-    let built = build_report(&ReportRequest {
-        name: DEMO_NAME,
-        trace: &trace,
-        capacity: Some(capacity),
-        grid: &grid,
-        plots: 4,
-        target: &target,
-        start: None,
-        out: &args.out,
-    })?;
-    print_recommendation(DEMO_NAME, &card, &built.rec, 8);
-    outln!("\nreport with plots: {}", built.index.display());
-    Ok(())
-}

@@ -26,23 +26,26 @@ macro_rules! outln {
 }
 
 mod cmd_bench;
+mod cmd_bench_check;
 mod cmd_conf;
+mod cmd_demo;
 mod cmd_convert;
 mod cmd_fidelity;
 mod cmd_fit;
 mod cmd_gen;
 mod cmd_gpus;
 mod cmd_oom_point;
-mod cmd_oom_state;
 mod cmd_recommend;
 mod cmd_replay;
 mod cmd_replay_cuda;
 mod cmd_report;
+mod cmd_stats;
 mod cmd_sweep;
-mod common;
-mod oom_code;
+mod args;
+mod inputs;
+
 mod progress;
-mod table;
+mod render;
 
 use clap::{Parser, Subcommand};
 
@@ -74,7 +77,7 @@ enum Command {
     Recommend(cmd_recommend::RecommendArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
-    Demo(cmd_report::DemoArgs),
+    Demo(cmd_demo::DemoArgs),
     /// Sweep, rank and plot one trace: an HTML report with its data.
     Report(cmd_report::ReportArgs),
     /// Generate the trace of an LLM or diffusion workload at any size,
@@ -86,13 +89,13 @@ enum Command {
     /// Compare every policy on the bundled traces: memory and replay speed.
     Bench(cmd_bench::BenchArgs),
     /// The regression gate: deterministic metrics against a committed baseline.
-    BenchCheck(cmd_bench::BenchCheckArgs),
+    BenchCheck(cmd_bench_check::BenchCheckArgs),
     /// The GPUs --gpu NAME knows, and the memory PyTorch can use on each.
     Gpus(cmd_gpus::GpusArgs),
     /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
     Convert(cmd_convert::ConvertArgs),
     /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
-    Stats(cmd_convert::StatsArgs),
+    Stats(cmd_stats::StatsArgs),
 }
 
 /// Writes to stdout; exits with status 0 if the reader went away.
@@ -118,13 +121,13 @@ fn main() {
         Command::Sweep(a) => cmd_sweep::run(a),
         Command::Gen(a) => cmd_gen::run(a),
         Command::Fit(a) => cmd_fit::run(a),
-        Command::Demo(a) => cmd_report::run_demo(a),
+        Command::Demo(a) => cmd_demo::run(a),
         Command::Report(a) => cmd_report::run(a),
-        Command::Bench(a) => cmd_bench::run_bench(a),
-        Command::BenchCheck(a) => cmd_bench::run_check(a),
+        Command::Bench(a) => cmd_bench::run(a),
+        Command::BenchCheck(a) => cmd_bench_check::run(a),
         Command::OomPoint(a) => cmd_oom_point::run(a),
         Command::Recommend(a) => cmd_recommend::run(a),
-        Command::Stats(a) => cmd_convert::run_stats(a),
+        Command::Stats(a) => cmd_stats::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),
     };
     if let Err(e) = result {

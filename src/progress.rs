@@ -63,3 +63,19 @@ pub fn replay_bar(trace: &Trace, label: &str) -> Option<(ProgressBar, ProgressHo
     let moved = pb.clone();
     Some((pb, ProgressHook::new(move |n| moved.set_position(n))))
 }
+
+/// A bar of replays done, on stderr when it is a terminal.
+pub fn replay_count_bar(total: u64, quiet: bool) -> indicatif::ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(total);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} replays  {elapsed_precise} (eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    pb
+}
+

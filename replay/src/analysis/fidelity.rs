@@ -5,9 +5,10 @@
 use serde::Serialize;
 use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::{AllocConf, Allocator, BlockState};
-use vramlab_traces::{Event, InitialBlockState, SegmentEventKind, Trace};
+use vramlab_traces::{Event, ExpectedRecord, InitialBlockState, SegmentEventKind, Trace};
 
 use crate::engine::{ReplayError, ReplayOptions, replay};
+use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
 
 /// A segment reduced to what the final-state comparison looks at: base,
@@ -103,6 +104,19 @@ fn kind_of(k: DeviceCallKind) -> Option<SegmentEventKind> {
     }
 }
 
+/// The first disagreement found so far: (event index, kind, expected,
+/// replayed). Keeps the one at the lowest event index.
+#[derive(Default)]
+struct FirstMismatch(Option<(u64, String, String, String)>);
+
+impl FirstMismatch {
+    fn note(&mut self, idx: u64, kind: &str, exp: String, act: String) {
+        if self.0.as_ref().is_none_or(|f| idx < f.0) {
+            self.0 = Some((idx, kind.to_string(), exp, act));
+        }
+    }
+}
+
 /// Replays `trace` (which must carry an expected record) under `conf` and
 /// compares it with the recording.
 pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, ReplayError> {
@@ -112,11 +126,9 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
         ));
     };
     let scenario = Scenario::native(conf);
-    let native = |t: &Trace| {
-        scenario
-            .native_allocator(t)
-            .ok_or_else(|| ReplayError::Initial("fidelity needs the native policy".into()))
-    };
+    let mut alloc = scenario
+        .native_allocator(trace)
+        .ok_or_else(|| ReplayError::Initial("fidelity needs the native policy".into()))?;
     let opts = ReplayOptions {
         stop_at_oom: false,
         place_at_expected: true,
@@ -124,7 +136,6 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
         check_invariants: cfg!(debug_assertions),
         ..Default::default()
     };
-    let mut alloc = native(trace)?;
     let run = replay(trace, &mut alloc, &opts)?;
     let mut report = FidelityReport {
         device: Some(trace.header.device),
@@ -133,52 +144,77 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
         notes: trace.notes.clone(),
         ..Default::default()
     };
-    let mut first: Option<(u64, String, String, String)> = None;
-    let mut note_first = |idx: u64, kind: &str, exp: String, act: String| {
-        if first.as_ref().is_none_or(|f| idx < f.0) {
-            first = Some((idx, kind.to_string(), exp, act));
-        }
-    };
+    let mut first = FirstMismatch::default();
+    compare_addresses(trace, expected, &run, &mut report, &mut first);
+    compare_segment_events(expected, &run, &mut report, &mut first);
+    if !expected.final_segments.is_empty() && run.oom.is_none() {
+        compare_final_state(trace, expected, &alloc.segments(), &mut report, &mut first);
+    }
+    if let Some((idx, kind, exp, act)) = first.0 {
+        report.first_mismatch = Some(Mismatch {
+            event_index: idx,
+            kind,
+            expected: exp,
+            actual: act,
+            free_blocks: free_blocks_before(trace, &scenario, idx)?,
+        });
+    }
+    Ok(report)
+}
 
-    // Allocation addresses.
+/// Every allocation's address (and every recorded OOM) against the replay.
+fn compare_addresses(
+    trace: &Trace,
+    expected: &ExpectedRecord,
+    run: &Run,
+    report: &mut FidelityReport,
+    first: &mut FirstMismatch,
+) {
     let oom_events: std::collections::HashSet<u32> =
         expected.ooms.iter().map(|o| o.event_index).collect();
     for (i, ev) in trace.events.iter().enumerate() {
-        if let Event::Alloc { id, size, .. } = *ev {
-            let want = expected.alloc_addresses.get(id as usize).copied().flatten();
-            let got = run.alloc_addresses.get(id as usize).copied().unwrap_or(0);
-            if oom_events.contains(&(i as u32)) {
-                let failed =
-                    run.oom.as_ref().is_some_and(|o| o.event_index == i as u64) || got == 0;
-                if !failed {
-                    note_first(
-                        i as u64,
-                        "oom",
-                        format!("OOM for {size} bytes"),
-                        format!("allocated at {got:#x}"),
-                    );
-                }
-                continue;
-            }
-            report.allocs += 1;
-            match want {
-                Some(w) if w == got => report.alloc_addresses_matched += 1,
-                Some(w) => note_first(
+        let Event::Alloc { id, size, .. } = *ev else {
+            continue;
+        };
+        let want = expected.alloc_addresses.get(id as usize).copied().flatten();
+        let got = run.alloc_addresses.get(id as usize).copied().unwrap_or(0);
+        if oom_events.contains(&(i as u32)) {
+            let failed = run.oom.as_ref().is_some_and(|o| o.event_index == i as u64) || got == 0;
+            if !failed {
+                first.note(
                     i as u64,
-                    "alloc_address",
-                    format!("alloc of {size} bytes at {w:#x}"),
-                    if got == 0 {
-                        "the allocation failed".to_string()
-                    } else {
-                        format!("at {got:#x}")
-                    },
-                ),
-                None => {}
+                    "oom",
+                    format!("OOM for {size} bytes"),
+                    format!("allocated at {got:#x}"),
+                );
             }
+            continue;
+        }
+        report.allocs += 1;
+        match want {
+            Some(w) if w == got => report.alloc_addresses_matched += 1,
+            Some(w) => first.note(
+                i as u64,
+                "alloc_address",
+                format!("alloc of {size} bytes at {w:#x}"),
+                if got == 0 {
+                    "the allocation failed".to_string()
+                } else {
+                    format!("at {got:#x}")
+                },
+            ),
+            None => {}
         }
     }
+}
 
-    // Segment events, position by position.
+/// The recorded segment events against the replay's, position by position.
+fn compare_segment_events(
+    expected: &ExpectedRecord,
+    run: &Run,
+    report: &mut FidelityReport,
+    first: &mut FirstMismatch,
+) {
     let actual: Vec<_> = run
         .device_log
         .iter()
@@ -190,99 +226,90 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
     for p in 0..n {
         let e = expected.segment_events.get(p);
         let a = actual.get(p);
-        match (e, a) {
-            (Some(e), Some(&(ai, ak, ap, asz)))
-                if e.event_index == ai && e.kind == ak && e.address == ap && e.size == asz =>
-            {
+        if let (Some(e), Some(&(ai, ak, ap, asz))) = (e, a) {
+            if e.event_index == ai && e.kind == ak && e.address == ap && e.size == asz {
                 report.segment_events_matched += 1;
-            }
-            _ => {
-                let idx = match (e, a) {
-                    (Some(e), Some(a)) => (e.event_index as u64).min(a.0 as u64),
-                    (Some(e), None) => e.event_index as u64,
-                    (None, Some(a)) => a.0 as u64,
-                    (None, None) => 0,
-                };
-                let fmt_e = e.map_or("nothing".to_string(), |e| {
-                    format!(
-                        "{} {:#x} ({} bytes) at event {}",
-                        e.kind.trace_name(),
-                        e.address,
-                        e.size,
-                        e.event_index
-                    )
-                });
-                let fmt_a = a.map_or("nothing".to_string(), |a| {
-                    format!(
-                        "{} {:#x} ({} bytes) at event {}",
-                        a.1.trace_name(),
-                        a.2,
-                        a.3,
-                        a.0
-                    )
-                });
-                note_first(idx, "segment_event", fmt_e, fmt_a);
+                continue;
             }
         }
-    }
-
-    // Final state.
-    if !expected.final_segments.is_empty() && run.oom.is_none() {
-        let got: Vec<_> = alloc
-            .segments()
-            .into_iter()
-            .map(|s| {
-                let blocks: Vec<_> = s
-                    .blocks
-                    .iter()
-                    .map(|b| (b.ptr, b.size, b.state != BlockState::Free))
-                    .collect();
-                (s.ptr, s.size, blocks)
-            })
-            .collect();
-        let want: Vec<_> = expected
-            .final_segments
-            .iter()
-            .map(|s| {
-                let blocks: Vec<_> = s
-                    .blocks
-                    .iter()
-                    .map(|&(a, sz, st)| (a, sz, st != InitialBlockState::Free))
-                    .collect();
-                (s.address, s.size, blocks)
-            })
-            .collect();
-        report.final_state_matched = Some(got == want);
-        if got != want {
-            let pos = got
-                .iter()
-                .zip(&want)
-                .position(|(g, w)| g != w)
-                .unwrap_or(got.len().min(want.len()));
-            let show = |v: Option<&SegmentShape>| {
-                v.map_or("no segment".to_string(), |s| {
-                    format!("segment {:#x} ({} bytes, {} blocks)", s.0, s.1, s.2.len())
-                })
-            };
-            note_first(
-                trace.events.len() as u64,
-                "final_state",
-                show(want.get(pos)),
-                show(got.get(pos)),
-            );
-        }
-    }
-
-    if let Some((idx, kind, exp, act)) = first {
-        report.first_mismatch = Some(Mismatch {
-            event_index: idx,
-            kind,
-            expected: exp,
-            actual: act,
-            free_blocks: free_blocks_before(trace, &scenario, idx)?,
+        let idx = match (e, a) {
+            (Some(e), Some(a)) => (e.event_index as u64).min(a.0 as u64),
+            (Some(e), None) => e.event_index as u64,
+            (None, Some(a)) => a.0 as u64,
+            (None, None) => 0,
+        };
+        let fmt_e = e.map_or("nothing".to_string(), |e| {
+            format!(
+                "{} {:#x} ({} bytes) at event {}",
+                e.kind.trace_name(),
+                e.address,
+                e.size,
+                e.event_index
+            )
         });
+        let fmt_a = a.map_or("nothing".to_string(), |a| {
+            format!(
+                "{} {:#x} ({} bytes) at event {}",
+                a.1.trace_name(),
+                a.2,
+                a.3,
+                a.0
+            )
+        });
+        first.note(idx, "segment_event", fmt_e, fmt_a);
     }
-    Ok(report)
+}
+
+/// The replay's final segments against the snapshot's.
+fn compare_final_state(
+    trace: &Trace,
+    expected: &ExpectedRecord,
+    segments: &[vramlab_allocator::SegmentView],
+    report: &mut FidelityReport,
+    first: &mut FirstMismatch,
+) {
+    let got: Vec<SegmentShape> = segments
+        .iter()
+        .map(|s| {
+            let blocks: Vec<_> = s
+                .blocks
+                .iter()
+                .map(|b| (b.ptr, b.size, b.state != BlockState::Free))
+                .collect();
+            (s.ptr, s.size, blocks)
+        })
+        .collect();
+    let want: Vec<SegmentShape> = expected
+        .final_segments
+        .iter()
+        .map(|s| {
+            let blocks: Vec<_> = s
+                .blocks
+                .iter()
+                .map(|&(a, sz, st)| (a, sz, st != InitialBlockState::Free))
+                .collect();
+            (s.address, s.size, blocks)
+        })
+        .collect();
+    report.final_state_matched = Some(got == want);
+    if got != want {
+        let pos = got
+            .iter()
+            .zip(&want)
+            .position(|(g, w)| g != w)
+            .unwrap_or(got.len().min(want.len()));
+        let show = |v: Option<&SegmentShape>| {
+            v.map_or("no segment".to_string(), |s| {
+                format!("segment {:#x} ({} bytes, {} blocks)", s.0, s.1, s.2.len())
+            })
+        };
+        first.note(
+            trace.events.len() as u64,
+            "final_state",
+            show(want.get(pos)),
+            show(got.get(pos)),
+        );
+    }
 }
 
 /// The free blocks of the stream of event `idx` just before it runs.

@@ -11,6 +11,13 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use vramlab_traces::Trace;
+
+use crate::analysis::fidelity::check_fidelity;
+use crate::analysis::recommend::check_advice_words;
+use crate::analysis::sweep::run_sweep;
+use crate::io::load::recorded_conf;
+use crate::target::release::target_of;
 
 /// Deterministic metrics of one (trace, setting) pair.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +67,91 @@ pub enum Finding {
     /// In the baseline but not measured now, or measured but not in the
     /// baseline.
     Missing(String),
+}
+
+/// The settings the gate and the benchmark cover: PyTorch's defaults and
+/// its most used alternatives, and every other policy.
+pub const BENCH_SETTINGS: &[&str] = &[
+    "default",
+    "expandable_segments:True",
+    "max_split_size_mb:128",
+    "roundup_power2_divisions:4",
+    "policy=direct",
+    "policy=bfc allow_growth:true",
+    "policy=async",
+    "policy=stitch",
+];
+
+/// [`BENCH_SETTINGS`] as grid entries.
+pub fn bench_grid() -> Vec<crate::analysis::grid::GridEntry> {
+    BENCH_SETTINGS
+        .iter()
+        .filter_map(|l| {
+            crate::analysis::grid::parse_grid_line(l, vramlab_allocator::TorchVersion::NEWEST).ok()
+        })
+        .collect()
+}
+
+/// Measures the gate: every trace under [`BENCH_SETTINGS`] (in parallel),
+/// fidelity of every snapshot, and the advice's words on both. Returns the
+/// metrics and the word problems (each names the trace, the capacity and
+/// the phrase).
+pub fn measure(
+    traces: &[(String, Trace)],
+    snapshots: &[(String, Trace)],
+    command: &str,
+) -> Result<(Baseline, Vec<String>), String> {
+    let grid = bench_grid();
+    let mut b = Baseline {
+        command: command.into(),
+        ..Default::default()
+    };
+    let rows = run_sweep(traces, &grid, None, None, None, &|| {})
+        .map_err(|(t, s, e)| format!("{t} under {s}: {e}"))?;
+    for r in &rows {
+        b.replays.insert(
+            format!("{} / {}", r.trace, r.setting),
+            GateMetrics {
+                peak_reserved_bytes: r.peak_reserved_bytes,
+                num_device_alloc: r.num_device_alloc,
+                num_device_free: r.num_device_free,
+                oom_event: r.oom_event,
+            },
+        );
+    }
+    let mut words = advice_words(traces, &rows);
+    for (name, t) in snapshots {
+        let conf = recorded_conf(t, vramlab_allocator::TorchVersion::NEWEST)?.unwrap_or_default();
+        let r = check_fidelity(t, conf).map_err(|e| format!("{name}: {e}"))?;
+        b.fidelity.insert(
+            name.clone(),
+            GateFidelity {
+                allocs: r.allocs,
+                alloc_addresses_matched: r.alloc_addresses_matched,
+                segment_events_expected: r.segment_events_expected,
+                segment_events_matched: r.segment_events_matched,
+            },
+        );
+    }
+    // The advice on the snapshots too (not part of the baseline).
+    let rows = run_sweep(snapshots, &grid, None, None, None, &|| {})
+        .map_err(|(t, s, e)| format!("{t} under {s}: {e}"))?;
+    words.extend(advice_words(snapshots, &rows));
+    Ok((b, words))
+}
+
+/// [`check_advice_words`] on each trace's rows.
+fn advice_words(traces: &[(String, Trace)], rows: &[crate::analysis::sweep::SweepRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, t) in traces {
+        let mine: Vec<_> = rows.iter().filter(|r| &r.trace == name).cloned().collect();
+        let peak_live = vramlab_traces::summary::TraceSummary::of(t).peak_live_bytes;
+        let target = target_of(t, None);
+        if let Err(e) = check_advice_words(&mine, peak_live, &target) {
+            out.push(format!("{name}: {e}"));
+        }
+    }
+    out
 }
 
 /// Compares `now` with `base`. Fidelity entries missing from `now` (the

@@ -2,6 +2,7 @@
 //! OOM points, the largest workload that fits, the regression gate,
 //! pathological traces, and the fidelity proof against a recording.
 
+pub mod bench;
 pub mod fidelity;
 pub mod fit;
 pub mod gate;

@@ -96,138 +96,14 @@ fn entry(
 /// by `run.policy` there).
 pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Value {
     let frames = frame_lists(trace);
-    let frames_of = |id: u32| -> Option<&Value> {
-        trace
-            .alloc_frames
-            .get(id as usize)
-            .copied()
-            .flatten()
-            .and_then(|f| frames.get(f as usize))
-    };
-    let addr_of = |id: u32| run.alloc_addresses.get(id as usize).copied().unwrap_or(0);
-    let mut entries = Vec::with_capacity(trace.events.len() * 2);
-    // Requested size and raw stream of each id, for its free entries (ids
-    // of blocks in use at the start come from the initial state).
-    let mut sizes = vec![0u64; trace.num_ids as usize];
-    let mut streams = vec![0u64; trace.num_ids as usize];
-    // Raw stream of each segment or mapped range, for its segment entries.
-    let mut segment_streams: std::collections::HashMap<u64, u64> = Default::default();
-    if let Some(init) = &trace.initial {
-        for b in &init.live {
-            let raw = trace.streams.get(b.stream as usize).copied().unwrap_or(0);
-            if let Some(s) = sizes.get_mut(b.id() as usize) {
-                *s = b.requested;
-            }
-            if let Some(s) = streams.get_mut(b.id() as usize) {
-                *s = raw;
-            }
-        }
-        for g in &init.segments {
-            let raw = trace.streams.get(g.stream as usize).copied().unwrap_or(0);
-            segment_streams.insert(g.address, raw);
-        }
-    }
-    let mut calls = run
-        .device_log
-        .iter()
-        .filter(|c| c.event_index.is_some())
-        .peekable();
-    let mut time = 0u64;
-    let mut device_time = 0f64;
-    let per_call = if run.device_log.is_empty() {
-        0.0
-    } else {
-        run.summary.device_time_us / run.device_log.len() as f64
-    };
+    let mut w = EntryWriter::new(trace, run, &frames);
     for (i, ev) in trace.events.iter().enumerate() {
         if i as u64 >= run.summary.events_replayed {
             break;
         }
-        time += 1;
-        // A new segment belongs to the stream of the allocation it serves.
-        let event_stream = match *ev {
-            Event::Alloc { stream, .. } => trace.streams.get(stream as usize).copied().unwrap_or(0),
-            _ => 0,
-        };
-        while let Some(c) = calls.next_if(|c| c.event_index == Some(i as u32)) {
-            device_time += per_call;
-            let action = match c.kind {
-                DeviceCallKind::Malloc => "segment_alloc",
-                DeviceCallKind::Free => "segment_free",
-                DeviceCallKind::Map => "segment_map",
-                DeviceCallKind::Unmap => "segment_unmap",
-                _ => continue,
-            };
-            let stream = match c.kind {
-                DeviceCallKind::Malloc | DeviceCallKind::Map => {
-                    segment_streams.insert(c.ptr, event_stream);
-                    event_stream
-                }
-                _ => stream_of_range(&segment_streams, c.ptr),
-            };
-            entries.push(entry(
-                action,
-                c.ptr,
-                c.size,
-                stream,
-                time + device_time as u64,
-                None,
-            ));
-        }
-        let t = time + device_time as u64;
-        match *ev {
-            Event::Alloc { id, stream, size } => {
-                let s = trace.streams.get(stream as usize).copied().unwrap_or(0);
-                let a = addr_of(id);
-                if a == 0 && size > 0 {
-                    let (free, rounded) = match &run.oom {
-                        Some(o) if o.event_index == i as u64 => {
-                            (o.device_free_bytes, o.rounded_bytes)
-                        }
-                        _ => (0, size),
-                    };
-                    entries.push(
-                        DictBuilder::new()
-                            .entry("action", "oom")
-                            .entry("device_free", free as i64)
-                            .entry("size", rounded as i64)
-                            .entry("stream", s as i64)
-                            .entry("time_us", t as i64)
-                            .build(),
-                    );
-                } else if size > 0 {
-                    if let Some(sz) = sizes.get_mut(id as usize) {
-                        *sz = size;
-                    }
-                    if let Some(st) = streams.get_mut(id as usize) {
-                        *st = s;
-                    }
-                    entries.push(entry("alloc", a, size, s, t, frames_of(id)));
-                }
-            }
-            Event::Free { id } => {
-                let (a, sz) = (addr_of(id), sizes.get(id as usize).copied().unwrap_or(0));
-                let st = streams.get(id as usize).copied().unwrap_or(0);
-                if a != 0 {
-                    entries.push(entry("free_requested", a, sz, st, t, frames_of(id)));
-                    entries.push(entry("free_completed", a, sz, st, t, frames_of(id)));
-                }
-            }
-            Event::FreeRequested { id } | Event::FreeCompleted { id } => {
-                let (a, sz) = (addr_of(id), sizes.get(id as usize).copied().unwrap_or(0));
-                let st = streams.get(id as usize).copied().unwrap_or(0);
-                if a != 0 {
-                    let action = if matches!(ev, Event::FreeRequested { .. }) {
-                        "free_requested"
-                    } else {
-                        "free_completed"
-                    };
-                    entries.push(entry(action, a, sz, st, t, frames_of(id)));
-                }
-            }
-            Event::EmptyCache => {}
-        }
+        w.event(i, ev);
     }
+    let entries = w.entries;
     // The allocation id that owns each live block address at the end.
     let mut owner = std::collections::HashMap::new();
     for (id, &a) in run.alloc_addresses.iter().enumerate() {
@@ -235,6 +111,7 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
             owner.insert(a, id as u32);
         }
     }
+    let frames_of = |id: u32| frames_of_id(trace, &frames, id);
     let segments: Vec<Value> = run
         .final_segments
         .iter()
@@ -269,6 +146,175 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
         )
         .entry("external_annotations", Value::list(Vec::<Value>::new()))
         .build()
+}
+
+/// The stack of allocation `id`, as a pickled frame list.
+fn frames_of_id<'a>(trace: &Trace, frames: &'a [Value], id: u32) -> Option<&'a Value> {
+    trace
+        .alloc_frames
+        .get(id as usize)
+        .copied()
+        .flatten()
+        .and_then(|f| frames.get(f as usize))
+}
+
+/// Writes the trace entries of a replay, in PyTorch's order: a malloc's
+/// segment entries before its `alloc`, frees as `free_requested` +
+/// `free_completed`.
+struct EntryWriter<'a> {
+    trace: &'a Trace,
+    run: &'a Run,
+    frames: &'a [Value],
+    entries: Vec<Value>,
+    /// Requested size and raw stream of each id, for its free entries (ids
+    /// of blocks in use at the start come from the initial state).
+    sizes: Vec<u64>,
+    streams: Vec<u64>,
+    /// Raw stream of each segment or mapped range, for its segment entries.
+    segment_streams: std::collections::HashMap<u64, u64>,
+    calls: std::iter::Peekable<std::slice::Iter<'a, crate::engine::run::LoggedCall>>,
+    time: u64,
+    device_time: f64,
+    per_call: f64,
+}
+
+impl<'a> EntryWriter<'a> {
+    fn new(trace: &'a Trace, run: &'a Run, frames: &'a [Value]) -> Self {
+        let mut w = EntryWriter {
+            trace,
+            run,
+            frames,
+            entries: Vec::with_capacity(trace.events.len() * 2),
+            sizes: vec![0u64; trace.num_ids as usize],
+            streams: vec![0u64; trace.num_ids as usize],
+            segment_streams: Default::default(),
+            // The initial state's calls (event_index None) come first.
+            calls: run.device_log.iter().peekable(),
+            time: 0,
+            device_time: 0.0,
+            per_call: if run.device_log.is_empty() {
+                0.0
+            } else {
+                run.summary.device_time_us / run.device_log.len() as f64
+            },
+        };
+        while w.calls.next_if(|c| c.event_index.is_none()).is_some() {}
+        if let Some(init) = &trace.initial {
+            for b in &init.live {
+                let raw = trace.streams.get(b.stream as usize).copied().unwrap_or(0);
+                if let Some(s) = w.sizes.get_mut(b.id() as usize) {
+                    *s = b.requested;
+                }
+                if let Some(s) = w.streams.get_mut(b.id() as usize) {
+                    *s = raw;
+                }
+            }
+            for g in &init.segments {
+                let raw = trace.streams.get(g.stream as usize).copied().unwrap_or(0);
+                w.segment_streams.insert(g.address, raw);
+            }
+        }
+        w
+    }
+
+    fn frames_of(&self, id: u32) -> Option<&'a Value> {
+        frames_of_id(self.trace, self.frames, id)
+    }
+
+    fn addr_of(&self, id: u32) -> u64 {
+        self.run.alloc_addresses.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// The entries of event `i`.
+    fn event(&mut self, i: usize, ev: &Event) {
+        self.time += 1;
+        self.segment_entries(i, ev);
+        let t = self.time + self.device_time as u64;
+        match *ev {
+            Event::Alloc { id, stream, size } => self.alloc(i, id, stream, size, t),
+            Event::Free { id } => {
+                self.free("free_requested", id, t);
+                self.free("free_completed", id, t);
+            }
+            Event::FreeRequested { id } => self.free("free_requested", id, t),
+            Event::FreeCompleted { id } => self.free("free_completed", id, t),
+            Event::EmptyCache => {}
+        }
+    }
+
+    /// The device calls made during event `i`, as segment entries.
+    fn segment_entries(&mut self, i: usize, ev: &Event) {
+        // A new segment belongs to the stream of the allocation it serves.
+        let event_stream = match *ev {
+            Event::Alloc { stream, .. } => self
+                .trace
+                .streams
+                .get(stream as usize)
+                .copied()
+                .unwrap_or(0),
+            _ => 0,
+        };
+        while let Some(c) = self.calls.next_if(|c| c.event_index == Some(i as u32)) {
+            self.device_time += self.per_call;
+            let action = match c.kind {
+                DeviceCallKind::Malloc => "segment_alloc",
+                DeviceCallKind::Free => "segment_free",
+                DeviceCallKind::Map => "segment_map",
+                DeviceCallKind::Unmap => "segment_unmap",
+                _ => continue,
+            };
+            let stream = match c.kind {
+                DeviceCallKind::Malloc | DeviceCallKind::Map => {
+                    self.segment_streams.insert(c.ptr, event_stream);
+                    event_stream
+                }
+                _ => stream_of_range(&self.segment_streams, c.ptr),
+            };
+            let t = self.time + self.device_time as u64;
+            self.entries
+                .push(entry(action, c.ptr, c.size, stream, t, None));
+        }
+    }
+
+    fn alloc(&mut self, i: usize, id: u32, stream: u32, size: u64, t: u64) {
+        let s = self.trace.streams.get(stream as usize).copied().unwrap_or(0);
+        let a = self.addr_of(id);
+        if a == 0 && size > 0 {
+            let (free, rounded) = match &self.run.oom {
+                Some(o) if o.event_index == i as u64 => (o.device_free_bytes, o.rounded_bytes),
+                _ => (0, size),
+            };
+            self.entries.push(
+                DictBuilder::new()
+                    .entry("action", "oom")
+                    .entry("device_free", free as i64)
+                    .entry("size", rounded as i64)
+                    .entry("stream", s as i64)
+                    .entry("time_us", t as i64)
+                    .build(),
+            );
+        } else if size > 0 {
+            if let Some(sz) = self.sizes.get_mut(id as usize) {
+                *sz = size;
+            }
+            if let Some(st) = self.streams.get_mut(id as usize) {
+                *st = s;
+            }
+            let frames = self.frames_of(id);
+            self.entries.push(entry("alloc", a, size, s, t, frames));
+        }
+    }
+
+    fn free(&mut self, action: &str, id: u32, t: u64) {
+        let a = self.addr_of(id);
+        if a == 0 {
+            return;
+        }
+        let sz = self.sizes.get(id as usize).copied().unwrap_or(0);
+        let st = self.streams.get(id as usize).copied().unwrap_or(0);
+        let frames = self.frames_of(id);
+        self.entries.push(entry(action, a, sz, st, t, frames));
+    }
 }
 
 /// The stream of the segment or mapped range that holds `ptr` (a range

@@ -1,4 +1,5 @@
-//! A typed PyTorch memory snapshot (spec §9): what
+//! A typed PyTorch memory snapshot (`_cuda_memorySnapshot` in
+//! torch/csrc/cuda/Module.cpp, written by `torch.cuda.memory._dump_snapshot`): what
 //! `torch.cuda.memory._snapshot()` returns, with every documented key.
 //! Optional keys are `Option`s; unknown keys are tolerated and counted.
 
@@ -149,7 +150,9 @@ pub struct TraceEntry {
     pub addr: Option<u64>,
     /// Free device bytes (`oom` only).
     pub device_free: Option<u64>,
-    /// Bytes (see spec §9.5 for what each action's size means).
+    /// Bytes: the caller's request for `alloc`/`free_*`, the segment or
+    /// range size for `segment_*`, the rounded request for `oom`, total
+    /// active bytes for `snapshot`.
     pub size: u64,
     /// Raw stream handle.
     pub stream: u64,

@@ -5,7 +5,7 @@
 use vramlab_replay::OomEvent;
 use vramlab_traces::Trace;
 
-use crate::table::bytes;
+use crate::render::table::bytes;
 
 /// The Python frames of `id`'s stack, innermost first, as JSON.
 pub fn stack_json(trace: &Trace, id: u32) -> Vec<serde_json::Value> {

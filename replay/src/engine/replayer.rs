@@ -1,0 +1,627 @@
+//! The per-event steps of a replay: the state one replay keeps (one slot
+//! per allocation id, the peaks, the timeline window, the device log) and
+//! what each kind of event does to it.
+
+use vramlab_allocator::devices::{Device, DeviceCallKind};
+use vramlab_allocator::devices::sim::Refusal;
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
+use vramlab_traces::{Event, ExpectedOom, ExpectedSegmentEvent, SegmentEventKind, Trace};
+
+use super::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
+use super::start::{Seeded, Start, StartOom, seed};
+use super::{ReplayDevice, ReplayError, ReplayOptions};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdState {
+    Unused,
+    Live,
+    Pending,
+    Freed,
+    Failed,
+}
+
+/// What the replay knows about one allocation id.
+#[derive(Debug, Clone, Copy)]
+struct IdSlot {
+    /// The policy's handle while the block is live or pending.
+    handle: BlockHandle,
+    /// Requested bytes.
+    size: u64,
+    state: IdState,
+}
+
+impl IdSlot {
+    const UNUSED: IdSlot = IdSlot {
+        handle: BlockHandle::NULL,
+        size: 0,
+        state: IdState::Unused,
+    };
+}
+
+fn describe(state: IdState) -> &'static str {
+    match state {
+        IdState::Unused => "was never allocated",
+        IdState::Live => "is live",
+        IdState::Pending => "has a free pending",
+        IdState::Freed => "was already freed",
+        IdState::Failed => "failed to allocate",
+    }
+}
+
+/// The state of one replay.
+pub(super) struct Replayer<'t> {
+    trace: &'t Trace,
+    opts: &'t ReplayOptions,
+    /// One slot per id. The trace is not trusted to keep its ids below
+    /// `num_ids` (a library user may hand-build it): every lookup is a
+    /// `get`, and an id out of range is a [`ReplayError::Trace`].
+    slots: Vec<IdSlot>,
+    /// Empty unless `opts.record_addresses`.
+    addresses: Vec<u64>,
+    live_requested: u64,
+    start: Option<Start>,
+    /// Device calls made while seeding the initial state.
+    seed_calls: usize,
+    seen_calls: usize,
+    device_log: Vec<LoggedCall>,
+    expected_segments: &'t [ExpectedSegmentEvent],
+    /// Fidelity mode: events whose first device request the real device
+    /// refused, and events that ran out of memory (both in order).
+    expected_retries: &'t [u32],
+    expected_ooms: &'t [ExpectedOom],
+    timeline: Vec<TimelinePoint>,
+    window: TimelinePoint,
+    bucket: usize,
+    until_point: usize,
+    peak_requested: u64,
+    peak_reserved_seen: u64,
+    waste_at_peak: u64,
+    segments_at_peak: Vec<vramlab_allocator::SegmentView>,
+    oom: Option<OomEvent>,
+    allocs: u64,
+    frees: u64,
+    replayed: u64,
+}
+
+impl<'t> Replayer<'t> {
+    pub(super) fn new(trace: &'t Trace, opts: &'t ReplayOptions) -> Self {
+        let n_ids = trace.num_ids as usize;
+        let events = trace.events.len();
+        let bucket = events.div_ceil(opts.timeline_points.max(1)).max(1);
+        Replayer {
+            trace,
+            opts,
+            slots: vec![IdSlot::UNUSED; n_ids],
+            addresses: if opts.record_addresses {
+                vec![0u64; n_ids]
+            } else {
+                Vec::new()
+            },
+            live_requested: 0,
+            start: trace.initial.as_ref().map(|_| opts.start),
+            seed_calls: 0,
+            seen_calls: 0,
+            device_log: Vec::new(),
+            expected_segments: match (&trace.expected, opts.place_at_expected) {
+                (Some(e), true) => e.segment_events.as_slice(),
+                _ => &[],
+            },
+            expected_retries: match (&trace.expected, opts.place_at_expected) {
+                (Some(e), true) => e.retries.as_slice(),
+                _ => &[],
+            },
+            expected_ooms: match (&trace.expected, opts.place_at_expected) {
+                (Some(e), true) => e.ooms.as_slice(),
+                _ => &[],
+            },
+            timeline: Vec::with_capacity(events.div_ceil(bucket) + 1),
+            window: TimelinePoint::default(),
+            bucket,
+            until_point: bucket,
+            peak_requested: 0,
+            peak_reserved_seen: 0,
+            waste_at_peak: 0,
+            segments_at_peak: Vec::new(),
+            oom: None,
+            allocs: 0,
+            frees: 0,
+            replayed: 0,
+        }
+    }
+
+    /// Seeds the initial state, if any; an OOM there is returned.
+    pub(super) fn seed<A>(&mut self, alloc: &mut A) -> Result<Option<StartOom>, ReplayError>
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let Some(init) = &self.trace.initial else {
+            return Ok(None);
+        };
+        let slots = &mut self.slots;
+        let live = &mut self.live_requested;
+        let mut each = |b: Seeded| -> Result<(), ReplayError> {
+            let slot = match slots.get_mut(b.id as usize) {
+                Some(slot) if slot.state == IdState::Unused => slot,
+                _ => {
+                    return Err(ReplayError::Initial(format!(
+                        "block at {:#x}: id {} is out of range or used twice",
+                        b.address, b.id
+                    )));
+                }
+            };
+            *slot = IdSlot {
+                handle: b.handle,
+                size: b.requested,
+                state: if b.pending {
+                    IdState::Pending
+                } else {
+                    IdState::Live
+                },
+            };
+            if !b.pending {
+                // `requested` comes from the trace file, unchecked.
+                *live = live.saturating_add(b.requested);
+            }
+            Ok(())
+        };
+        let oom = seed(
+            self.trace,
+            init,
+            self.opts.start,
+            alloc,
+            self.opts.place_at_expected,
+            self.opts.stop_at_oom,
+            &mut each,
+        )?;
+        if self.opts.record_addresses {
+            for (slot, a) in self.slots.iter().zip(self.addresses.iter_mut()) {
+                if matches!(slot.state, IdState::Live | IdState::Pending) {
+                    *a = alloc.block_ptr(slot.handle);
+                }
+            }
+        }
+        if let Some(o) = &oom {
+            for &id in &o.lost {
+                if let Some(slot) = self.slots.get_mut(id as usize) {
+                    if slot.state == IdState::Unused {
+                        slot.state = IdState::Failed;
+                    }
+                }
+            }
+        }
+        Ok(oom)
+    }
+
+    /// Takes the state after seeding as the starting point of the figures.
+    pub(super) fn begin<A: Allocator>(&mut self, alloc: &A) {
+        self.seed_calls = alloc.device().calls().len();
+        self.seen_calls = self.seed_calls;
+        self.device_log = alloc
+            .device()
+            .calls()
+            .iter()
+            .map(|c| LoggedCall {
+                event_index: None,
+                kind: c.kind,
+                ptr: c.ptr,
+                size: c.size,
+            })
+            .collect();
+        let st = alloc.stats();
+        self.peak_requested = self.live_requested;
+        self.peak_reserved_seen = st.reserved_bytes.all.current as u64;
+        self.waste_at_peak = self
+            .peak_reserved_seen
+            .saturating_sub(st.allocated_bytes.all.current as u64);
+        if self.opts.segments_at_peak {
+            self.segments_at_peak = alloc.segments();
+        }
+    }
+
+    /// The initial state does not fit: the replay's OOM, at event 0.
+    pub(super) fn oom_at_start<A: Allocator>(&mut self, alloc: &A, o: StartOom) {
+        let AllocError::OutOfMemory(report) = o.error else {
+            return;
+        };
+        self.oom = Some(self.oom_event(alloc, 0, o.bytes, o.id, &report, true));
+    }
+
+    fn oom_event<A: Allocator>(
+        &self,
+        alloc: &A,
+        event_index: u64,
+        size: u64,
+        id: Option<u32>,
+        report: &OomReport,
+        at_start: bool,
+    ) -> OomEvent {
+        let st = alloc.stats();
+        OomEvent {
+            event_index,
+            alloc_id: id,
+            at_start,
+            requested_bytes: size,
+            rounded_bytes: report.rounded,
+            device_request_bytes: report.device_request,
+            reserved_bytes: st.reserved_bytes.all.current as u64,
+            allocated_bytes: st.allocated_bytes.all.current as u64,
+            live_requested_bytes: self.live_requested,
+            largest_free_block: alloc.largest_free_block(),
+            device_free_bytes: report.device_free,
+            message: report.to_string(),
+            largest_live: self.largest_live(),
+            segments: alloc.segments(),
+        }
+    }
+
+    /// The [`crate::engine::run::LARGEST_LIVE`] largest live allocations (id,
+    /// requested bytes), largest first; ties by id.
+    fn largest_live(&self) -> Vec<(u32, u64)> {
+        let mut top: Vec<(u32, u64)> = Vec::with_capacity(crate::engine::run::LARGEST_LIVE + 1);
+        for (id, s) in self.slots.iter().enumerate() {
+            if s.state != IdState::Live {
+                continue;
+            }
+            let pos = top
+                .iter()
+                .position(|&(_, sz)| s.size > sz)
+                .unwrap_or(top.len());
+            if pos < crate::engine::run::LARGEST_LIVE {
+                top.insert(pos, (id as u32, s.size));
+                top.truncate(crate::engine::run::LARGEST_LIVE);
+            }
+        }
+        top
+    }
+
+    /// Replays event `i`; `Ok(true)` when the replay must stop (an OOM).
+    pub(super) fn event<A>(&mut self, alloc: &mut A, i: usize, ev: &Event) -> Result<bool, ReplayError>
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let placed = self.place_segments(alloc, i);
+        let refused = self.refuse_as_recorded(alloc, i);
+        let ei = i as u64;
+        let stop = match *ev {
+            Event::Alloc { id, stream, size } => self.alloc(alloc, ei, id, stream, size)?,
+            Event::Free { id } => self.free(alloc, ei, id, false)?,
+            Event::FreeRequested { id } => self.free(alloc, ei, id, true)?,
+            Event::FreeCompleted { id } => self.free_completed(alloc, ei, id)?,
+            Event::EmptyCache => {
+                alloc.empty_cache().map_err(|e| alloc_err(ei, e))?;
+                false
+            }
+        };
+        if placed {
+            alloc.device_mut().clear_placements();
+        }
+        if refused {
+            alloc.device_mut().refuse(Refusal::None);
+        }
+        self.replayed += 1;
+        self.after_event(alloc, i, stop)?;
+        Ok(stop)
+    }
+
+    /// Fidelity mode: tells the device where event `i`'s new segments go.
+    fn place_segments<A>(&mut self, alloc: &mut A, i: usize) -> bool
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let mut placed = false;
+        while let Some((s, rest)) = self.expected_segments.split_first() {
+            if s.event_index as usize > i {
+                break;
+            }
+            if s.event_index as usize == i
+                && matches!(s.kind, SegmentEventKind::Alloc | SegmentEventKind::Map)
+            {
+                alloc.device_mut().place_next(s.address);
+                placed = true;
+            }
+            self.expected_segments = rest;
+        }
+        placed
+    }
+
+    /// Fidelity mode: makes the device refuse event `i`'s allocations as
+    /// the real one did (a recorded OOM, or a malloc that had to release
+    /// the cache and retry).
+    fn refuse_as_recorded<A>(&mut self, alloc: &mut A, i: usize) -> bool
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let i = i as u32;
+        let mut refusal = Refusal::None;
+        while let Some((&r, rest)) = self.expected_retries.split_first() {
+            if r > i {
+                break;
+            }
+            if r == i {
+                refusal = Refusal::UntilRelease;
+            }
+            self.expected_retries = rest;
+        }
+        while let Some((o, rest)) = self.expected_ooms.split_first() {
+            if o.event_index > i {
+                break;
+            }
+            if o.event_index == i {
+                refusal = Refusal::All;
+            }
+            self.expected_ooms = rest;
+        }
+        if refusal == Refusal::None {
+            return false;
+        }
+        alloc.device_mut().refuse(refusal);
+        true
+    }
+
+    fn alloc<A: Allocator>(
+        &mut self,
+        alloc: &mut A,
+        ei: u64,
+        id: u32,
+        stream: u32,
+        size: u64,
+    ) -> Result<bool, ReplayError> {
+        let idu = id as usize;
+        let slot = self
+            .slots
+            .get_mut(idu)
+            .ok_or_else(|| bad_id(ei, id, self.trace.num_ids))?;
+        if slot.state != IdState::Unused {
+            return Err(trace_err(
+                ei,
+                format!("alloc of id {id}, which {}", describe(slot.state)),
+            ));
+        }
+        let raw_stream = *self.trace.streams.get(stream as usize).ok_or_else(|| {
+            trace_err(
+                ei,
+                format!("stream index {stream} is not in the stream table"),
+            )
+        })?;
+        self.allocs += 1;
+        match alloc.malloc(size, raw_stream) {
+            Ok(h) => {
+                *slot = IdSlot {
+                    handle: h,
+                    size,
+                    state: IdState::Live,
+                };
+                // Saturating: seeded blocks carry unchecked sizes.
+                self.live_requested = self.live_requested.saturating_add(size);
+                if let Some(a) = self.addresses.get_mut(idu) {
+                    *a = alloc.block_ptr(h);
+                }
+                Ok(false)
+            }
+            Err(AllocError::OutOfMemory(report)) => {
+                slot.state = IdState::Failed;
+                if self.oom.is_none() {
+                    self.oom = Some(self.oom_event(alloc, ei, size, Some(id), &report, false));
+                }
+                Ok(self.opts.stop_at_oom)
+            }
+            Err(e) => Err(alloc_err(ei, e)),
+        }
+    }
+
+    fn free<A: Allocator>(
+        &mut self,
+        alloc: &mut A,
+        ei: u64,
+        id: u32,
+        deferred: bool,
+    ) -> Result<bool, ReplayError> {
+        let slot = self
+            .slots
+            .get_mut(id as usize)
+            .ok_or_else(|| bad_id(ei, id, self.trace.num_ids))?;
+        match slot.state {
+            IdState::Live => {
+                self.frees += 1;
+                let r = if deferred {
+                    alloc.free_deferred(slot.handle)
+                } else {
+                    alloc.free(slot.handle)
+                };
+                r.map_err(|e| alloc_err(ei, e))?;
+                slot.state = if deferred {
+                    IdState::Pending
+                } else {
+                    IdState::Freed
+                };
+                self.live_requested = self.live_requested.saturating_sub(slot.size);
+                Ok(false)
+            }
+            IdState::Failed => Ok(false),
+            st => Err(trace_err(
+                ei,
+                format!("free of id {id}, which {}", describe(st)),
+            )),
+        }
+    }
+
+    fn free_completed<A: Allocator>(
+        &mut self,
+        alloc: &mut A,
+        ei: u64,
+        id: u32,
+    ) -> Result<bool, ReplayError> {
+        let slot = self
+            .slots
+            .get_mut(id as usize)
+            .ok_or_else(|| bad_id(ei, id, self.trace.num_ids))?;
+        match slot.state {
+            IdState::Pending => {
+                alloc
+                    .complete_free(slot.handle)
+                    .map_err(|e| alloc_err(ei, e))?;
+                slot.state = IdState::Freed;
+                Ok(false)
+            }
+            IdState::Failed => Ok(false),
+            st => Err(trace_err(
+                ei,
+                format!(
+                    "free_completed of id {id}, which {} (no free_requested before it)",
+                    describe(st)
+                ),
+            )),
+        }
+    }
+
+    /// Peaks, timeline, invariants and the device log after event `i`.
+    fn after_event<A: Allocator>(
+        &mut self,
+        alloc: &A,
+        i: usize,
+        stop: bool,
+    ) -> Result<(), ReplayError> {
+        let ei = i as u64;
+        let st = alloc.stats();
+        let reserved = st.reserved_bytes.all.current as u64;
+        let allocated = st.allocated_bytes.all.current as u64;
+        let active = st.active_bytes.all.current as u64;
+        // Waste at peak: reserved − allocated when reserved peaks; while
+        // reserved stays at its peak, the moment allocated is highest.
+        let waste = reserved.saturating_sub(allocated);
+        if reserved > self.peak_reserved_seen
+            || (reserved == self.peak_reserved_seen && waste < self.waste_at_peak)
+        {
+            self.peak_reserved_seen = reserved;
+            self.waste_at_peak = waste;
+            if self.opts.segments_at_peak {
+                self.segments_at_peak = alloc.segments();
+            }
+        }
+        self.peak_requested = self.peak_requested.max(self.live_requested);
+        let w = &mut self.window;
+        w.requested = w.requested.max(self.live_requested);
+        w.allocated = w.allocated.max(allocated);
+        w.active = w.active.max(active);
+        w.reserved = w.reserved.max(reserved);
+        self.until_point -= 1;
+        if self.until_point == 0 || i + 1 == self.trace.events.len() || stop {
+            self.until_point = self.bucket;
+            self.window.event_index = ei;
+            self.window.largest_free = alloc.largest_free_block();
+            self.timeline.push(self.window);
+            self.window = TimelinePoint::default();
+            if let Some(p) = &self.opts.progress {
+                (p.0)(ei + 1);
+            }
+        }
+        if self.opts.check_invariants {
+            alloc
+                .check_invariants()
+                .map_err(|message| ReplayError::Invariant {
+                    event_index: ei,
+                    message,
+                })?;
+        }
+        let calls = alloc.device().calls();
+        if calls.len() > self.seen_calls {
+            self.device_log
+                .extend(calls.iter().skip(self.seen_calls).map(|c| LoggedCall {
+                    event_index: Some(i as u32),
+                    kind: c.kind,
+                    ptr: c.ptr,
+                    size: c.size,
+                }));
+            self.seen_calls = calls.len();
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish<A>(self, alloc: &A) -> Run
+    where
+        A: Allocator,
+        A::Dev: ReplayDevice,
+    {
+        let st = alloc.stats();
+        // The first `seed_calls` entries rebuilt the initial state.
+        let count = |kinds: &[DeviceCallKind]| {
+            self.device_log
+                .iter()
+                .skip(self.seed_calls)
+                .filter(|c| kinds.contains(&c.kind))
+                .count() as u64
+        };
+        let peak_reserved = st.reserved_bytes.all.peak as u64;
+        let peak_active = st.active_bytes.all.peak as u64;
+        let utilization = if peak_reserved == 0 {
+            1.0
+        } else {
+            peak_active as f64 / peak_reserved as f64
+        };
+        let summary = Summary {
+            events: self.trace.events.len() as u64,
+            events_replayed: self.replayed,
+            allocs: self.allocs,
+            frees: self.frees,
+            peak_requested_bytes: self.peak_requested,
+            peak_allocated_bytes: st.allocated_bytes.all.peak as u64,
+            peak_active_bytes: peak_active,
+            peak_reserved_bytes: peak_reserved,
+            final_reserved_bytes: st.reserved_bytes.all.current as u64,
+            final_allocated_bytes: st.allocated_bytes.all.current as u64,
+            waste_at_peak_bytes: self.waste_at_peak,
+            utilization,
+            fragmentation: 1.0 - utilization,
+            num_device_alloc: count(&[DeviceCallKind::Malloc, DeviceCallKind::Map]),
+            num_device_free: count(&[DeviceCallKind::Free, DeviceCallKind::Unmap]),
+            num_sync_all_streams: st.num_sync_all_streams as u64,
+            num_alloc_retries: st.num_alloc_retries as u64,
+            num_ooms: st.num_ooms as u64,
+            device_time_us: alloc.device().device_time_us(),
+        };
+        Run {
+            policy: alloc.name().to_string(),
+            conf: String::new(),
+            capacity: None,
+            start: self.start,
+            summary,
+            timeline: self.timeline,
+            device_log: self.device_log,
+            oom: self.oom,
+            stats: *st,
+            alloc_addresses: self.addresses,
+            segments_at_peak: self.segments_at_peak,
+            final_segments: if self.opts.final_segments {
+                alloc.segments()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+fn trace_err(event_index: u64, message: String) -> ReplayError {
+    ReplayError::Trace {
+        event_index,
+        message,
+    }
+}
+
+fn bad_id(event_index: u64, id: u32, num_ids: u32) -> ReplayError {
+    trace_err(
+        event_index,
+        format!("id {id} is out of range (the trace declares {num_ids} ids)"),
+    )
+}
+
+fn alloc_err(event_index: u64, e: AllocError) -> ReplayError {
+    ReplayError::Allocator {
+        event_index,
+        message: e.to_string(),
+    }
+}
+

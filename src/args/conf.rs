@@ -1,0 +1,155 @@
+//! `--conf`, `--policy`, `--torch-version` and friends: which policy and
+//! settings to replay.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_replay::target::release::{TorchTarget, target_of};
+use vramlab_replay::{PolicySpec, Scenario};
+use vramlab_traces::Trace;
+
+use crate::args::DeviceArgs;
+
+/// Which allocator settings to use.
+#[derive(Debug, Clone, Args)]
+pub struct ConfArgs {
+    /// A PYTORCH_ALLOC_CONF string, e.g. "expandable_segments:True" or
+    /// "max_split_size_mb:512,roundup_power2_divisions:4". Repeat to compare
+    /// several settings side by side. Use "" or "default" for the defaults.
+    #[arg(long = "conf", value_name = "STR")]
+    pub confs: Vec<String>,
+
+    /// Read the settings from PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF
+    /// with the precedence of the target PyTorch version.
+    #[arg(long)]
+    pub conf_from_env: bool,
+
+    /// Replay the trace's recorded settings (snapshots record them).
+    #[arg(long)]
+    pub recorded_conf: bool,
+
+    /// PyTorch release whose allocator rules apply (2.1 … 2.11). Default:
+    /// the release the snapshot was recorded with (detected from its keys;
+    /// the newest of the possible ones), else the trace's framework header,
+    /// else 2.11.
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    pub torch_version: Option<TorchVersion>,
+
+    /// Per-process memory fraction, as torch.cuda.set_per_process_memory_fraction(F).
+    #[arg(long, value_name = "F")]
+    pub fraction: Option<f64>,
+
+    /// Allocation policy the --conf strings configure: native (PyTorch's
+    /// caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+    /// (cudaMallocAsync-like pool), stitch (GMLake-style stitching).
+    #[arg(long, value_name = "NAME", default_value = "native")]
+    pub policy: String,
+}
+
+impl ConfArgs {
+    /// The PyTorch release(s) that apply to `trace`.
+    pub fn target(&self, trace: Option<&Trace>) -> TorchTarget {
+        match trace {
+            Some(t) => target_of(t, self.torch_version),
+            None => TorchTarget::user(self.torch_version.unwrap_or(TorchVersion::NEWEST)),
+        }
+    }
+
+    /// The release whose rules apply to `trace`.
+    pub fn version_for(&self, trace: Option<&Trace>) -> TorchVersion {
+        self.target(trace).rules
+    }
+
+    /// The policies to run, in order: `--policy` with each `--conf`.
+    pub fn policies(&self, trace: Option<&Trace>) -> Result<Vec<PolicySpec>> {
+        if self.policy == "native" {
+            return Ok(self
+                .settings(trace)?
+                .into_iter()
+                .map(PolicySpec::Native)
+                .collect());
+        }
+        if self.conf_from_env || self.recorded_conf {
+            bail!(
+                "--conf-from-env and --recorded-conf are PyTorch settings: they need --policy native"
+            );
+        }
+        if self.fraction.is_some() {
+            bail!("--fraction is PyTorch's memory fraction: it needs --policy native");
+        }
+        let confs: Vec<&str> = if self.confs.is_empty() {
+            vec![""]
+        } else {
+            self.confs.iter().map(String::as_str).collect()
+        };
+        confs
+            .into_iter()
+            .map(|c| {
+                PolicySpec::parse(&self.policy, c, self.version_for(trace))
+                    .map_err(|e| anyhow::anyhow!("--policy {} --conf {c:?}: {e}", self.policy))
+            })
+            .collect()
+    }
+
+    /// The native policy's settings to run, in order.
+    pub fn settings(&self, trace: Option<&Trace>) -> Result<Vec<AllocConf>> {
+        if self.policy != "native" {
+            bail!(
+                "this command runs PyTorch's native allocator only (not --policy {})",
+                self.policy
+            );
+        }
+        let v = self.version_for(trace);
+        let mut out = Vec::new();
+        if self.conf_from_env {
+            let (c, var) = AllocConf::from_env(v, |k| std::env::var(k).ok())
+                .context("in the environment's allocator settings")?;
+            if let Some(var) = var {
+                eprintln!("note: settings from {var}: {:?}", c.raw);
+            } else {
+                eprintln!("note: no allocator settings in the environment; using the defaults");
+            }
+            out.push(c);
+        }
+        if self.recorded_conf {
+            let Some(t) = trace else {
+                bail!("--recorded-conf needs a trace");
+            };
+            match &t.header.alloc_conf {
+                Some(s) => out.push(
+                    AllocConf::parse(s, v)
+                        .with_context(|| format!("in the trace's recorded settings {s:?}"))?,
+                ),
+                None => bail!("the trace does not record the settings it ran under"),
+            }
+        }
+        for s in &self.confs {
+            let s = if s == "default" { "" } else { s.as_str() };
+            out.push(AllocConf::parse(s, v).with_context(|| format!("in --conf {s:?}"))?);
+        }
+        if out.is_empty() {
+            out.push(AllocConf::new(v));
+        }
+        if let Some(f) = self.fraction {
+            if !(0.0..=1.0).contains(&f) {
+                bail!(
+                    "--fraction {f}: must be between 0 and 1, as torch.cuda.set_per_process_memory_fraction requires"
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Builds the scenarios for a trace.
+pub fn scenarios(confs: &ConfArgs, dev: &DeviceArgs, trace: &Trace) -> Result<Vec<Scenario>> {
+    Ok(confs
+        .policies(Some(trace))?
+        .into_iter()
+        .map(|p| {
+            let mut s = Scenario::new(p).with_capacity(dev.bytes());
+            s.memory_fraction = confs.fraction;
+            s
+        })
+        .collect())
+}

@@ -1,0 +1,52 @@
+//! `--gpu NAME` and `--capacity SIZE`: the simulated card.
+
+use clap::Args;
+use vramlab_allocator::format::parse_size;
+use vramlab_replay::target::gpus::{Gpu, find_gpu};
+
+/// The simulated device: a card by name, or a capacity in bytes.
+#[derive(Debug, Clone, Args)]
+pub struct DeviceArgs {
+    /// The GPU the job runs on, by name (`vramlab gpus` lists them: h100-80gb,
+    /// a100-40gb, rtx4090, …): its memory less the CUDA context.
+    #[arg(long, value_name = "NAME", value_parser = parse_gpu_arg, conflicts_with = "capacity")]
+    pub gpu: Option<&'static Gpu>,
+    /// Device capacity, exact: bytes or a size like 24GiB, 80GB (= 80·10^9
+    /// bytes, not 80 GiB), 512MiB. For a card, prefer --gpu (default:
+    /// unlimited).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub capacity: Option<u64>,
+}
+
+impl DeviceArgs {
+    /// The capacity in bytes (`None` = unlimited).
+    pub fn bytes(&self) -> Option<u64> {
+        self.capacity.or(self.gpu.map(Gpu::usable_bytes))
+    }
+
+    /// How the capacity was given, for people: `rtx4090 (23.49 GiB
+    /// usable)` or `24.00 GiB`.
+    pub fn describe(&self) -> Option<String> {
+        match (self.gpu, self.capacity) {
+            (Some(g), _) => Some(format!(
+                "{} ({} usable of {})",
+                g.name,
+                crate::render::table::bytes(g.usable_bytes()),
+                crate::render::table::bytes(g.total_bytes())
+            )),
+            (None, Some(c)) => Some(crate::render::table::bytes(c)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// clap value parser for `--gpu NAME`.
+pub fn parse_gpu_arg(s: &str) -> Result<&'static Gpu, String> {
+    find_gpu(s)
+}
+
+/// clap value parser for sizes.
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+

@@ -1,0 +1,69 @@
+//! `--grid`, extra `--conf` lines and `--torch-version` of the sweeping
+//! commands.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use vramlab_allocator::TorchVersion;
+use vramlab_replay::analysis::grid::{GridEntry, default_grid_for, parse_grid, parse_grid_line};
+use vramlab_replay::target::release::{TorchTarget, target_of};
+use vramlab_traces::Trace;
+
+/// Where a grid comes from.
+#[derive(Debug, Clone, Args)]
+pub struct GridArgs {
+    /// `default` (the built-in grid of 44 settings) or a grid file (one
+    /// setting per line; `fraction=F` and `policy=NAME` prefixes allowed).
+    #[arg(long, value_name = "default|FILE", default_value = "default")]
+    pub grid: String,
+    /// Extra settings to add to the grid (same syntax as a grid line).
+    #[arg(long = "conf", value_name = "STR")]
+    pub extra: Vec<String>,
+    /// PyTorch release whose rules apply (default: the release the trace
+    /// was recorded with, detected from a snapshot's keys, else 2.11).
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    pub torch_version: Option<TorchVersion>,
+}
+
+impl GridArgs {
+    /// The PyTorch release(s) that apply to `trace`.
+    pub fn target(&self, trace: &Trace) -> TorchTarget {
+        target_of(trace, self.torch_version)
+    }
+
+    /// The PyTorch release(s) that apply to several traces: the user's, or
+    /// the one every trace agrees on, else the newest (said in a note).
+    pub fn target_of_all(&self, traces: &[(String, Trace)]) -> TorchTarget {
+        if let Some(v) = self.torch_version {
+            return TorchTarget::user(v);
+        }
+        let targets: Vec<TorchTarget> = traces.iter().map(|(_, t)| target_of(t, None)).collect();
+        match targets.first() {
+            Some(first) if targets.iter().all(|t| t.releases == first.releases) => first.clone(),
+            _ => {
+                eprintln!(
+                    "note: the traces were recorded by different PyTorch releases; the grid uses the rules of {} (name one with --torch-version)",
+                    TorchVersion::NEWEST
+                );
+                TorchTarget::user(TorchVersion::NEWEST)
+            }
+        }
+    }
+
+    /// The grid entries for `target`: the default grid keeps only what
+    /// every release of the target accepts.
+    pub fn entries(&self, target: &TorchTarget) -> Result<Vec<GridEntry>> {
+        let v = target.rules;
+        let mut g = if self.grid == "default" {
+            default_grid_for(target)
+        } else {
+            let text = std::fs::read_to_string(&self.grid)
+                .with_context(|| format!("cannot read grid file {}", self.grid))?;
+            parse_grid(&text, v).map_err(|e| anyhow::anyhow!("{}: {e}", self.grid))?
+        };
+        for e in &self.extra {
+            g.push(parse_grid_line(e, v).map_err(|m| anyhow::anyhow!("--conf {e:?}: {m}"))?);
+        }
+        Ok(g)
+    }
+}
+

@@ -1,0 +1,11 @@
+//! Command-line options shared by several commands, one kind per file.
+
+mod conf;
+mod device;
+mod grid;
+mod trace;
+
+pub use conf::{ConfArgs, scenarios};
+pub use device::{DeviceArgs, parse_size_arg};
+pub use grid::GridArgs;
+pub use trace::{StartArgs, TraceArgs, parse_format};

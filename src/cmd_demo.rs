@@ -1,0 +1,64 @@
+//! `vramlab demo`: the recommendation and the report for a bundled
+//! recording of Llama-3-8B fine-tuning, on an H100 80GB unless told.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::args::DeviceArgs;
+use crate::cmd_report::{ReportRequest, build_report};
+use crate::render::recommendation::print_recommendation;
+
+/// The trace `demo` uses: Llama-3-8B-shaped full fine-tuning (bf16, AdamW),
+/// sequence length 1024, recorded on the CPU with fake tensors.
+const DEMO_TRACE: &[u8] = include_bytes!("../traces/data/llama-3-8b-train-seq1024.csv.gz");
+const DEMO_NAME: &str = "llama-3-8b-train-seq1024.csv.gz";
+
+/// Arguments of `vramlab demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for the report.
+    #[arg(long, value_name = "DIR", default_value = "vramlab-demo")]
+    out: PathBuf,
+    /// The card (default: an H100 80GB, 79.15 GiB usable after the CUDA
+    /// context) or, with --capacity, an exact size.
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+/// Runs `demo`.
+pub fn run(args: DemoArgs) -> Result<()> {
+    let default_card = vramlab_replay::target::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
+    let device = if args.device.bytes().is_some() {
+        args.device.clone()
+    } else {
+        DeviceArgs {
+            gpu: Some(default_card),
+            capacity: None,
+        }
+    };
+    let capacity = device.bytes().unwrap_or(default_card.usable_bytes());
+    let card = device.describe().unwrap_or_default();
+    let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
+    let trace = vramlab_traces::csv::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
+    outln!(
+        "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit {card}, and with which PYTORCH_ALLOC_CONF?\n",
+        trace.events.len(),
+    );
+    let target = vramlab_replay::target::release::target_of(&trace, None);
+    let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
+    let built = build_report(&ReportRequest {
+        name: DEMO_NAME,
+        trace: &trace,
+        capacity: Some(capacity),
+        grid: &grid,
+        plots: 4,
+        target: &target,
+        start: None,
+        out: &args.out,
+    })?;
+    print_recommendation(DEMO_NAME, &card, &built.rec, 8);
+    outln!("\nreport with plots: {}", built.index.display());
+    Ok(())
+}

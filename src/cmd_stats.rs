@@ -1,0 +1,54 @@
+//! `vramlab stats`: what a trace holds.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use vramlab_allocator::TorchVersion;
+use vramlab_traces::io::Format;
+use vramlab_traces::summary::TraceSummary;
+
+use crate::args::parse_format;
+
+/// Arguments of `vramlab stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Trace file: a PyTorch memory snapshot (.pickle, .pkl, .pickle.gz), a
+    /// native trace (.csv, .csv.gz, .vlt, .vlt.zst) or a RAPIDS RMM log (.csv).
+    #[arg(value_name = "TRACE")]
+    trace: PathBuf,
+    /// Input format, when the extension does not say: csv, csv.gz, vlt,
+    /// vlt.zst, snapshot, rmm.
+    #[arg(long, value_name = "FMT", value_parser = parse_format)]
+    format: Option<Format>,
+    /// PyTorch release whose rules lay out snapshots that start mid-run
+    /// (default: the release the snapshot was recorded with).
+    #[arg(long = "torch-version", value_name = "X.Y")]
+    torch_version: Option<TorchVersion>,
+    /// Only this GPU of a multi-device snapshot (default: every device).
+    #[arg(long = "trace-device", value_name = "N")]
+    device: Option<u32>,
+    /// Print JSON (an array, one object per device).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `stats`.
+pub fn run(args: StatsArgs) -> Result<()> {
+    // A folder stands for every trace inside it.
+    let mut traces = Vec::new();
+    for path in crate::inputs::expand_dirs(std::slice::from_ref(&args.trace))? {
+        for t in crate::inputs::readable_devices(&path, args.format, args.torch_version, args.device)? {
+            traces.push((path.clone(), t));
+        }
+    }
+    let sums: Vec<TraceSummary> = traces.iter().map(|(_, t)| TraceSummary::of(t)).collect();
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&sums)?);
+        return Ok(());
+    }
+    for ((path, t), s) in traces.iter().zip(&sums) {
+        crate::render::stats::print_stats(path, t, s);
+    }
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! Renderers: one per kind of output, so that every command prints a
+//! replay, a recommendation, an OOM or a sweep the same way.
+//!
+//! * [`table`]: plain-text tables (and the workspace's size formatters).
+//! * [`replay`]: replay results as a table, JSON or a timeline CSV.
+//! * [`recommendation`]: the verdict, the export lines and the ranking.
+//! * [`oom`] and [`oom_code`]: the allocator state at an OOM, and the code
+//!   that made the failing allocation.
+//! * [`sweep`]: sweep rows per trace, or one summary line per trace.
+//! * [`stats`]: what a trace holds.
+
+pub mod oom;
+pub mod oom_code;
+pub mod recommendation;
+pub mod replay;
+pub mod stats;
+pub mod sweep;
+pub mod table;

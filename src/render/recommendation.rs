@@ -1,0 +1,91 @@
+//! A recommendation for people: the verdict and the reasons first, the
+//! lines to export, then the ranking and the other allocator designs.
+
+use vramlab_replay::analysis::recommend::{Ranked, Recommendation, Verdict};
+
+use crate::render::sweep::oom_cell;
+use crate::render::table::{Table, bytes, count, percent};
+
+fn ranked_row(tab: &mut Table, r: &Ranked) {
+    tab.row(vec![
+        r.rank.to_string(),
+        r.row.setting.clone(),
+        if r.row.fits() {
+            bytes(r.row.peak_reserved_bytes)
+        } else {
+            format!("OOM {}", oom_cell(&r.row))
+        },
+        if r.row.fits() {
+            bytes(r.headroom_bytes.max(0) as u64)
+        } else {
+            "-".into()
+        },
+        bytes(r.row.waste_at_peak_bytes),
+        percent(r.row.utilization),
+        count(r.row.num_device_alloc + r.row.num_device_free),
+        count(r.row.num_sync_all_streams),
+    ]);
+}
+
+/// Prints a recommendation for people: the verdict first, then the table.
+pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: usize) {
+    let Some(first) = rec.ranked.first() else {
+        outln!("nothing to recommend");
+        return;
+    };
+    outln!(
+        "{trace} on {card} ({} events, peak live {})",
+        count(first.row.events),
+        bytes(first.row.peak_requested_bytes)
+    );
+    outln!();
+    outln!("{}", rec.why);
+    outln!();
+    if rec.verdict == Verdict::UseSetting {
+        for (shell, line) in &rec.export {
+            outln!("  {shell:<11} {line}");
+        }
+        if let Some(p) = &rec.python {
+            outln!("  {:<11} {p}", "Python");
+        }
+        outln!();
+    }
+    let mut tab = Table::new(vec![
+        "#".into(),
+        "setting".into(),
+        "peak reserved".into(),
+        "headroom".into(),
+        "waste at peak".into(),
+        "utilization".into(),
+        "device calls".into(),
+        "flushes".into(),
+    ])
+    .left(1);
+    for r in rec.ranked.iter().take(top) {
+        ranked_row(&mut tab, r);
+    }
+    let baseline = rec.ranked.iter().find(|r| r.row.grid_line == "default");
+    if let Some(b) = baseline.filter(|b| b.rank as usize > top) {
+        ranked_row(&mut tab, b);
+    }
+    out!("{}", tab.render());
+    outln!(
+        "(waste at peak: reserved but unallocated memory when reserved memory peaks; advice for PyTorch {})",
+        rec.torch
+    );
+    if !rec.other_policies.is_empty() {
+        outln!();
+        outln!("other allocator designs on the same trace (not PyTorch settings):");
+        for r in &rec.other_policies {
+            outln!(
+                "  {:<28} {}",
+                r.row.setting,
+                if r.row.fits() {
+                    format!("peak reserved {}", bytes(r.row.peak_reserved_bytes))
+                } else {
+                    format!("OOM {}", oom_cell(&r.row))
+                }
+            );
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! What a trace holds, for people: header, counts, sizes, the state it
+//! starts from, and the notes its reader made.
+
+use std::path::Path;
+
+use vramlab_traces::Trace;
+use vramlab_traces::summary::TraceSummary;
+
+use crate::render::table::{Table, bytes, count};
+
+/// Prints the summary of one device's trace read from `path`.
+pub fn print_stats(path: &Path, t: &Trace, s: &TraceSummary) {
+    outln!("{} (device {})", path.display(), s.device);
+    if !t.header.source.is_empty() && t.header.source != path.display().to_string() {
+        outln!("  source: {}", t.header.source);
+    }
+    if let Some(fw) = &t.header.framework {
+        outln!("  framework: {fw}");
+    }
+    if let Some(c) = &t.header.alloc_conf {
+        outln!(
+            "  recorded settings: {}",
+            if c.is_empty() { "(defaults)" } else { c }
+        );
+    }
+    for (k, v) in &t.header.extra {
+        outln!("  {k}: {v}");
+    }
+    outln!(
+        "  events {}  allocations {}  frees {} (+{} deferred)  empty_cache {}  streams {}",
+        count(s.events),
+        count(s.allocs),
+        count(s.frees),
+        count(s.deferred_frees),
+        count(s.empty_cache),
+        s.streams
+    );
+    outln!(
+        "  peak live {}  requested in total {}  largest request {}  live at end {}",
+        bytes(s.peak_live_bytes),
+        bytes(s.total_requested_bytes),
+        bytes(s.max_request_bytes),
+        count(s.live_at_end)
+    );
+    if s.starts_mid_run && s.events > 0 {
+        outln!(
+            "  starts mid-run: {} blocks ({}) in use at the first event, {}",
+            count(s.initial_live_blocks),
+            bytes(s.initial_live_bytes),
+            match &s.initial_layout_error {
+                None => format!("{} segments", count(s.initial_segments)),
+                Some(_) => "recorded layout not rebuilt (see the note)".into(),
+            }
+        );
+    }
+    if let Some(st) = &s.initial_state {
+        outln!(
+            "  {}: {} segments, {} reserved, {} allocated{}, {} reserved but unallocated, largest free block {} ({} free blocks)",
+            if s.events > 0 {
+                "state at the first event"
+            } else {
+                "allocator state (no history)"
+            },
+            count(st.segments),
+            bytes(st.reserved_bytes),
+            bytes(st.allocated_bytes),
+            if st.pending_free_bytes > 0 {
+                format!(
+                    " (+{} waiting for their free)",
+                    bytes(st.pending_free_bytes)
+                )
+            } else {
+                String::new()
+            },
+            bytes(st.waste_bytes),
+            bytes(st.largest_free_block),
+            count(st.free_blocks)
+        );
+    }
+    if let Some(d) = s.duration_us {
+        outln!("  duration {:.3} s", d as f64 / 1e6);
+    }
+    let mut tab = Table::new(vec![
+        "request size".into(),
+        "allocations".into(),
+        "bytes".into(),
+        "share".into(),
+    ]);
+    for b in &s.size_histogram {
+        tab.row(vec![
+            format!("{} – {}", bytes(b.lo), bytes(b.hi)),
+            count(b.count),
+            bytes(b.bytes),
+            format!(
+                "{:.1}%",
+                100.0 * b.bytes as f64 / s.total_requested_bytes.max(1) as f64
+            ),
+        ]);
+    }
+    if !s.size_histogram.is_empty() {
+        outln!();
+        for line in tab.render().lines() {
+            outln!("  {line}");
+        }
+    }
+    for n in &s.notes {
+        outln!("  note: {n}");
+    }
+    outln!();
+}
