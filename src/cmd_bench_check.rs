@@ -44,8 +44,12 @@ fn measure(args: &BenchCheckArgs) -> Result<(Baseline, Vec<String>)> {
         );
         Vec::new()
     };
-    measure_gate(&traces, &snapshots, "vramlab bench-check BASELINE.json --write")
-        .map_err(anyhow::Error::msg)
+    measure_gate(
+        &traces,
+        &snapshots,
+        "vramlab bench-check BASELINE.json --write",
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// Runs `bench-check`: exit 1 on any regression or missing entry.
@@ -102,4 +106,3 @@ pub fn run(args: BenchCheckArgs) -> Result<()> {
     }
     Ok(())
 }
-

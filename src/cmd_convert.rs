@@ -47,7 +47,8 @@ pub struct ConvertArgs {
 
 /// Runs `convert`.
 pub fn run_convert(args: ConvertArgs) -> Result<()> {
-    let traces = crate::inputs::readable_devices(&args.input, args.from, args.torch_version, args.device)?;
+    let traces =
+        crate::inputs::readable_devices(&args.input, args.from, args.torch_version, args.device)?;
     if traces.is_empty() {
         bail!("{}: no trace to convert", args.input.display());
     }
@@ -91,4 +92,3 @@ pub fn run_convert(args: ConvertArgs) -> Result<()> {
     }
     Ok(())
 }
-

@@ -29,7 +29,8 @@ pub struct DemoArgs {
 
 /// Runs `demo`.
 pub fn run(args: DemoArgs) -> Result<()> {
-    let default_card = vramlab_replay::target::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
+    let default_card =
+        vramlab_replay::target::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
     let device = if args.device.bytes().is_some() {
         args.device.clone()
     } else {

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use vramlab_allocator::TorchVersion;
-use vramlab_reports::{FitPoint, FitSweep};
 use vramlab_replay::analysis::fit::max_fitting_size;
 use vramlab_replay::analysis::grid::parse_grid_line;
+use vramlab_reports::{FitPoint, FitSweep};
 use vramlab_traces::r#gen::{self as vgen, GenRequest};
 
 use crate::render::table::{Table, bytes};

@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vramlab_replay::target::gpus::smallest_gpu_for;
 use vramlab_replay::analysis::oom_point::{OomPoint, find_oom_point};
+use vramlab_replay::target::gpus::smallest_gpu_for;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
 use crate::render::table::{Table, bytes};
@@ -38,7 +38,13 @@ pub fn run(args: OomPointArgs) -> Result<()> {
         eprintln!("start: {}", vramlab_replay::describe_start(&trace, start));
     }
     if let Some(cap) = args.device.bytes() {
-        return show_state(&trace, &scenarios, cap, start.unwrap_or_default(), args.json);
+        return show_state(
+            &trace,
+            &scenarios,
+            cap,
+            start.unwrap_or_default(),
+            args.json,
+        );
     }
     let mut results = Vec::new();
     for s in &scenarios {

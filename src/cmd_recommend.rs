@@ -3,7 +3,9 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
-use vramlab_replay::analysis::recommend::{RecommendRequest, Recommendation, Verdict, recommend_trace};
+use vramlab_replay::analysis::recommend::{
+    RecommendRequest, Recommendation, Verdict, recommend_trace,
+};
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
@@ -104,4 +106,3 @@ fn show_code_of_best_attempt(
         }
     }
 }
-

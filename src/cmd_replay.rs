@@ -129,9 +129,14 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         let f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        vramlab_replay::io::snapshot_out::write_snapshot(&trace, run, s.policy.native_conf(), &mut w)
-            .and_then(|_| std::io::Write::flush(&mut w))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        vramlab_replay::io::snapshot_out::write_snapshot(
+            &trace,
+            run,
+            s.policy.native_conf(),
+            &mut w,
+        )
+        .and_then(|_| std::io::Write::flush(&mut w))
+        .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!(
             "wrote {} (open it at https://pytorch.org/memory_viz)",
             path.display()
@@ -157,4 +162,3 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     }
     Ok(())
 }
-

@@ -6,21 +6,23 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
+use vramlab_replay::analysis::grid::GridEntry;
+use vramlab_replay::analysis::oom_point::find_oom_point;
+use vramlab_replay::analysis::recommend::{
+    RecommendRequest, Recommendation, Verdict, recommend_trace,
+};
+use vramlab_replay::target::release::TorchTarget;
+use vramlab_replay::{ReplayOptions, Start};
 use vramlab_reports::{
     OomPointResult, Recommendation as ReportRecommendation, ReportInput, SettingResult,
     write_report,
 };
-use vramlab_replay::analysis::grid::GridEntry;
-use vramlab_replay::analysis::oom_point::find_oom_point;
-use vramlab_replay::analysis::recommend::{RecommendRequest, Recommendation, Verdict, recommend_trace};
-use vramlab_replay::target::release::TorchTarget;
-use vramlab_replay::{ReplayOptions, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::summary::TraceSummary;
 
-use crate::render::recommendation::print_recommendation;
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
+use crate::render::recommendation::print_recommendation;
 
 /// Arguments of `vramlab report`.
 #[derive(Debug, Args)]
@@ -258,4 +260,3 @@ fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf> {
     };
     write_report(out, &input).map_err(|e| anyhow::anyhow!("writing the report: {e}"))
 }
-

@@ -38,7 +38,9 @@ pub fn run(args: StatsArgs) -> Result<()> {
     // A folder stands for every trace inside it.
     let mut traces = Vec::new();
     for path in crate::inputs::expand_dirs(std::slice::from_ref(&args.trace))? {
-        for t in crate::inputs::readable_devices(&path, args.format, args.torch_version, args.device)? {
+        for t in
+            crate::inputs::readable_devices(&path, args.format, args.torch_version, args.device)?
+        {
             traces.push((path.clone(), t));
         }
     }

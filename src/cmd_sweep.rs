@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_replay::Start;
 use vramlab_replay::analysis::grid::GridEntry;
-use vramlab_replay::analysis::sweep::{CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep};
+use vramlab_replay::analysis::sweep::{
+    CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,
+};
 use vramlab_traces::Trace;
 
 use crate::args::{DeviceArgs, GridArgs};
@@ -138,4 +140,3 @@ pub fn run(args: SweepArgs) -> Result<()> {
     }
     Ok(())
 }
-

@@ -210,7 +210,6 @@ pub fn readable_devices(
     Ok(traces)
 }
 
-
 /// The trace files in `dir` (csv, csv.gz, vlt, vlt.zst, pickle), sorted by name.
 pub fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -245,4 +244,3 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(String, Trace)>> {
     }
     Ok(out)
 }
-

@@ -25,11 +25,12 @@ macro_rules! outln {
     };
 }
 
+mod args;
 mod cmd_bench;
 mod cmd_bench_check;
 mod cmd_conf;
-mod cmd_demo;
 mod cmd_convert;
+mod cmd_demo;
 mod cmd_fidelity;
 mod cmd_fit;
 mod cmd_gen;
@@ -41,7 +42,6 @@ mod cmd_replay_cuda;
 mod cmd_report;
 mod cmd_stats;
 mod cmd_sweep;
-mod args;
 mod inputs;
 
 mod progress;

@@ -78,4 +78,3 @@ pub fn replay_count_bar(total: u64, quiet: bool) -> indicatif::ProgressBar {
     );
     pb
 }
-

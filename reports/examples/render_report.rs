@@ -15,11 +15,11 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_replay::{ReplayOptions, Scenario};
 use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SettingResult, format_bytes,
     write_report,
 };
-use vramlab_replay::{ReplayOptions, Scenario};
 use vramlab_traces::Trace;
 use vramlab_traces::model::Event;
 

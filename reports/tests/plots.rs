@@ -9,11 +9,11 @@ use std::path::Path;
 
 use common::svg::{self, Lines};
 use common::{many_segments, out_dir, replay, report, synthetic};
+use vramlab_replay::{Summary, TimelinePoint};
 use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, PlotFiles, SettingResult, plot_external_fragmentation,
     plot_fit, plot_memory_timeline, plot_oom_points, plot_peak_reserved, plot_segment_map,
 };
-use vramlab_replay::{Summary, TimelinePoint};
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 

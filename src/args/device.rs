@@ -49,4 +49,3 @@ pub fn parse_gpu_arg(s: &str) -> Result<&'static Gpu, String> {
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
-

@@ -90,4 +90,3 @@ impl TraceArgs {
         Ok(t)
     }
 }
-

@@ -47,19 +47,42 @@ fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
+/// The rows being built: `(setting, effective meaning)`.
+type Rows = Vec<(String, String)>;
+
+/// Appends the row of setting `k`.
+fn row(rows: &mut Rows, k: &str, s: String) {
+    rows.push((k.to_string(), s));
+}
+
 impl AllocConf {
     /// One `(setting, effective meaning)` row per setting the target version
     /// has, in display order, for a human reader. Settings that never change
     /// device allocation decisions (host pinned-memory allocator, locking,
     /// graph capture) say so.
     pub fn effective_rows(&self) -> Vec<(String, String)> {
-        let v = self.version;
-        let mut rows: Vec<(String, String)> = Vec::new();
-        let mut row = |k: &str, s: String| rows.push((k.to_string(), s));
+        let mut rows: Rows = Vec::new();
+        self.backend_rows(&mut rows);
+        self.split_and_segment_rows(&mut rows);
+        row(
+            &mut rows,
+            "roundup_power2_divisions",
+            self.rounding_description(),
+        );
+        self.memory_rows(&mut rows);
+        self.no_effect_rows(&mut rows);
+        for w in self.warnings() {
+            row(&mut rows, "warning", w);
+        }
+        rows
+    }
 
-        row("torch_version", v.to_string());
+    /// The target version and the backend.
+    fn backend_rows(&self, rows: &mut Rows) {
+        row(rows, "torch_version", self.version.to_string());
         let async_backend = self.backend == Backend::CudaMallocAsync;
         row(
+            rows,
             "backend",
             if async_backend {
                 "cudaMallocAsync (driver's stream-ordered allocator; the native caching allocator and its settings below are not used)"
@@ -68,7 +91,13 @@ impl AllocConf {
                 "native (PyTorch caching allocator)".to_string()
             },
         );
+    }
+
+    /// The split limits and the large segment size.
+    fn split_and_segment_rows(&self, rows: &mut Rows) {
+        let v = self.version;
         row(
+            rows,
             "max_split_size",
             match self.max_split_size {
                 None => "unlimited (any cached block may be split)".to_string(),
@@ -81,6 +110,7 @@ impl AllocConf {
         );
         let nsr = self.max_non_split_rounding_bytes();
         row(
+            rows,
             "max_non_split_rounding",
             if !has_key(v, "max_non_split_rounding_mb") {
                 format!("{} (fixed in this version)", bytes_label(nsr))
@@ -92,6 +122,7 @@ impl AllocConf {
         );
         let large = self.large_segment_size_bytes();
         row(
+            rows,
             "large_segment_size",
             format!(
                 "{} (segment size for 1–10 MiB requests, large expandable page size){}",
@@ -103,8 +134,13 @@ impl AllocConf {
                 }
             ),
         );
+    }
+
+    /// `roundup_power2_divisions`: off, or the divisions of each run of
+    /// equal intervals.
+    fn rounding_description(&self) -> String {
         let t = &self.roundup_power2_divisions;
-        let rounding = if t.iter().all(|&d| d <= 1) {
+        if t.iter().all(|&d| d <= 1) {
             "off (sizes rounded up to multiples of 512 B)".to_string()
         } else {
             let mut parts = Vec::new();
@@ -122,10 +158,14 @@ impl AllocConf {
                 }
             }
             parts.join(", ")
-        };
-        row("roundup_power2_divisions", rounding);
+        }
+    }
+
+    /// Garbage collection, expandable segments and the memory fraction.
+    fn memory_rows(&self, rows: &mut Rows) {
         let limited = self.per_process_memory_fraction.is_some_and(|f| f < 1.0);
         row(
+            rows,
             "garbage_collection_threshold",
             if self.garbage_collection_threshold == 0.0 {
                 "off".to_string()
@@ -142,11 +182,13 @@ impl AllocConf {
             },
         );
         row(
+            rows,
             "expandable_segments",
             on_off(self.expandable_segments).to_string(),
         );
-        if has_key(v, "per_process_memory_fraction") {
+        if has_key(self.version, "per_process_memory_fraction") {
             row(
+                rows,
                 "per_process_memory_fraction",
                 match self.per_process_memory_fraction {
                     Some(f) if f < 1.0 => {
@@ -156,8 +198,16 @@ impl AllocConf {
                 },
             );
         }
+    }
+
+    /// The settings the target version has that never change device
+    /// allocation decisions: locking, the host pinned-memory allocator,
+    /// graph capture.
+    fn no_effect_rows(&self, rows: &mut Rows) {
+        let v = self.version;
         if has_key(v, "release_lock_on_cudamalloc") {
             row(
+                rows,
                 "release_lock_on_cudamalloc",
                 format!(
                     "{} (lock handling only; no effect on allocation decisions)",
@@ -168,6 +218,7 @@ impl AllocConf {
         let host_only = "host pinned-memory allocator only; no effect on device allocation";
         if has_key(v, "pinned_use_cuda_host_register") {
             row(
+                rows,
                 "pinned_use_cuda_host_register",
                 format!(
                     "{} ({host_only})",
@@ -177,12 +228,14 @@ impl AllocConf {
         }
         if has_key(v, "pinned_num_register_threads") {
             row(
+                rows,
                 "pinned_num_register_threads",
                 format!("{} ({host_only})", self.pinned_num_register_threads),
             );
         }
         if has_key(v, "pinned_use_background_threads") {
             row(
+                rows,
                 "pinned_use_background_threads",
                 format!(
                     "{} ({host_only})",
@@ -192,6 +245,7 @@ impl AllocConf {
         }
         if has_key(v, "pinned_reserve_segment_size_mb") {
             row(
+                rows,
                 "pinned_reserve_segment_size_mb",
                 if self.pinned_reserve_segment_size_mb == 0 {
                     format!("off ({host_only})")
@@ -205,6 +259,7 @@ impl AllocConf {
         }
         if has_key(v, "graph_capture_record_stream_reuse") {
             row(
+                rows,
                 "graph_capture_record_stream_reuse",
                 format!(
                     "{} (only during CUDA graph capture)",
@@ -212,9 +267,5 @@ impl AllocConf {
                 ),
             );
         }
-        for w in self.warnings() {
-            row("warning", w);
-        }
-        rows
     }
 }

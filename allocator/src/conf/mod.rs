@@ -1,5 +1,8 @@
 //! `PYTORCH_ALLOC_CONF` / `PYTORCH_CUDA_ALLOC_CONF`: the settings of PyTorch's
-//! native caching allocator, parsed and printed as PyTorch does (spec §8).
+//! native caching allocator, parsed and printed as PyTorch does
+//! (`CUDAAllocatorConfig::parseArgs` in c10/cuda/CUDAAllocatorConfig.cpp;
+//! from 2.10 `AcceleratorAllocatorConfig::parseArgs` in
+//! c10/core/AllocatorConfig.cpp with the CUDA hook).
 //!
 //! Behaviour that changed between PyTorch releases is selected by a
 //! [`TorchVersion`] (default: the newest supported, 2.11).
@@ -37,10 +40,10 @@
 //! The ROCm-only backend `hipMallocAsync` is rejected (vramlab models CUDA
 //! builds), but the `*_hip*` key aliases are accepted as CUDA builds do.
 //!
-//! Where this differs from the spec (§8.2, §13): `pinned_reserve_segment_size_mb`
+//! Boundaries that are easy to misplace: `pinned_reserve_segment_size_mb`
 //! is 2.10, not ≈2.8 (its PR is from October 2025); `pinned_use_background_threads`
 //! is taken as 2.6, not ≈2.5; 2.9's *CUDA* parser is still the old one
-//! (`> 20`, `>` from the last index), matching the spec's table.
+//! (`> 20`, `>` from the last index), as the table above says.
 
 mod cnum;
 mod describe;

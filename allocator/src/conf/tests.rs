@@ -399,7 +399,9 @@ fn keys_unknown_to_a_version_use_that_versions_wording() {
     assert!(supported_keys(v(9)).contains(&"graph_capture_record_stream_reuse"));
 }
 
-/// Spec §8.3: `[256:1,512:2,1024:4,>:8]` — `>` overwrites the 1 GiB
+/// `roundup_power2_divisions` lists (`CUDAAllocatorConfig::parseRoundUpPower2Divisions`;
+/// from 2.10 `AcceleratorAllocatorConfig::parseRoundUpPower2Divisions`):
+/// `[256:1,512:2,1024:4,>:8]` — `>` overwrites the 1 GiB
 /// interval up to 2.9 and starts after it from 2.10.
 #[test]
 fn roundup_list_gt_fill_start() {

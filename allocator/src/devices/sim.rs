@@ -3,9 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::devices::{
-    Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr, MemInfo,
-};
+use crate::devices::{Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr, MemInfo};
 
 /// 1 GiB.
 const GIB: u64 = 1 << 30;

@@ -37,7 +37,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::common::{Slots, compare_stats, ensure, exceeds_limit, out_of_memory, split_settings};
+use super::arena::Arena;
+use super::checks::{compare_stats, ensure};
+use super::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
+use super::settings::split_settings;
 use crate::devices::{Device, DeviceError, DevicePtr};
 use crate::policy::{AllocError, Allocator, BlockHandle, BlockState, BlockView, SegmentView};
 use crate::stats::{MemoryStats, PoolKind};
@@ -82,7 +85,7 @@ struct Alloc {
 pub struct DirectAllocator<D: Device> {
     config: Config,
     device: D,
-    allocs: Slots<Alloc>,
+    allocs: Arena<Alloc>,
     stats: MemoryStats,
 }
 
@@ -94,7 +97,7 @@ impl<D: Device> DirectAllocator<D> {
         DirectAllocator {
             config,
             device,
-            allocs: Slots::default(),
+            allocs: Arena::default(),
             stats: MemoryStats::new(u64::MAX),
         }
     }
@@ -156,7 +159,7 @@ impl<D: Device> Allocator for DirectAllocator<D> {
         if size == 0 {
             return Ok(BlockHandle::NULL);
         }
-        if size >= super::common::MAX_REQUEST {
+        if size >= MAX_REQUEST {
             return Err(exceeds_limit(&self.device, &self.stats, size, None));
         }
         let ptr = match self.device.malloc(size) {

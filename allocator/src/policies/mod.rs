@@ -21,8 +21,17 @@
 //!
 //! Policies without PyTorch's small/large pool split count everything in
 //! `large_pool`.
+//!
+//! Shared by the policies: `arena` (the slot arena behind generation-checked
+//! block handles), `settings` (the settings-string grammar and value
+//! parsers), `rounding`, `oom` (the 2^60-byte request limit and the
+//! out-of-memory reports) and `checks` (helpers of the invariant checkers).
 
-mod common;
+mod arena;
+mod checks;
+mod oom;
+mod rounding;
+mod settings;
 
 pub mod async_pool;
 pub mod bfc;

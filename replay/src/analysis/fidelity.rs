@@ -7,9 +7,9 @@ use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::{AllocConf, Allocator, BlockState};
 use vramlab_traces::{Event, ExpectedRecord, InitialBlockState, SegmentEventKind, Trace};
 
-use crate::engine::{ReplayError, ReplayOptions, replay};
 use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
+use crate::engine::{ReplayError, ReplayOptions, replay};
 
 /// A segment reduced to what the final-state comparison looks at: base,
 /// size, and (address, size, in use) of each block.

@@ -10,8 +10,8 @@
 use serde::Serialize;
 use vramlab_traces::Trace;
 
-use crate::engine::{ReplayError, ReplayOptions};
 use crate::engine::scenario::Scenario;
+use crate::engine::{ReplayError, ReplayOptions};
 
 /// One replay of the search.
 #[derive(Debug, Clone, PartialEq, Serialize)]

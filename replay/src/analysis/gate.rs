@@ -141,7 +141,10 @@ pub fn measure(
 }
 
 /// [`check_advice_words`] on each trace's rows.
-fn advice_words(traces: &[(String, Trace)], rows: &[crate::analysis::sweep::SweepRow]) -> Vec<String> {
+fn advice_words(
+    traces: &[(String, Trace)],
+    rows: &[crate::analysis::sweep::SweepRow],
+) -> Vec<String> {
     let mut out = Vec::new();
     for (name, t) in traces {
         let mine: Vec<_> = rows.iter().filter(|r| &r.trace == name).cloned().collect();

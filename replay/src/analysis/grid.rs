@@ -16,8 +16,8 @@
 
 use vramlab_allocator::TorchVersion;
 
-use vramlab_allocator::policies::registry::PolicySpec;
 use crate::engine::scenario::Scenario;
+use vramlab_allocator::policies::registry::PolicySpec;
 
 /// One setting of a grid: a policy with its settings and an optional
 /// memory fraction.

@@ -15,10 +15,10 @@
 use serde::Serialize;
 use vramlab_traces::Trace;
 
-use crate::engine::{ReplayError, ReplayOptions};
 use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
+use crate::engine::{ReplayError, ReplayOptions};
 
 /// Granularity of the search.
 pub const STEP: u64 = 2 << 20;

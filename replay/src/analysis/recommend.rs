@@ -9,9 +9,9 @@
 
 use serde::Serialize;
 
+use crate::analysis::sweep::SweepRow;
 use crate::target::gpus::smallest_gpu_for;
 use crate::target::release::TorchTarget;
-use crate::analysis::sweep::SweepRow;
 
 /// Headroom, as a share of the capacity, above which the defaults are
 /// fine: a setting is recommended only when the defaults do not fit, or fit
@@ -505,7 +505,8 @@ pub fn recommend_trace(
     let scenarios: Vec<crate::Scenario> =
         req.grid.iter().map(|g| g.scenario(req.capacity)).collect();
     let start = crate::engine::start::start_for(req.trace, &scenarios, req.start);
-    let rows = crate::analysis::sweep::run_sweep(&traces, req.grid, req.capacity, None, start, progress)?;
+    let rows =
+        crate::analysis::sweep::run_sweep(&traces, req.grid, req.capacity, None, start, progress)?;
     let peak_live = vramlab_traces::summary::TraceSummary::of(req.trace).peak_live_bytes;
     let capacity = req.capacity.unwrap_or(0);
     let first = recommend(&rows, capacity, peak_live, req.target, &[]);
@@ -521,8 +522,12 @@ pub fn recommend_trace(
                 continue;
             };
             let s = g.scenario(None);
-            let p = crate::analysis::oom_point::find_oom_point(req.trace, &s, start.unwrap_or_default())
-                .map_err(|e| (req.name.to_string(), g.label(), e))?;
+            let p = crate::analysis::oom_point::find_oom_point(
+                req.trace,
+                &s,
+                start.unwrap_or_default(),
+            )
+            .map_err(|e| (req.name.to_string(), g.label(), e))?;
             caps.push(MinCapacity {
                 grid_line: line.to_string(),
                 bytes: p.min_capacity,

@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 use vramlab_traces::Trace;
 
 use crate::analysis::grid::GridEntry;
-use crate::engine::{ReplayError, ReplayOptions};
 use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
 use crate::engine::start::{Start, start_for};
+use crate::engine::{ReplayError, ReplayOptions};
 
 /// One (trace, setting) result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

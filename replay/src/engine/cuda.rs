@@ -13,8 +13,8 @@ pub use crate::engine::timed::TimedAllocator;
 use vramlab_allocator::{AllocConf, Allocator, NativeAllocator};
 use vramlab_traces::Trace;
 
-use crate::engine::{ReplayDevice, ReplayError, ReplayOptions, replay};
 use crate::engine::run::Run;
+use crate::engine::{ReplayDevice, ReplayError, ReplayOptions, replay};
 
 /// A real GPU cannot place segments at chosen addresses: fidelity mode's
 /// placements are ignored. Driver time is measured, not simulated.
@@ -199,8 +199,8 @@ impl CudaScenario {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramlab_allocator::devices::sim::SimDevice;
     use vramlab_allocator::TorchVersion;
+    use vramlab_allocator::devices::sim::SimDevice;
 
     #[test]
     fn timed_allocator_counts_calls() {

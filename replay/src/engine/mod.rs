@@ -18,10 +18,10 @@ use vramlab_allocator::Allocator;
 use vramlab_allocator::devices::Device;
 use vramlab_traces::Trace;
 
-use vramlab_allocator::devices::sim::{Refusal, SimDevice};
 use replayer::Replayer;
 use run::Run;
 use start::Start;
+use vramlab_allocator::devices::sim::{Refusal, SimDevice};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -2,8 +2,8 @@
 //! per allocation id, the peaks, the timeline window, the device log) and
 //! what each kind of event does to it.
 
-use vramlab_allocator::devices::{Device, DeviceCallKind};
 use vramlab_allocator::devices::sim::Refusal;
+use vramlab_allocator::devices::{Device, DeviceCallKind};
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
 use vramlab_traces::{Event, ExpectedOom, ExpectedSegmentEvent, SegmentEventKind, Trace};
 
@@ -276,7 +276,12 @@ impl<'t> Replayer<'t> {
     }
 
     /// Replays event `i`; `Ok(true)` when the replay must stop (an OOM).
-    pub(super) fn event<A>(&mut self, alloc: &mut A, i: usize, ev: &Event) -> Result<bool, ReplayError>
+    pub(super) fn event<A>(
+        &mut self,
+        alloc: &mut A,
+        i: usize,
+        ev: &Event,
+    ) -> Result<bool, ReplayError>
     where
         A: Allocator,
         A::Dev: ReplayDevice,
@@ -624,4 +629,3 @@ fn alloc_err(event_index: u64, e: AllocError) -> ReplayError {
         message: e.to_string(),
     }
 }
-

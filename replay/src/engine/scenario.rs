@@ -4,13 +4,13 @@
 use vramlab_allocator::{AllocConf, NativeAllocator};
 use vramlab_traces::Trace;
 
-use vramlab_allocator::devices::sim::{CostModel, SimDevice};
-use vramlab_allocator::policies::registry::PolicySpec;
-use crate::engine::{ReplayError, ReplayOptions, replay};
 use crate::engine::run::Run;
 use crate::engine::timed::TimedAllocator;
+use crate::engine::{ReplayError, ReplayOptions, replay};
 use vramlab_allocator::Allocator;
+use vramlab_allocator::devices::sim::{CostModel, SimDevice};
 use vramlab_allocator::latency::LatencySummary;
+use vramlab_allocator::policies::registry::PolicySpec;
 
 /// Applies the scenario's memory fraction, if any.
 fn set_fraction(a: &mut impl Allocator, fraction: Option<f64>) -> Result<(), ReplayError> {

@@ -222,7 +222,11 @@ impl<'a> EntryWriter<'a> {
     }
 
     fn addr_of(&self, id: u32) -> u64 {
-        self.run.alloc_addresses.get(id as usize).copied().unwrap_or(0)
+        self.run
+            .alloc_addresses
+            .get(id as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The entries of event `i`.
@@ -277,7 +281,12 @@ impl<'a> EntryWriter<'a> {
     }
 
     fn alloc(&mut self, i: usize, id: u32, stream: u32, size: u64, t: u64) {
-        let s = self.trace.streams.get(stream as usize).copied().unwrap_or(0);
+        let s = self
+            .trace
+            .streams
+            .get(stream as usize)
+            .copied()
+            .unwrap_or(0);
         let a = self.addr_of(id);
         if a == 0 && size > 0 {
             let (free, rounded) = match &self.run.oom {

@@ -4,11 +4,13 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::timeline::{COPY_DASH, copy_rank, duplicates, layered_width};
-use super::{Axes, Figure, draw_polyline, draw_polyline_phased, mesh, pixel_polyline};
+use super::{
+    Axes, Chart2d, Figure, draw_polyline, draw_polyline_phased, line_chart, mesh, pixel_polyline,
+};
 use crate::Result;
-use crate::input::FitSweep;
+use crate::input::{FitPoint, FitSweep};
 use crate::style::*;
-use crate::units::{fmt_count_tick, fmt_int, fmt_tick, format_bytes, unit_for};
+use crate::units::{Unit, fmt_count_tick, fmt_int, fmt_tick, format_bytes, unit_for};
 
 /// The fit chart.
 pub(crate) struct Fit<'a> {
@@ -147,44 +149,130 @@ fn leader(b: PxRect, p: (i32, i32)) -> ((i32, i32), (i32, i32)) {
 /// Radius of the ring around an answer.
 const RING: i32 = 11;
 
-impl Figure for Fit<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
-        let dim = if self.fit.dimension.trim().is_empty() {
-            "size"
-        } else {
-            self.fit.dimension.trim()
-        };
-        let title = format!("Peak reserved memory vs {dim}");
-        if self.fit.points.is_empty() {
-            return no_data(root, &title, "no sizes were replayed");
-        }
-        let groups = self.fit.by_setting();
-        let names: Vec<&str> = groups.iter().map(|(s, _)| *s).collect();
-        let colors = color_indices(&names, self.order);
-        let mut sizes: Vec<u64> = self.fit.points.iter().map(|p| p.size).collect();
+/// A setting and its points, sorted by size ([`FitSweep::by_setting`]).
+type Group<'a> = (&'a str, Vec<&'a FitPoint>);
+
+/// The x axis: the varied size, on a log2 scale when the sizes span 8×
+/// or more.
+#[derive(Debug, Clone, Copy)]
+struct XAxis {
+    /// Log2 scale.
+    log: bool,
+    /// The smallest size, in axis units.
+    x0: f64,
+    /// The largest size, in axis units.
+    x1: f64,
+    /// Room left and right of the sizes, in axis units.
+    pad: f64,
+}
+
+/// `size` in axis units: its log2 on a log axis, else itself.
+fn scaled(log: bool, size: u64) -> f64 {
+    if log {
+        (size as f64).log2()
+    } else {
+        size as f64
+    }
+}
+
+impl XAxis {
+    /// The axis over the sizes of `points` (`None` when there are none).
+    fn new(points: &[FitPoint]) -> Option<Self> {
+        let mut sizes: Vec<u64> = points.iter().map(|p| p.size).collect();
         sizes.sort_unstable();
         sizes.dedup();
         let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) else {
-            return no_data(root, &title, "no sizes were replayed");
+            return None;
         };
         let log = lo > 0 && hi / lo >= 8;
-        let xmap = |s: u64| {
-            if log { (s as f64).log2() } else { s as f64 }
-        };
-        let (x0, x1) = (xmap(lo), xmap(hi));
+        let (x0, x1) = (scaled(log, lo), scaled(log, hi));
         let pad = if x1 > x0 { (x1 - x0) * 0.05 } else { 0.5 };
-        let data_max = self
-            .fit
-            .points
-            .iter()
-            .map(|p| p.peak_reserved)
-            .max()
-            .unwrap_or(0);
-        let cap = self
-            .fit
-            .capacity
-            .filter(|&c| (c as f64) <= (data_max as f64) * 4.0);
+        Some(XAxis { log, x0, x1, pad })
+    }
 
+    /// `size` in axis units.
+    fn of(self, size: u64) -> f64 {
+        scaled(self.log, size)
+    }
+
+    /// The range the chart shows.
+    fn range(self) -> std::ops::Range<f64> {
+        (self.x0 - self.pad)..(self.x1 + self.pad)
+    }
+}
+
+/// The settings' lines: each setting's points, the earlier setting it is
+/// identical to (drawn dashed over it), and their colours.
+struct Series<'g> {
+    groups: &'g [Group<'g>],
+    /// For each group, the first earlier one with the same points.
+    dup: Vec<Option<(usize, &'g Group<'g>)>>,
+    /// Palette index of each group.
+    colors: Vec<usize>,
+}
+
+impl<'g> Series<'g> {
+    fn new(groups: &'g [Group<'g>], order: &[String]) -> Self {
+        let names: Vec<&str> = groups.iter().map(|(s, _)| *s).collect();
+        let colors = color_indices(&names, order);
+        let keys: Vec<Vec<(u64, u64, bool)>> = groups
+            .iter()
+            .map(|(_, pts)| {
+                pts.iter()
+                    .map(|p| (p.size, p.peak_reserved, p.fits))
+                    .collect()
+            })
+            .collect();
+        let dup = duplicates(groups, &keys);
+        Series {
+            groups,
+            dup,
+            colors,
+        }
+    }
+
+    /// The look of the `i`-th group's line.
+    fn look(&self, i: usize) -> SeriesLook {
+        series_look(self.colors.get(i).copied().unwrap_or(i))
+    }
+
+    /// How many lines are drawn (copies aside).
+    fn drawn(&self) -> usize {
+        self.dup.iter().filter(|d| d.is_none()).count()
+    }
+}
+
+/// The points of a setting in chart coordinates.
+fn chart_points(pts: &[&FitPoint], x: XAxis, unit: Unit) -> Vec<(f64, f64)> {
+    pts.iter()
+        .map(|p| (x.of(p.size), unit.of(p.peak_reserved)))
+        .collect()
+}
+
+/// An answer: the largest size that fits under a setting, as the index of
+/// its group, the size and the marker's pixel.
+type Answer = (usize, u64, (i32, i32));
+
+impl Fit<'_> {
+    /// The varied dimension's name ("size" when it has none).
+    fn dimension(&self) -> &str {
+        if self.fit.dimension.trim().is_empty() {
+            "size"
+        } else {
+            self.fit.dimension.trim()
+        }
+    }
+
+    /// The capacity, unless it is far above the data.
+    fn capacity_on_scale(&self, data_max: u64) -> Option<u64> {
+        self.fit
+            .capacity
+            .filter(|&c| (c as f64) <= (data_max as f64) * 4.0)
+    }
+
+    /// The subtitle: what the markers mean, the log scale, and the capacity
+    /// when it is off the scale.
+    fn subtitle(&self, dim: &str, log: bool, cap: Option<u64>) -> String {
         let mut subtitle =
             "Dots: the workload fits; crosses: out of memory; rings: the largest size that fits"
                 .to_string();
@@ -194,20 +282,16 @@ impl Figure for Fit<'_> {
         if let Some(c) = self.fit.capacity.filter(|_| cap.is_none()) {
             subtitle.push_str(&format!("; capacity {} (off the scale)", format_bytes(c)));
         }
-        let top = frame(root, &title, &subtitle)?;
-        let keys: Vec<Vec<(u64, u64, bool)>> = groups
-            .iter()
-            .map(|(_, pts)| {
-                pts.iter()
-                    .map(|p| (p.size, p.peak_reserved, p.fits))
-                    .collect()
-            })
-            .collect();
-        let dup = duplicates(&groups, &keys);
-        let look_of = |i: usize| series_look(colors.get(i).copied().unwrap_or(i));
+        subtitle
+    }
+
+    /// The legend: each setting with its answer (or the setting it is a
+    /// copy of), the markers and the capacity.
+    fn legend_items(&self, series: &Series<'_>, cap: Option<u64>) -> Vec<LegendItem> {
+        let groups = series.groups;
         let mut items: Vec<LegendItem> = groups
             .iter()
-            .zip(&dup)
+            .zip(&series.dup)
             .enumerate()
             .map(|(i, ((s, _), d))| {
                 let what = match (d, self.fit.largest_fitting(s)) {
@@ -215,9 +299,9 @@ impl Figure for Fit<'_> {
                     (None, Some(v)) => format!("largest that fits: {}", fmt_int(v)),
                     (None, None) => "none fits".to_string(),
                 };
-                let look = look_of(i);
+                let look = series.look(i);
                 let swatch = match d {
-                    Some((j, _)) => Swatch::Over(look_of(*j).color, look.color, 4),
+                    Some((j, _)) => Swatch::Over(series.look(*j).color, look.color, 4),
                     None => series_swatch(look, 4),
                 };
                 LegendItem::new(swatch, format!("{s} ({what})"))
@@ -237,112 +321,27 @@ impl Figure for Fit<'_> {
                 format!("capacity ({})", format_bytes(c)),
             ));
         }
+        items
+    }
 
-        let (w, h) = root.dim_in_pixel();
-        let (w, h) = (w as i32, h as i32);
-        let lh = legend_height(root, &items, w - 48)?;
-        let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
-        let top_bytes = data_max.max(cap.unwrap_or(0));
-        let unit = unit_for(data_max);
-        let y_top = unit.of(top_bytes) * 1.1;
-        let y_top = if y_top > 0.0 { y_top } else { 1.0 };
-        let mut chart = ChartBuilder::on(&area)
-            .margin_left(16)
-            .margin_right(40)
-            .margin_top(8)
-            .x_label_area_size(64)
-            .y_label_area_size(100)
-            .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..y_top)?;
-        let y_desc = format!("peak reserved ({})", unit.name);
-        mesh(
-            root,
-            &mut chart,
-            &Axes {
-                x_desc: dim,
-                y_desc: &y_desc,
-                x_fmt: None,
-                y_fmt: &|v| fmt_tick(*v),
-                x_grid: false,
-                x_ticks: false,
-            },
-        )?;
-
-        // Regular ticks with grid lines (the replayed sizes crowd where
-        // the search for the largest fitting size bisected).
-        let (xr, yr) = chart.plotting_area().get_pixel_range();
-        let tick_style = font(TICK_SIZE, INK);
-        let px = |v: f64| chart.backend_coord(&(v, 0.0)).0;
-        for (x, label) in x_ticks(x0 - pad, x1 + pad, log, &px, &tick_style) {
-            line(root, (x, yr.start), (x, yr.end - 1), stroke(GRID, 1))?;
-            line(root, (x, yr.end), (x, yr.end + 5), stroke(MUTED, 1))?;
-            text(
-                root,
-                &label,
-                (x, yr.end + 10),
-                &tick_style,
-                HPos::Center,
-                VPos::Top,
-            )?;
-        }
-        let mut placer = Placer::within(xr.start + 2..xr.end - 2, yr.start + 2..yr.end - 2);
-        if let Some(c) = cap {
-            let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
-            dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
-            placer.avoid_path(&[(xr.start, y), (xr.end, y)]);
-            // Small sizes sit low: the label goes on the left.
-            placer.place(
-                root,
-                &format!("capacity {}", format_bytes(c)),
-                &font(LABEL_SIZE, ALERT),
-                &[
-                    ((xr.start + 10, y - 6), HPos::Left, VPos::Bottom),
-                    ((xr.start + 10, y + 6), HPos::Left, VPos::Top),
-                ],
-            )?;
-        }
-        let n_drawn = dup.iter().filter(|d| d.is_none()).count();
-        let xy_of = |pts: &[&crate::input::FitPoint]| -> Vec<(f64, f64)> {
-            pts.iter()
-                .map(|p| (xmap(p.size), unit.of(p.peak_reserved)))
-                .collect()
-        };
-        let mut rank = 0;
-        for (i, ((_, pts), d)) in groups.iter().zip(&dup).enumerate() {
+    /// Draws a dot (fits) or a cross (OOM) at every point, keeping labels
+    /// off them; returns the answers.
+    fn draw_markers<DB: DrawingBackend>(
+        &self,
+        root: &Area<DB>,
+        chart: &Chart2d<'_, DB>,
+        series: &Series<'_>,
+        (x, unit): (XAxis, Unit),
+        placer: &mut Placer,
+    ) -> Result<Vec<Answer>> {
+        let mut answers: Vec<Answer> = Vec::new();
+        for (i, ((s, pts), d)) in series.groups.iter().zip(&series.dup).enumerate() {
             if d.is_some() {
                 continue;
             }
-            let look = look_of(i);
-            let xy = xy_of(pts);
-            let width = layered_width(3, rank, n_drawn);
-            rank += 1;
-            draw_polyline(root, &chart, &xy, stroke(look.color, width), look.dash)?;
-            for path in pixel_polyline(&chart, &xy) {
-                placer.avoid_path(&path);
-            }
-        }
-        // A setting identical to an earlier one: its colour dashed over
-        // the earlier one's line, the copies of one line taking turns.
-        for (i, ((_, pts), d)) in groups.iter().zip(&dup).enumerate() {
-            let Some((j, _)) = d else { continue };
-            let (nth, n) = copy_rank(&dup, i, *j);
-            draw_polyline_phased(
-                root,
-                &chart,
-                &xy_of(pts),
-                stroke(look_of(i).color, layered_width(3, 0, n_drawn)),
-                Some((COPY_DASH, COPY_DASH * n)),
-                COPY_DASH * nth,
-            )?;
-        }
-        // Markers on top of the lines.
-        let mut answers = Vec::new();
-        for (i, ((s, pts), d)) in groups.iter().zip(&dup).enumerate() {
-            if d.is_some() {
-                continue;
-            }
-            let c = look_of(i).color;
+            let c = series.look(i).color;
             let best = self.fit.largest_fitting(s);
-            for (p, q) in pts.iter().zip(xy_of(pts)) {
+            for (p, q) in pts.iter().zip(chart_points(pts, x, unit)) {
                 let px = chart.backend_coord(&q);
                 placer.avoid((px.0 - 8, px.1 - 8, px.0 + 8, px.1 + 8));
                 if p.fits {
@@ -357,43 +356,203 @@ impl Figure for Fit<'_> {
                 }
             }
         }
-        // The answers: a ring around each, labelled with the size where
-        // the label covers no line, marker or other label.
-        for &(i, _, p) in &answers {
-            let c = look_of(i).color;
-            root.draw(&Circle::new(p, RING, stroke(WHITE, 4)))?;
-            root.draw(&Circle::new(p, RING, stroke(c, 2)))?;
-            placer.avoid((
-                p.0 - RING - 2,
-                p.1 - RING - 2,
-                p.0 + RING + 2,
-                p.1 + RING + 2,
-            ));
+        Ok(answers)
+    }
+}
+
+/// Draws regular x ticks with grid lines (the replayed sizes crowd where
+/// the search for the largest fitting size bisected).
+fn draw_x_ticks<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &Chart2d<'_, DB>,
+    x: XAxis,
+) -> Result<()> {
+    let (_, yr) = chart.plotting_area().get_pixel_range();
+    let tick_style = font(TICK_SIZE, INK);
+    let px = |v: f64| chart.backend_coord(&(v, 0.0)).0;
+    let range = x.range();
+    for (x, label) in x_ticks(range.start, range.end, x.log, &px, &tick_style) {
+        line(root, (x, yr.start), (x, yr.end - 1), stroke(GRID, 1))?;
+        line(root, (x, yr.end), (x, yr.end + 5), stroke(MUTED, 1))?;
+        text(
+            root,
+            &label,
+            (x, yr.end + 10),
+            &tick_style,
+            HPos::Center,
+            VPos::Top,
+        )?;
+    }
+    Ok(())
+}
+
+/// Draws the capacity `c` as a dashed line across the plot, labelled on
+/// the left (small sizes sit low).
+fn draw_capacity<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &Chart2d<'_, DB>,
+    unit: Unit,
+    c: u64,
+    placer: &mut Placer,
+) -> Result<()> {
+    let (xr, _) = chart.plotting_area().get_pixel_range();
+    let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
+    dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
+    placer.avoid_path(&[(xr.start, y), (xr.end, y)]);
+    placer.place(
+        root,
+        &format!("capacity {}", format_bytes(c)),
+        &font(LABEL_SIZE, ALERT),
+        &[
+            ((xr.start + 10, y - 6), HPos::Left, VPos::Bottom),
+            ((xr.start + 10, y + 6), HPos::Left, VPos::Top),
+        ],
+    )
+}
+
+/// Draws each setting's line, earlier ones wider, keeping labels off
+/// them; a setting identical to an earlier one: its colour dashed over
+/// the earlier one's line, the copies of one line taking turns.
+fn draw_lines<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &Chart2d<'_, DB>,
+    series: &Series<'_>,
+    (x, unit): (XAxis, Unit),
+    placer: &mut Placer,
+) -> Result<()> {
+    let n_drawn = series.drawn();
+    let mut rank = 0;
+    for (i, ((_, pts), d)) in series.groups.iter().zip(&series.dup).enumerate() {
+        if d.is_some() {
+            continue;
         }
-        for &(i, size, p) in &answers {
-            let c = look_of(i).color;
-            let style = bold(LABEL_SIZE, c);
-            let lines = [fmt_int(size)];
-            let cands = answer_candidates(p);
-            let chosen = cands
-                .iter()
-                .copied()
-                .find(|&(pos, hp, vp)| {
-                    let b = block_box(&lines, &style, pos, hp, vp);
-                    let (start, end) = leader(b, p);
-                    placer.is_free(b) && placer.segment_is_free(start, end)
-                })
-                .or_else(|| cands.first().copied());
-            let Some((pos, hp, vp)) = chosen else {
-                continue;
-            };
-            let (start, end) = leader(block_box(&lines, &style, pos, hp, vp), p);
-            if start != end {
-                line(root, start, end, stroke(c, 2))?;
-                placer.avoid_path(&[start, end]);
-            }
-            placer.place_lines(root, &lines, &style, &[(pos, hp, vp)])?;
+        let look = series.look(i);
+        let xy = chart_points(pts, x, unit);
+        let width = layered_width(3, rank, n_drawn);
+        rank += 1;
+        draw_polyline(root, chart, &xy, stroke(look.color, width), look.dash)?;
+        for path in pixel_polyline(chart, &xy) {
+            placer.avoid_path(&path);
         }
+    }
+    for (i, ((_, pts), d)) in series.groups.iter().zip(&series.dup).enumerate() {
+        let Some((j, _)) = d else { continue };
+        let (nth, n) = copy_rank(&series.dup, i, *j);
+        draw_polyline_phased(
+            root,
+            chart,
+            &chart_points(pts, x, unit),
+            stroke(series.look(i).color, layered_width(3, 0, n_drawn)),
+            Some((COPY_DASH, COPY_DASH * n)),
+            COPY_DASH * nth,
+        )?;
+    }
+    Ok(())
+}
+
+/// Draws a ring around each answer, then labels each with its size where
+/// the label (and the leader line to it) covers no line, marker or other
+/// label.
+fn label_answers<DB: DrawingBackend>(
+    root: &Area<DB>,
+    series: &Series<'_>,
+    answers: &[Answer],
+    placer: &mut Placer,
+) -> Result<()> {
+    for &(i, _, p) in answers {
+        let c = series.look(i).color;
+        root.draw(&Circle::new(p, RING, stroke(WHITE, 4)))?;
+        root.draw(&Circle::new(p, RING, stroke(c, 2)))?;
+        placer.avoid((
+            p.0 - RING - 2,
+            p.1 - RING - 2,
+            p.0 + RING + 2,
+            p.1 + RING + 2,
+        ));
+    }
+    for &(i, size, p) in answers {
+        let c = series.look(i).color;
+        let style = bold(LABEL_SIZE, c);
+        let lines = [fmt_int(size)];
+        let cands = answer_candidates(p);
+        let chosen = cands
+            .iter()
+            .copied()
+            .find(|&(pos, hp, vp)| {
+                let b = block_box(&lines, &style, pos, hp, vp);
+                let (start, end) = leader(b, p);
+                placer.is_free(b) && placer.segment_is_free(start, end)
+            })
+            .or_else(|| cands.first().copied());
+        let Some((pos, hp, vp)) = chosen else {
+            continue;
+        };
+        let (start, end) = leader(block_box(&lines, &style, pos, hp, vp), p);
+        if start != end {
+            line(root, start, end, stroke(c, 2))?;
+            placer.avoid_path(&[start, end]);
+        }
+        placer.place_lines(root, &lines, &style, &[(pos, hp, vp)])?;
+    }
+    Ok(())
+}
+
+impl Figure for Fit<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
+        let dim = self.dimension();
+        let title = format!("Peak reserved memory vs {dim}");
+        if self.fit.points.is_empty() {
+            return no_data(root, &title, "no sizes were replayed");
+        }
+        let groups = self.fit.by_setting();
+        let series = Series::new(&groups, self.order);
+        let Some(x) = XAxis::new(&self.fit.points) else {
+            return no_data(root, &title, "no sizes were replayed");
+        };
+        let data_max = self
+            .fit
+            .points
+            .iter()
+            .map(|p| p.peak_reserved)
+            .max()
+            .unwrap_or(0);
+        let cap = self.capacity_on_scale(data_max);
+        let top = frame(root, &title, &self.subtitle(dim, x.log, cap))?;
+        let items = self.legend_items(&series, cap);
+
+        let (w, h) = root.dim_in_pixel();
+        let (w, h) = (w as i32, h as i32);
+        let lh = legend_height(root, &items, w - 48)?;
+        let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
+        let top_bytes = data_max.max(cap.unwrap_or(0));
+        let unit = unit_for(data_max);
+        let y_top = unit.of(top_bytes) * 1.1;
+        let y_top = if y_top > 0.0 { y_top } else { 1.0 };
+        let mut chart = line_chart(&area, x.range(), y_top)?;
+        let y_desc = format!("peak reserved ({})", unit.name);
+        mesh(
+            root,
+            &mut chart,
+            &Axes {
+                x_desc: dim,
+                y_desc: &y_desc,
+                x_fmt: None,
+                y_fmt: &|v| fmt_tick(*v),
+                x_grid: false,
+                x_ticks: false,
+            },
+        )?;
+        draw_x_ticks(root, &chart, x)?;
+
+        let (xr, yr) = chart.plotting_area().get_pixel_range();
+        let mut placer = Placer::within(xr.start + 2..xr.end - 2, yr.start + 2..yr.end - 2);
+        if let Some(c) = cap {
+            draw_capacity(root, &chart, unit, c, &mut placer)?;
+        }
+        draw_lines(root, &chart, &series, (x, unit), &mut placer)?;
+        // Markers on top of the lines, then the answers.
+        let answers = self.draw_markers(root, &chart, &series, (x, unit), &mut placer)?;
+        label_answers(root, &series, &answers, &mut placer)?;
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }
 }

@@ -159,6 +159,24 @@ pub(crate) type Chart2d<'a, DB> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
+/// The chart of a line plot (timeline, fragmentation, fit) on `area`:
+/// `x` across, 0 to `y_top` up, with room for tick labels and axis
+/// descriptions on the left and below.
+pub(crate) fn line_chart<DB: DrawingBackend>(
+    area: &Area<DB>,
+    x: std::ops::Range<f64>,
+    y_top: f64,
+) -> Result<Chart2d<'_, DB>> {
+    let chart = ChartBuilder::on(area)
+        .margin_left(16)
+        .margin_right(40)
+        .margin_top(8)
+        .x_label_area_size(64)
+        .y_label_area_size(100)
+        .build_cartesian_2d(x, 0f64..y_top)?;
+    Ok(chart)
+}
+
 /// Axis descriptions and tick formatters of a chart.
 pub(crate) struct Axes<'f> {
     /// X axis description.

@@ -443,32 +443,7 @@ impl Figure for SegmentMap<'_> {
         let (offsets, body_h) = self.row_offsets();
         let l = &self.layout;
 
-        // Label columns (own rows): address on the left, size and free
-        // share on the right of each segment's first row.
-        let (mut left_w, mut right_w) = (0, 0);
-        let mut lefts = Vec::new();
-        let mut rights = Vec::new();
-        if l.own_rows {
-            for s in &self.segs {
-                let free = s
-                    .blocks
-                    .iter()
-                    .filter(|b| b.state == BlockState::Free)
-                    .fold(0u64, |a, b| a.saturating_add(b.size));
-                let len = seg_len(s);
-                let pct = if len > 0 {
-                    free as f64 * 100.0 / len as f64
-                } else {
-                    0.0
-                };
-                let left = format!("0x{:x}", s.ptr);
-                let right = format!("{} · {:.0}% free", format_bytes(s.size), pct);
-                left_w = left_w.max(text_size(root, &left, &muted)?.0);
-                right_w = right_w.max(text_size(root, &right, &ink)?.0);
-                lefts.push(left);
-                rights.push(right);
-            }
-        }
+        let (lefts, rights, left_w, right_w) = self.label_columns(root, &ink, &muted)?;
         let bar_x0 = if l.own_rows { SIDE + left_w + 14 } else { SIDE };
         let bar_x1 = if l.own_rows {
             w - SIDE - right_w - 14
@@ -523,23 +498,71 @@ impl Figure for SegmentMap<'_> {
             }
         }
 
-        // Scale bar.
-        if l.row_bytes < 4 {
-            return Ok(());
-        }
-        let (bytes, label) = nice_scale(l.row_bytes / 4);
-        let sy = body_top + body_h + 28;
-        let sx1 = bar_x0 + (bytes as f64 * scale).round() as i32;
-        line(root, (bar_x0, sy), (sx1, sy), stroke(INK, 2))?;
-        line(root, (bar_x0, sy - 6), (bar_x0, sy + 6), stroke(INK, 2))?;
-        line(root, (sx1, sy - 6), (sx1, sy + 6), stroke(INK, 2))?;
-        text(
-            root,
-            &format!("{label}   (one row = {})", format_bytes(l.row_bytes)),
-            (sx1 + 12, sy),
-            &muted,
-            HPos::Left,
-            VPos::Center,
-        )
+        draw_scale_bar(root, l.row_bytes, (bar_x0, body_top + body_h + 28), scale)
     }
+}
+
+impl SegmentMap<'_> {
+    /// The label columns (own rows only; empty otherwise): each segment's
+    /// address, for the left of its first row, and its size and free
+    /// share, for the right; and the width of each column.
+    fn label_columns<DB: DrawingBackend>(
+        &self,
+        root: &Area<DB>,
+        ink: &TextStyle,
+        muted: &TextStyle,
+    ) -> Result<(Vec<String>, Vec<String>, i32, i32)> {
+        let (mut left_w, mut right_w) = (0, 0);
+        let mut lefts = Vec::new();
+        let mut rights = Vec::new();
+        if self.layout.own_rows {
+            for s in &self.segs {
+                let free = s
+                    .blocks
+                    .iter()
+                    .filter(|b| b.state == BlockState::Free)
+                    .fold(0u64, |a, b| a.saturating_add(b.size));
+                let len = seg_len(s);
+                let pct = if len > 0 {
+                    free as f64 * 100.0 / len as f64
+                } else {
+                    0.0
+                };
+                let left = format!("0x{:x}", s.ptr);
+                let right = format!("{} · {:.0}% free", format_bytes(s.size), pct);
+                left_w = left_w.max(text_size(root, &left, muted)?.0);
+                right_w = right_w.max(text_size(root, &right, ink)?.0);
+                lefts.push(left);
+                rights.push(right);
+            }
+        }
+        Ok((lefts, rights, left_w, right_w))
+    }
+}
+
+/// Draws the scale bar under the rows, starting at `(x, y)`: a quarter of
+/// a row (`row_bytes`) rounded to a round size, `scale` pixels per byte,
+/// and what a whole row holds. Nothing for rows under 4 bytes.
+fn draw_scale_bar<DB: DrawingBackend>(
+    root: &Area<DB>,
+    row_bytes: u64,
+    (x, y): (i32, i32),
+    scale: f64,
+) -> Result<()> {
+    if row_bytes < 4 {
+        return Ok(());
+    }
+    let (bytes, label) = nice_scale(row_bytes / 4);
+    let x1 = x + (bytes as f64 * scale).round() as i32;
+    line(root, (x, y), (x1, y), stroke(INK, 2))?;
+    line(root, (x, y - 6), (x, y + 6), stroke(INK, 2))?;
+    line(root, (x1, y - 6), (x1, y + 6), stroke(INK, 2))?;
+    text(
+        root,
+        &format!("{label}   (one row = {})", format_bytes(row_bytes)),
+        (x1 + 12, y),
+        &font(LABEL_SIZE, MUTED),
+        HPos::Left,
+        VPos::Center,
+    )
 }

@@ -3,11 +3,11 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{Axes, Figure, draw_polyline, draw_polyline_phased, mesh};
+use super::{Axes, Chart2d, Figure, draw_polyline, draw_polyline_phased, line_chart, mesh};
 use crate::Result;
 use crate::input::SettingResult;
 use crate::style::*;
-use crate::units::{fmt_count_tick, fmt_tick, format_bytes, unit_for};
+use crate::units::{Unit, fmt_count_tick, fmt_tick, format_bytes, unit_for};
 
 /// Memory timeline of several settings.
 pub(crate) struct Timeline<'a> {
@@ -101,6 +101,250 @@ fn shown(settings: &[SettingResult]) -> Vec<(usize, &SettingResult)> {
         .collect()
 }
 
+/// A shown setting: its palette index and its results.
+type Shown<'a> = (usize, &'a SettingResult);
+
+/// For a shown setting, the earlier one its line is identical to: its
+/// index among the shown settings, and it.
+type Dup<'s, 'a> = Option<(usize, &'s Shown<'a>)>;
+
+/// The top of the data: the most reserved, allocated or live bytes at any
+/// point of a shown timeline, or reserved at an OOM.
+fn data_max(shown: &[Shown<'_>]) -> u64 {
+    shown
+        .iter()
+        .flat_map(|(_, s)| {
+            s.timeline
+                .iter()
+                .map(|p| p.reserved.max(p.allocated).max(p.requested))
+                .chain(s.oom.as_ref().map(|o| o.reserved_bytes))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `f` of each of `s`'s timeline points in `unit`, as a step path (see
+/// [`steps`]).
+fn step_points(
+    s: &SettingResult,
+    unit: Unit,
+    f: fn(&vramlab_replay::TimelinePoint) -> u64,
+) -> Vec<(f64, f64)> {
+    let p: Vec<(f64, f64)> = s
+        .timeline
+        .iter()
+        .map(|p| (p.event_index as f64, unit.of(f(p))))
+        .collect();
+    steps(&p)
+}
+
+impl Timeline<'_> {
+    /// The capacity, unless it is far above the data (it would squash
+    /// the data: the subtitle mentions it instead).
+    fn capacity_on_scale(&self, data_max: u64) -> Option<u64> {
+        self.capacity
+            .filter(|&c| (c as f64) <= (data_max as f64) * 2.0)
+    }
+
+    /// The subtitle: what the lines are, and the capacity when it is off
+    /// the scale.
+    fn subtitle(&self, cap_on_scale: Option<u64>) -> String {
+        let mut subtitle =
+            "Solid: reserved, dashed: allocated, thin black: live (requested) bytes; maximum over each interval"
+                .to_string();
+        if let Some(c) = self.capacity.filter(|_| cap_on_scale.is_none()) {
+            subtitle.push_str(&format!("; capacity {} (off the scale)", format_bytes(c)));
+        }
+        subtitle
+    }
+}
+
+/// The legend: each setting with its peak (or the setting its line is a
+/// copy of), the live bytes, the OOM marker and the capacity line when
+/// they are drawn.
+fn timeline_legend(shown: &[Shown<'_>], dup: &[Dup<'_, '_>], capacity: bool) -> Vec<LegendItem> {
+    let mut items: Vec<LegendItem> = shown
+        .iter()
+        .zip(dup)
+        .map(|(&(i, s), d)| {
+            let what = match d {
+                Some((_, (_, first))) => format!("same as {}", first.label),
+                None => format!("peak {}", format_bytes(s.summary.peak_reserved_bytes)),
+            };
+            LegendItem::new(
+                swatch_of(i, d.map(|(_, &(j, _))| j), 4),
+                format!("{} ({what})", s.label),
+            )
+        })
+        .collect();
+    items.push(LegendItem::new(Swatch::Line(INK, 1), "live (requested)"));
+    if shown.iter().any(|(_, s)| s.oom.is_some()) {
+        items.push(LegendItem::new(Swatch::Cross(ALERT), "out of memory"));
+    }
+    if capacity {
+        items.push(LegendItem::new(Swatch::Dashed(ALERT, 2), "capacity"));
+    }
+    items
+}
+
+/// Draws every setting's allocated (dashed) and reserved (solid) bytes,
+/// the copies of identical lines dashed over them in turns, and the live
+/// bytes on top.
+fn draw_memory_lines<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &mut Chart2d<'_, DB>,
+    unit: Unit,
+    shown: &[Shown<'_>],
+    dup: &[Dup<'_, '_>],
+) -> Result<()> {
+    let drawn: Vec<(usize, &SettingResult)> = shown
+        .iter()
+        .zip(dup)
+        .filter(|(_, d)| d.is_none())
+        .map(|(x, _)| *x)
+        .collect();
+    for &(i, s) in &drawn {
+        let c = series_color(i);
+        draw_polyline(
+            root,
+            chart,
+            &step_points(s, unit, |p| p.allocated),
+            stroke(c, 2),
+            Some((9, 6)),
+        )?;
+    }
+    for (rank, &(i, s)) in drawn.iter().enumerate() {
+        let look = series_look(i);
+        let p = step_points(s, unit, |p| p.reserved);
+        if s.timeline.len() == 1 {
+            chart.draw_series(
+                p.iter()
+                    .take(1)
+                    .map(|&q| Circle::new(q, 4, fill(look.color))),
+            )?;
+        }
+        let width = layered_width(3, rank, drawn.len());
+        draw_polyline(root, chart, &p, stroke(look.color, width), look.dash)?;
+    }
+    for (k, (&(i, s), d)) in shown.iter().zip(dup).enumerate() {
+        if let Some((first, _)) = d {
+            let (nth, n) = copy_rank(dup, k, *first);
+            draw_polyline_phased(
+                root,
+                chart,
+                &step_points(s, unit, |p| p.reserved),
+                stroke(series_color(i), layered_width(3, 0, drawn.len())),
+                Some((COPY_DASH, COPY_DASH * n)),
+                COPY_DASH * nth,
+            )?;
+        }
+    }
+    // The live bytes are the same under every setting: draw them once,
+    // from the setting that replayed furthest.
+    if let Some(&(_, longest)) = shown
+        .iter()
+        .max_by_key(|(i, s)| (s.timeline.last().map(|p| p.event_index), usize::MAX - i))
+    {
+        chart.draw_series(LineSeries::new(
+            step_points(longest, unit, |p| p.requested),
+            stroke(INK, 1),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Draws the capacity `c` as a dashed line across the plot, labelled at
+/// its right end.
+fn draw_capacity<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &Chart2d<'_, DB>,
+    unit: Unit,
+    c: u64,
+    placer: &mut Placer,
+) -> Result<()> {
+    let (xr, _) = chart.plotting_area().get_pixel_range();
+    let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
+    dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
+    placer.place(
+        root,
+        &format!("capacity {}", format_bytes(c)),
+        &font(LABEL_SIZE, ALERT),
+        &[((xr.end - 8, y - 6), HPos::Right, VPos::Bottom)],
+    )
+}
+
+/// Marks each OOM with a cross and a label naming the settings that
+/// failed there (settings that failed at the same spot share a label).
+fn mark_ooms<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &Chart2d<'_, DB>,
+    unit: Unit,
+    shown: &[Shown<'_>],
+    placer: &mut Placer,
+) -> Result<()> {
+    let (xr, yr) = chart.plotting_area().get_pixel_range();
+    let mut marks: Vec<((i32, i32), Vec<&str>)> = Vec::new();
+    for &(_, s) in shown {
+        if let Some(o) = &s.oom {
+            let p = chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
+            match marks
+                .iter_mut()
+                .find(|(q, _)| (q.0 - p.0).abs() <= 12 && (q.1 - p.1).abs() <= 12)
+            {
+                Some((_, names)) => names.push(&s.label),
+                None => marks.push((p, vec![&s.label])),
+            }
+        }
+    }
+    let oom_style = bold(LABEL_SIZE, ALERT);
+    for (p, names) in &marks {
+        root.draw(&Cross::new(*p, 9, stroke(ALERT, 3)))?;
+        let label = wrap_lines(
+            &format!("OOM: {}", names.join(", ")),
+            &oom_style,
+            (xr.end - xr.start) / 2,
+        );
+        // Towards the middle of the plot, above the marker unless that
+        // leaves the plot or covers another label.
+        let towards = if p.0 > (xr.start + xr.end) / 2 {
+            [(p.0 - 14, HPos::Right), (p.0 + 14, HPos::Left)]
+        } else {
+            [(p.0 + 14, HPos::Left), (p.0 - 14, HPos::Right)]
+        };
+        let above = p.1 - 40 >= yr.start;
+        let mut cands = Vec::new();
+        for (vy, vp, ok) in [(p.1 - 12, VPos::Bottom, above), (p.1 + 12, VPos::Top, true)] {
+            if ok {
+                for (x, hp) in towards {
+                    cands.push(((x, vy), hp, vp));
+                }
+            }
+        }
+        placer.place_lines(root, &label, &oom_style, &cands)?;
+    }
+    Ok(())
+}
+
+/// Draws the grid and axes of a plot over the trace, `y_desc` up.
+fn draw_trace_axes<DB: DrawingBackend>(
+    root: &Area<DB>,
+    chart: &mut Chart2d<'_, DB>,
+    y_desc: &str,
+) -> Result<()> {
+    mesh(
+        root,
+        chart,
+        &Axes {
+            x_desc: "event index",
+            y_desc,
+            x_fmt: Some(&|v| fmt_count_tick(*v)),
+            y_fmt: &|v| fmt_tick(*v),
+            x_grid: true,
+            x_ticks: true,
+        },
+    )
+}
+
 impl Figure for Timeline<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
         let title = "Memory over the trace";
@@ -108,27 +352,9 @@ impl Figure for Timeline<'_> {
         if shown.is_empty() {
             return no_data(root, title, "no timeline points to draw");
         }
-        let data_max = shown
-            .iter()
-            .flat_map(|(_, s)| {
-                s.timeline
-                    .iter()
-                    .map(|p| p.reserved.max(p.allocated).max(p.requested))
-                    .chain(s.oom.as_ref().map(|o| o.reserved_bytes))
-            })
-            .max()
-            .unwrap_or(0);
-        // A capacity far above the data would squash it: mention it instead.
-        let cap_on_scale = self
-            .capacity
-            .filter(|&c| (c as f64) <= (data_max as f64) * 2.0);
-        let mut subtitle =
-            "Solid: reserved, dashed: allocated, thin black: live (requested) bytes; maximum over each interval"
-                .to_string();
-        if let Some(c) = self.capacity.filter(|_| cap_on_scale.is_none()) {
-            subtitle.push_str(&format!("; capacity {} (off the scale)", format_bytes(c)));
-        }
-        let top = frame(root, title, &subtitle)?;
+        let data_max = data_max(&shown);
+        let cap_on_scale = self.capacity_on_scale(data_max);
+        let top = frame(root, title, &self.subtitle(cap_on_scale))?;
 
         let keys: Vec<Vec<(u64, u64, u64)>> = shown
             .iter()
@@ -140,27 +366,7 @@ impl Figure for Timeline<'_> {
             })
             .collect();
         let dup = duplicates(&shown, &keys);
-        let mut items: Vec<LegendItem> = shown
-            .iter()
-            .zip(&dup)
-            .map(|(&(i, s), d)| {
-                let what = match d {
-                    Some((_, (_, first))) => format!("same as {}", first.label),
-                    None => format!("peak {}", format_bytes(s.summary.peak_reserved_bytes)),
-                };
-                LegendItem::new(
-                    swatch_of(i, d.map(|(_, &(j, _))| j), 4),
-                    format!("{} ({what})", s.label),
-                )
-            })
-            .collect();
-        items.push(LegendItem::new(Swatch::Line(INK, 1), "live (requested)"));
-        if shown.iter().any(|(_, s)| s.oom.is_some()) {
-            items.push(LegendItem::new(Swatch::Cross(ALERT), "out of memory"));
-        }
-        if cap_on_scale.is_some() {
-            items.push(LegendItem::new(Swatch::Dashed(ALERT, 2), "capacity"));
-        }
+        let items = timeline_legend(&shown, &dup, cap_on_scale.is_some());
 
         let (w, h) = root.dim_in_pixel();
         let (w, h) = (w as i32, h as i32);
@@ -169,142 +375,16 @@ impl Figure for Timeline<'_> {
         let unit = unit_for(data_max);
         let y_top = unit.of(data_max.max(cap_on_scale.unwrap_or(0))) * 1.08;
         let y_top = if y_top > 0.0 { y_top } else { 1.0 };
-        let xmax = x_max(&shown);
-        let mut chart = ChartBuilder::on(&area)
-            .margin_left(16)
-            .margin_right(40)
-            .margin_top(8)
-            .x_label_area_size(64)
-            .y_label_area_size(100)
-            .build_cartesian_2d(0f64..xmax, 0f64..y_top)?;
-        let y_desc = format!("memory ({})", unit.name);
-        mesh(
-            root,
-            &mut chart,
-            &Axes {
-                x_desc: "event index",
-                y_desc: &y_desc,
-                x_fmt: Some(&|v| fmt_count_tick(*v)),
-                y_fmt: &|v| fmt_tick(*v),
-                x_grid: true,
-                x_ticks: true,
-            },
-        )?;
-
-        let pts = |s: &SettingResult, f: fn(&vramlab_replay::TimelinePoint) -> u64| {
-            let p: Vec<(f64, f64)> = s
-                .timeline
-                .iter()
-                .map(|p| (p.event_index as f64, unit.of(f(p))))
-                .collect();
-            steps(&p)
-        };
-        let drawn: Vec<(usize, &SettingResult)> = shown
-            .iter()
-            .zip(&dup)
-            .filter(|(_, d)| d.is_none())
-            .map(|(x, _)| *x)
-            .collect();
-        for &(i, s) in &drawn {
-            let c = series_color(i);
-            draw_polyline(
-                root,
-                &chart,
-                &pts(s, |p| p.allocated),
-                stroke(c, 2),
-                Some((9, 6)),
-            )?;
-        }
-        for (rank, &(i, s)) in drawn.iter().enumerate() {
-            let look = series_look(i);
-            let p = pts(s, |p| p.reserved);
-            if s.timeline.len() == 1 {
-                chart.draw_series(
-                    p.iter()
-                        .take(1)
-                        .map(|&q| Circle::new(q, 4, fill(look.color))),
-                )?;
-            }
-            let width = layered_width(3, rank, drawn.len());
-            draw_polyline(root, &chart, &p, stroke(look.color, width), look.dash)?;
-        }
-        for (k, (&(i, s), d)) in shown.iter().zip(&dup).enumerate() {
-            if let Some((first, _)) = d {
-                let (nth, n) = copy_rank(&dup, k, *first);
-                draw_polyline_phased(
-                    root,
-                    &chart,
-                    &pts(s, |p| p.reserved),
-                    stroke(series_color(i), layered_width(3, 0, drawn.len())),
-                    Some((COPY_DASH, COPY_DASH * n)),
-                    COPY_DASH * nth,
-                )?;
-            }
-        }
-        // The live bytes are the same under every setting: draw them once,
-        // from the setting that replayed furthest.
-        if let Some(&(_, longest)) = shown
-            .iter()
-            .max_by_key(|(i, s)| (s.timeline.last().map(|p| p.event_index), usize::MAX - i))
-        {
-            chart.draw_series(LineSeries::new(
-                pts(longest, |p| p.requested),
-                stroke(INK, 1),
-            ))?;
-        }
+        let mut chart = line_chart(&area, 0f64..x_max(&shown), y_top)?;
+        draw_trace_axes(root, &mut chart, &format!("memory ({})", unit.name))?;
+        draw_memory_lines(root, &mut chart, unit, &shown, &dup)?;
 
         let (xr, yr) = chart.plotting_area().get_pixel_range();
-        let mut placer = Placer::within(xr.clone(), yr.clone());
+        let mut placer = Placer::within(xr, yr);
         if let Some(c) = cap_on_scale {
-            let (_, y) = chart.backend_coord(&(0.0, unit.of(c)));
-            dashed(root, (xr.start, y), (xr.end, y), stroke(ALERT, 2), 10, 6)?;
-            placer.place(
-                root,
-                &format!("capacity {}", format_bytes(c)),
-                &font(LABEL_SIZE, ALERT),
-                &[((xr.end - 8, y - 6), HPos::Right, VPos::Bottom)],
-            )?;
+            draw_capacity(root, &chart, unit, c, &mut placer)?;
         }
-        // OOM markers; settings that failed at the same spot share a label.
-        let mut marks: Vec<((i32, i32), Vec<&str>)> = Vec::new();
-        for &(_, s) in &shown {
-            if let Some(o) = &s.oom {
-                let p = chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
-                match marks
-                    .iter_mut()
-                    .find(|(q, _)| (q.0 - p.0).abs() <= 12 && (q.1 - p.1).abs() <= 12)
-                {
-                    Some((_, names)) => names.push(&s.label),
-                    None => marks.push((p, vec![&s.label])),
-                }
-            }
-        }
-        let oom_style = bold(LABEL_SIZE, ALERT);
-        for (p, names) in &marks {
-            root.draw(&Cross::new(*p, 9, stroke(ALERT, 3)))?;
-            let label = wrap_lines(
-                &format!("OOM: {}", names.join(", ")),
-                &oom_style,
-                (xr.end - xr.start) / 2,
-            );
-            // Towards the middle of the plot, above the marker unless that
-            // leaves the plot or covers another label.
-            let towards = if p.0 > (xr.start + xr.end) / 2 {
-                [(p.0 - 14, HPos::Right), (p.0 + 14, HPos::Left)]
-            } else {
-                [(p.0 + 14, HPos::Left), (p.0 - 14, HPos::Right)]
-            };
-            let above = p.1 - 40 >= yr.start;
-            let mut cands = Vec::new();
-            for (vy, vp, ok) in [(p.1 - 12, VPos::Bottom, above), (p.1 + 12, VPos::Top, true)] {
-                if ok {
-                    for (x, hp) in towards {
-                        cands.push(((x, vy), hp, vp));
-                    }
-                }
-            }
-            placer.place_lines(root, &label, &oom_style, &cands)?;
-        }
+        mark_ooms(root, &chart, unit, &shown, &mut placer)?;
         draw_legend(root, &items, 24, h - lh - 4, w - 48)
     }
 }
@@ -357,25 +437,8 @@ impl Figure for Fragmentation<'_> {
         let (w, h) = (w as i32, h as i32);
         let lh = legend_height(root, &items, w - 48)?;
         let area = root.clone().shrink((0, top), (w, h - top - lh - 4));
-        let mut chart = ChartBuilder::on(&area)
-            .margin_left(16)
-            .margin_right(40)
-            .margin_top(8)
-            .x_label_area_size(64)
-            .y_label_area_size(100)
-            .build_cartesian_2d(0f64..x_max(&shown), 0f64..105f64)?;
-        mesh(
-            root,
-            &mut chart,
-            &Axes {
-                x_desc: "event index",
-                y_desc: "external fragmentation (%)",
-                x_fmt: Some(&|v| fmt_count_tick(*v)),
-                y_fmt: &|v| fmt_tick(*v),
-                x_grid: true,
-                x_ticks: true,
-            },
-        )?;
+        let mut chart = line_chart(&area, 0f64..x_max(&shown), 105f64)?;
+        draw_trace_axes(root, &mut chart, "external fragmentation (%)")?;
         for ((&(i, _), p), d) in shown.iter().zip(&series).zip(&dup) {
             if d.is_some() {
                 continue;

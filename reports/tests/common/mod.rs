@@ -8,10 +8,10 @@ pub mod svg;
 use std::path::{Path, PathBuf};
 
 use vramlab_allocator::{AllocConf, BlockState, BlockView, PoolKind, SegmentView, TorchVersion};
+use vramlab_replay::{ReplayOptions, Scenario, Summary, TimelinePoint};
 use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SettingResult,
 };
-use vramlab_replay::{ReplayOptions, Scenario, Summary, TimelinePoint};
 
 /// A fresh, empty folder for one test's output.
 pub fn out_dir(name: &str) -> PathBuf {

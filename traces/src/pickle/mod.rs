@@ -62,9 +62,11 @@
 mod bigint;
 mod doc;
 mod error;
+mod key_index;
 mod keys;
 mod opcodes;
 mod reader;
+mod refs;
 mod value;
 mod writer;
 
@@ -72,10 +74,8 @@ mod writer;
 mod tests;
 
 pub use bigint::BigInt;
-pub use doc::{
-    DictIter, DictRef, ListIter, ListRef, MAX_INPUT_LEN, NodeId, PickleDoc, ReadOptions, SetRef,
-    ValueRef, View,
-};
+pub use doc::{MAX_INPUT_LEN, NodeId, PickleDoc, ReadOptions};
 pub use error::PickleError;
+pub use refs::{DictIter, DictRef, ListIter, ListRef, SetRef, ValueRef, View};
 pub use value::{DictBuilder, Value};
 pub use writer::PickleWriter;

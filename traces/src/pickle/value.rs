@@ -7,7 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::bigint::BigInt;
-use super::doc::{Node, Slot, ValueRef, View};
+use super::doc::{Node, Slot};
+use super::refs::{ValueRef, View};
 
 /// An owned Python plain-data value.
 ///

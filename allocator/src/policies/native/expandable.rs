@@ -1,5 +1,7 @@
-//! Expandable segments (`expandable_segments:True`, spec §6): one virtual
-//! reservation per (pool, stream) that grows by mapping physical pages.
+//! Expandable segments (`expandable_segments:True`; `ExpandableSegment` and
+//! `DeviceCachingAllocator::try_allocate_expandable_block` in
+//! c10/cuda/CUDACachingAllocator.cpp): one virtual reservation per (pool,
+//! stream) that grows by mapping physical pages.
 
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
@@ -144,7 +146,6 @@ impl<D: Device> NativeAllocator<D> {
             next: NIL,
             gc_count_base: 0,
             expandable: seg,
-            generation: 0,
             event_count: 0,
             pool: p.pool,
             state: State::Free,
@@ -196,7 +197,6 @@ impl<D: Device> NativeAllocator<D> {
                 next,
                 gc_count_base: 0,
                 expandable: self.arena[idx].expandable,
-                generation: 0,
                 event_count: 0,
                 pool: kind,
                 state: State::Free,
@@ -333,7 +333,6 @@ impl<D: Device> NativeAllocator<D> {
             next,
             gc_count_base: 0,
             expandable: seg,
-            generation: 0,
             event_count: 0,
             pool,
             state: State::Free,

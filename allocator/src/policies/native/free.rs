@@ -1,8 +1,11 @@
-//! Frees, deferred completion and coalescing (spec §3.5, §7.1, §7.2).
+//! Frees, deferred completion and coalescing: `DeviceCachingAllocator::free`,
+//! `free_block`, `try_merge_blocks`, the stream events of `record_stream`
+//! (`insert_events`, `process_events`) and `synchronize_and_free_events` in
+//! c10/cuda/CUDACachingAllocator.cpp.
 
 use super::NativeAllocator;
 use super::block::{NIL, State};
-use super::pool::UnmappedKey;
+use super::pool::{FreeKey, UnmappedKey};
 use crate::devices::Device;
 use crate::policy::{AllocError, BlockHandle};
 
@@ -109,14 +112,21 @@ impl<D: Device> NativeAllocator<D> {
         };
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
+        // The first merged neighbour stays in the set until the merged
+        // block takes its place (one move of the set instead of two).
+        let mut vacated = None;
         for candidate in [prev, next] {
-            let subsumed = self.try_merge_blocks(idx, candidate);
+            let (subsumed, key) = self.merge_blocks(idx, candidate, vacated.is_none());
+            vacated = vacated.or(key);
             if subsumed > 0 {
                 net_blocks -= 1;
                 net_bytes -= subsumed as i64;
             }
         }
-        self.insert_into_blocks(idx);
+        match vacated {
+            Some(old) => self.replace_in_blocks(&old, idx),
+            None => self.insert_into_blocks(idx),
+        }
         let b = &self.arena[idx];
         if b.is_split() {
             net_blocks += 1;
@@ -137,16 +147,26 @@ impl<D: Device> NativeAllocator<D> {
     /// neighbour with the same mapping state. Returns the absorbed size.
     /// `dst` must not be in a pool set while this runs.
     pub(super) fn try_merge_blocks(&mut self, dst: u32, src: u32) -> u64 {
+        self.merge_blocks(dst, src, false).0
+    }
+
+    /// [`Self::try_merge_blocks`]; with `keep`, a mapped `src` stays in its
+    /// pool's free set and its key comes back, for the merged block to
+    /// take its place there.
+    fn merge_blocks(&mut self, dst: u32, src: u32, keep: bool) -> (u64, Option<FreeKey>) {
         if src == NIL {
-            return 0;
+            return (0, None);
         }
         let s = &self.arena[src];
         // Free blocks have no stream uses (they are cleared at free time).
         if s.state != State::Free || s.event_count > 0 || s.mapped != self.arena[dst].mapped {
-            return 0;
+            return (0, None);
         }
         let (s_ptr, s_size, s_prev, s_next, s_mapped) = (s.ptr, s.size, s.prev, s.next, s.mapped);
-        if s_mapped {
+        let mut kept = None;
+        if s_mapped && keep {
+            kept = Some(super::free_key(s, src));
+        } else if s_mapped {
             self.remove_from_blocks(src);
         } else {
             let key = UnmappedKey {
@@ -174,7 +194,7 @@ impl<D: Device> NativeAllocator<D> {
         }
         self.arena[dst].size += s_size;
         self.arena.remove(src);
-        s_size
+        (s_size, kept)
     }
 }
 

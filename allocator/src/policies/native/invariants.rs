@@ -4,133 +4,177 @@
 use std::collections::BTreeSet;
 
 use super::NativeAllocator;
-use super::block::{NIL, State};
+use super::block::{Block, NIL, State};
 use super::pool::{FreeKey, UnmappedKey};
 use crate::devices::Device;
+use crate::policies::checks::{ensure, stat_pairs};
 use crate::stats::{MemoryStats, PoolKind};
 
-macro_rules! ensure {
-    ($cond:expr, $($arg:tt)*) => {
-        if !$cond {
-            return Err(format!($($arg)*));
+/// What the checker recomputes from the blocks.
+struct Tally {
+    /// The statistics the blocks imply.
+    expect: MemoryStats,
+    /// Free mapped blocks, `[small, large]`.
+    free_keys: [BTreeSet<FreeKey>; 2],
+    /// Unmapped blocks, `[small, large]`.
+    unmapped_keys: [BTreeSet<UnmappedKey>; 2],
+    /// Bytes of all mapped blocks.
+    mapped_total: u64,
+    /// Blocks whose free is pending.
+    pending: usize,
+}
+
+impl Tally {
+    /// Counts block `idx` by its state: free blocks into their pool's set,
+    /// the caller's blocks into the statistics.
+    fn count_state(&mut self, idx: u32, b: &Block, mss: u64) {
+        let expect = &mut self.expect;
+        match b.state {
+            State::Free if b.mapped => {
+                b.pool.select_mut(&mut self.free_keys).insert(FreeKey {
+                    stream: b.stream,
+                    size: b.size,
+                    ptr: b.ptr,
+                    idx,
+                });
+                if b.is_split() && !b.is_expandable() {
+                    expect.inactive_split.increase(b.pool, 1);
+                    expect.inactive_split_bytes.increase(b.pool, b.size);
+                }
+            }
+            State::Free => {
+                b.pool
+                    .select_mut(&mut self.unmapped_keys)
+                    .insert(UnmappedKey {
+                        stream: b.stream,
+                        ptr: b.ptr,
+                        idx,
+                    });
+            }
+            State::Allocated => {
+                expect.allocation.increase(b.pool, 1);
+                expect.allocated_bytes.increase(b.pool, b.size);
+                expect.active.increase(b.pool, 1);
+                expect.active_bytes.increase(b.pool, b.size);
+                expect.requested_bytes.increase(b.pool, b.requested);
+                if b.size >= mss {
+                    expect.oversize_allocations.increase(1);
+                }
+            }
+            State::PendingFree => {
+                self.pending += 1;
+                expect.active.increase(b.pool, 1);
+                expect.active_bytes.increase(b.pool, b.size);
+                expect.requested_bytes.increase(b.pool, b.requested);
+            }
         }
-    };
+    }
 }
 
 impl<D: Device> NativeAllocator<D> {
     pub(super) fn check_invariants_impl(&self) -> Result<(), String> {
         let mss = self.max_split_size();
-        let mut expect = MemoryStats::new(mss);
-        let mut free_keys: [BTreeSet<FreeKey>; 2] = [BTreeSet::new(), BTreeSet::new()];
-        let mut unmapped_keys: [BTreeSet<UnmappedKey>; 2] = [BTreeSet::new(), BTreeSet::new()];
-        let mut mapped_total = 0u64;
-        let mut pending = 0usize;
+        let mut t = Tally {
+            expect: MemoryStats::new(mss),
+            free_keys: [BTreeSet::new(), BTreeSet::new()],
+            unmapped_keys: [BTreeSet::new(), BTreeSet::new()],
+            mapped_total: 0,
+            pending: 0,
+        };
         for idx in self.arena.live() {
             let b = &self.arena[idx];
-            ensure!(
-                b.size > 0 && b.size % 512 == 0,
-                "block {idx} at {:#x} has size {}",
-                b.ptr,
-                b.size
-            );
-            if b.prev != NIL {
-                let p = &self.arena[b.prev];
-                ensure!(p.next == idx, "block {idx}: prev.next does not point back");
-                ensure!(
-                    p.ptr + p.size == b.ptr,
-                    "block {idx} at {:#x}: gap or overlap with prev",
-                    b.ptr
-                );
-                ensure!(
-                    p.pool == b.pool && p.stream == b.stream,
-                    "block {idx}: prev in another pool/stream"
-                );
-                ensure!(
-                    p.expandable == b.expandable,
-                    "block {idx}: prev in another segment"
-                );
-                ensure!(
-                    !(p.mapped == b.mapped
-                        && p.state == State::Free
-                        && b.state == State::Free
-                        && p.event_count == 0),
-                    "blocks {} and {idx} at {:#x} are adjacent free blocks that were not merged",
-                    b.prev,
-                    b.ptr
-                );
-            }
-            if b.next != NIL {
-                let n = &self.arena[b.next];
-                ensure!(n.prev == idx, "block {idx}: next.prev does not point back");
-                ensure!(
-                    b.ptr + b.size == n.ptr,
-                    "block {idx} at {:#x}: gap or overlap with next",
-                    b.ptr
-                );
-            }
-            if b.mapped {
-                mapped_total += b.size;
-                expect.reserved_bytes.increase(b.pool, b.size);
-                if !b.is_expandable() && b.prev == NIL {
-                    let mut seg_size = 0;
-                    let mut c = idx;
-                    while c != NIL {
-                        seg_size += self.arena[c].size;
-                        c = self.arena[c].next;
-                    }
-                    expect.segment.increase(b.pool, 1);
-                    if seg_size >= mss {
-                        expect.oversize_segments.increase(1);
-                    }
-                }
-            } else {
-                ensure!(
-                    b.is_expandable(),
-                    "block {idx}: unmapped but not expandable"
-                );
-                ensure!(b.state == State::Free, "block {idx}: unmapped but not free");
-            }
-            match b.state {
-                State::Free if b.mapped => {
-                    b.pool.select_mut(&mut free_keys).insert(FreeKey {
-                        stream: b.stream,
-                        size: b.size,
-                        ptr: b.ptr,
-                        idx,
-                    });
-                    if b.is_split() && !b.is_expandable() {
-                        expect.inactive_split.increase(b.pool, 1);
-                        expect.inactive_split_bytes.increase(b.pool, b.size);
-                    }
-                }
-                State::Free => {
-                    b.pool.select_mut(&mut unmapped_keys).insert(UnmappedKey {
-                        stream: b.stream,
-                        ptr: b.ptr,
-                        idx,
-                    });
-                }
-                State::Allocated => {
-                    expect.allocation.increase(b.pool, 1);
-                    expect.allocated_bytes.increase(b.pool, b.size);
-                    expect.active.increase(b.pool, 1);
-                    expect.active_bytes.increase(b.pool, b.size);
-                    expect.requested_bytes.increase(b.pool, b.requested);
-                    if b.size >= mss {
-                        expect.oversize_allocations.increase(1);
-                    }
-                }
-                State::PendingFree => {
-                    pending += 1;
-                    expect.active.increase(b.pool, 1);
-                    expect.active_bytes.increase(b.pool, b.size);
-                    expect.requested_bytes.increase(b.pool, b.requested);
-                }
-            }
+            self.check_links(idx, b)?;
+            self.count_mapping(idx, b, mss, &mut t)?;
+            t.count_state(idx, b, mss);
         }
+        self.check_pools(&t)?;
+        self.check_totals(&t)?;
+        self.check_stats(&t.expect)
+    }
+
+    /// Block `idx`: a positive multiple of 512 bytes, linked both ways to
+    /// its neighbours, which touch it without gap or overlap, share its
+    /// pool, stream and segment, and are not a free block left unmerged.
+    fn check_links(&self, idx: u32, b: &Block) -> Result<(), String> {
+        ensure!(
+            b.size > 0 && b.size % 512 == 0,
+            "block {idx} at {:#x} has size {}",
+            b.ptr,
+            b.size
+        );
+        if b.prev != NIL {
+            let p = &self.arena[b.prev];
+            ensure!(p.next == idx, "block {idx}: prev.next does not point back");
+            ensure!(
+                p.ptr + p.size == b.ptr,
+                "block {idx} at {:#x}: gap or overlap with prev",
+                b.ptr
+            );
+            ensure!(
+                p.pool == b.pool && p.stream == b.stream,
+                "block {idx}: prev in another pool/stream"
+            );
+            ensure!(
+                p.expandable == b.expandable,
+                "block {idx}: prev in another segment"
+            );
+            ensure!(
+                !(p.mapped == b.mapped
+                    && p.state == State::Free
+                    && b.state == State::Free
+                    && p.event_count == 0),
+                "blocks {} and {idx} at {:#x} are adjacent free blocks that were not merged",
+                b.prev,
+                b.ptr
+            );
+        }
+        if b.next != NIL {
+            let n = &self.arena[b.next];
+            ensure!(n.prev == idx, "block {idx}: next.prev does not point back");
+            ensure!(
+                b.ptr + b.size == n.ptr,
+                "block {idx} at {:#x}: gap or overlap with next",
+                b.ptr
+            );
+        }
+        Ok(())
+    }
+
+    /// Counts the bytes of mapped block `idx` (and, at the head of a
+    /// cudaMalloc segment, the segment); an unmapped block must be a free
+    /// block of an expandable segment.
+    fn count_mapping(&self, idx: u32, b: &Block, mss: u64, t: &mut Tally) -> Result<(), String> {
+        if b.mapped {
+            t.mapped_total += b.size;
+            t.expect.reserved_bytes.increase(b.pool, b.size);
+            if !b.is_expandable() && b.prev == NIL {
+                let mut seg_size = 0;
+                let mut c = idx;
+                while c != NIL {
+                    seg_size += self.arena[c].size;
+                    c = self.arena[c].next;
+                }
+                t.expect.segment.increase(b.pool, 1);
+                if seg_size >= mss {
+                    t.expect.oversize_segments.increase(1);
+                }
+            }
+        } else {
+            ensure!(
+                b.is_expandable(),
+                "block {idx}: unmapped but not expandable"
+            );
+            ensure!(b.state == State::Free, "block {idx}: unmapped but not free");
+        }
+        Ok(())
+    }
+
+    /// Each pool's free set (and its cached largest sizes) and unmapped set
+    /// hold exactly the free mapped and the unmapped blocks of the pool.
+    fn check_pools(&self, t: &Tally) -> Result<(), String> {
         for kind in [PoolKind::Small, PoolKind::Large] {
             let pool = self.pool(kind);
-            let free = kind.select(&free_keys);
+            let free = kind.select(&t.free_keys);
             let in_set: BTreeSet<FreeKey> = pool.iter().collect();
             ensure!(
                 *free == in_set && in_set.len() == pool.len(),
@@ -143,46 +187,38 @@ impl<D: Device> NativeAllocator<D> {
                 .map_err(|e| format!("{} pool: {e}", kind.name()))?;
             let unmapped: BTreeSet<UnmappedKey> = pool.unmapped_iter().collect();
             ensure!(
-                *kind.select(&unmapped_keys) == unmapped,
+                *kind.select(&t.unmapped_keys) == unmapped,
                 "{} pool: the unmapped set differs from the unmapped blocks",
                 kind.name()
             );
         }
+        Ok(())
+    }
+
+    /// The pending queues hold the pending-free blocks, and the mapped bytes
+    /// are what the allocator obtained from the device.
+    fn check_totals(&self, t: &Tally) -> Result<(), String> {
         ensure!(
-            pending == self.trace_pending.len() + self.stream_event_queue.len(),
-            "{pending} pending-free blocks but {} queued",
+            t.pending == self.trace_pending.len() + self.stream_event_queue.len(),
+            "{} pending-free blocks but {} queued",
+            t.pending,
             self.trace_pending.len() + self.stream_event_queue.len()
         );
         ensure!(
-            mapped_total == self.total_allocated_memory,
-            "mapped bytes {mapped_total} != total_allocated_memory {}",
+            t.mapped_total == self.total_allocated_memory,
+            "mapped bytes {} != total_allocated_memory {}",
+            t.mapped_total,
             self.total_allocated_memory
         );
+        Ok(())
+    }
+
+    /// Every statistic's current value equals the blocks' (`expect`), and
+    /// every running statistic has `current == allocated - freed` and
+    /// `peak >= current`; then the oversize counts.
+    fn check_stats(&self, expect: &MemoryStats) -> Result<(), String> {
         let s = &self.stats;
-        let pairs = [
-            ("allocation", &s.allocation, &expect.allocation),
-            ("segment", &s.segment, &expect.segment),
-            ("active", &s.active, &expect.active),
-            ("inactive_split", &s.inactive_split, &expect.inactive_split),
-            (
-                "allocated_bytes",
-                &s.allocated_bytes,
-                &expect.allocated_bytes,
-            ),
-            ("reserved_bytes", &s.reserved_bytes, &expect.reserved_bytes),
-            ("active_bytes", &s.active_bytes, &expect.active_bytes),
-            (
-                "inactive_split_bytes",
-                &s.inactive_split_bytes,
-                &expect.inactive_split_bytes,
-            ),
-            (
-                "requested_bytes",
-                &s.requested_bytes,
-                &expect.requested_bytes,
-            ),
-        ];
-        for (name, got, want) in pairs {
+        for (name, got, want) in stat_pairs(s, expect) {
             for (pool, g, w) in [
                 ("all", got.all.current, want.all.current),
                 (

@@ -1,11 +1,13 @@
 //! The allocation path: `malloc`, `get_free_block`, `alloc_block`,
-//! `should_split`, `alloc_found_block` (spec §3.2–§4.2).
+//! `should_split`, `alloc_found_block` of `DeviceCachingAllocator` in
+//! c10/cuda/CUDACachingAllocator.cpp.
 
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
-use super::rounding::{self, MAX_REQUEST, MIN_BLOCK_SIZE, SMALL_SIZE};
+use super::rounding::{self, MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::devices::{Device, DeviceError};
-use crate::policy::{AllocError, BlockHandle, OomReport};
+use crate::policies::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
+use crate::policy::{AllocError, BlockHandle};
 use crate::stats::PoolKind;
 
 /// One request on its way through `malloc` (PyTorch's `AllocParams`).
@@ -34,18 +36,12 @@ impl<D: Device> NativeAllocator<D> {
         if orig >= MAX_REQUEST {
             // `TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes, ...)`
             // before the lock: no trace entry, no statistics.
-            let info = self.device.mem_info();
-            return Err(AllocError::OutOfMemory(Box::new(OomReport {
-                exceeds_limit: true,
-                requested: orig,
-                rounded: orig,
-                device_request: orig,
-                device_free: info.free,
-                device_total: info.total,
-                allowed: self.allowed_memory_maximum,
-                allocated: self.stats.allocated_bytes.all.current as u64,
-                reserved: self.stats.reserved_bytes.all.current as u64,
-            })));
+            return Err(exceeds_limit(
+                &self.device,
+                &self.stats,
+                orig,
+                self.allowed_memory_maximum,
+            ));
         }
         self.process_events();
         let size = rounding::round_size(&self.conf, orig);
@@ -63,6 +59,8 @@ impl<D: Device> NativeAllocator<D> {
         // The free-memory callbacks (CUDA IPC collection) never free anything
         // in a replay, so the second search of PyTorch's malloc is skipped.
         let mut found = self.get_free_block(&p);
+        // A cached block is still in its pool's set; a new one is not.
+        let cached = found.is_some();
         if found.is_none() {
             if self.gc_enabled() {
                 self.garbage_collect()?;
@@ -80,29 +78,26 @@ impl<D: Device> NativeAllocator<D> {
             return Err(self.raise_oom(orig, &p));
         };
         let split = self.should_split(idx, size);
-        let idx = self.alloc_found_block(idx, &p, orig, split);
+        let idx = self.alloc_found_block(idx, &p, orig, split, cached);
         Ok(self.handle_of(idx))
     }
 
     /// Records the OOM (`num_ooms`) and builds PyTorch's report.
     fn raise_oom(&mut self, orig: u64, p: &Params) -> AllocError {
-        self.stats.num_ooms += 1;
-        let info = self.device.mem_info();
-        AllocError::OutOfMemory(Box::new(OomReport {
-            exceeds_limit: false,
-            requested: orig,
-            rounded: p.size,
-            device_request: p.alloc_size,
-            device_free: info.free,
-            device_total: info.total,
-            allowed: self.allowed_memory_maximum,
-            allocated: self.stats.allocated_bytes.all.current as u64,
-            reserved: self.stats.reserved_bytes.all.current as u64,
-        }))
+        out_of_memory(
+            &self.device,
+            &mut self.stats,
+            orig,
+            p.size,
+            p.alloc_size,
+            self.allowed_memory_maximum,
+        )
     }
 
     /// `get_free_block`: best fit on the request's stream, with the
-    /// max-split-size rules (spec §3.2). Removes the block from the pool.
+    /// max-split-size rules of `DeviceCachingAllocator::get_free_block`.
+    /// The block stays in the pool's set: [`Self::alloc_found_block`] takes
+    /// it out, or puts the remainder of a split in its place.
     pub(super) fn get_free_block(&mut self, p: &Params) -> Option<u32> {
         let gc = self.gc_enabled();
         let expandable_on = self.expandable_active();
@@ -146,7 +141,6 @@ impl<D: Device> NativeAllocator<D> {
         if p.size >= mss && it.size >= p.size.saturating_add(nsr) {
             return None; // oversize request: bounded waste
         }
-        pool.remove(&it);
         Some(it.idx)
     }
 
@@ -183,7 +177,6 @@ impl<D: Device> NativeAllocator<D> {
             next: NIL,
             gc_count_base: 0,
             expandable: NIL,
-            generation: 0,
             event_count: 0,
             pool: p.pool,
             state: State::Free,
@@ -198,7 +191,7 @@ impl<D: Device> NativeAllocator<D> {
         Ok(Some(idx))
     }
 
-    /// `should_split` (spec §3.3).
+    /// `DeviceCachingAllocator::should_split`.
     pub(super) fn should_split(&self, idx: u32, size: u64) -> bool {
         let b = &self.arena[idx];
         let remaining = b.size - size;
@@ -210,14 +203,18 @@ impl<D: Device> NativeAllocator<D> {
     }
 
     /// `alloc_found_block`: carves the front of `idx` (when splitting) and
-    /// hands it out (spec §3.4). Returns the allocated block's index.
+    /// hands it out (`DeviceCachingAllocator::alloc_found_block`). Returns
+    /// the allocated block's index. `cached`: `idx` is still in its pool's
+    /// free set (found by [`Self::get_free_block`]).
     pub(super) fn alloc_found_block(
         &mut self,
         idx: u32,
         p: &Params,
         orig: u64,
         split: bool,
+        cached: bool,
     ) -> u32 {
+        let old_key = super::free_key(&self.arena[idx], idx);
         let already_split = self.arena[idx].is_split();
         let expandable = self.arena[idx].is_expandable();
         let block = if split {
@@ -235,7 +232,6 @@ impl<D: Device> NativeAllocator<D> {
                 next: rem,
                 gc_count_base: 0,
                 expandable: seg,
-                generation: 0,
                 event_count: 0,
                 pool: p.pool,
                 state: State::Free,
@@ -250,7 +246,11 @@ impl<D: Device> NativeAllocator<D> {
                 r.ptr += p.size;
                 r.size -= p.size;
             }
-            self.insert_into_blocks(rem);
+            if cached {
+                self.replace_in_blocks(&old_key, rem);
+            } else {
+                self.insert_into_blocks(rem);
+            }
             if !expandable {
                 if already_split {
                     // An already split free block shrinks by `size`.
@@ -264,6 +264,9 @@ impl<D: Device> NativeAllocator<D> {
             }
             new
         } else {
+            if cached {
+                self.remove_from_blocks(idx);
+            }
             if already_split && !expandable {
                 let size = self.arena[idx].size;
                 self.stats.inactive_split_bytes.decrease(p.pool, size);
@@ -272,12 +275,12 @@ impl<D: Device> NativeAllocator<D> {
             idx
         };
         let mss = self.max_split_size();
-        let b = &mut self.arena[block];
         // A new generation per hand-out: a cached block handed out whole
         // keeps its arena slot, and a stale handle (a deferred free that a
         // synchronisation already completed) must not name the new
         // allocation.
-        b.generation = b.generation.wrapping_add(1);
+        self.arena.renew(block);
+        let b = &mut self.arena[block];
         b.state = State::Allocated;
         b.requested = orig;
         let size = b.size;

@@ -1,5 +1,5 @@
 //! PyTorch's native CUDA caching allocator (`DeviceCachingAllocator`),
-//! reproduced decision for decision (spec §2–§7).
+//! reproduced decision for decision from c10/cuda/CUDACachingAllocator.cpp.
 //!
 //! The source read for each rule is cited where it is implemented. The
 //! policy is a pure state machine over a [`Device`]: every segment decision
@@ -15,12 +15,14 @@
 mod block;
 mod expandable;
 mod free;
+mod free_set;
 mod invariants;
 mod malloc;
 mod pool;
 mod release;
 pub mod rounding;
 mod seed;
+mod stream_table;
 mod view;
 
 use crate::conf::AllocConf;
@@ -92,7 +94,8 @@ impl<D: Device> NativeAllocator<D> {
     /// allocator may obtain to `floor(f * device total)`.
     ///
     /// Up to 2.9 any call sets the limit (even `f = 1.0`, which still enables
-    /// garbage collection); from 2.10 `f >= 1.0` removes it (spec §5.1).
+    /// garbage collection); from 2.10 `f >= 1.0` removes it
+    /// (`DeviceCachingAllocator::setMemoryFraction`).
     pub fn set_memory_fraction(&mut self, fraction: f64) {
         let total = self.device.mem_info().total;
         if self.conf.version.at_least(2, 10) && fraction >= 1.0 {
@@ -159,6 +162,20 @@ impl<D: Device> NativeAllocator<D> {
         self.pool_mut(kind).insert(key);
     }
 
+    /// Puts `idx` in its pool's free set in place of the block `old` was
+    /// the key of (the remainder of a split block takes the block's place),
+    /// stamping its GC age base as [`Self::insert_into_blocks`] does.
+    #[inline]
+    fn replace_in_blocks(&mut self, old: &pool::FreeKey, idx: u32) {
+        let kind = self.arena[idx].pool;
+        let clock = self.pool(kind).clock;
+        let b = &mut self.arena[idx];
+        b.gc_count_base = clock;
+        b.state = State::Free;
+        let key = free_key(b, idx);
+        self.pool_mut(kind).replace(old, key);
+    }
+
     /// Removes a free block from its pool's free set.
     #[inline]
     fn remove_from_blocks(&mut self, idx: u32) {
@@ -169,10 +186,7 @@ impl<D: Device> NativeAllocator<D> {
     }
 
     fn handle_of(&self, idx: u32) -> BlockHandle {
-        BlockHandle {
-            index: idx,
-            generation: self.arena[idx].generation,
-        }
+        self.arena.handle(idx)
     }
 
     /// The arena index of a live handle in state `want`.

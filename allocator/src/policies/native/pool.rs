@@ -1,14 +1,18 @@
-//! Block pools: the ordered sets of cached blocks (spec §3.1).
+//! Block pools: the ordered sets of cached blocks (`BlockPool`, ordered by
+//! `BlockComparatorSize`, in c10/cuda/CUDACachingAllocator.cpp).
 //!
 //! PyTorch keeps one `std::set` per pool ordered by (stream, size, address).
-//! Here each stream of a pool has its own B-tree keyed by one `u128`
-//! (`size << 64 | address`), and the streams are kept in a map ordered by
-//! their raw handle, which gives the same order with cheaper comparisons.
+//! Here each stream of a pool has its own [`FreeSet`] ordered by (size,
+//! address), and the streams are kept in a map ordered by their raw
+//! handle, which gives the same order with cheaper comparisons.
 //! A pool rarely sees more than a few streams, but a trace with thousands
 //! of them must not make every lookup scan them all.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+
+use super::free_set::{self, FreeSet};
+use super::stream_table::StreamTable;
 
 /// Above this many streams, a pool keeps [`Pool::maxima`] so that its
 /// largest free size needs no scan of the streams.
@@ -40,14 +44,19 @@ pub struct UnmappedKey {
 }
 
 #[inline]
-fn pack(size: u64, ptr: u64) -> u128 {
-    ((size as u128) << 64) | ptr as u128
+fn free_key(stream: u64, e: free_set::Entry) -> FreeKey {
+    FreeKey {
+        stream,
+        size: e.size,
+        ptr: e.ptr,
+        idx: e.idx,
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 struct StreamBlocks {
-    /// `size << 64 | ptr` → arena index.
-    free: BTreeMap<u128, u32>,
+    /// Free blocks by (size, address).
+    free: FreeSet,
     /// The largest size in `free` (0 when empty), kept (next to the map,
     /// so that [`Pool::max_size`] reads one value per stream) only while
     /// the pool keeps [`Pool::maxima`].
@@ -58,12 +67,7 @@ struct StreamBlocks {
 
 impl StreamBlocks {
     fn free_keys(&self, stream: u64) -> impl DoubleEndedIterator<Item = FreeKey> + '_ {
-        self.free.iter().map(move |(&k, &idx)| FreeKey {
-            stream,
-            size: (k >> 64) as u64,
-            ptr: k as u64,
-            idx,
-        })
+        self.free.iter().map(move |e| free_key(stream, e))
     }
 }
 
@@ -71,7 +75,7 @@ impl StreamBlocks {
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
     /// Per-stream block sets by raw stream handle.
-    streams: BTreeMap<u64, StreamBlocks>,
+    streams: StreamTable<StreamBlocks>,
     /// Number of free blocks.
     free_len: usize,
     /// `get_free_blocks_call_count`: the garbage collector's clock.
@@ -108,31 +112,22 @@ impl Pool {
 
     #[inline]
     fn find(&self, stream: u64) -> Option<&StreamBlocks> {
-        self.streams.get(&stream)
-    }
-
-    #[inline]
-    fn entry(&mut self, stream: u64) -> &mut StreamBlocks {
-        if !self.streams.contains_key(&stream) {
-            self.add_stream(stream);
-        }
-        self.streams.entry(stream).or_default()
+        self.streams.get(stream)
     }
 
     /// Adds an empty stream; past [`MANY_STREAMS`] streams, starts keeping
     /// [`Pool::maxima`] (and each stream's `max_free`).
     #[cold]
     fn add_stream(&mut self, stream: u64) {
-        self.streams.insert(stream, StreamBlocks::default());
+        if !self.streams.insert(stream, StreamBlocks::default()) {
+            return;
+        }
         if let Some(m) = &mut self.maxima {
             *m.entry(0).or_default() += 1;
         } else if self.streams.len() > MANY_STREAMS {
             let mut m = BTreeMap::new();
             for s in self.streams.values_mut() {
-                s.max_free = s
-                    .free
-                    .last_key_value()
-                    .map_or(0, |(&k, _)| (k >> 64) as u64);
+                s.max_free = s.free.max_size();
                 *m.entry(s.max_free).or_default() += 1;
             }
             self.maxima = Some(m);
@@ -142,13 +137,18 @@ impl Pool {
     /// Adds a free block.
     #[inline]
     pub fn insert(&mut self, k: FreeKey) {
-        if !self.streams.contains_key(&k.stream) {
+        if self.streams.get(k.stream).is_none() {
             self.add_stream(k.stream);
         }
-        let Some(s) = self.streams.get_mut(&k.stream) else {
+        let Some(s) = self.streams.get_mut(k.stream) else {
             return; // added just above
         };
-        if s.free.insert(pack(k.size, k.ptr), k.idx).is_none() {
+        let entry = free_set::Entry {
+            size: k.size,
+            ptr: k.ptr,
+            idx: k.idx,
+        };
+        if s.free.insert(entry) {
             self.free_len += 1;
             // Per-stream maxima are kept only with many streams.
             if self.maxima.is_some() && k.size > s.max_free {
@@ -161,17 +161,14 @@ impl Pool {
     /// Removes a free block; `true` if it was there.
     #[inline]
     pub fn remove(&mut self, k: &FreeKey) -> bool {
-        let Some(s) = self.streams.get_mut(&k.stream) else {
+        let Some(s) = self.streams.get_mut(k.stream) else {
             return false;
         };
-        if s.free.remove(&pack(k.size, k.ptr)).is_none() {
+        if !s.free.remove(k.size, k.ptr) {
             return false;
         }
         if self.maxima.is_some() && k.size == s.max_free {
-            let new = s
-                .free
-                .last_key_value()
-                .map_or(0, |(&m, _)| (m >> 64) as u64);
+            let new = s.free.max_size();
             move_max(&mut self.maxima, s.max_free, new);
             s.max_free = new;
         }
@@ -179,20 +176,32 @@ impl Pool {
         true
     }
 
+    /// Replaces the free block `old` by `new` (same stream): what a remove
+    /// and an insert would do, in one move of the set when possible.
+    #[inline]
+    pub fn replace(&mut self, old: &FreeKey, new: FreeKey) {
+        if self.maxima.is_none() && old.stream == new.stream {
+            if let Some(s) = self.streams.get_mut(old.stream) {
+                let entry = free_set::Entry {
+                    size: new.size,
+                    ptr: new.ptr,
+                    idx: new.idx,
+                };
+                if s.free.replace(old.size, old.ptr, entry) {
+                    return;
+                }
+            }
+        }
+        self.remove(old);
+        self.insert(new);
+    }
+
     /// The first free block of `stream` with size ≥ `size` (ties: lowest
     /// address) — PyTorch's `lower_bound` restricted to the stream.
     #[inline]
     pub fn lower_bound(&self, stream: u64, size: u64) -> Option<FreeKey> {
         let s = self.find(stream)?;
-        s.free
-            .range(pack(size, 0)..)
-            .next()
-            .map(|(&k, &idx)| FreeKey {
-                stream,
-                size: (k >> 64) as u64,
-                ptr: k as u64,
-                idx,
-            })
+        s.free.from(size, 0).next().map(|e| free_key(stream, e))
     }
 
     /// Free blocks of `key.stream` strictly after `key`, in order.
@@ -200,33 +209,23 @@ impl Pool {
         let stream = key.stream;
         self.find(stream)
             .into_iter()
-            .flat_map(move |s| s.free.range(pack(key.size, key.ptr) + 1..))
-            .map(move |(&k, &idx)| FreeKey {
-                stream,
-                size: (k >> 64) as u64,
-                ptr: k as u64,
-                idx,
-            })
+            .flat_map(move |s| s.free.after(key.size, key.ptr))
+            .map(move |e| free_key(stream, e))
     }
 
     /// Free blocks of `stream` smaller than `(size, 0)`, largest first.
     pub fn before_desc(&self, stream: u64, size: u64) -> impl Iterator<Item = FreeKey> + '_ {
         self.find(stream)
             .into_iter()
-            .flat_map(move |s| s.free.range(..pack(size, 0)).rev())
-            .map(move |(&k, &idx)| FreeKey {
-                stream,
-                size: (k >> 64) as u64,
-                ptr: k as u64,
-                idx,
-            })
+            .flat_map(move |s| s.free.below_size(size).rev())
+            .map(move |e| free_key(stream, e))
     }
 
     /// Every free block in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = FreeKey> + '_ {
         self.streams
             .iter()
-            .flat_map(|(&stream, s)| s.free_keys(stream))
+            .flat_map(|(stream, s)| s.free_keys(stream))
     }
 
     /// Number of free blocks.
@@ -242,7 +241,7 @@ impl Pool {
             None => self
                 .streams
                 .values()
-                .filter_map(|s| s.free.last_key_value().map(|(&k, _)| (k >> 64) as u64))
+                .map(|s| s.free.max_size())
                 .max()
                 .unwrap_or(0),
         }
@@ -258,11 +257,8 @@ impl Pool {
             return Ok(());
         };
         let mut by_max: BTreeMap<u64, usize> = BTreeMap::new();
-        for (stream, s) in &self.streams {
-            let m = s
-                .free
-                .last_key_value()
-                .map_or(0, |(&k, _)| (k >> 64) as u64);
+        for (stream, s) in self.streams.iter() {
+            let m = s.free.max_size();
             if s.max_free != m {
                 return Err(format!(
                     "stream {stream:#x}: cached largest free size {} but {m} in the set",
@@ -281,12 +277,17 @@ impl Pool {
 
     /// Adds an unmapped block.
     pub fn insert_unmapped(&mut self, k: UnmappedKey) {
-        self.entry(k.stream).unmapped.insert(k.ptr, k.idx);
+        if self.streams.get(k.stream).is_none() {
+            self.add_stream(k.stream);
+        }
+        if let Some(s) = self.streams.get_mut(k.stream) {
+            s.unmapped.insert(k.ptr, k.idx);
+        }
     }
 
     /// Removes an unmapped block.
     pub fn remove_unmapped(&mut self, k: &UnmappedKey) {
-        if let Some(s) = self.streams.get_mut(&k.stream) {
+        if let Some(s) = self.streams.get_mut(k.stream) {
             s.unmapped.remove(&k.ptr);
         }
     }
@@ -301,7 +302,7 @@ impl Pool {
 
     /// Every unmapped block in (stream, address) order.
     pub fn unmapped_iter(&self) -> impl Iterator<Item = UnmappedKey> + '_ {
-        self.streams.iter().flat_map(|(&stream, s)| {
+        self.streams.iter().flat_map(|(stream, s)| {
             s.unmapped
                 .iter()
                 .map(move |(&ptr, &idx)| UnmappedKey { stream, ptr, idx })

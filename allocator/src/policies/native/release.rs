@@ -1,6 +1,7 @@
 //! Returning cached memory to the device: `release_available_cached_blocks`,
 //! `release_cached_blocks` (empty_cache), `release_block` and the garbage
-//! collector (spec §4.3, §5.3).
+//! collector (`garbage_collect_cached_blocks`), all of
+//! `DeviceCachingAllocator` in c10/cuda/CUDACachingAllocator.cpp.
 
 use super::NativeAllocator;
 use super::malloc::Params;
@@ -107,7 +108,8 @@ impl<D: Device> NativeAllocator<D> {
 
     /// `garbage_collect_cached_blocks`: frees whole cached large segments,
     /// oldest first by passes over the average age, until the bytes obtained
-    /// drop under `garbage_collection_threshold * allowed` (spec §5.3).
+    /// drop under `garbage_collection_threshold * allowed`
+    /// (`DeviceCachingAllocator::garbage_collect_cached_blocks`).
     pub(super) fn garbage_collect(&mut self) -> Result<(), AllocError> {
         let Some(allowed) = self.allowed_memory_maximum else {
             return Ok(());

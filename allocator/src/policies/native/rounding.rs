@@ -1,4 +1,6 @@
-//! Size rounding and segment sizing (spec §2).
+//! Size rounding and segment sizing: `DeviceCachingAllocator::round_size`,
+//! `roundup_power2_next_division` and `get_allocation_size` in
+//! c10/cuda/CUDACachingAllocator.cpp.
 
 use crate::conf::{AllocConf, MIB, ROUNDUP_INTERVALS};
 
@@ -12,8 +14,9 @@ pub const SMALL_BUFFER: u64 = 2 * MIB;
 pub const MIN_LARGE_ALLOC: u64 = 10 * MIB;
 /// Larger segments are rounded up to a multiple of this (`kRoundLarge`).
 pub const ROUND_LARGE: u64 = 2 * MIB;
-/// Requests of this size or more fail at once ("more than 1EB").
-pub const MAX_REQUEST: u64 = 1 << 60;
+/// Requests of this size or more fail at once ("more than 1EB"); the limit
+/// of every policy, defined with the out-of-memory reports.
+pub use crate::policies::oom::MAX_REQUEST;
 
 /// Index of the `roundup_power2_divisions` interval of a request:
 /// `clamp(floor(log2(n)) - 20, 0, 15)`.
@@ -122,7 +125,8 @@ mod tests {
 
     #[test]
     fn pow2_division_rounding() {
-        // The guard n > 512*d keeps small requests on the 512 rule (spec §2.1).
+        // The guard n > 512*d of `DeviceCachingAllocator::round_size` keeps
+        // small requests on the 512 rule.
         assert_eq!(round_size(&with_divisions(4), 1200), 1536);
         assert_eq!(round_size(&with_divisions(2), 2_621_440), 3 * MIB);
         assert_eq!(round_size(&with_divisions(4), 2_621_440), 2_621_440);

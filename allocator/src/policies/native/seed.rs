@@ -6,8 +6,9 @@ use super::NativeAllocator;
 use super::block::{Block, NIL, State};
 use super::expandable::ExpandableSegment;
 use super::pool::UnmappedKey;
-use super::rounding::{MAX_REQUEST, SMALL_BUFFER};
+use super::rounding::SMALL_BUFFER;
 use crate::devices::{Device, DeviceError};
+use crate::policies::oom::MAX_REQUEST;
 use crate::policy::{AllocError, BlockHandle, OomReport, SeedBlock, SeedBlockState, SeedRange};
 use crate::stats::PoolKind;
 
@@ -144,7 +145,6 @@ impl<D: Device> NativeAllocator<D> {
             next: NIL,
             gc_count_base: 0,
             expandable,
-            generation: 0,
             event_count: 0,
             pool,
             state: State::Allocated,
@@ -203,7 +203,6 @@ impl<D: Device> NativeAllocator<D> {
             next: NIL,
             gc_count_base: 0,
             expandable: seg,
-            generation: 0,
             event_count: 0,
             pool,
             state: State::Free,

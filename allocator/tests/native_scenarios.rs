@@ -1,10 +1,12 @@
-//! Exact scenario tests of the native policy: the worked examples of spec
-//! §11, the split/no-split boundaries, the oversize rules, the release-on-OOM
-//! order and the statistics. Every step runs the invariant checker.
+//! Exact scenario tests of the native policy: worked examples of
+//! `DeviceCachingAllocator::malloc` and `free` (c10/cuda/CUDACachingAllocator.cpp)
+//! (the `example_11_*` tests), the split/no-split boundaries, the oversize
+//! rules, the release-on-OOM order and the statistics. Every step runs the
+//! invariant checker.
 
+use vramlab_allocator::SimDevice;
 use vramlab_allocator::devices::{Device, DeviceCallKind};
 use vramlab_allocator::{AllocConf, AllocError, Allocator, BlockHandle, NativeAllocator};
-use vramlab_replay::SimDevice;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -668,7 +670,7 @@ fn large_segment_size_changes_segments_and_pages() {
 #[test]
 fn expandable_segments_ignore_max_split_size_when_splitting() {
     // With expandable segments every large block splits with the 512-byte
-    // rule, even above max_split_size (spec §3.3).
+    // rule, even above max_split_size (`DeviceCachingAllocator::should_split`).
     let c = conf(|c| {
         c.expandable_segments = true;
         c.max_split_size = Some(64 * MIB);
@@ -678,7 +680,8 @@ fn expandable_segments_ignore_max_split_size_when_splitting() {
     f.free(a);
     // get_free_block rejects the 100 MiB block for a 70 MiB oversize request
     // (100 >= 70 + 20), but the expandable path finds it as room in front of
-    // the unmapped tail, maps nothing and splits it (spec §6.2).
+    // the unmapped tail, maps nothing and splits it
+    // (`DeviceCachingAllocator::try_allocate_expandable_block`).
     let b = f.malloc(70 * MIB);
     assert_eq!(f.calls().iter().filter(|c| c.0 == DMap).count(), 1);
     assert_eq!(f.a.largest_free_block(), 30 * MIB);

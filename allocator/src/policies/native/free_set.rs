@@ -1,0 +1,403 @@
+//! The free blocks of one stream of a pool, ordered by (size, address).
+//!
+//! Measured on the bundled traces and the real snapshots, a stream's free
+//! set almost always holds fewer than 64 blocks and rarely more than 256.
+//! At that size a sorted array (binary search, one short `memmove` per
+//! insert or remove) beats a B-tree by a wide margin; a set that grows past
+//! [`TO_TREE`] blocks (synthetic traces can hold tens of thousands) moves
+//! into a B-tree and comes back below [`TO_ARRAY`]. Both hold the same
+//! order, so every lookup answers the same whichever is in use.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::collections::btree_map;
+
+/// Above this many blocks the set becomes a B-tree.
+const TO_TREE: usize = 512;
+/// Below this many blocks a B-tree set becomes an array again (well under
+/// [`TO_TREE`], so that a set hovering at the limit does not flip often).
+const TO_ARRAY: usize = 128;
+
+/// One free block: its order key (size, then address) and arena index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Block size.
+    pub size: u64,
+    /// Block address.
+    pub ptr: u64,
+    /// Arena index of the block.
+    pub idx: u32,
+}
+
+impl Entry {
+    /// The order key as one number: a `u128` comparison compiles to two
+    /// flag-setting instructions, where a tuple comparison branches.
+    #[inline]
+    fn key(&self) -> u128 {
+        pack(self.size, self.ptr)
+    }
+}
+
+/// `size << 64 | ptr`: the B-tree's key, in the same order as `(size, ptr)`.
+#[inline]
+fn pack(size: u64, ptr: u64) -> u128 {
+    (u128::from(size) << 64) | u128::from(ptr)
+}
+
+#[inline]
+fn unpack((&k, &idx): (&u128, &u32)) -> Entry {
+    Entry {
+        size: (k >> 64) as u64,
+        ptr: k as u64,
+        idx,
+    }
+}
+
+/// A set of free blocks ordered by (size, address).
+#[derive(Debug, Clone, Default)]
+pub struct FreeSet {
+    repr: Repr,
+    /// Where [`FreeSet::from`] last found a block in the array: the block
+    /// that `malloc` takes next, so that removing it needs no search.
+    hint: Cell<usize>,
+}
+
+#[derive(Debug, Clone)]
+enum Repr {
+    /// Sorted by (size, address); at most [`TO_TREE`] entries.
+    Array(Vec<Entry>),
+    /// `size << 64 | ptr` → arena index.
+    Tree(BTreeMap<u128, u32>),
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Array(Vec::new())
+    }
+}
+
+/// Blocks of a [`FreeSet`] in order, from either representation.
+pub enum Iter<'a> {
+    /// From the array.
+    Array(std::slice::Iter<'a, Entry>),
+    /// From the B-tree.
+    Tree(btree_map::Range<'a, u128, u32>),
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Entry;
+
+    #[inline]
+    fn next(&mut self) -> Option<Entry> {
+        match self {
+            Iter::Array(it) => it.next().copied(),
+            Iter::Tree(it) => it.next().map(unpack),
+        }
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    #[inline]
+    fn next_back(&mut self) -> Option<Entry> {
+        match self {
+            Iter::Array(it) => it.next_back().copied(),
+            Iter::Tree(it) => it.next_back().map(unpack),
+        }
+    }
+}
+
+impl FreeSet {
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Array(v) => v.len(),
+            Repr::Tree(t) => t.len(),
+        }
+    }
+
+    /// Adds a block; `false` if a block with its size and address is
+    /// already there (the set is unchanged).
+    #[inline]
+    pub fn insert(&mut self, e: Entry) -> bool {
+        match &mut self.repr {
+            Repr::Array(v) => match v.binary_search_by_key(&e.key(), Entry::key) {
+                Ok(_) => return false,
+                Err(at) => v.insert(at, e),
+            },
+            Repr::Tree(t) => {
+                // As the array does: a present key keeps its block.
+                return match t.entry(pack(e.size, e.ptr)) {
+                    btree_map::Entry::Vacant(slot) => {
+                        slot.insert(e.idx);
+                        true
+                    }
+                    btree_map::Entry::Occupied(_) => false,
+                };
+            }
+        }
+        if self.len() > TO_TREE {
+            self.become_tree();
+        }
+        true
+    }
+
+    /// Removes the block with this size and address; `false` if absent.
+    #[inline]
+    pub fn remove(&mut self, size: u64, ptr: u64) -> bool {
+        match &mut self.repr {
+            Repr::Array(v) => {
+                let hint = self.hint.get();
+                let at = if v.get(hint).is_some_and(|e| e.key() == pack(size, ptr)) {
+                    Ok(hint)
+                } else {
+                    v.binary_search_by_key(&pack(size, ptr), Entry::key)
+                };
+                match at {
+                    Ok(at) => {
+                        v.remove(at);
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+            Repr::Tree(t) => {
+                let removed = t.remove(&pack(size, ptr)).is_some();
+                if t.len() < TO_ARRAY {
+                    self.become_array();
+                }
+                removed
+            }
+        }
+    }
+
+    /// Replaces the block `(size, ptr)` by `new` in one move (a split
+    /// leaves the remainder of a block where the block was; the entries
+    /// between the two places shift by one, instead of the whole tail twice).
+    /// `false`, with the set unchanged, if `(size, ptr)` is absent or `new`'s
+    /// key is already present.
+    pub fn replace(&mut self, size: u64, ptr: u64, new: Entry) -> bool {
+        let old = pack(size, ptr);
+        let key = new.key();
+        match &mut self.repr {
+            Repr::Array(v) => {
+                let hint = self.hint.get();
+                let found = if v.get(hint).is_some_and(|e| e.key() == old) {
+                    Ok(hint)
+                } else {
+                    v.binary_search_by_key(&old, Entry::key)
+                };
+                let Ok(r) = found else {
+                    return false;
+                };
+                let to = v.partition_point(|e| e.key() < key);
+                if to != r && v.get(to).is_some_and(|e| e.key() == key) {
+                    return false;
+                }
+                // Entries strictly between the old place and the new one
+                // move one step towards the old place.
+                let at = if to <= r {
+                    v.copy_within(to..r, to + 1);
+                    to
+                } else {
+                    v.copy_within(r + 1..to, r);
+                    to - 1
+                };
+                if let Some(slot) = v.get_mut(at) {
+                    *slot = new;
+                }
+                true
+            }
+            Repr::Tree(t) => {
+                if !t.contains_key(&old) || (key != old && t.contains_key(&key)) {
+                    return false;
+                }
+                t.remove(&old);
+                t.insert(key, new.idx);
+                true
+            }
+        }
+    }
+
+    /// Blocks at or after `(size, ptr)`, in order.
+    #[inline]
+    pub fn from(&self, size: u64, ptr: u64) -> Iter<'_> {
+        match &self.repr {
+            Repr::Array(v) => {
+                let at = v.partition_point(|e| e.key() < pack(size, ptr));
+                self.hint.set(at);
+                Iter::Array(v.get(at..).unwrap_or_default().iter())
+            }
+            Repr::Tree(t) => Iter::Tree(t.range(pack(size, ptr)..)),
+        }
+    }
+
+    /// Blocks strictly after `(size, ptr)`, in order.
+    pub fn after(&self, size: u64, ptr: u64) -> Iter<'_> {
+        match &self.repr {
+            Repr::Array(v) => {
+                let at = v.partition_point(|e| e.key() <= pack(size, ptr));
+                Iter::Array(v.get(at..).unwrap_or_default().iter())
+            }
+            Repr::Tree(t) => match pack(size, ptr).checked_add(1) {
+                Some(k) => Iter::Tree(t.range(k..)),
+                // Nothing orders after the largest key.
+                None => Iter::Tree(t.range(u128::MAX..u128::MAX)),
+            },
+        }
+    }
+
+    /// Blocks strictly before `(size, 0)`, in order (reverse it for
+    /// largest first).
+    pub fn below_size(&self, size: u64) -> Iter<'_> {
+        match &self.repr {
+            Repr::Array(v) => {
+                let at = v.partition_point(|e| e.size < size);
+                Iter::Array(v.get(..at).unwrap_or_default().iter())
+            }
+            Repr::Tree(t) => Iter::Tree(t.range(..pack(size, 0))),
+        }
+    }
+
+    /// Every block, in order.
+    pub fn iter(&self) -> Iter<'_> {
+        match &self.repr {
+            Repr::Array(v) => Iter::Array(v.iter()),
+            Repr::Tree(t) => Iter::Tree(t.range(..)),
+        }
+    }
+
+    /// The largest block's size (0 when empty).
+    #[inline]
+    pub fn max_size(&self) -> u64 {
+        match &self.repr {
+            Repr::Array(v) => v.last().map_or(0, |e| e.size),
+            Repr::Tree(t) => t.last_key_value().map_or(0, |(&k, _)| (k >> 64) as u64),
+        }
+    }
+
+    #[cold]
+    fn become_tree(&mut self) {
+        if let Repr::Array(v) = &self.repr {
+            let t = v.iter().map(|e| (pack(e.size, e.ptr), e.idx)).collect();
+            self.repr = Repr::Tree(t);
+        }
+    }
+
+    #[cold]
+    fn become_array(&mut self) {
+        if let Repr::Tree(t) = &self.repr {
+            let v = t.iter().map(unpack).collect();
+            self.repr = Repr::Array(v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(size: u64, ptr: u64, idx: u32) -> Entry {
+        Entry { size, ptr, idx }
+    }
+
+    fn keys(it: Iter<'_>) -> Vec<(u64, u64)> {
+        it.map(|e| (e.size, e.ptr)).collect()
+    }
+
+    fn idxs(set: &FreeSet) -> Vec<u32> {
+        set.iter().map(|e| e.idx).collect()
+    }
+
+    /// Both representations answer every query alike, through growth past
+    /// the tree limit and shrinking back.
+    #[test]
+    fn array_and_tree_agree() {
+        let mut set = FreeSet::default();
+        let mut model: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+        // A deterministic mix of sizes and addresses, many repeated sizes.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let check = |set: &FreeSet, model: &BTreeMap<(u64, u64), u32>, probe: u64| {
+            let all: Vec<_> = model.keys().copied().collect();
+            assert_eq!(keys(set.iter()), all);
+            assert_eq!(idxs(set), model.values().copied().collect::<Vec<_>>());
+            assert_eq!(set.len(), model.len());
+            let size = probe % 40 * 512;
+            let from: Vec<_> = model.range((size, 0)..).map(|(k, _)| *k).collect();
+            assert_eq!(keys(set.from(size, 0)), from);
+            let below: Vec<_> = model.range(..(size, 0)).map(|(k, _)| *k).collect();
+            assert_eq!(keys(set.below_size(size)), below);
+            if let Some(&(s, p)) = all.get(probe as usize % all.len().max(1)) {
+                let after: Vec<_> = model
+                    .range((
+                        std::ops::Bound::Excluded((s, p)),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .map(|(k, _)| *k)
+                    .collect();
+                assert_eq!(keys(set.after(s, p)), after);
+            }
+            assert_eq!(set.max_size(), model.keys().last().map_or(0, |k| k.0));
+        };
+        let mut saw_tree = false;
+        for round in 0..3000u32 {
+            let r = next();
+            let size = (r % 40 + 1) * 512;
+            let ptr = (r >> 20) % 2048 * 512;
+            // Grow for the first half, shrink in the second.
+            let add = if round < 1500 { r % 4 != 0 } else { r % 8 == 0 };
+            if r % 5 == 0 && !model.is_empty() {
+                // Replace a block (found the way malloc finds one) by
+                // another key.
+                let first = set.from(size, 0).next().or_else(|| set.iter().next());
+                if let Some(old) = first {
+                    let new = e(size / 2 + 512, old.ptr + 256, round);
+                    let clash = model.contains_key(&(new.size, new.ptr))
+                        && (new.size, new.ptr) != (old.size, old.ptr);
+                    assert_eq!(set.replace(old.size, old.ptr, new), !clash);
+                    if !clash {
+                        model.remove(&(old.size, old.ptr));
+                        model.insert((new.size, new.ptr), round);
+                    }
+                }
+            } else if add {
+                let fresh = !model.contains_key(&(size, ptr));
+                assert_eq!(set.insert(e(size, ptr, round)), fresh);
+                model.entry((size, ptr)).or_insert(round);
+            } else if let Some((&(s, p), _)) =
+                model.iter().nth((r >> 40) as usize % model.len().max(1))
+            {
+                assert!(set.remove(s, p));
+                model.remove(&(s, p));
+                assert!(!set.remove(s, p));
+            }
+            saw_tree |= matches!(set.repr, Repr::Tree(_));
+            check(&set, &model, r >> 8);
+        }
+        assert!(saw_tree, "the set never grew into a tree");
+        assert!(
+            matches!(set.repr, Repr::Array(_)),
+            "the set never shrank back"
+        );
+    }
+
+    #[test]
+    fn after_the_largest_key_is_empty() {
+        let tree = Repr::Tree([(u128::MAX, 1)].into_iter().collect());
+        let set = FreeSet {
+            repr: tree,
+            hint: Cell::new(0),
+        };
+        assert_eq!(set.after(u64::MAX, u64::MAX).count(), 0);
+        let set = FreeSet {
+            repr: Repr::Array(vec![e(u64::MAX, u64::MAX, 1)]),
+            hint: Cell::new(0),
+        };
+        assert_eq!(set.after(u64::MAX, u64::MAX).count(), 0);
+    }
+}

@@ -1,0 +1,59 @@
+//! Out-of-memory conditions every policy reports alike: the request size
+//! limit PyTorch's front end enforces and the [`OomReport`]s.
+
+use crate::devices::Device;
+use crate::policy::{AllocError, OomReport};
+use crate::stats::MemoryStats;
+
+/// Requests of this size (2^60 bytes) or more are refused before any policy
+/// looks at them, as PyTorch's front end does for every backend
+/// (`NativeCachingAllocator::allocate` in c10/cuda/CUDACachingAllocator.cpp:
+/// `TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes, "CUDA out of
+/// memory. Tried to allocate more than 1EB memory.")`).
+pub const MAX_REQUEST: u64 = 1 << 60;
+
+/// The report of a request of [`MAX_REQUEST`] bytes or more (PyTorch's
+/// "more than 1EB"); nothing is counted.
+pub(crate) fn exceeds_limit<D: Device>(
+    device: &D,
+    stats: &MemoryStats,
+    size: u64,
+    allowed: Option<u64>,
+) -> AllocError {
+    let info = device.mem_info();
+    AllocError::OutOfMemory(Box::new(OomReport {
+        exceeds_limit: true,
+        requested: size,
+        rounded: size,
+        device_request: size,
+        device_free: info.free,
+        device_total: info.total,
+        allowed,
+        allocated: stats.allocated_bytes.all.current as u64,
+        reserved: stats.reserved_bytes.all.current as u64,
+    }))
+}
+
+/// Counts the OOM in `stats` and builds the report.
+pub(crate) fn out_of_memory<D: Device>(
+    device: &D,
+    stats: &mut MemoryStats,
+    requested: u64,
+    rounded: u64,
+    device_request: u64,
+    allowed: Option<u64>,
+) -> AllocError {
+    stats.num_ooms += 1;
+    let info = device.mem_info();
+    AllocError::OutOfMemory(Box::new(OomReport {
+        exceeds_limit: false,
+        requested,
+        rounded,
+        device_request,
+        device_free: info.free,
+        device_total: info.total,
+        allowed,
+        allocated: stats.allocated_bytes.all.current as u64,
+        reserved: stats.reserved_bytes.all.current as u64,
+    }))
+}

@@ -1,0 +1,224 @@
+//! The native text format, v1: a CSV anyone can write from any framework and
+//! read with pandas.
+//!
+//! ```text
+//! # vramlab trace v1
+//! # source: my training step
+//! # device_total: 85899345920
+//! action,id,size,stream
+//! alloc,x1,4096,0
+//! alloc,x2,1048576
+//! free,x1
+//! free_requested,x2
+//! free_completed,x2
+//! empty_cache
+//! ```
+//!
+//! * Lines starting with `#` are comments; before the header row, `# key:
+//!   value` lines are header fields (`source`, `device_total`, `alloc_conf`,
+//!   `framework`, `device`; others are kept as extras). Blank lines are
+//!   ignored.
+//! * The header row `action,id,size,stream` is required.
+//! * `alloc` needs an id and a size in bytes (a non-negative integer; 0 is
+//!   PyTorch's null allocation); the stream (a raw `cudaStream_t` value) is
+//!   optional and defaults to 0. `free`, `free_requested` and
+//!   `free_completed` need an id. `empty_cache` takes nothing.
+//! * Ids are any text without commas. An id names one allocation from its
+//!   `alloc` until its free completes; afterwards it may be reused.
+//! * A bad row is an error that names the line and the reason.
+
+mod read;
+mod write;
+
+pub use read::read_csv;
+pub use write::write_csv;
+
+/// The header row every file must have.
+pub const HEADER_ROW: &str = "action,id,size,stream";
+/// The first comment line the writer emits.
+pub const MAGIC_LINE: &str = "# vramlab trace v1";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::TraceError;
+    use crate::model::{Event, Trace};
+
+    fn read(s: &str) -> Result<Trace, TraceError> {
+        read_csv(s.as_bytes(), "t.csv")
+    }
+
+    #[test]
+    fn reads_all_actions_and_header_fields() {
+        let t = read(
+            "# vramlab trace v1\n# source: unit test\n# device_total: 1024\n# alloc_conf: expandable_segments:True\n# model: tiny\n\
+             action,id,size,stream\nalloc,a,4096,0\nalloc,b,100,7\nfree,a\nfree_requested,b,,\n# mid comment\n\nfree_completed,b\nempty_cache,,,\nalloc,a,0\n",
+        )
+        .unwrap();
+        assert_eq!(t.header.source, "unit test");
+        assert_eq!(t.header.device_total, Some(1024));
+        assert_eq!(
+            t.header.alloc_conf.as_deref(),
+            Some("expandable_segments:True")
+        );
+        assert_eq!(t.header.extra["model"], "tiny");
+        assert_eq!(t.streams, vec![0, 7]);
+        assert_eq!(
+            t.events,
+            vec![
+                Event::Alloc {
+                    id: 0,
+                    stream: 0,
+                    size: 4096
+                },
+                Event::Alloc {
+                    id: 1,
+                    stream: 1,
+                    size: 100
+                },
+                Event::Free { id: 0 },
+                Event::FreeRequested { id: 1 },
+                Event::FreeCompleted { id: 1 },
+                Event::EmptyCache,
+                Event::Alloc {
+                    id: 2,
+                    stream: 0,
+                    size: 0
+                },
+            ]
+        );
+        assert_eq!(t.num_ids, 3);
+    }
+
+    #[test]
+    fn errors_name_the_line_and_reason() {
+        let cases = [
+            (
+                "action,id,size,stream\nalloc,a,-5\n",
+                "t.csv:2: size: '-5' is negative",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,12x\n",
+                "t.csv:2: size: '12x' is not a whole number of bytes",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,99999999999999999999\n",
+                "t.csv:2: size: '99999999999999999999' is too large",
+            ),
+            (
+                "action,id,size,stream\nfree,a\n",
+                "t.csv:2: free of id 'a', which is not allocated",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,1\nfree,a\nfree,a\n",
+                "t.csv:4: free of id 'a', which is not allocated",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,1\nalloc,a,1\n",
+                "t.csv:3: alloc of id 'a', which is still allocated",
+            ),
+            (
+                "action,id,size,stream\nmalloc,a,1\n",
+                "t.csv:2: unknown action 'malloc' (expected alloc, free, free_requested, free_completed or empty_cache)",
+            ),
+            (
+                "action,id,size,stream\nalloc,a\n",
+                "t.csv:2: alloc needs a size in bytes",
+            ),
+            (
+                "action,id,size,stream\nalloc,,5\n",
+                "t.csv:2: alloc needs an id",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,1,0,9\n",
+                "t.csv:2: too many columns (unexpected '9')",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,1,s1\n",
+                "t.csv:2: stream: 's1' is not a stream handle",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,1\nfree_completed,a\n",
+                "t.csv:3: free_completed of id 'a' without a free_requested before it",
+            ),
+            (
+                "action,id,size,stream\nalloc,a,1\nfree_requested,a\nfree,a\n",
+                "t.csv:4: free of id 'a', whose free was already requested at line 3",
+            ),
+            (
+                "action,id,size,stream\nfree,a,5\n",
+                "t.csv:2: free takes only an id (size and stream must be empty)",
+            ),
+            (
+                "action,id,size,stream\nempty_cache,x\n",
+                "t.csv:2: empty_cache takes no id, size or stream",
+            ),
+            (
+                "id,size\n",
+                "t.csv:1: expected the header row 'action,id,size,stream', found 'id,size'",
+            ),
+            (
+                "# only comments\n",
+                "t.csv: no header row 'action,id,size,stream' found; is this a vramlab trace?",
+            ),
+            (
+                "# vramlab trace v2\naction,id,size,stream\n",
+                "t.csv:1: this file is vramlab trace format 'v2'; this version of vramlab reads v1",
+            ),
+            (
+                "# device_total: lots\naction,id,size,stream\n",
+                "t.csv:1: device_total: 'lots' is not a whole number of bytes",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                read(input).unwrap_err().to_string(),
+                want,
+                "input: {input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ids_are_reusable_after_free_and_streams_accept_hex_and_negative() {
+        let t = read("action,id,size,stream\nalloc,1,10,0x10\nfree,1\nalloc,1,20,-1\nfree,1\n")
+            .unwrap();
+        assert_eq!(t.num_ids, 2);
+        assert_eq!(t.streams, vec![0, 16, u64::MAX]);
+    }
+
+    #[test]
+    fn header_values_read_survive_a_write_and_a_read() {
+        // Found by fuzzing: a lone CR inside a header line, an empty source.
+        for input in [
+            "# framework: torch 2.11\r# model: tiny\naction,id,size,stream\n",
+            "# source:\n# k: a\rb \r\naction,id,size,stream\nalloc,a,1\n",
+        ] {
+            let t = read(input).unwrap();
+            let mut out = Vec::new();
+            write_csv(&t, &mut out, "o.csv").unwrap();
+            assert_eq!(read_csv(out.as_slice(), "t.csv").unwrap(), t, "{input:?}");
+        }
+        assert_eq!(
+            read("# source:\naction,id,size,stream\n")
+                .unwrap()
+                .header
+                .source,
+            "t.csv"
+        );
+    }
+
+    #[test]
+    fn write_then_read_is_lossless() {
+        let t = read(
+            "# source: x\n# device_total: 42\n# framework: torch 2.11\n# k: v\naction,id,size,stream\nalloc,a,4096,3\nalloc,b,1\nfree_requested,a\nfree_completed,a\nempty_cache\nfree,b\n",
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        write_csv(&t, &mut out, "o.csv").unwrap();
+        let back = read_csv(out.as_slice(), "t.csv").unwrap();
+        assert_eq!(back, t);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("# vramlab trace v1\n# source: x\n"));
+    }
+}

@@ -1,0 +1,627 @@
+//! Reading the native CSV format at memory speed.
+//!
+//! The input is read in large blocks and cut into lines with `memchr`; an
+//! ASCII row is parsed as bytes (no per-line `String`, no UTF-8 check of
+//! its digits, trims only where there is something to trim); ids that are
+//! plain numbers — what vramlab's writer emits — are looked up by index,
+//! other ids in a hash table with a fast hasher, and a trace on one stream
+//! never hashes its stream. A line with non-ASCII bytes takes the text path
+//! (validated UTF-8, Unicode trimming), so that every input reads exactly
+//! as it did when every line was a `String`; errors name the line and say
+//! the same.
+
+use std::io::{BufRead, ErrorKind};
+
+use rustc_hash::FxHashMap;
+
+use crate::csv::HEADER_ROW;
+use crate::error::{Location, TraceError};
+use crate::lines::MAX_LINE;
+use crate::model::{AllocId, Event, StreamInterner, Trace, TraceHeader};
+
+/// Bytes read from the input at a time.
+const BLOCK: usize = 1 << 20;
+
+/// Reads a native CSV trace. `path` is used in error messages.
+pub fn read_csv(mut input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
+    let mut r = Reader::new(path);
+    // A block, plus room for a line that began in the block before.
+    let mut buf = vec![0u8; BLOCK + MAX_LINE + 2];
+    let (mut pos, mut filled) = (0usize, 0usize);
+    loop {
+        if pos > 0 {
+            buf.copy_within(pos..filled, 0);
+            filled -= pos;
+            pos = 0;
+        }
+        let n = loop {
+            let room = buf.get_mut(filled..).unwrap_or_default();
+            match input.read(room) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(r.err(r.lineno + 1, format!("cannot read: {e}"))),
+            }
+        };
+        filled += n;
+        let block = buf.get(..filled).unwrap_or_default();
+        while let Some(i) = block.get(pos..).and_then(|b| memchr::memchr(b'\n', b)) {
+            r.line(block.get(pos..pos + i).unwrap_or_default())?;
+            pos += i + 1;
+        }
+        let partial = filled - pos;
+        if partial > MAX_LINE + 2 {
+            return Err(r.err(
+                r.lineno + 1,
+                format!("line longer than {MAX_LINE} bytes (is this a text trace?)"),
+            ));
+        }
+        if n == 0 {
+            if partial > 0 {
+                r.line(block.get(pos..filled).unwrap_or_default())?;
+            }
+            return r.finish();
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Allocated,
+    Requested,
+}
+
+/// What an id names while it is live: its dense id, state, and the line
+/// that put it in that state.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    dense: AllocId,
+    state: State,
+    line: u64,
+}
+
+/// The live ids. Plain decimal numbers below a bound that grows with the
+/// input are indexed directly; every other id is hashed.
+#[derive(Default)]
+struct Ids {
+    by_number: Vec<Option<Live>>,
+    by_text: FxHashMap<Box<[u8]>, Live>,
+}
+
+/// A plain decimal number (no sign, no leading zero) that indexes
+/// [`Ids::by_number`], when it is below `limit`.
+fn index_of(id: &[u8], limit: usize) -> Option<usize> {
+    if id.is_empty() || id.len() > 9 || (id.len() > 1 && id.first() == Some(&b'0')) {
+        return None;
+    }
+    let mut n = 0usize;
+    for &b in id {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + (b - b'0') as usize;
+    }
+    (n < limit).then_some(n)
+}
+
+/// Where an id lives in [`Ids`], worked out once per row.
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Index(usize),
+    Text(&'a [u8]),
+}
+
+impl Ids {
+    /// Ids index a table at most 16 entries per line read so far (plus
+    /// 4096): memory stays proportional to the input.
+    fn key(id: &[u8], lineno: u64) -> Key<'_> {
+        let limit = (lineno as usize).saturating_mul(16).saturating_add(4096);
+        match index_of(id, limit) {
+            Some(i) => Key::Index(i),
+            None => Key::Text(id),
+        }
+    }
+
+    fn get(&self, key: Key<'_>) -> Option<Live> {
+        match key {
+            Key::Index(i) => self.by_number.get(i).copied().flatten(),
+            Key::Text(id) => self.by_text.get(id).copied(),
+        }
+    }
+
+    fn set(&mut self, key: Key<'_>, v: Live) {
+        match key {
+            Key::Index(i) => {
+                if i >= self.by_number.len() {
+                    self.by_number.resize(i + 1, None);
+                }
+                if let Some(slot) = self.by_number.get_mut(i) {
+                    *slot = Some(v);
+                }
+            }
+            Key::Text(id) => match self.by_text.get_mut(id) {
+                Some(slot) => *slot = v,
+                None => {
+                    self.by_text.insert(id.into(), v);
+                }
+            },
+        }
+    }
+
+    fn remove(&mut self, key: Key<'_>) {
+        match key {
+            Key::Index(i) => {
+                if let Some(slot) = self.by_number.get_mut(i) {
+                    *slot = None;
+                }
+            }
+            Key::Text(id) => {
+                self.by_text.remove(id);
+            }
+        }
+    }
+}
+
+/// ASCII whitespace as `str::trim` sees it (vertical tab included).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if !is_space(*first) {
+            break;
+        }
+        s = rest;
+    }
+    while let [rest @ .., last] = s {
+        if !is_space(*last) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
+/// Up to four fields of a row and what follows a fourth comma.
+struct Row<'a> {
+    action: &'a [u8],
+    id: &'a [u8],
+    size: &'a [u8],
+    stream: &'a [u8],
+    extra: Option<&'a [u8]>,
+}
+
+impl<'a> Row<'a> {
+    /// The fast path: a row of printable ASCII without spaces and with at
+    /// most four fields, cut in one pass. Anything else (blank, comment,
+    /// padded, non-ASCII or too many columns) is `None` and takes the
+    /// general path, which reads it exactly the same way or words the error.
+    fn plain(line: &'a [u8]) -> Option<Row<'a>> {
+        if line.first().is_none_or(|&b| b == b'#') {
+            return None;
+        }
+        let mut cuts = [line.len(); 3];
+        let mut commas = 0;
+        for (i, &b) in line.iter().enumerate() {
+            if b == b',' {
+                *cuts.get_mut(commas)? = i;
+                commas += 1;
+            } else if !(0x21..0x7f).contains(&b) {
+                return None;
+            }
+        }
+        let [a, b, c] = cuts;
+        let field = |from: usize, to: usize| line.get(from..to).unwrap_or_default();
+        Some(Row {
+            action: field(0, a),
+            id: field(a + 1, b),
+            size: field(b + 1, c),
+            stream: field(c + 1, line.len()),
+            extra: None,
+        })
+    }
+
+    fn split(text: &'a [u8], unicode: bool) -> Row<'a> {
+        let mut cols = text.split(|&b| b == b',').map(|c| field(c, unicode));
+        Row {
+            action: cols.next().unwrap_or_default(),
+            id: cols.next().unwrap_or_default(),
+            size: cols.next().unwrap_or_default(),
+            stream: cols.next().unwrap_or_default(),
+            extra: cols.next(),
+        }
+    }
+}
+
+/// A field, trimmed: bytes for ASCII rows, `str::trim` for the others
+/// (already checked to be UTF-8).
+fn field(c: &[u8], unicode: bool) -> &[u8] {
+    if unicode {
+        std::str::from_utf8(c).map_or(c, |s| s.trim().as_bytes())
+    } else {
+        trim(c)
+    }
+}
+
+/// Text for a message (the bytes are UTF-8: ASCII, or checked).
+fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}
+
+struct Reader<'p> {
+    path: &'p str,
+    trace: Trace,
+    ids: Ids,
+    seen_header: bool,
+    next_id: AllocId,
+    streams: StreamInterner,
+    /// The last raw stream and its index: one stream never hashes.
+    last_stream: Option<(u64, u32)>,
+    lineno: u64,
+}
+
+impl<'p> Reader<'p> {
+    fn new(path: &'p str) -> Self {
+        Reader {
+            path,
+            trace: Trace::new(TraceHeader {
+                source: path.to_string(),
+                ..Default::default()
+            }),
+            ids: Ids::default(),
+            seen_header: false,
+            next_id: 0,
+            streams: StreamInterner::default(),
+            last_stream: None,
+            lineno: 0,
+        }
+    }
+
+    fn err(&self, line: u64, msg: String) -> TraceError {
+        TraceError::new(self.path, Location::Line(line), msg)
+    }
+
+    /// One line, without its `\n`.
+    fn line(&mut self, raw: &[u8]) -> Result<(), TraceError> {
+        self.lineno += 1;
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if self.seen_header && raw.len() <= MAX_LINE {
+            if let Some(row) = Row::plain(raw) {
+                return self.row(row);
+            }
+        }
+        if raw.len() > MAX_LINE {
+            return Err(self.err(
+                self.lineno,
+                format!("line longer than {MAX_LINE} bytes (is this a text trace?)"),
+            ));
+        }
+        let mut body = raw;
+        while let Some(b) = body.strip_suffix(b"\r") {
+            body = b;
+        }
+        if body.is_ascii() {
+            return self.content(trim(body), false);
+        }
+        match std::str::from_utf8(body) {
+            Ok(s) => self.content(s.trim().as_bytes(), true),
+            Err(_) => Err(self.err(
+                self.lineno,
+                "line is not UTF-8 text (is this a text trace?)".into(),
+            )),
+        }
+    }
+
+    /// A trimmed line: blank, a comment, the header row, or a row.
+    fn content(&mut self, text: &[u8], unicode: bool) -> Result<(), TraceError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if let Some(comment) = text.strip_prefix(b"#") {
+            if !self.seen_header {
+                let c = text_of(comment);
+                crate::csv::read::parse_header_line(&mut self.trace.header, c.trim())
+                    .map_err(|m| self.err(self.lineno, m))?;
+            }
+            return Ok(());
+        }
+        if !self.seen_header {
+            let cols: Vec<&[u8]> = text
+                .split(|&b| b == b',')
+                .map(|c| field(c, unicode))
+                .collect();
+            if cols != [&b"action"[..], b"id", b"size", b"stream"] {
+                return Err(self.err(
+                    self.lineno,
+                    format!(
+                        "expected the header row '{HEADER_ROW}', found '{}'",
+                        text_of(text)
+                    ),
+                ));
+            }
+            self.seen_header = true;
+            return Ok(());
+        }
+        self.row(Row::split(text, unicode))
+    }
+
+    fn row(&mut self, row: Row<'_>) -> Result<(), TraceError> {
+        if let Some(extra) = row.extra {
+            return Err(self.err(
+                self.lineno,
+                format!("too many columns (unexpected '{}')", text(extra)),
+            ));
+        }
+        match row.action {
+            b"alloc" => self.alloc(&row),
+            b"free" | b"free_requested" => self.free(&row),
+            b"free_completed" => self.free_completed(&row),
+            b"empty_cache" => {
+                if !row.id.is_empty() || !row.size.is_empty() || !row.stream.is_empty() {
+                    return Err(self.err(
+                        self.lineno,
+                        "empty_cache takes no id, size or stream".into(),
+                    ));
+                }
+                self.trace.events.push(Event::EmptyCache);
+                Ok(())
+            }
+            b"" => Err(self.err(self.lineno, "missing action".into())),
+            other => Err(self.err(
+                self.lineno,
+                format!(
+                    "unknown action '{}' (expected alloc, free, free_requested, free_completed or empty_cache)",
+                    text(other)
+                ),
+            )),
+        }
+    }
+
+    fn need_id(&self, row: &Row<'_>, what: &str) -> Result<(), TraceError> {
+        if row.id.is_empty() {
+            Err(self.err(self.lineno, format!("{what} needs an id")))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn only_id(&self, row: &Row<'_>, what: &str) -> Result<(), TraceError> {
+        if row.size.is_empty() && row.stream.is_empty() {
+            Ok(())
+        } else {
+            Err(self.err(
+                self.lineno,
+                format!("{what} takes only an id (size and stream must be empty)"),
+            ))
+        }
+    }
+
+    fn stream_index(&mut self, raw: u64) -> u32 {
+        match self.last_stream {
+            Some((r, i)) if r == raw => i,
+            _ => {
+                let i = self.streams.index(&mut self.trace, raw);
+                self.last_stream = Some((raw, i));
+                i
+            }
+        }
+    }
+
+    fn alloc(&mut self, row: &Row<'_>) -> Result<(), TraceError> {
+        self.need_id(row, "alloc")?;
+        if row.size.is_empty() {
+            return Err(self.err(self.lineno, "alloc needs a size in bytes".into()));
+        }
+        let bytes = digits(row.size)
+            .map_or_else(|| parse_u64(&text(row.size)), Ok)
+            .map_err(|m| self.err(self.lineno, format!("size: {m}")))?;
+        let raw_stream = if row.stream.is_empty() {
+            0
+        } else {
+            digits(row.stream)
+                .map_or_else(|| parse_stream(&text(row.stream)), Ok)
+                .map_err(|m| self.err(self.lineno, format!("stream: {m}")))?
+        };
+        let key = Ids::key(row.id, self.lineno);
+        if self.ids.get(key).is_some() {
+            return Err(self.err(
+                self.lineno,
+                format!("alloc of id '{}', which is still allocated", text(row.id)),
+            ));
+        }
+        let dense = self.next_id;
+        self.next_id = self
+            .next_id
+            .checked_add(1)
+            .ok_or_else(|| self.err(self.lineno, "more than 4294967295 allocations".into()))?;
+        let stream = self.stream_index(raw_stream);
+        self.trace.events.push(Event::Alloc {
+            id: dense,
+            stream,
+            size: bytes,
+        });
+        let live = Live {
+            dense,
+            state: State::Allocated,
+            line: self.lineno,
+        };
+        self.ids.set(key, live);
+        Ok(())
+    }
+
+    fn free(&mut self, row: &Row<'_>) -> Result<(), TraceError> {
+        let action = if row.action == b"free" {
+            "free"
+        } else {
+            "free_requested"
+        };
+        self.need_id(row, action)?;
+        self.only_id(row, action)?;
+        let key = Ids::key(row.id, self.lineno);
+        let live = match self.ids.get(key) {
+            Some(l) if l.state == State::Allocated => l,
+            Some(l) => {
+                return Err(self.err(
+                    self.lineno,
+                    format!(
+                        "{action} of id '{}', whose free was already requested at line {}",
+                        text(row.id),
+                        l.line
+                    ),
+                ));
+            }
+            None => {
+                return Err(self.err(
+                    self.lineno,
+                    format!("{action} of id '{}', which is not allocated", text(row.id)),
+                ));
+            }
+        };
+        if row.action == b"free" {
+            self.ids.remove(key);
+            self.trace.events.push(Event::Free { id: live.dense });
+        } else {
+            let requested = Live {
+                state: State::Requested,
+                line: self.lineno,
+                ..live
+            };
+            self.ids.set(key, requested);
+            self.trace
+                .events
+                .push(Event::FreeRequested { id: live.dense });
+        }
+        Ok(())
+    }
+
+    fn free_completed(&mut self, row: &Row<'_>) -> Result<(), TraceError> {
+        self.need_id(row, "free_completed")?;
+        self.only_id(row, "free_completed")?;
+        let key = Ids::key(row.id, self.lineno);
+        match self.ids.get(key) {
+            Some(l) if l.state == State::Requested => {
+                self.trace.events.push(Event::FreeCompleted { id: l.dense });
+                self.ids.remove(key);
+                Ok(())
+            }
+            Some(_) => Err(self.err(
+                self.lineno,
+                format!(
+                    "free_completed of id '{}' without a free_requested before it",
+                    text(row.id)
+                ),
+            )),
+            None => Err(self.err(
+                self.lineno,
+                format!(
+                    "free_completed of id '{}', which is not allocated",
+                    text(row.id)
+                ),
+            )),
+        }
+    }
+
+    fn finish(mut self) -> Result<Trace, TraceError> {
+        if !self.seen_header {
+            return Err(TraceError::new(
+                self.path,
+                Location::File,
+                format!("no header row '{HEADER_ROW}' found; is this a vramlab trace?"),
+            ));
+        }
+        self.trace.num_ids = self.next_id;
+        Ok(self.trace)
+    }
+}
+
+/// ASCII bytes as text (callers pass ASCII or checked UTF-8).
+fn text_of(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A plain run of at most 19 decimal digits as a number (anything else:
+/// `None`, and the caller's slow path words the error).
+fn digits(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 {
+        return None;
+    }
+    let mut n = 0u64;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    Some(n)
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    if s.starts_with('-') {
+        return Err(format!("'{s}' is negative"));
+    }
+    s.parse::<u64>().map_err(|_| {
+        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+            format!("'{s}' is too large")
+        } else {
+            format!("'{s}' is not a whole number of bytes")
+        }
+    })
+}
+
+/// Streams are raw `cudaStream_t` values; PyTorch reports them as signed
+/// int64, so negative values are taken as their two's-complement pattern.
+fn parse_stream(s: &str) -> Result<u64, String> {
+    if let Some(hex) = s.strip_prefix("0x") {
+        return u64::from_str_radix(hex, 16).map_err(|_| format!("'{s}' is not a stream handle"));
+    }
+    if s.starts_with('-') {
+        return s
+            .parse::<i64>()
+            .map(|v| v as u64)
+            .map_err(|_| format!("'{s}' is not a stream handle"));
+    }
+    s.parse::<u64>()
+        .map_err(|_| format!("'{s}' is not a stream handle"))
+}
+
+pub(super) fn parse_header_line(h: &mut TraceHeader, comment: &str) -> Result<(), String> {
+    if comment.starts_with("vramlab trace") {
+        let version = comment.trim_start_matches("vramlab trace").trim();
+        if version != "v1" {
+            return Err(format!(
+                "this file is vramlab trace format '{version}'; this version of vramlab reads v1"
+            ));
+        }
+        return Ok(());
+    }
+    let Some((key, value)) = comment.split_once(':') else {
+        return Ok(()); // a plain comment
+    };
+    let key = key.trim();
+    if key.is_empty() || key.contains(char::is_whitespace) {
+        return Ok(()); // prose that happens to contain a colon
+    }
+    // A lone carriage return inside a line becomes a space, as the writer
+    // writes it, so that what is read survives a write and a read.
+    let value = value.replace('\r', " ").trim().to_string();
+    match key {
+        // An empty source says nothing: the file's name stays the source
+        // (the writer omits an empty one).
+        "source" if value.is_empty() => {}
+        "source" => h.source = value,
+        "device_total" => {
+            h.device_total = Some(parse_u64(&value).map_err(|m| format!("device_total: {m}"))?);
+        }
+        "alloc_conf" => h.alloc_conf = Some(value),
+        "framework" => h.framework = Some(value),
+        "device" => {
+            h.device = value
+                .parse()
+                .map_err(|_| format!("device: '{value}' is not a device index"))?;
+        }
+        _ => {
+            h.extra.insert(key.to_string(), value);
+        }
+    }
+    Ok(())
+}

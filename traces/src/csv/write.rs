@@ -1,0 +1,88 @@
+//! Writing the native CSV format.
+
+use std::io::Write;
+
+use crate::csv::{HEADER_ROW, MAGIC_LINE};
+use crate::error::{Location, TraceError};
+use crate::model::{Event, Trace};
+
+/// Writes `trace` in the native CSV format. Fails for traces that start from
+/// a recorded allocator state, which the CSV format cannot hold.
+pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), TraceError> {
+    let io =
+        |e: std::io::Error| TraceError::new(path, Location::File, format!("cannot write: {e}"));
+    if let Some(init) = &trace.initial {
+        if !init.segments.is_empty() || !init.live.is_empty() {
+            return Err(TraceError::new(
+                path,
+                Location::File,
+                format!(
+                    "the trace starts mid-run ({} segments and {} blocks in use already existed); the CSV format cannot hold that initial state — use the binary format (.vlt), or `vramlab convert --start fresh` to write the blocks in use as the first allocations",
+                    init.segments.len(),
+                    init.live.len()
+                ),
+            ));
+        }
+    }
+    let h = &trace.header;
+    writeln!(out, "{MAGIC_LINE}").map_err(io)?;
+    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
+    if !h.source.is_empty() {
+        writeln!(out, "# source: {}", one_line(&h.source)).map_err(io)?;
+    }
+    if let Some(t) = h.device_total {
+        writeln!(out, "# device_total: {t}").map_err(io)?;
+    }
+    if let Some(c) = &h.alloc_conf {
+        writeln!(out, "# alloc_conf: {}", one_line(c)).map_err(io)?;
+    }
+    if let Some(fw) = &h.framework {
+        writeln!(out, "# framework: {}", one_line(fw)).map_err(io)?;
+    }
+    if h.device != 0 {
+        writeln!(out, "# device: {}", h.device).map_err(io)?;
+    }
+    for (k, v) in &h.extra {
+        writeln!(out, "# {}: {}", one_line(k), one_line(v)).map_err(io)?;
+    }
+    writeln!(out, "{HEADER_ROW}").map_err(io)?;
+    let mut buf = itoa_buf();
+    for ev in &trace.events {
+        match *ev {
+            Event::Alloc { id, stream, size } => {
+                let raw = trace.streams.get(stream as usize).copied().unwrap_or(0);
+                out.write_all(b"alloc,").map_err(io)?;
+                out.write_all(buf.format(id).as_bytes()).map_err(io)?;
+                out.write_all(b",").map_err(io)?;
+                out.write_all(buf.format(size).as_bytes()).map_err(io)?;
+                out.write_all(b",").map_err(io)?;
+                out.write_all(buf.format(raw).as_bytes()).map_err(io)?;
+                out.write_all(b"\n").map_err(io)?;
+            }
+            Event::Free { id } => write_id(&mut out, b"free,", id, &mut buf).map_err(io)?,
+            Event::FreeRequested { id } => {
+                write_id(&mut out, b"free_requested,", id, &mut buf).map_err(io)?
+            }
+            Event::FreeCompleted { id } => {
+                write_id(&mut out, b"free_completed,", id, &mut buf).map_err(io)?
+            }
+            Event::EmptyCache => out.write_all(b"empty_cache,,,\n").map_err(io)?,
+        }
+    }
+    out.flush().map_err(io)
+}
+
+fn write_id(
+    out: &mut impl Write,
+    action: &[u8],
+    id: u32,
+    buf: &mut itoa::Buffer,
+) -> std::io::Result<()> {
+    out.write_all(action)?;
+    out.write_all(buf.format(id).as_bytes())?;
+    out.write_all(b",,\n")
+}
+
+fn itoa_buf() -> itoa::Buffer {
+    itoa::Buffer::new()
+}
