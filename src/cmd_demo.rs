@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use vramlab_reports::build::{ReportRequest, build_report};
 
 use crate::args::DeviceArgs;
-use crate::cmd_report::{ReportRequest, build_report};
 use crate::render::recommendation::print_recommendation;
 
 /// The trace `demo` uses: Llama-3-8B-shaped full fine-tuning (bf16, AdamW),
@@ -49,16 +49,22 @@ pub fn run(args: DemoArgs) -> Result<()> {
     );
     let target = vramlab_replay::target::release::target_of(&trace, None);
     let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
-    let built = build_report(&ReportRequest {
-        name: DEMO_NAME,
-        trace: &trace,
-        capacity: Some(capacity),
-        grid: &grid,
-        plots: 4,
-        target: &target,
-        start: None,
-        out: &args.out,
-    })?;
+    let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
+    let built = build_report(
+        &ReportRequest {
+            name: DEMO_NAME,
+            trace: &trace,
+            capacity: Some(capacity),
+            grid: &grid,
+            plots: 4,
+            target: &target,
+            start: None,
+            out: &args.out,
+        },
+        &|| pb.inc(1),
+    );
+    pb.finish_and_clear();
+    let built = built?;
     print_recommendation(DEMO_NAME, &card, &built.rec, 8);
     outln!("\nreport with plots: {}", built.index.display());
     Ok(())

@@ -94,7 +94,7 @@ where
 
 #[cfg(feature = "cuda")]
 #[test]
-#[ignore = "needs a CUDA GPU: cargo test -p vramlab-sim --features cuda -- --ignored"]
+#[ignore = "needs a CUDA GPU: cargo test -p vramlab-replay --features cuda -- --ignored"]
 fn replays_on_a_real_gpu() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");

@@ -162,7 +162,7 @@ where
 
 #[cfg(feature = "cuda")]
 #[test]
-#[ignore = "needs a CUDA GPU: cargo test -p vramlab-sim --features cuda -- --ignored"]
+#[ignore = "needs a CUDA GPU: cargo test -p vramlab-replay --features cuda -- --ignored"]
 fn replays_on_a_real_gpu() {
     // Stitching moves real pages: unmap at home, map at the sBlock's range.
     let conf = Config::parse("fragment_limit:16MiB").expect("settings");

@@ -6,7 +6,7 @@
 //! there:
 //!
 //! ```sh
-//! cargo test -p vramlab-sim --test real_snapshots -- --ignored
+//! cargo test -p vramlab-replay --test real_snapshots -- --ignored
 //! ```
 
 use std::path::{Path, PathBuf};

@@ -38,6 +38,12 @@
 //! link, both as `data:` URIs), tables of the per-setting results, the
 //! recommendation (Markdown-style `` `code` `` in its reason and in the
 //! notes shown as code) and the raw data as an embedded JSON block.
+//!
+//! [`build`] does the whole job for one trace, as `vramlab report` does:
+//! it sweeps a grid of settings, ranks them, replays the defaults and the
+//! best ones in detail, finds their OOM points and writes the report
+//! ([`build::build_report`]); a snapshot that holds only the allocator
+//! state gets the report of that state ([`build::state_report`]).
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -48,6 +54,7 @@
 #![forbid(unsafe_code)]
 
 mod base64;
+pub mod build;
 mod html;
 mod input;
 mod plots;

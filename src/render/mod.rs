@@ -8,7 +8,11 @@
 //!   that made the failing allocation.
 //! * [`sweep`]: sweep rows per trace, or one summary line per trace.
 //! * [`stats`]: what a trace holds.
+//! * `cuda_replay` (with the `cuda` feature): replays on a real GPU, with
+//!   the latency of every driver and allocator call and the leak check.
 
+#[cfg(feature = "cuda")]
+pub mod cuda_replay;
 pub mod oom;
 pub mod oom_code;
 pub mod recommendation;

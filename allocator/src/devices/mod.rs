@@ -3,8 +3,8 @@
 //! sweep runs on, and (feature `cuda`) `cuda::CudaDevice`, a real GPU
 //! through the CUDA driver.
 //!
-//! A policy never knows whether it runs on a simulated GPU (`vramlab-sim`'s
-//! `SimDevice`) or a real one. Every call that changes device memory is
+//! A policy never knows whether it runs on a simulated GPU ([`sim::SimDevice`])
+//! or a real one. Every call that changes device memory is
 //! recorded in the device's call log ([`Device::calls`]), which is how the
 //! replay engine learns the segment decisions a policy made.
 

@@ -3,7 +3,7 @@
 //!
 //! | name | type | what it models | settings keys (defaults) |
 //! |---|---|---|---|
-//! | `native` | [`NativeAllocator`](crate::NativeAllocator) | PyTorch's CUDA caching allocator (see [`native`]) | `PYTORCH_ALLOC_CONF` ([`AllocConf`](crate::AllocConf)) |
+//! | `native` | [`NativeAllocator`] | PyTorch's CUDA caching allocator (see [`native`]) | `PYTORCH_ALLOC_CONF` ([`AllocConf`](crate::AllocConf)) |
 //! | `direct` | [`direct::DirectAllocator`] | no cache: `cudaMalloc`/`cudaFree` per request, PyTorch with `PYTORCH_NO_CUDA_MEMORY_CACHING=1` | none |
 //! | `bfc` | [`bfc::BfcAllocator`] | TensorFlow's / XLA's (JAX's) best-fit-with-coalescing allocator | `allow_growth` (false), `memory_limit` (none), `memory_fraction` (0.75), `preallocate` (shorthand), `garbage_collection` (false), `fragmentation_fraction` (0) |
 //! | `async` | [`async_pool::AsyncPoolAllocator`] | a stream-ordered pool like `cudaMallocAsync` (PyTorch's `backend:cudaMallocAsync`) | `release_threshold` (0), `reuse_across_streams` (false) |
@@ -47,9 +47,8 @@ pub use native::NativeAllocator;
 pub use registry::{POLICIES, PolicySpec};
 pub use stitch::StitchAllocator;
 
-/// The name of every policy the crate offers, as their `Allocator::name`
-/// returns it: `native` first, then the policies of this module.
-pub const POLICY_NAMES: &[&str] = &["native", "direct", "bfc", "async", "stitch"];
+/// The name of every policy the crate offers (kept in the [`registry`]).
+pub const POLICY_NAMES: &[&str] = registry::POLICIES;
 
 #[cfg(test)]
 mod tests {

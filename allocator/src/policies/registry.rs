@@ -24,8 +24,10 @@ pub enum PolicySpec {
     Stitch(stitch::Config),
 }
 
-/// The policy names `--policy` accepts.
-pub const POLICIES: &[&str] = crate::policies::POLICY_NAMES;
+/// The policy names `--policy` accepts, as their `Allocator::name`
+/// returns them: `native` first. A new policy is added here, to the enum
+/// above and to the `match` arms below (and `with_policy!`).
+pub const POLICIES: &[&str] = &["native", "direct", "bfc", "async", "stitch"];
 
 impl PolicySpec {
     /// Builds the policy `name` from its settings string.

@@ -3,7 +3,7 @@
 //! one expandable reservation. Each is built at any size `n`, so that a
 //! replay's time can be compared at `n` and `16 n`: linear code takes
 //! about 16 times longer, quadratic code 256 times (`benches/scaling.rs`
-//! measures it; `sim/tests/properties.rs` checks the invariants on them).
+//! measures it; `replay/tests/properties.rs` checks the invariants on them).
 
 use vramlab_traces::{Event, Trace, TraceHeader};
 

@@ -99,7 +99,7 @@ pub fn start_for(
             s.capacity.is_none()
                 && s.memory_fraction.is_none()
                 && s.policy.native_conf().is_some_and(|c| {
-                    crate::io::load::recorded_conf(trace, c.version)
+                    recorded_conf(trace, c.version)
                         .ok()
                         .flatten()
                         .is_some_and(|r| r.to_string() == c.to_string())
@@ -387,5 +387,23 @@ fn out_of_memory(init: &InitialState, error: AllocError, bytes: u64) -> StartOom
         bytes,
         id: None,
         lost: ids_of(init.segments.iter()),
+    }
+}
+
+/// The settings a trace was recorded under, if it says (`None` when the
+/// trace does not record them). An unparsable recorded string is an error.
+pub fn recorded_conf(
+    trace: &Trace,
+    version: vramlab_allocator::TorchVersion,
+) -> Result<Option<vramlab_allocator::AllocConf>, String> {
+    match &trace.header.alloc_conf {
+        None => Ok(None),
+        Some(s) => vramlab_allocator::AllocConf::parse(s, version)
+            .map(Some)
+            .map_err(|e| {
+                format!(
+                    "the recorded settings {s:?} do not parse under PyTorch {version} rules: {e}"
+                )
+            }),
     }
 }

@@ -11,16 +11,7 @@ use vramlab_traces::io::{
 use vramlab_traces::snapshot::{SizeRules, Snapshot, snapshot_to_device_traces};
 use vramlab_traces::{Trace, TraceError};
 
-/// The settings a trace was recorded under, if it says (`None` when the
-/// trace does not record them). An unparsable recorded string is an error.
-pub fn recorded_conf(trace: &Trace, version: TorchVersion) -> Result<Option<AllocConf>, String> {
-    match &trace.header.alloc_conf {
-        None => Ok(None),
-        Some(s) => AllocConf::parse(s, version).map(Some).map_err(|e| {
-            format!("the recorded settings {s:?} do not parse under PyTorch {version} rules: {e}")
-        }),
-    }
-}
+pub use crate::engine::start::recorded_conf;
 
 /// Reads every device's trace from `path`. A device whose entries are
 /// malformed fails the whole read; [`load_devices`] keeps the others.

@@ -6,7 +6,7 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::Area;
 use super::font::{LABEL_SIZE, font, measure};
-use super::palette::INK;
+use super::palette::{INK, SeriesLook};
 use super::shapes::{dash_path, dashed, fill, hatch, line, rect, stroke};
 use super::text::text;
 use super::wrap::wrap_lines;
@@ -192,5 +192,13 @@ fn draw_swatch<DB: DrawingBackend>(area: &Area<DB>, swatch: Swatch, x: i32, cy: 
             area.draw(&Cross::new((x0 + SWATCH_W / 2, cy), 7, stroke(c, 3)))?;
             Ok(())
         }
+    }
+}
+
+/// The legend swatch of a series drawn `width` wide in `look`.
+pub(crate) fn series_swatch(look: SeriesLook, width: u32) -> Swatch {
+    match look.dash {
+        None => Swatch::Line(look.color, width),
+        Some((d, g)) => Swatch::Pattern(look.color, width, d, g),
     }
 }

@@ -29,10 +29,12 @@ pub(crate) use font::{
 };
 pub(crate) use frame::{frame, header_height, no_data};
 pub(crate) use labels::{PxRect, block_box, boxed_text, line_step};
-pub(crate) use legend::{LegendItem, Swatch, draw_legend, legend_height, legend_height_for};
+pub(crate) use legend::{
+    LegendItem, Swatch, draw_legend, legend_height, legend_height_for, series_swatch,
+};
 pub(crate) use palette::{
     ALERT, ALLOCATED, FREE, GOOD, GRID, INK, MUTED, PENDING, SeriesLook, WASTE, series_color,
-    series_look, series_swatch,
+    series_look,
 };
 pub(crate) use placement::Placer;
 pub(crate) use shapes::{dash_path, dashed, fill, hatch, line, rect, stroke};

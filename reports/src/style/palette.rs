@@ -3,8 +3,6 @@
 
 use plotters::prelude::*;
 
-use super::legend::Swatch;
-
 /// Near-black text and axes.
 pub(crate) const INK: RGBColor = RGBColor(33, 37, 41);
 /// Secondary text.
@@ -72,14 +70,6 @@ pub(crate) fn series_look(i: usize) -> SeriesLook {
         .copied()
         .flatten();
     SeriesLook { color, dash }
-}
-
-/// The legend swatch of a series drawn `width` wide in `look`.
-pub(crate) fn series_swatch(look: SeriesLook, width: u32) -> Swatch {
-    match look.dash {
-        None => Swatch::Line(look.color, width),
-        Some((d, g)) => Swatch::Pattern(look.color, width, d, g),
-    }
 }
 
 #[cfg(test)]

@@ -28,9 +28,8 @@
 //! unmapped size as a lower bound of the block; the pool of an unmapped
 //! range is small unless its size is a multiple of the large page.
 
-use crate::snapshot::convert::SizeRules;
 use crate::snapshot::model::{Action, TraceEntry};
-use crate::snapshot::walk::is_release;
+use crate::snapshot::size_rules::SizeRules;
 
 /// 1 MiB: the largest request the small pool serves.
 const SMALL_SIZE: u64 = 1 << 20;
@@ -169,6 +168,11 @@ fn could_serve(e: &TraceEntry, r: Request, rules: &SizeRules<'_>) -> bool {
     } else {
         block < s.saturating_add(rules.max_non_split_rounding)
     }
+}
+
+/// `segment_free` or `segment_unmap`.
+pub(super) fn is_release(a: &Action) -> bool {
+    matches!(a, Action::SegmentFree | Action::SegmentUnmap)
 }
 
 #[cfg(test)]

@@ -24,8 +24,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::*;
-use crate::snapshot::convert::SizeRules;
 use crate::snapshot::model::*;
+use crate::snapshot::size_rules::SizeRules;
 use crate::snapshot::walk::{Walked, put};
 
 const MIB: u64 = 1 << 20;

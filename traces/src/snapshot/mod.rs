@@ -7,13 +7,15 @@ mod initial;
 mod model;
 mod parse;
 pub mod release;
+mod size_rules;
 mod walk;
 
 pub use bursts::{ReleaseBurst, classify_release_burst};
-pub use convert::{SizeRules, snapshot_to_device_traces, snapshot_to_traces};
+pub use convert::{snapshot_to_device_traces, snapshot_to_traces};
 pub use model::*;
 pub use parse::{ParseProblem, snapshot_from_doc};
 pub use release::{ReleaseRange, releases_of};
+pub use size_rules::SizeRules;
 
 use crate::error::{Location, TraceError};
 use crate::pickle::PickleDoc;

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::error::{Location, TraceError};
 use crate::model::*;
-use crate::snapshot::bursts::{ReleaseBurst, classify_release_burst};
-use crate::snapshot::convert::SizeRules;
+use crate::snapshot::bursts::{ReleaseBurst, classify_release_burst, is_release};
 use crate::snapshot::model::*;
+use crate::snapshot::size_rules::SizeRules;
 
 #[derive(Debug, Clone, Copy)]
 enum LiveState {
@@ -409,9 +409,4 @@ pub(super) fn put<T: Clone>(v: &mut Vec<Option<T>>, id: AllocId, x: Option<T>) {
             v.push(x);
         }
     }
-}
-
-/// `segment_free` or `segment_unmap`.
-pub(super) fn is_release(a: &Action) -> bool {
-    matches!(a, Action::SegmentFree | Action::SegmentUnmap)
 }

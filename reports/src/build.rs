@@ -1,0 +1,308 @@
+//! Building a whole report from a trace: sweep a grid of settings, rank
+//! them, replay the chosen ones in detail, find their OOM points and write
+//! the page ([`build_report`]); or, for a snapshot that holds only the
+//! allocator state, the report of that state ([`state_report`]).
+//!
+//! This is what `vramlab report` and `vramlab demo` do between parsing
+//! their arguments and printing the recommendation; the command line only
+//! adds a progress bar (through the callback) and the printing.
+
+use std::path::{Path, PathBuf};
+
+use vramlab_allocator::format::bytes;
+use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_replay::analysis::grid::GridEntry;
+use vramlab_replay::analysis::oom_point::find_oom_point;
+use vramlab_replay::analysis::recommend::{
+    RecommendRequest, Recommendation, Verdict, recommend_trace,
+};
+use vramlab_replay::target::release::TorchTarget;
+use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
+use vramlab_traces::Trace;
+use vramlab_traces::summary::TraceSummary;
+
+use crate::{
+    OomPointResult, Recommendation as ReportRecommendation, ReportError, ReportInput,
+    SettingResult, write_report,
+};
+
+/// What a report covers.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportRequest<'a> {
+    /// The trace's name in titles and tables.
+    pub name: &'a str,
+    /// The trace.
+    pub trace: &'a Trace,
+    /// The GPU memory the job may use (`None`: unlimited; settings are then
+    /// ranked by peak reserved alone).
+    pub capacity: Option<u64>,
+    /// Settings to sweep.
+    pub grid: &'a [GridEntry],
+    /// How many settings get plots of their own (the best ones, plus the
+    /// defaults).
+    pub plots: usize,
+    /// The PyTorch release(s) the advice is for.
+    pub target: &'a TorchTarget,
+    /// The user's start for a trace recorded mid-run.
+    pub start: Option<Start>,
+    /// Output folder.
+    pub out: &'a Path,
+}
+
+/// What [`build_report`] computed, besides the files it wrote.
+#[derive(Debug, Clone)]
+pub struct BuiltReport {
+    /// The ranking of the grid's settings.
+    pub rec: Recommendation,
+    /// Where `index.html` went.
+    pub index: PathBuf,
+}
+
+/// Why a report could not be built.
+///
+/// Each message is complete in itself (it includes the underlying error's
+/// text), so [`std::error::Error::source`] is `None`: printing the chain
+/// does not repeat it.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A replay of the sweep failed.
+    #[error("{trace} under {setting}: {error}")]
+    Sweep {
+        /// The trace's name.
+        trace: String,
+        /// The setting's label.
+        setting: String,
+        /// The replay's error.
+        error: ReplayError,
+    },
+    /// The detailed replay of a chosen setting failed.
+    #[error("replaying under {setting}: {error}")]
+    Replay {
+        /// The setting's label.
+        setting: String,
+        /// The replay's error.
+        error: ReplayError,
+    },
+    /// The search for a chosen setting's OOM point failed.
+    #[error("OOM point under {setting}: {error}")]
+    OomPoint {
+        /// The setting's label.
+        setting: String,
+        /// The replay's error.
+        error: ReplayError,
+    },
+    /// A snapshot without events has no segments either.
+    #[error("{name}: the snapshot holds neither events nor segments: nothing to report")]
+    NothingToReport {
+        /// The trace's name.
+        name: String,
+    },
+    /// The recorded allocator state could not be rebuilt.
+    #[error("{name}: the allocator state could not be laid out: {error}")]
+    Layout {
+        /// The trace's name.
+        name: String,
+        /// Why ([`vramlab_traces::model::InitialState::layout_error`]).
+        error: String,
+    },
+    /// Replaying the recorded allocator state failed.
+    #[error("laying out the state of {name}: {error}")]
+    State {
+        /// The trace's name.
+        name: String,
+        /// The replay's error.
+        error: ReplayError,
+    },
+    /// The plots or the page could not be written.
+    #[error("writing the report: {0}")]
+    Write(ReportError),
+}
+
+/// Sweeps `req.grid` over the trace and ranks the settings
+/// ([`recommend_trace`]), replays the defaults and the best-ranked settings
+/// (up to `req.plots` besides the defaults) in detail, finds their OOM
+/// points and writes the report into `req.out`.
+///
+/// `progress` is called once per finished sweep replay (from the sweep's
+/// worker threads), e.g. to move a progress bar of `req.grid.len()` steps.
+///
+/// # Errors
+///
+/// A replay that fails (a malformed trace, not an OOM: running out of
+/// memory is a result), or the report that cannot be written.
+pub fn build_report(
+    req: &ReportRequest<'_>,
+    progress: &(dyn Fn() + Sync),
+) -> Result<BuiltReport, BuildError> {
+    let ReportRequest {
+        name,
+        trace,
+        capacity,
+        grid,
+        plots,
+        target,
+        start,
+        out,
+    } = *req;
+    let (rows, rec) = recommend_trace(
+        &RecommendRequest {
+            name,
+            trace,
+            grid,
+            capacity,
+            target,
+            start,
+        },
+        progress,
+    )
+    .map_err(|(trace, setting, error)| BuildError::Sweep {
+        trace,
+        setting,
+        error,
+    })?;
+    let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
+    let start = vramlab_replay::start_for(trace, &scenarios, start);
+    // The defaults, then the best-ranked settings.
+    let mut chosen: Vec<&GridEntry> = Vec::new();
+    if let Some(d) = grid.iter().find(|g| g.to_line() == "default") {
+        chosen.push(d);
+    }
+    for r in &rec.ranked {
+        if chosen.len() > plots {
+            break;
+        }
+        if let Some(g) = grid.iter().find(|g| g.to_line() == r.row.grid_line) {
+            if !chosen.contains(&g) {
+                chosen.push(g);
+            }
+        }
+    }
+    let opts = ReplayOptions {
+        check_invariants: false,
+        segments_at_peak: true,
+        timeline_points: 600,
+        start: start.unwrap_or_default(),
+        ..Default::default()
+    };
+    let mut settings = Vec::new();
+    let mut oom_points = Vec::new();
+    for g in &chosen {
+        let s = g.scenario(capacity);
+        let run = s.run(trace, &opts).map_err(|error| BuildError::Replay {
+            setting: g.label(),
+            error,
+        })?;
+        let p = find_oom_point(trace, &s, start.unwrap_or_default()).map_err(|error| {
+            BuildError::OomPoint {
+                setting: g.label(),
+                error,
+            }
+        })?;
+        settings
+            .push(SettingResult::from_run(g.label(), &run).with_min_capacity(Some(p.min_capacity)));
+        oom_points.push(OomPointResult {
+            label: g.label(),
+            min_capacity: p.min_capacity,
+            lower_bound: p.lower_bound,
+        });
+    }
+    let recommendation = match (rec.verdict, rec.ranked.first()) {
+        (Verdict::UseSetting, Some(w)) => Some(ReportRecommendation {
+            setting: w.row.setting.clone(),
+            reason: rec.why.clone(),
+            export_lines: rec
+                .export
+                .iter()
+                .map(|(shell, line)| format!("{line}    # {shell}"))
+                .collect(),
+        }),
+        (Verdict::DefaultsAreFine, _) => Some(ReportRecommendation {
+            setting: "PyTorch's defaults (change nothing)".into(),
+            reason: rec.why.clone(),
+            export_lines: Vec::new(),
+        }),
+        _ => None,
+    };
+    let mut notes: Vec<String> = trace.notes.clone();
+    if trace.initial.is_some() {
+        notes.push(format!(
+            "The recording starts mid-run; every replay starts {}.",
+            vramlab_replay::describe_start(trace, start)
+        ));
+    }
+    notes.push(format!("Advice for {}.", target.describe()));
+    notes.push(format!(
+        "{} settings were replayed; the table ranks {} of them. Full results: `vramlab sweep {} --gpu … --csv rows.csv`.",
+        rows.len(),
+        settings.len(),
+        name
+    ));
+    let input = ReportInput {
+        title: format!("vramlab report: {name}"),
+        trace: name.to_string(),
+        capacity,
+        settings,
+        oom_points,
+        fit: None,
+        recommendation,
+        notes,
+    };
+    let index = write_report(out, &input).map_err(BuildError::Write)?;
+    Ok(BuiltReport { rec, index })
+}
+
+/// Writes the report of a snapshot without history
+/// (`torch.cuda.memory_snapshot()`'s segment list, or `enabled="state"`)
+/// into `out`: the recorded state's numbers and segment map; there is
+/// nothing to replay or compare. Returns the path of `index.html`.
+///
+/// # Errors
+///
+/// A trace without a recorded state, a state that cannot be laid out, or
+/// the report that cannot be written.
+pub fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf, BuildError> {
+    let Some(init) = trace.initial.as_ref() else {
+        return Err(BuildError::NothingToReport {
+            name: name.to_string(),
+        });
+    };
+    if let Some(e) = &init.layout_error {
+        return Err(BuildError::Layout {
+            name: name.to_string(),
+            error: e.clone(),
+        });
+    }
+    let opts = ReplayOptions {
+        check_invariants: false,
+        segments_at_peak: true,
+        start: Start::Recorded,
+        ..Default::default()
+    };
+    let run = Scenario::native(AllocConf::new(TorchVersion::NEWEST))
+        .run(trace, &opts)
+        .map_err(|error| BuildError::State {
+            name: name.to_string(),
+            error,
+        })?;
+    let st = TraceSummary::of(trace).initial_state.unwrap_or_default();
+    let mut notes = trace.notes.clone();
+    notes.push(format!(
+        "The snapshot holds the allocator state only: {} segments, {} reserved, {} allocated, {} reserved but unallocated, largest free block {}.",
+        st.segments,
+        bytes(st.reserved_bytes),
+        bytes(st.allocated_bytes),
+        bytes(st.waste_bytes),
+        bytes(st.largest_free_block)
+    ));
+    let input = ReportInput {
+        title: format!("vramlab report: {name} (allocator state)"),
+        trace: name.to_string(),
+        capacity: None,
+        settings: vec![SettingResult::from_run("recorded state", &run)],
+        oom_points: Vec::new(),
+        fit: None,
+        recommendation: None,
+        notes,
+    };
+    write_report(out, &input).map_err(BuildError::Write)
+}

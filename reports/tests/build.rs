@@ -1,0 +1,118 @@
+//! `build::build_report` and `build::state_report`: the whole report of a
+//! trace, and the errors they give, worded as the command line prints them.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::out_dir;
+use vramlab_replay::analysis::grid::parse_grid;
+use vramlab_replay::target::release::target_of;
+use vramlab_reports::build::{BuildError, ReportRequest, build_report, state_report};
+use vramlab_traces::{InitialState, Trace};
+
+fn gpt() -> Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    vramlab_traces::io::read_trace(&path, None, None).unwrap()
+}
+
+#[test]
+fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
+    let dir = out_dir("build");
+    let trace = gpt();
+    let target = target_of(&trace, None);
+    let grid = parse_grid(
+        "default\nexpandable_segments:True\nmax_split_size_mb:128\nroundup_power2_divisions:4",
+        target.rules,
+    )
+    .unwrap();
+    let done = AtomicUsize::new(0);
+    let built = build_report(
+        &ReportRequest {
+            name: "gpt-small-train.csv",
+            trace: &trace,
+            capacity: Some(1 << 30),
+            grid: &grid,
+            plots: 1,
+            target: &target,
+            start: None,
+            out: &dir,
+        },
+        &|| {
+            done.fetch_add(1, Ordering::Relaxed);
+        },
+    )
+    .unwrap();
+    assert_eq!(done.load(Ordering::Relaxed), grid.len());
+    assert_eq!(built.index, dir.join("index.html"));
+    assert_eq!(built.rec.ranked.len(), grid.len());
+    // The defaults and the best setting (one plot besides the defaults).
+    assert!(dir.join("segments-1-default.png").is_file());
+    assert!(
+        dir.join("segments-2-expandable-segments-true.png")
+            .is_file()
+    );
+    let maps = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("segments-") && name.ends_with(".png")
+        })
+        .count();
+    assert_eq!(maps, 2);
+    let html = std::fs::read_to_string(&built.index).unwrap();
+    assert!(html.contains("vramlab report: gpt-small-train.csv"));
+    assert!(html.contains("4 settings were replayed; the table ranks 2 of them."));
+}
+
+#[test]
+fn errors_read_as_the_command_line_prints_them() {
+    let dir = out_dir("build-errors");
+    let e = state_report("t.csv", &Trace::new(Default::default()), &dir).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "t.csv: the snapshot holds neither events nor segments: nothing to report"
+    );
+    let mut t = Trace::new(Default::default());
+    t.initial = Some(InitialState {
+        layout_error: Some("blocks overlap".into()),
+        ..Default::default()
+    });
+    let e = state_report("s.pickle", &t, &dir).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "s.pickle: the allocator state could not be laid out: blocks overlap"
+    );
+    // The message is whole: no source to repeat it.
+    assert!(std::error::Error::source(&e).is_none());
+
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let trace = gpt();
+    let target = target_of(&trace, None);
+    let grid = parse_grid("default", target.rules).unwrap();
+    let e = build_report(
+        &ReportRequest {
+            name: "gpt-small-train.csv",
+            trace: &trace,
+            capacity: None,
+            grid: &grid,
+            plots: 0,
+            target: &target,
+            start: None,
+            out: &file,
+        },
+        &|| {},
+    )
+    .unwrap_err();
+    assert!(matches!(e, BuildError::Write(_)), "{e:?}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "writing the report: cannot write {}: ",
+            file.display()
+        )),
+        "{e}"
+    );
+}
