@@ -1,7 +1,7 @@
 //! Malloc/free cost per policy: replay throughput (events per second) of
 //! every policy on the bundled traces, each repeated to ~300k events.
 //!
-//!     cargo bench --bench policies
+//!     cd benches && cargo bench --bench policies
 
 use std::hint::black_box;
 use std::path::Path;
@@ -35,7 +35,7 @@ fn repeated(base: &Trace, min_events: usize) -> Trace {
 }
 
 fn bench_policies(c: &mut Criterion) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/data");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("traces/data")
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -4,9 +4,13 @@
 //! every policy at `n` and at `16 n`, and reports nanoseconds per event and
 //! the ratio of the times: about 16 for linear work, 256 for quadratic.
 //!
+//!     cd benches
 //!     cargo bench --bench scaling                      # table
 //!     cargo bench --bench scaling -- --csv FILE        # and a CSV
 //!     cargo bench --bench scaling -- --check           # exit 1 above x100
+//!
+//! Cargo runs benchmarks in their package directory, `benches/`: a relative
+//! FILE is relative to it (`--csv ../docs/bench/scaling.csv`).
 //!
 //! Linear work still shows ratios of 17-60 here: the large traces no longer
 //! fit in the caches, and most structures are ordered maps (log n per

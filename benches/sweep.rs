@@ -2,7 +2,7 @@
 //! parallel on all cores: the figure issue 6 asks for (under 2 s on 2
 //! cores).
 //!
-//!     cargo bench --bench sweep
+//!     cd benches && cargo bench --bench sweep
 
 use std::hint::black_box;
 use std::path::Path;
@@ -14,7 +14,7 @@ use vramlab_replay::analysis::sweep::run_sweep;
 use vramlab_traces::{Event, Trace};
 
 fn trace_100k() -> Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
     let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
     let mut t = Trace::new(base.header.clone());
     t.streams = base.streams.clone();

@@ -31,9 +31,15 @@ PY
 }
 
 if [ $QUICK = 0 ]; then
-    cargo bench --locked --bench replay -- --warm-up-time 1 --measurement-time 5 >/dev/null
-    cargo bench --locked --bench sweep -- --warm-up-time 1 --measurement-time 5 >/dev/null
-    cargo bench --locked -p vramlab-traces --bench pickle >/dev/null 2>&1 || true
+    # The benches are a workspace of their own; run in benches/, they build
+    # into ../target (benches/.cargo/config.toml), so their reports land in
+    # target/criterion, where crit reads them.
+    (
+        cd benches
+        cargo bench --locked --bench replay -- --warm-up-time 1 --measurement-time 5 >/dev/null
+        cargo bench --locked --bench sweep -- --warm-up-time 1 --measurement-time 5 >/dev/null
+        cargo bench --locked --bench pickle >/dev/null 2>&1 || true
+    )
 fi
 EVENTS=$(python3 -c "print(3280*305)")
 {
@@ -47,9 +53,9 @@ EVENTS=$(python3 -c "print(3280*305)")
     echo "| benchmark | median |"
     echo "|---|---|"
     for b in default expandable_segments max_split_size_mb_256 roundup_power2_divisions_4; do
-        echo "| \`cargo bench --bench replay\` replay/$b (bundled GPT trace x305, $EVENTS events) | $(crit "replay/$b" "$EVENTS") |"
+        echo "| \`cd benches && cargo bench --bench replay\` replay/$b (bundled GPT trace x305, $EVENTS events) | $(crit "replay/$b" "$EVENTS") |"
     done
-    echo "| \`cargo bench --bench sweep\` default grid (44 settings) x 100k events, 2 threads | $(crit sweep/default_grid_44_settings_100k_events) |"
+    echo "| \`cd benches && cargo bench --bench sweep\` default grid (44 settings) x 100k events, 2 threads | $(crit sweep/default_grid_44_settings_100k_events) |"
     echo
     echo "## Every policy on every bundled trace"
     echo

@@ -113,15 +113,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
             vramlab_reports::plot_peak_reserved(&base, &results, None)
                 .map_err(|e| anyhow::anyhow!("plotting {name}: {e}"))?;
         }
-        eprintln!("wrote plots to {}", dir.display());
+        errln!("wrote plots to {}", dir.display());
     }
     if let Some(p) = &args.csv {
         std::fs::write(p, &csv).with_context(|| format!("cannot write {}", p.display()))?;
-        eprintln!("wrote {}", p.display());
+        errln!("wrote {}", p.display());
     }
     if let Some(p) = &args.markdown {
         std::fs::write(p, &md).with_context(|| format!("cannot write {}", p.display()))?;
-        eprintln!("wrote {}", p.display());
+        errln!("wrote {}", p.display());
     }
     Ok(())
 }

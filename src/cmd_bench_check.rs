@@ -38,7 +38,7 @@ fn measure(args: &BenchCheckArgs) -> Result<(Baseline, Vec<String>)> {
             })
             .collect()
     } else {
-        eprintln!(
+        errln!(
             "note: {} not found: the fidelity part is skipped",
             args.snapshots.display()
         );
@@ -58,7 +58,7 @@ pub fn run(args: BenchCheckArgs) -> Result<()> {
     if args.write {
         std::fs::write(&args.baseline, serde_json::to_string_pretty(&now)? + "\n")
             .with_context(|| format!("cannot write {}", args.baseline.display()))?;
-        eprintln!(
+        errln!(
             "wrote {} ({} replays, {} fidelity checks)",
             args.baseline.display(),
             now.replays.len(),
@@ -102,7 +102,7 @@ pub fn run(args: BenchCheckArgs) -> Result<()> {
         }
     );
     if failed {
-        std::process::exit(1);
+        return Err(crate::CheckFailed.into());
     }
     Ok(())
 }

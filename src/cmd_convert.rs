@@ -71,21 +71,21 @@ pub fn run_convert(args: ConvertArgs) -> Result<()> {
         let out = PathBuf::from(template.replace("{device}", &t.header.device.to_string()));
         write_trace(t, &out, args.to)?;
         let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
-        eprintln!(
+        errln!(
             "wrote {} ({} events, {})",
             out.display(),
             count(t.events.len() as u64),
             bytes(size)
         );
         for n in &t.notes {
-            eprintln!("note: {n}");
+            errln!("note: {n}");
         }
         let to_csv = matches!(
             args.to.or_else(|| Format::from_path(&out)),
             Some(Format::Csv | Format::CsvGz)
         );
         if to_csv && (t.expected.is_some() || !t.frames.is_empty()) {
-            eprintln!(
+            errln!(
                 "note: the CSV format keeps the events only: the recorded addresses and segment events (for `vramlab fidelity`) and the stack frames were left out; .vlt keeps them"
             );
         }

@@ -70,7 +70,7 @@ pub fn run(args: FidelityArgs) -> Result<()> {
     unchecked.sort_by_key(|(d, _)| *d);
     if !reports.is_empty() {
         for (d, why) in &unchecked {
-            eprintln!(
+            errln!(
                 "note: {}: device {d} not checked: {why}",
                 args.snapshot.display()
             );
@@ -179,7 +179,7 @@ pub fn run(args: FidelityArgs) -> Result<()> {
         );
     }
     if !reports.iter().all(FidelityReport::is_exact) {
-        std::process::exit(1);
+        return Err(crate::CheckFailed.into());
     }
     Ok(())
 }

@@ -121,7 +121,7 @@ pub fn run(args: FitArgs) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         vramlab_reports::plot_fit(&dir.join("fit"), &sweep)
             .map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
-        eprintln!("wrote {}", dir.join("fit.png").display());
+        errln!("wrote {}", dir.join("fit.png").display());
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&results)?);

@@ -126,7 +126,7 @@ pub fn run(args: GenArgs) -> Result<()> {
     let (trace, template) = vgen::generate(&req)?;
     let took = t0.elapsed();
     write(&trace, out)?;
-    eprintln!("template: {template}");
+    errln!("template: {template}");
     summary(&trace, out, took);
     Ok(())
 }
@@ -288,7 +288,7 @@ fn run_learned(a: &GenArgs) -> Result<()> {
     let trace = template.instantiate(a.batch.unwrap_or(template.base_batch), value, a.steps)?;
     let took = t0.elapsed();
     write(&trace, out)?;
-    eprintln!("template: {template}");
+    errln!("template: {template}");
     summary(&trace, out, took);
     Ok(())
 }
@@ -305,7 +305,7 @@ fn write(trace: &Trace, out: &Path) -> Result<()> {
 }
 
 fn summary(trace: &Trace, out: &Path, took: std::time::Duration) {
-    eprintln!(
+    errln!(
         "{}: {} events, {} allocations, peak live {} (generated in {:.1} ms)",
         out.display(),
         count(trace.events.len() as u64),

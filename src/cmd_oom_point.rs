@@ -35,7 +35,7 @@ pub fn run(args: OomPointArgs) -> Result<()> {
     // Capacities are what-ifs: a mid-run trace starts fresh unless told.
     let start = vramlab_replay::choose_start(&trace, args.start.start, false);
     if trace.initial.is_some() {
-        eprintln!("start: {}", vramlab_replay::describe_start(&trace, start));
+        errln!("start: {}", vramlab_replay::describe_start(&trace, start));
     }
     if let Some(cap) = args.device.bytes() {
         return show_state(

@@ -58,7 +58,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             .collect();
         let start = vramlab_replay::start_for(&trace, &on_gpu, args.start.start);
         if trace.initial.is_some() {
-            eprintln!("start: {}", vramlab_replay::describe_start(&trace, start));
+            errln!("start: {}", vramlab_replay::describe_start(&trace, start));
         }
         let runs = crate::cmd_replay_cuda::run_cuda(
             &trace,
@@ -137,7 +137,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         )
         .and_then(|_| std::io::Write::flush(&mut w))
         .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!(
+        errln!(
             "wrote {} (open it at https://pytorch.org/memory_viz)",
             path.display()
         );

@@ -63,12 +63,12 @@ fn write_outputs(rows: &[SweepRow], csv: Option<&Path>, json: Option<&Path>) -> 
             s.push('\n');
         }
         std::fs::write(p, s).with_context(|| format!("cannot write {}", p.display()))?;
-        eprintln!("wrote {} ({} rows)", p.display(), rows.len());
+        errln!("wrote {} ({} rows)", p.display(), rows.len());
     }
     if let Some(p) = json {
         std::fs::write(p, serde_json::to_string_pretty(rows)?)
             .with_context(|| format!("cannot write {}", p.display()))?;
-        eprintln!("wrote {} ({} rows)", p.display(), rows.len());
+        errln!("wrote {} ({} rows)", p.display(), rows.len());
     }
     Ok(())
 }
@@ -121,7 +121,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
             args.start.start,
             args.quiet,
         )?;
-        eprintln!(
+        errln!(
             "{} replays ({} traces x {} settings{}) in {:.2} s",
             rows.len(),
             traces.len(),

@@ -64,7 +64,7 @@ pub fn pick_device(path: &Path, loaded: Loaded, device: Option<u32>) -> Result<T
         .collect();
     let t = pick_readable(path, loaded, device)?;
     for n in notes {
-        eprintln!("{n}");
+        errln!("{n}");
     }
     Ok(t)
 }
@@ -108,7 +108,7 @@ fn pick_readable(path: &Path, loaded: Loaded, device: Option<u32>) -> Result<Tra
             .max_by_key(|(i, t)| (t.num_allocs(), std::cmp::Reverse(*i)))
             .map_or(0, |(i, _)| i);
         let t = loaded.traces.into_iter().nth(best).context("no device")?;
-        eprintln!(
+        errln!(
             "note: {name} holds devices {list}; using device {} (the most allocations); pick another with --trace-device N",
             t.header.device
         );
@@ -143,7 +143,7 @@ pub fn load_all(
         }
         if device.is_none() {
             for (d, e) in &loaded.failed {
-                eprintln!("note: {file}: device {d} skipped: {e}");
+                errln!("note: {file}: device {d} skipped: {e}");
             }
         }
         for t in loaded.traces {
@@ -155,11 +155,11 @@ pub fn load_all(
                 name.push_str(&format!("#{}", t.header.device));
             }
             if t.events.is_empty() {
-                eprintln!("note: {name}: no events, skipped");
+                errln!("note: {name}: no events, skipped");
                 continue;
             }
             if t.num_allocs() == 0 {
-                eprintln!(
+                errln!(
                     "warning: {name}: the trace has no allocations: every setting reserves the same"
                 );
             }
@@ -204,7 +204,7 @@ pub fn readable_devices(
     }
     if device.is_none() {
         for (d, e) in &loaded.failed {
-            eprintln!("note: {}: device {d} skipped: {e}", path.display());
+            errln!("note: {}: device {d} skipped: {e}", path.display());
         }
     }
     Ok(traces)

@@ -58,6 +58,7 @@ pub mod build;
 mod html;
 mod input;
 mod plots;
+mod png;
 mod style;
 mod units;
 

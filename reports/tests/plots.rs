@@ -33,6 +33,21 @@ fn check(files: &PlotFiles) -> (Vec<u8>, String) {
         files.svg.display()
     );
     assert!(svg.len() > 1_000);
+    // An 8-bit RGB picture of the SVG's size.
+    let reader = png::Decoder::new(png.as_slice()).read_info().unwrap();
+    let info = reader.info();
+    assert_eq!(
+        (info.color_type, info.bit_depth),
+        (png::ColorType::Rgb, png::BitDepth::Eight)
+    );
+    let size = format!("<svg width=\"{}\" height=\"{}\"", info.width, info.height);
+    assert!(
+        svg.starts_with(&size),
+        "{} is not {}×{}",
+        files.svg.display(),
+        info.width,
+        info.height
+    );
     (png, svg)
 }
 
@@ -473,4 +488,13 @@ fn an_unwritable_path_is_an_error_not_a_panic() {
     // A folder cannot be created under a file.
     let err = plot_oom_points(&blocker.join("sub").join("plot"), &[]).unwrap_err();
     assert!(err.to_string().contains("file"), "{err}");
+    // The PNG file cannot be written: the error names it.
+    let png = dir.join("plot.png");
+    fs::create_dir(&png).unwrap();
+    let err = plot_oom_points(&dir.join("plot"), &[]).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("cannot write {}: ", png.display())),
+        "{err}"
+    );
 }

@@ -85,8 +85,12 @@ impl ConfArgs {
         confs
             .into_iter()
             .map(|c| {
-                PolicySpec::parse(&self.policy, c, self.version_for(trace))
-                    .map_err(|e| anyhow::anyhow!("--policy {} --conf {c:?}: {e}", self.policy))
+                PolicySpec::parse(&self.policy, c, self.version_for(trace)).map_err(|e| {
+                    anyhow::Error::new(crate::invoke::BadArgument(format!(
+                        "--policy {} --conf {c:?}: {e}",
+                        self.policy
+                    )))
+                })
             })
             .collect()
     }
@@ -105,9 +109,9 @@ impl ConfArgs {
             let (c, var) = AllocConf::from_env(v, |k| std::env::var(k).ok())
                 .context("in the environment's allocator settings")?;
             if let Some(var) = var {
-                eprintln!("note: settings from {var}: {:?}", c.raw);
+                errln!("note: settings from {var}: {:?}", c.raw);
             } else {
-                eprintln!("note: no allocator settings in the environment; using the defaults");
+                errln!("note: no allocator settings in the environment; using the defaults");
             }
             out.push(c);
         }
@@ -132,9 +136,10 @@ impl ConfArgs {
         }
         if let Some(f) = self.fraction {
             if !(0.0..=1.0).contains(&f) {
-                bail!(
+                return Err(crate::invoke::BadArgument(format!(
                     "--fraction {f}: must be between 0 and 1, as torch.cuda.set_per_process_memory_fraction requires"
-                );
+                ))
+                .into());
             }
         }
         Ok(out)

@@ -40,7 +40,7 @@ impl GridArgs {
         match targets.first() {
             Some(first) if targets.iter().all(|t| t.releases == first.releases) => first.clone(),
             _ => {
-                eprintln!(
+                errln!(
                     "note: the traces were recorded by different PyTorch releases; the grid uses the rules of {} (name one with --torch-version)",
                     TorchVersion::NEWEST
                 );

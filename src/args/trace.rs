@@ -79,10 +79,10 @@ impl TraceArgs {
         let loaded = crate::progress::load_devices(&self.trace, self.format, version)?;
         let t = pick_device(&self.trace, loaded, self.device)?;
         for n in &t.notes {
-            eprintln!("note: {}: {n}", self.trace.display());
+            errln!("note: {}: {n}", self.trace.display());
         }
         if !t.events.is_empty() && t.num_allocs() == 0 {
-            eprintln!(
+            errln!(
                 "warning: {}: the trace has no allocations: every setting reserves the same",
                 self.trace.display()
             );

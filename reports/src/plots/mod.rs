@@ -77,13 +77,15 @@ pub(crate) fn render<F: Figure>(base: &Path, fig: &F) -> Result<PlotFiles> {
     }
     let png = with_ext(base, "png");
     let svg = with_ext(base, "svg");
+    let size = fig.size();
+    let mut rgb = crate::png::rgb_buffer(size);
     {
         let _raster = crate::style::RasterGuard::start();
-        let root = BitMapBackend::new(&png, fig.size()).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
         fig.draw(&root)?;
-        root.present()
-            .map_err(|e| ReportError::Draw(format!("cannot write {}: {e}", png.display())))?;
+        root.present()?;
     }
+    crate::png::write_rgb(&png, &rgb, size)?;
     let text = render_svg(fig)?;
     fs::write(&svg, text).map_err(io_err(&svg))?;
     Ok(PlotFiles { png, svg })

@@ -2,7 +2,7 @@
 //! conversion with initial-state rebuild), and trace → binary → trace, on
 //! the real snapshots in ../shared/traces/real/ (skipped when absent).
 //!
-//!     cargo bench -p vramlab-traces --bench convert
+//!     cd benches && cargo bench --bench convert
 
 use std::hint::black_box;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! with their step repeated), and learning a template from the compiled-in
 //! corpus.
 //!
-//! Run with `cargo bench -p vramlab-traces --bench gen`.
+//! Run with `cd benches && cargo bench --bench gen`.
 
 use std::hint::black_box;
 

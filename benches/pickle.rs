@@ -2,7 +2,7 @@
 //! `../shared/traces/real/` (skipped with a message when absent), plus the
 //! writer on the same data.
 //!
-//! Run with `cargo bench -p vramlab-traces --bench pickle`.
+//! Run with `cd benches && cargo bench --bench pickle`.
 
 use std::hint::black_box;
 use std::path::PathBuf;

@@ -1,0 +1,282 @@
+"""The Python API against the command line it wraps: the same numbers on
+the bundled corpus and on the real snapshots (when ../shared/traces/real
+is there), in-memory inputs equal to files, errors as exceptions, and the
+installed `vramlab` command.
+
+Run from the repository root after `pip install .`:
+
+    python -m pytest python/tests
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vramlab
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "traces" / "data"
+REAL = ROOT.parent / "shared" / "traces" / "real"
+GPT = DATA / "gpt-small-train.csv"
+CONFS = ["default", "expandable_segments:True", "max_split_size_mb:256"]
+
+
+def vramlab_exe() -> str:
+    """The `vramlab` command installed next to this interpreter."""
+    exe = Path(sys.executable).with_name("vramlab")
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("vramlab")
+    assert found, "the vramlab command is not installed"
+    return found
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [vramlab_exe(), *map(str, args)], capture_output=True, text=True, check=check
+    )
+
+
+def cli_json(*args: str):
+    return json.loads(cli(*args).stdout)
+
+
+def real_snapshots():
+    return sorted(REAL.glob("*.pickle")) if REAL.is_dir() else []
+
+
+def without_paths(v):
+    """A result without the fields that name the input file."""
+    if isinstance(v, list):
+        return [without_paths(x) for x in v]
+    return {k: x for k, x in v.items() if k not in ("trace", "source", "path")}
+
+
+# --- the same numbers as the command line ------------------------------------
+
+
+def test_replay_equals_the_cli_on_the_bundled_trace():
+    api = vramlab.replay(GPT, conf=CONFS)
+    args = ["replay", GPT, "--json"]
+    for c in CONFS:
+        args += ["--conf", c]
+    assert api == cli_json(*args)
+    assert [r.conf for r in api] == CONFS
+    assert api[0].peak_reserved_bytes == api[0]["peak_reserved_bytes"] > 0
+
+
+def test_one_setting_gives_one_result_and_a_list_gives_a_list():
+    one = vramlab.replay(GPT)
+    assert isinstance(one, dict) and one.conf == "default"
+    listed = vramlab.replay(GPT, conf=["default"])
+    assert isinstance(listed, list) and listed == [one]
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.csv*")), ids=lambda p: p.name)
+def test_every_bundled_trace_replays_as_on_the_cli(path):
+    assert vramlab.replay(path, capacity="16GiB") == cli_json(
+        "replay", path, "--json", "--capacity", "16GiB"
+    )
+
+
+@pytest.mark.parametrize("path", real_snapshots(), ids=lambda p: p.name)
+def test_real_snapshots_match_the_cli(path):
+    assert vramlab.replay(path, conf=CONFS[:2]) == cli_json(
+        "replay", path, "--json", "--conf", CONFS[0], "--conf", CONFS[1]
+    )
+    assert [vramlab.oom_point(path)] == cli_json("oom-point", path, "--json")
+    fid = vramlab.fidelity(path)
+    assert fid == cli_json("fidelity", path, "--json")
+    assert vramlab.stats(path) == cli_json("stats", path, "--json")
+
+
+@pytest.mark.parametrize("path", real_snapshots(), ids=lambda p: p.name)
+def test_a_snapshot_dict_equals_its_file(path):
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    assert without_paths(vramlab.replay(snap)) == without_paths(vramlab.replay(path))
+    assert without_paths(vramlab.oom_point(snap)) == without_paths(vramlab.oom_point(path))
+
+
+def test_recommend_oom_point_and_sweep_equal_the_cli():
+    rec = vramlab.recommend(GPT, gpu="rtx4090")
+    assert rec == cli_json("recommend", GPT, "--gpu", "rtx4090", "--json")
+    assert vramlab.oom_point(GPT, ["default", "expandable_segments:True"]) == cli_json(
+        "oom-point", GPT, "--conf", "default", "--conf", "expandable_segments:True", "--json"
+    )
+    assert vramlab.oom_point(GPT).min_capacity > 0
+    rows = vramlab.sweep(GPT, grid=CONFS, capacity="8GiB")
+    assert len(rows) == len(CONFS)
+    assert all(r.peak_reserved_bytes > 0 for r in rows)
+
+
+def test_sweep_rows_equal_the_cli_csv(tmp_path):
+    grid = tmp_path / "grid.txt"
+    grid.write_text("\n".join(CONFS) + "\n")
+    out = tmp_path / "rows.json"
+    cli("sweep", GPT, "--grid", grid, "--quiet", "--json", out, "--capacity", "8GiB")
+    assert vramlab.sweep([GPT], grid=CONFS, capacity="8GiB") == json.loads(out.read_text())
+
+
+def test_rows_to_pandas():
+    pd = pytest.importorskip("pandas")
+    df = vramlab.sweep(GPT, grid=CONFS).to_pandas()
+    assert isinstance(df, pd.DataFrame) and len(df) == len(CONFS)
+
+
+# --- inputs ------------------------------------------------------------------
+
+
+def test_a_list_of_events_equals_the_same_csv(tmp_path):
+    events = [
+        ("alloc", 1, 3_000_000),
+        ("alloc", 2, 512, 0),
+        {"action": "free", "id": 1},
+        ("alloc", 3, 1_000_000),
+        ("free_requested", 2),
+        ("free_completed", 2),
+        ("empty_cache",),
+        ("free", 3),
+    ]
+    path = tmp_path / "events.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["action", "id", "size", "stream"])
+        for e in events:
+            if isinstance(e, dict):
+                w.writerow([e["action"], e["id"], "", ""])
+            else:
+                w.writerow(list(e) + [""] * (4 - len(e)))
+    assert without_paths(vramlab.replay(events)) == without_paths(vramlab.replay(path))
+    t = vramlab.load(events)
+    assert t.summary.allocs == 3 and t.summary.events == len(events)
+    assert os.path.exists(t.path)
+    assert without_paths(vramlab.replay(t)) == without_paths(vramlab.replay(path))
+
+
+def test_load_keeps_a_dict_on_disk_while_the_trace_lives():
+    snaps = real_snapshots()
+    if not snaps:
+        pytest.skip("../shared/traces/real is not here")
+    with open(snaps[0], "rb") as f:
+        snap = pickle.load(f)
+    t = vramlab.load(snap)
+    path = t.path
+    assert os.path.exists(path) and t.devices
+    assert vramlab.replay(t)["peak_reserved_bytes"] == vramlab.replay(snaps[0])["peak_reserved_bytes"]
+    del t
+    import gc
+
+    gc.collect()
+    assert not os.path.exists(path)
+
+
+def test_gzipped_snapshot(tmp_path):
+    snaps = real_snapshots()
+    if not snaps:
+        pytest.skip("../shared/traces/real is not here")
+    gz = tmp_path / "s.pickle.gz"
+    with open(snaps[0], "rb") as f, gzip.open(gz, "wb") as g:
+        g.write(f.read())
+    assert without_paths(vramlab.replay(gz)) == without_paths(vramlab.replay(snaps[0]))
+
+
+# --- errors ------------------------------------------------------------------
+
+
+def test_a_missing_file_is_a_trace_error_with_the_cli_message(tmp_path):
+    missing = tmp_path / "nope.pickle"
+    with pytest.raises(vramlab.TraceError) as e:
+        vramlab.replay(missing)
+    err = cli("replay", missing, check=False)
+    assert err.returncode == 2
+    assert err.stderr.strip() == f"error: {e.value}"
+
+
+def test_a_malformed_trace_names_the_line():
+    bad = ROOT / "tests" / "malformed" / "double-free.csv"
+    with pytest.raises(vramlab.TraceError) as e:
+        vramlab.replay(bad)
+    assert str(e.value).endswith("double-free.csv:4: free of id 'a', which is not allocated")
+
+
+def test_bad_settings_are_conf_errors_and_value_errors():
+    with pytest.raises(vramlab.ConfError) as e:
+        vramlab.replay(GPT, conf="max_split_size_mb:banana")
+    assert isinstance(e.value, ValueError)
+    assert "banana" in str(e.value)
+    with pytest.raises(vramlab.ConfError):
+        vramlab.replay(GPT, gpu="no-such-card")
+
+
+def test_bad_events_are_trace_errors():
+    with pytest.raises(vramlab.TraceError, match="event 1"):
+        vramlab.replay([("alloc", 1, 512), ("malloc", 2, 512)])
+    with pytest.raises(vramlab.TraceError, match="free of id"):
+        vramlab.replay([("free", 9)])
+    with pytest.raises(TypeError):
+        vramlab.replay(42)
+
+
+def test_notes_become_warnings():
+    snaps = [p for p in real_snapshots() if "infer" in p.name]
+    if not snaps:
+        pytest.skip("../shared/traces/real is not here")
+    with pytest.warns(vramlab.VramlabWarning):
+        vramlab.replay(snaps[0], start="recorded", conf="expandable_segments:True")
+
+
+def test_a_fidelity_difference_is_a_result_not_an_error():
+    snaps = real_snapshots()
+    if not snaps:
+        pytest.skip("../shared/traces/real is not here")
+    r = vramlab.fidelity(snaps[0], conf="max_split_size_mb:20")
+    text = json.dumps(r)
+    assert "exact" in text
+
+
+# --- the command -------------------------------------------------------------
+
+
+def test_the_command_is_installed_and_is_the_same_program():
+    out = cli("--version")
+    assert out.stdout.strip() == f"vramlab {vramlab.__version__}"
+    table = cli("replay", GPT).stdout
+    assert "peak reserved" in table
+    assert cli("replay", "/no/such/file.csv", check=False).returncode == 2
+
+
+def test_run_returns_the_printed_text():
+    assert "h100" in vramlab.run(["gpus"])
+
+
+def test_report_writes_index_html(tmp_path):
+    index = vramlab.report(GPT, tmp_path / "r", gpu="rtx4090", grid=CONFS, plots=1)
+    assert index.exists() and index.name == "index.html"
+    assert "vramlab report" in index.read_text()
+
+
+def test_record_needs_torch_and_says_so(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *a, **k):
+        if name == "torch":
+            raise ImportError("no torch here")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    with pytest.raises(ImportError, match="PyTorch"):
+        with vramlab.record("x.pickle"):
+            pass

@@ -1,0 +1,61 @@
+"""vramlab: replay GPU memory traces through PyTorch's CUDA caching
+allocator on a simulated GPU — peak reserved memory, fragmentation and
+out-of-memory points under any ``PYTORCH_ALLOC_CONF`` setting, without a
+GPU.
+
+Each function runs the same engine and command as the ``vramlab`` command
+line, in this process, and returns its JSON output as dicts whose keys are
+also attributes::
+
+    import vramlab
+    a, b = vramlab.replay("step.pickle", conf=["default", "expandable_segments:True"])
+    print(a.peak_reserved_bytes, b.peak_reserved_bytes)
+    print(vramlab.recommend("step.pickle", gpu="rtx4090").export)
+
+Sources are paths (any format the command line reads), snapshot dicts as
+``torch.cuda.memory._snapshot()`` returns them, lists of events, or
+:class:`Trace` objects from :func:`load`.
+"""
+
+from ._api import (
+    ConfError,
+    Record,
+    Rows,
+    Trace,
+    TraceError,
+    VramlabError,
+    VramlabWarning,
+    fidelity,
+    load,
+    oom_point,
+    recommend,
+    replay,
+    report,
+    run,
+    stats,
+    sweep,
+)
+from ._native import version as _version
+from ._record import record
+
+__version__: str = _version()
+
+__all__ = [
+    "ConfError",
+    "Record",
+    "Rows",
+    "Trace",
+    "TraceError",
+    "VramlabError",
+    "VramlabWarning",
+    "fidelity",
+    "load",
+    "oom_point",
+    "recommend",
+    "record",
+    "replay",
+    "report",
+    "run",
+    "stats",
+    "sweep",
+]

@@ -1,0 +1,83 @@
+"""Recording a block of PyTorch code's memory history as a snapshot that
+vramlab reads. torch is the user's own, imported only when recording
+starts: the package does not depend on it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Union
+
+__all__ = ["record"]
+
+
+class record:
+    """Records the CUDA memory history of the code in a ``with`` block and
+    writes it to ``path`` (a snapshot ``.pickle``) when the block ends::
+
+        with vramlab.record("step.pickle"):
+            loss = model(batch).loss
+            loss.backward()
+            optimizer.step()
+        vramlab.replay("step.pickle", conf=["default", "expandable_segments:True"])
+
+    It calls ``torch.cuda.memory._record_memory_history(enabled="all",
+    context=context, stacks=stacks, max_entries=max_entries)`` on entry,
+    ``torch.cuda.memory._dump_snapshot(path)`` and
+    ``_record_memory_history(enabled=None)`` on exit — also when the block
+    raises (an out-of-memory error included: the snapshot then holds the
+    ``oom`` entry), and the exception goes on.
+
+    What is missed: the history starts at the ``with``. Memory allocated
+    before it (a model loaded earlier) is in the snapshot as the allocator's
+    state — its segments and the blocks in use — but not as events, so
+    vramlab starts its replays from that recorded state (``start=
+    "recorded"``, the default) and cannot say how the earlier allocations
+    were made. To measure loading too, enter the block before the model is
+    built. ``max_entries`` bounds the history: a longer block keeps only its
+    last ``max_entries`` events, and vramlab says so.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        max_entries: int = 1_000_000,
+        context: Optional[str] = "all",
+        stacks: str = "python",
+        device: Any = None,
+    ):
+        self.path = os.fspath(path)
+        self.max_entries = max_entries
+        self.context = context
+        self.stacks = stacks
+        self.device = device
+        self._torch: Any = None
+
+    def __enter__(self) -> "record":
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError(
+                "vramlab.record needs PyTorch (your own install; vramlab does not pin it)"
+            ) from e
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                "vramlab.record records the CUDA caching allocator, but torch.cuda.is_available() is False"
+            )
+        self._torch = torch
+        torch.cuda.memory._record_memory_history(
+            enabled="all",
+            context=self.context,
+            stacks=self.stacks,
+            max_entries=self.max_entries,
+            device=self.device,
+        )
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        torch = self._torch
+        try:
+            torch.cuda.memory._dump_snapshot(self.path)
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None, device=self.device)
+        # An exception in the block goes on (returning None).

@@ -1,0 +1,163 @@
+//! The `vramlab` command line as a library: [`run_cli`] is the whole
+//! program (the `vramlab` binary and the Python package's `vramlab`
+//! command call it), [`call`] runs one command in-process with its output
+//! captured (the Python API is built on it). Every subcommand lives in its
+//! own `cmd_*` module: parse → call the library → render.
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+/// `print!` that ends the process quietly when stdout is closed (e.g. piped
+/// into `head`), instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(&format!($($arg)*))
+    };
+}
+
+/// `println!` with the same handling as [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(&format!("{}\n", format!($($arg)*)))
+    };
+}
+
+/// `eprintln!` for notes and progress words: to stderr, or into the
+/// captured notes when [`call`] runs the command.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::write_stderr(&format!("{}\n", format!($($arg)*)))
+    };
+}
+
+mod args;
+mod cmd_bench;
+mod cmd_bench_check;
+mod cmd_conf;
+mod cmd_convert;
+mod cmd_demo;
+mod cmd_fidelity;
+mod cmd_fit;
+mod cmd_gen;
+mod cmd_gpus;
+mod cmd_oom_point;
+mod cmd_recommend;
+mod cmd_replay;
+mod cmd_replay_cuda;
+mod cmd_report;
+mod cmd_stats;
+mod cmd_sweep;
+mod inputs;
+pub mod invoke;
+pub mod output;
+mod progress;
+mod render;
+
+use clap::{Parser, Subcommand};
+
+pub use invoke::{Captured, Failure, FailureKind, call, run_cli};
+
+/// This release of vramlab.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Replay GPU allocation traces through PyTorch's CUDA caching allocator on a
+/// simulated GPU: peak reserved memory, fragmentation and OOM points under
+/// any PYTORCH_ALLOC_CONF setting, without a GPU.
+#[derive(Debug, Parser)]
+#[command(name = "vramlab", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Replay a trace under one or more allocator settings and report memory.
+    Replay(cmd_replay::ReplayArgs),
+    /// Validate a PYTORCH_ALLOC_CONF string and explain what it does.
+    Conf(cmd_conf::ConfArgs),
+    /// Replay a PyTorch memory snapshot under its recorded settings and
+    /// compare every allocation address and segment decision with PyTorch's.
+    Fidelity(cmd_fidelity::FidelityArgs),
+    /// Replay traces under a grid of settings in parallel (table, CSV, JSON).
+    Sweep(cmd_sweep::SweepArgs),
+    /// The smallest GPU capacity on which a trace runs without OOM, or
+    /// (with --capacity) where and why it runs out.
+    OomPoint(cmd_oom_point::OomPointArgs),
+    /// Rank settings for a GPU capacity and print the line to export.
+    Recommend(cmd_recommend::RecommendArgs),
+    /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
+    /// write an HTML report (a bundled recorded trace).
+    Demo(cmd_demo::DemoArgs),
+    /// Sweep, rank and plot one trace: an HTML report with its data.
+    Report(cmd_report::ReportArgs),
+    /// Generate the trace of an LLM or diffusion workload at any size,
+    /// from templates learned from the recorded corpus.
+    Gen(cmd_gen::GenArgs),
+    /// The largest batch, sequence length or resolution of a generated
+    /// workload that fits a GPU, per setting.
+    Fit(cmd_fit::FitArgs),
+    /// Compare every policy on the bundled traces: memory and replay speed.
+    Bench(cmd_bench::BenchArgs),
+    /// The regression gate: deterministic metrics against a committed baseline.
+    BenchCheck(cmd_bench_check::BenchCheckArgs),
+    /// The GPUs --gpu NAME knows, and the memory PyTorch can use on each.
+    Gpus(cmd_gpus::GpusArgs),
+    /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
+    Convert(cmd_convert::ConvertArgs),
+    /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
+    Stats(cmd_stats::StatsArgs),
+}
+
+/// Runs a parsed command line.
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Replay(a) => cmd_replay::run(a),
+        Command::Conf(a) => cmd_conf::run(a),
+        Command::Fidelity(a) => cmd_fidelity::run(a),
+        Command::Convert(a) => cmd_convert::run_convert(a),
+        Command::Sweep(a) => cmd_sweep::run(a),
+        Command::Gen(a) => cmd_gen::run(a),
+        Command::Fit(a) => cmd_fit::run(a),
+        Command::Demo(a) => cmd_demo::run(a),
+        Command::Report(a) => cmd_report::run(a),
+        Command::Bench(a) => cmd_bench::run(a),
+        Command::BenchCheck(a) => cmd_bench_check::run(a),
+        Command::OomPoint(a) => cmd_oom_point::run(a),
+        Command::Recommend(a) => cmd_recommend::run(a),
+        Command::Stats(a) => cmd_stats::run(a),
+        Command::Gpus(a) => cmd_gpus::run(a),
+    }
+}
+
+/// A command that ran to its end but whose check failed (`fidelity` found
+/// a difference, `bench-check` a regression): exit status 1, and its
+/// output has already said why.
+#[derive(Debug)]
+pub struct CheckFailed;
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the check failed")
+    }
+}
+
+impl std::error::Error for CheckFailed {}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every subcommand's arguments are consistent (unique names, valid
+    /// defaults and conflicts).
+    #[test]
+    fn the_whole_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}
