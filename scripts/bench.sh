@@ -15,6 +15,19 @@ mkdir -p "$OUT"
 cargo build --release --locked -q
 ./target/release/vramlab bench --repeat "${REPEAT:-3}" --csv "$OUT/bench.csv" --markdown "$OUT/table.md" --plots "$OUT/plots" >/dev/null
 
+mbs() { # group/function -> "median time (MB/s)" from criterion's estimates and benchmark.json
+    local d="target/criterion/$1/new"
+    [ -f "$d/estimates.json" ] || { echo "-"; return; }
+    python3 - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+ns = json.load(open(f"{d}/estimates.json"))["median"]["point_estimate"]
+tp = json.load(open(f"{d}/benchmark.json")).get("throughput") or {}
+b = tp.get("Bytes") or tp.get("BytesDecimal") or 0
+print(f"{ns/1e6:.1f} ms ({b/ns*1e3:.0f} MB/s)" if b else f"{ns/1e6:.1f} ms")
+PY
+}
+
 crit() { # group/function -> "median time" and throughput from criterion's estimates
     local f="target/criterion/$1/new/estimates.json"
     [ -f "$f" ] || { echo "-"; return; }
@@ -38,8 +51,12 @@ if [ $QUICK = 0 ]; then
         cd benches
         cargo bench --locked --bench replay -- --warm-up-time 1 --measurement-time 5 >/dev/null
         cargo bench --locked --bench sweep -- --warm-up-time 1 --measurement-time 5 >/dev/null
-        cargo bench --locked --bench pickle >/dev/null 2>&1 || true
+        cargo bench --locked --bench read -- --warm-up-time 1 --measurement-time 5 >/dev/null
+        cargo bench --locked --bench pickle -- --warm-up-time 1 --measurement-time 3 >/dev/null 2>&1 || true
     )
+    # What a user waits for: whole-process timings, and the same with an
+    # older build for a before/after column when OLD_BIN names one.
+    python3 scripts/bench_process.py --runs 5 ${OLD_BIN:+--old "$OLD_BIN"} > "$OUT/process.md"
 fi
 EVENTS=$(python3 -c "print(3280*305)")
 {
@@ -56,6 +73,28 @@ EVENTS=$(python3 -c "print(3280*305)")
         echo "| \`cd benches && cargo bench --bench replay\` replay/$b (bundled GPT trace x305, $EVENTS events) | $(crit "replay/$b" "$EVENTS") |"
     done
     echo "| \`cd benches && cargo bench --bench sweep\` default grid (44 settings) x 100k events, 2 threads | $(crit sweep/default_grid_44_settings_100k_events) |"
+    echo
+    echo "## Reading (criterion)"
+    echo
+    echo "| benchmark | median (throughput) |"
+    echo "|---|---|"
+    for b in csv csv_text_ids vlt vlt_zstd; do
+        echo "| \`cd benches && cargo bench --bench read\` read_1m_events/$b (1,000,000 events) | $(mbs "read_1m_events/$b") |"
+    done
+    for d in target/criterion/pickle_read/*/; do
+        [ -f "$d/new/estimates.json" ] || continue
+        n=$(basename "$d")
+        echo "| \`cd benches && cargo bench --bench pickle\` pickle_read/$n (a real snapshot in ../shared/traces/real) | $(mbs "pickle_read/$n") |"
+    done
+    echo
+    if [ -f "$OUT/process.md" ]; then
+        echo "## Whole process (what a user waits for)"
+        echo
+        echo "\`python3 scripts/bench_process.py --runs 5${OLD_BIN:+ --old OLD_BIN}\`: best of 5 wall-clock runs of the release binary"
+        echo "(one core, pinned with taskset, except the commands that run settings in parallel)."
+        echo
+        cat "$OUT/process.md"
+    fi
     echo
     echo "## Every policy on every bundled trace"
     echo

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use rayon::prelude::*;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::analysis::fit::max_fitting_size;
 use vramlab_replay::analysis::grid::parse_grid_line;
@@ -101,12 +102,26 @@ pub fn run(args: FitArgs) -> Result<()> {
         capacity: Some(capacity),
         points: Vec::new(),
     };
-    for c in &confs {
-        let entry = parse_grid_line(c, TorchVersion::NEWEST)
-            .map_err(|e| anyhow::anyhow!("--conf {c:?}: {e}"))?;
-        let s = entry.scenario(Some(capacity));
-        let r = max_fitting_size(&make, &s, lo, hi)
-            .with_context(|| format!("searching under {}", entry.label()))?;
+    let entries = confs
+        .iter()
+        .map(|c| {
+            parse_grid_line(c, TorchVersion::NEWEST)
+                .map_err(|e| anyhow::anyhow!("--conf {c:?}: {e}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // One search per setting, on all cores; results in the settings' order.
+    let searched = entries
+        .par_iter()
+        .map(|entry| {
+            let s = entry.scenario(Some(capacity));
+            max_fitting_size(&make, &s, lo, hi)
+                .with_context(|| format!("searching under {}", entry.label()))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        // The first failure in the settings' order, whichever thread hit it.
+        .collect::<Result<Vec<_>>>()?;
+    for r in searched {
         for p in &r.probes {
             sweep.points.push(FitPoint {
                 setting: r.setting.clone(),

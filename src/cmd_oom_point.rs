@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use rayon::prelude::*;
 use vramlab_replay::analysis::oom_point::{OomPoint, find_oom_point};
 use vramlab_replay::target::gpus::smallest_gpu_for;
 
@@ -46,13 +47,17 @@ pub fn run(args: OomPointArgs) -> Result<()> {
             args.json,
         );
     }
-    let mut results = Vec::new();
-    for s in &scenarios {
-        results.push(
+    // One search per setting, on all cores; results in the settings' order.
+    let results = scenarios
+        .par_iter()
+        .map(|s| {
             find_oom_point(&trace, s, start.unwrap_or_default())
-                .with_context(|| format!("searching under {}", s.label()))?,
-        );
-    }
+                .with_context(|| format!("searching under {}", s.label()))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        // The first failure in the settings' order, whichever thread hit it.
+        .collect::<Result<Vec<_>>>()?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&results)?);
         return Ok(());

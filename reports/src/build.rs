@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use vramlab_allocator::format::bytes;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::analysis::grid::GridEntry;
@@ -184,20 +185,31 @@ pub fn build_report(
         start: start.unwrap_or_default(),
         ..Default::default()
     };
-    let mut settings = Vec::new();
-    let mut oom_points = Vec::new();
-    for g in &chosen {
-        let s = g.scenario(capacity);
-        let run = s.run(trace, &opts).map_err(|error| BuildError::Replay {
-            setting: g.label(),
-            error,
-        })?;
-        let p = find_oom_point(trace, &s, start.unwrap_or_default()).map_err(|error| {
-            BuildError::OomPoint {
+    // The chosen settings' detailed replays and OOM searches, on all cores
+    // (results in the chosen order).
+    let detailed = chosen
+        .par_iter()
+        .map(|g| {
+            let s = g.scenario(capacity);
+            let run = s.run(trace, &opts).map_err(|error| BuildError::Replay {
                 setting: g.label(),
                 error,
-            }
-        })?;
+            })?;
+            let p = find_oom_point(trace, &s, start.unwrap_or_default()).map_err(|error| {
+                BuildError::OomPoint {
+                    setting: g.label(),
+                    error,
+                }
+            })?;
+            Ok((g, run, p))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        // The first failure in the chosen order, whichever thread hit it.
+        .collect::<Result<Vec<_>, BuildError>>()?;
+    let mut settings = Vec::new();
+    let mut oom_points = Vec::new();
+    for (g, run, p) in detailed {
         settings
             .push(SettingResult::from_run(g.label(), &run).with_min_capacity(Some(p.min_capacity)));
         oom_points.push(OomPointResult {

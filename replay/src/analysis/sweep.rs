@@ -185,6 +185,10 @@ pub fn run_sweep(
             progress();
             Ok(row_of(index, name, entry, capacity, &run))
         })
+        .collect::<Vec<_>>()
+        .into_iter()
+        // The first failure in pair order, whichever thread hit it: the
+        // same error every time.
         .collect()
 }
 

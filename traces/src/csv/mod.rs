@@ -48,6 +48,38 @@ mod tests {
         read_csv(s.as_bytes(), "t.csv")
     }
 
+    /// Rows the fast path takes (plain) and the same rows padded, with
+    /// CRLF ends, tabs or non-ASCII ids (the general path) read alike.
+    #[test]
+    fn fast_and_general_paths_read_alike() {
+        let plain = "action,id,size,stream\nalloc,1,4096,0\nalloc,k7,100,-3\nfree_requested,k7\nfree,1\nfree_completed,k7\nempty_cache\nalloc,1,16,0x7\nalloc,2,5\n";
+        let expected = read(plain);
+        let variants = [
+            plain.replace('\n', "\r\n"),
+            plain.replace(',', " , "),
+            plain.replace(',', "\t,"),
+            plain.replace("k7", "ü7"),
+            format!("# comment\n\n{plain}"),
+        ];
+        for v in &variants {
+            match (&expected, read(v)) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!((&a.events, &a.streams), (&b.events, &b.streams), "{v:?}")
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{v:?}"),
+                (a, b) => panic!("{v:?}: {a:?} vs {b:?}"),
+            }
+        }
+        // A row with a fifth column is refused on both paths.
+        for bad in [
+            "action,id,size,stream\nalloc,1,2,3,4\n",
+            "action,id,size,stream\nalloc, 1,2,3,4\n",
+        ] {
+            let e = read(bad).unwrap_err().to_string();
+            assert!(e.contains("too many columns"), "{e}");
+        }
+    }
+
     #[test]
     fn reads_all_actions_and_header_fields() {
         let t = read(

@@ -44,8 +44,21 @@ pub fn read_csv(mut input: impl BufRead, path: &str) -> Result<Trace, TraceError
         };
         filled += n;
         let block = buf.get(..filled).unwrap_or_default();
-        while let Some(i) = block.get(pos..).and_then(|b| memchr::memchr(b'\n', b)) {
-            r.line(block.get(pos..pos + i).unwrap_or_default())?;
+        loop {
+            let rest = block.get(pos..).unwrap_or_default();
+            // A plain row is cut and its end found in one pass.
+            if r.seen_header {
+                if let Some((row, len)) = Row::plain_line(rest) {
+                    r.lineno += 1;
+                    r.row(row)?;
+                    pos += len;
+                    continue;
+                }
+            }
+            let Some(i) = memchr::memchr(b'\n', rest) else {
+                break;
+            };
+            r.line(rest.get(..i).unwrap_or_default())?;
             pos += i + 1;
         }
         let partial = filled - pos;
@@ -70,8 +83,8 @@ enum State {
     Requested,
 }
 
-/// What an id names while it is live: its dense id, state, and the line
-/// that put it in that state.
+/// What an id names while it is live: its dense id, state, and (for a
+/// requested free) the line that requested it.
 #[derive(Debug, Clone, Copy)]
 struct Live {
     dense: AllocId,
@@ -79,8 +92,7 @@ struct Live {
     line: u64,
 }
 
-/// The live ids. Plain decimal numbers below a bound that grows with the
-/// input are indexed directly; every other id is hashed.
+/// The live ids.
 #[derive(Default)]
 struct Ids {
     by_number: Vec<Option<Live>>,
@@ -196,6 +208,47 @@ impl<'a> Row<'a> {
     /// most four fields, cut in one pass. Anything else (blank, comment,
     /// padded, non-ASCII or too many columns) is `None` and takes the
     /// general path, which reads it exactly the same way or words the error.
+    /// [`Row::plain`] on the line at the start of `text`, scanning for its
+    /// end at the same time: the row and the bytes it took, newline
+    /// included. `None` for anything else, a line without its newline in
+    /// `text` included.
+    #[inline]
+    fn plain_line(text: &'a [u8]) -> Option<(Row<'a>, usize)> {
+        if text.first().is_none_or(|&b| b == b'#') {
+            return None;
+        }
+        let mut cuts = [0usize; 3];
+        let mut commas = 0;
+        for (i, &b) in text.iter().enumerate().take(MAX_LINE + 1) {
+            if b == b'\n' {
+                let line = text.get(..i)?;
+                if line.is_empty() {
+                    return None;
+                }
+                for c in cuts.iter_mut().skip(commas) {
+                    *c = i;
+                }
+                let [a, b, c] = cuts;
+                let field = |from: usize, to: usize| line.get(from..to).unwrap_or_default();
+                let row = Row {
+                    action: field(0, a),
+                    id: field(a + 1, b),
+                    size: field(b + 1, c),
+                    stream: field(c + 1, i),
+                    extra: None,
+                };
+                return Some((row, i + 1));
+            }
+            if b == b',' {
+                *cuts.get_mut(commas)? = i;
+                commas += 1;
+            } else if !(0x21..0x7f).contains(&b) {
+                return None;
+            }
+        }
+        None
+    }
+
     fn plain(line: &'a [u8]) -> Option<Row<'a>> {
         if line.first().is_none_or(|&b| b == b'#') {
             return None;
