@@ -48,9 +48,17 @@ fn bench_sweep(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 black_box(
-                    run_sweep(&traces, &grid, Some(24 << 30), None, None, &|| {})
-                        .expect("sweep")
-                        .len(),
+                    run_sweep(
+                        &traces,
+                        &grid,
+                        Some(24 << 30),
+                        Default::default(),
+                        None,
+                        None,
+                        &|| {},
+                    )
+                    .expect("sweep")
+                    .len(),
                 )
             })
         },

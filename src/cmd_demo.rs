@@ -37,6 +37,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         DeviceArgs {
             gpu: Some(default_card),
             capacity: None,
+            placement: args.device.placement,
         }
     };
     let capacity = device.bytes().unwrap_or(default_card.usable_bytes());
@@ -59,6 +60,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             plots: 4,
             target: &target,
             start: None,
+            placement: device.placement,
             out: &args.out,
         },
         &|| pb.inc(1),

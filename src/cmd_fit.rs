@@ -113,7 +113,9 @@ pub fn run(args: FitArgs) -> Result<()> {
     let searched = entries
         .par_iter()
         .map(|entry| {
-            let s = entry.scenario(Some(capacity));
+            let s = entry
+                .scenario(Some(capacity))
+                .with_placement(args.device.placement);
             max_fitting_size(&make, &s, lo, hi)
                 .with_context(|| format!("searching under {}", entry.label()))
         })

@@ -52,6 +52,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
             capacity: Some(capacity),
             target: &target,
             start: args.start.start,
+            placement: args.device.placement,
         },
         &|| pb.inc(1),
     )

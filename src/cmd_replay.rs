@@ -6,9 +6,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::Value;
 use vramlab_replay::ReplayOptions;
+use vramlab_replay::analysis::placement::{SettingRange, placement_note, placement_range};
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
-use crate::render::replay::{human, latency_table, run_json, write_timeline};
+use crate::render::replay::{add_placement_json, human, latency_table, run_json, write_timeline};
 
 /// Arguments of `vramlab replay`.
 #[derive(Debug, Args)]
@@ -121,6 +122,23 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         }
         runs.push(result.with_context(ctx)?);
     }
+    // Where the driver's address order decides a tie, the other order's
+    // result too.
+    let mut ranges = Vec::new();
+    for (s, r) in scenarios.iter().zip(&runs) {
+        let range = placement_range(&trace, s, r.into(), &opts).with_context(|| {
+            format!(
+                "replaying {} under {} with {} placement",
+                args.trace.trace.display(),
+                s.label(),
+                s.placement.other()
+            )
+        })?;
+        ranges.push(SettingRange {
+            setting: s.label(),
+            range,
+        });
+    }
     if let Some(path) = &args.timeline {
         write_timeline(path, &runs)?;
     }
@@ -145,7 +163,12 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if args.json {
         let objs: Vec<Value> = runs
             .iter()
-            .map(|r| run_json(&trace, &args.trace.trace, r))
+            .zip(&ranges)
+            .map(|(r, sr)| {
+                let mut v = run_json(&trace, &args.trace.trace, r);
+                add_placement_json(&mut v, &sr.range);
+                v
+            })
             .collect();
         let v = if objs.len() == 1 {
             objs.into_iter().next().unwrap_or(Value::Null)
@@ -155,6 +178,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         out!("{}", human(&trace, &args.trace.trace, &runs));
+        if let Some(note) = placement_note(&ranges) {
+            outln!("\n{note}");
+        }
         if !latencies.is_empty() {
             outln!();
             out!("{}", latency_table(&runs, &latencies));

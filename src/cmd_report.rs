@@ -58,6 +58,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
             plots: args.plots,
             target: &target,
             start: args.start.start,
+            placement: args.device.placement,
             out: &args.out,
         },
         &|| pb.inc(1),

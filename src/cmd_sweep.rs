@@ -77,7 +77,7 @@ fn write_outputs(rows: &[SweepRow], csv: Option<&Path>, json: Option<&Path>) -> 
 pub fn sweep_rows(
     traces: &[(String, Trace)],
     grid: &[GridEntry],
-    capacity: Option<u64>,
+    card: &DeviceArgs,
     shard: Option<Shard>,
     start: Option<Start>,
     quiet: bool,
@@ -86,8 +86,16 @@ pub fn sweep_rows(
     let total = shard.map_or(total, |s| total.div_ceil(s.n as u64));
     let pb = crate::progress::replay_count_bar(total, quiet);
     let tick = || pb.inc(1);
-    let rows = run_sweep(traces, grid, capacity, shard, start, &tick)
-        .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
+    let rows = run_sweep(
+        traces,
+        grid,
+        card.bytes(),
+        card.placement,
+        shard,
+        start,
+        &tick,
+    )
+    .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     pb.finish_and_clear();
     Ok(rows)
 }
@@ -116,7 +124,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         let rows = sweep_rows(
             &traces,
             &grid,
-            args.card.bytes(),
+            &args.card,
             args.shard,
             args.start.start,
             args.quiet,

@@ -25,6 +25,7 @@ pub mod policy;
 pub mod stats;
 
 pub use conf::{AllocConf, TorchVersion};
+pub use devices::placement::Placement;
 pub use devices::sim::{CostModel, SimDevice};
 pub use devices::{Device, DeviceCall, DeviceCallKind, DeviceError};
 pub use policies::native::NativeAllocator;

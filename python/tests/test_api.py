@@ -82,6 +82,19 @@ def test_one_setting_gives_one_result_and_a_list_gives_a_list():
     assert isinstance(listed, list) and listed == [one]
 
 
+def test_placement_gives_the_range_when_the_order_decides():
+    tied = DATA / "llama-3-8b-infer-eager-seq2048.csv.gz"
+    driver = vramlab.replay(tied)
+    ascending = vramlab.replay(tied, placement="ascending")
+    assert driver.placement == "driver" and ascending.placement == "ascending"
+    assert not driver.placement_settled
+    assert driver.peak_reserved_bytes == ascending.other_placement["peak_reserved_bytes"]
+    assert driver.peak_reserved_range_bytes == ascending.peak_reserved_range_bytes
+    assert driver == cli_json("replay", tied, "--json", "--placement", "driver")
+    with pytest.raises(vramlab.VramlabError, match="unknown placement 'up'"):
+        vramlab.replay(tied, placement="up")
+
+
 @pytest.mark.parametrize("path", sorted(DATA.glob("*.csv*")), ids=lambda p: p.name)
 def test_every_bundled_trace_replays_as_on_the_cli(path):
     assert vramlab.replay(path, capacity="16GiB") == cli_json(

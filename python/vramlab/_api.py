@@ -284,6 +284,7 @@ def replay(
     *,
     capacity: Size = None,
     gpu: Optional[str] = None,
+    placement: Optional[str] = None,
     policy: str = "native",
     start: Optional[str] = None,
     torch_version: Optional[str] = None,
@@ -300,7 +301,11 @@ def replay(
     (named as ``torch.cuda.memory_stats()`` names them) and the rest of
     the command line's JSON. ``capacity`` is bytes or a size such as
     ``"24GiB"``; ``gpu`` a card by name (``vramlab gpus``); ``start`` is
-    ``"recorded"`` or ``"fresh"`` for snapshots recorded mid-run."""
+    ``"recorded"`` or ``"fresh"`` for snapshots recorded mid-run;
+    ``placement`` is ``"driver"`` (default) or ``"ascending"``, where the
+    simulated driver puts new segments. ``peak_reserved_range_bytes`` gives
+    the peak under both orders (they differ when a tie between equal free
+    blocks decides the result; ``placement_settled`` is then false)."""
     confs = _confs(conf)
     with _Input(source) as inp:
         args = ["replay", inp.path, "--json", "--policy", policy]
@@ -308,6 +313,7 @@ def replay(
             args += ["--conf", c]
         _opt(args, "--capacity", capacity)
         _opt(args, "--gpu", gpu)
+        _opt(args, "--placement", placement)
         _opt(args, "--start", start)
         _opt(args, "--torch-version", torch_version)
         _opt(args, "--trace-device", device if device is not None else inp.device)
@@ -322,6 +328,7 @@ def recommend(
     source: Source,
     *,
     gpu: Optional[str] = None,
+    placement: Optional[str] = None,
     capacity: Size = None,
     grid: Union[None, str, Sequence[str]] = None,
     torch_version: Optional[str] = None,
@@ -336,6 +343,7 @@ def recommend(
     with _Input(source) as inp, _Grid(grid) as g:
         args = ["recommend", inp.path, "--json"]
         _opt(args, "--gpu", gpu)
+        _opt(args, "--placement", placement)
         _opt(args, "--capacity", capacity)
         _opt(args, "--grid", g.value)
         _opt(args, "--torch-version", torch_version)
@@ -351,6 +359,7 @@ def oom_point(
     *,
     capacity: Size = None,
     gpu: Optional[str] = None,
+    placement: Optional[str] = None,
     policy: str = "native",
     start: Optional[str] = None,
     torch_version: Optional[str] = None,
@@ -367,6 +376,7 @@ def oom_point(
             args += ["--conf", c]
         _opt(args, "--capacity", capacity)
         _opt(args, "--gpu", gpu)
+        _opt(args, "--placement", placement)
         _opt(args, "--start", start)
         _opt(args, "--torch-version", torch_version)
         _opt(args, "--trace-device", device if device is not None else inp.device)
@@ -429,6 +439,7 @@ def sweep(
     grid: Union[None, str, Sequence[str]] = None,
     *,
     gpu: Optional[str] = None,
+    placement: Optional[str] = None,
     capacity: Size = None,
     torch_version: Optional[str] = None,
     start: Optional[str] = None,
@@ -449,6 +460,7 @@ def sweep(
             args = ["sweep", *[i.path for i in inputs], "--quiet", "--json", rows_path]
             _opt(args, "--grid", g.value)
             _opt(args, "--gpu", gpu)
+            _opt(args, "--placement", placement)
             _opt(args, "--capacity", capacity)
             _opt(args, "--torch-version", torch_version)
             _opt(args, "--start", start)
@@ -467,6 +479,7 @@ def report(
     out_dir: Union[str, "os.PathLike[str]"],
     *,
     gpu: Optional[str] = None,
+    placement: Optional[str] = None,
     capacity: Size = None,
     grid: Union[None, str, Sequence[str]] = None,
     torch_version: Optional[str] = None,
@@ -479,6 +492,7 @@ def report(
     with _Input(source) as inp, _Grid(grid) as g:
         args = ["report", inp.path, "--out", os.fspath(out_dir)]
         _opt(args, "--gpu", gpu)
+        _opt(args, "--placement", placement)
         _opt(args, "--capacity", capacity)
         _opt(args, "--grid", g.value)
         _opt(args, "--torch-version", torch_version)

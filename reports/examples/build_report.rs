@@ -62,6 +62,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             plots: 3,
             target: &target,
             start: None,
+            placement: Default::default(),
             out: &out,
         },
         &progress,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use vramlab_allocator::format::bytes;
-use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_allocator::{AllocConf, Placement, TorchVersion};
 use vramlab_replay::analysis::grid::GridEntry;
 use vramlab_replay::analysis::oom_point::find_oom_point;
 use vramlab_replay::analysis::recommend::{
@@ -46,6 +46,8 @@ pub struct ReportRequest<'a> {
     pub target: &'a TorchTarget,
     /// The user's start for a trace recorded mid-run.
     pub start: Option<Start>,
+    /// Where the simulated driver places segments.
+    pub placement: Placement,
     /// Output folder.
     pub out: &'a Path,
 }
@@ -143,6 +145,7 @@ pub fn build_report(
         plots,
         target,
         start,
+        placement,
         out,
     } = *req;
     let (rows, rec) = recommend_trace(
@@ -153,6 +156,7 @@ pub fn build_report(
             capacity,
             target,
             start,
+            placement,
         },
         progress,
     )
@@ -190,7 +194,7 @@ pub fn build_report(
     let detailed = chosen
         .par_iter()
         .map(|g| {
-            let s = g.scenario(capacity);
+            let s = g.scenario(capacity).with_placement(placement);
             let run = s.run(trace, &opts).map_err(|error| BuildError::Replay {
                 setting: g.label(),
                 error,
@@ -236,6 +240,7 @@ pub fn build_report(
         _ => None,
     };
     let mut notes: Vec<String> = trace.notes.clone();
+    notes.extend(rec.placement_note.clone());
     if trace.initial.is_some() {
         notes.push(format!(
             "The recording starts mid-run; every replay starts {}.",

@@ -37,6 +37,7 @@ fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
             plots: 1,
             target: &target,
             start: None,
+            placement: Default::default(),
             out: &dir,
         },
         &|| {
@@ -102,6 +103,7 @@ fn errors_read_as_the_command_line_prints_them() {
             plots: 0,
             target: &target,
             start: None,
+            placement: Default::default(),
             out: &file,
         },
         &|| {},

@@ -152,7 +152,9 @@ pub fn scenarios(confs: &ConfArgs, dev: &DeviceArgs, trace: &Trace) -> Result<Ve
         .policies(Some(trace))?
         .into_iter()
         .map(|p| {
-            let mut s = Scenario::new(p).with_capacity(dev.bytes());
+            let mut s = Scenario::new(p)
+                .with_capacity(dev.bytes())
+                .with_placement(dev.placement);
             s.memory_fraction = confs.fraction;
             s
         })

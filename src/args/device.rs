@@ -1,6 +1,7 @@
-//! `--gpu NAME` and `--capacity SIZE`: the simulated card.
+//! `--gpu NAME`, `--capacity SIZE` and `--placement`: the simulated card.
 
 use clap::Args;
+use vramlab_allocator::Placement;
 use vramlab_allocator::format::parse_size;
 use vramlab_replay::target::gpus::{Gpu, find_gpu};
 
@@ -16,6 +17,14 @@ pub struct DeviceArgs {
     /// unlimited).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     pub capacity: Option<u64>,
+    /// Where the simulated driver puts new segments: `driver` (the CUDA
+    /// driver's order as measured on an H200, driver 580: new regions
+    /// downwards) or `ascending` (each above the last, as older drivers
+    /// did). PyTorch breaks ties between equal free blocks by address, so
+    /// the order can change the result; when it does, the output gives the
+    /// range under both (docs/driver-placement.md).
+    #[arg(long, value_name = "ORDER", default_value = "driver", value_parser = parse_placement_arg)]
+    pub placement: Placement,
 }
 
 impl DeviceArgs {
@@ -43,6 +52,11 @@ impl DeviceArgs {
 /// clap value parser for `--gpu NAME`.
 pub fn parse_gpu_arg(s: &str) -> Result<&'static Gpu, String> {
     find_gpu(s)
+}
+
+/// clap value parser for `--placement`.
+pub fn parse_placement_arg(s: &str) -> Result<Placement, String> {
+    s.parse()
 }
 
 /// clap value parser for sizes.

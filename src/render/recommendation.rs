@@ -40,6 +40,10 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
     );
     outln!();
     outln!("{}", rec.why);
+    if let Some(note) = &rec.placement_note {
+        outln!();
+        outln!("{note}");
+    }
     outln!();
     if rec.verdict == Verdict::UseSetting {
         for (shell, line) in &rec.export {

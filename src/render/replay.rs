@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use vramlab_allocator::latency::LatencySummary;
 use vramlab_replay::Run;
+use vramlab_replay::analysis::placement::PlacementRange;
 use vramlab_traces::Trace;
 
 use crate::render::table::{Table, bytes, count, percent};
@@ -79,6 +80,29 @@ pub fn run_json(trace: &Trace, path: &std::path::Path, r: &Run) -> Value {
     })
 }
 
+/// Adds the placement fields to a run's JSON object: the simulated
+/// driver's order, and peak reserved (and first OOM) under the other one.
+pub fn add_placement_json(v: &mut Value, r: &PlacementRange) {
+    if let Value::Object(m) = v {
+        m.insert("placement".into(), json!(r.placement));
+        m.insert(
+            "other_placement".into(),
+            json!({
+                "placement": r.other,
+                "peak_reserved_bytes": r.other_peak_reserved_bytes,
+                "oom_event": r.other_oom_event,
+            }),
+        );
+        m.insert(
+            "peak_reserved_range_bytes".into(),
+            json!([r.low(), r.high()]),
+        );
+        m.insert("placement_settled".into(), json!(r.settled()));
+    }
+}
+
+/// The replay table for people: one column per setting, then each OOM with
+/// the code that made the failing allocation.
 pub fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
     let mut out = String::new();
     let allocs = trace.num_allocs() as u64;

@@ -10,6 +10,7 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod placement;
 pub mod sim;
 
 /// A device virtual address.

@@ -1,8 +1,10 @@
-//! `SimDevice`: a simulated GPU with a capacity, an address space, a call
-//! log and a cost model. Every test and every sweep runs on it.
+//! `SimDevice`: a simulated GPU with a capacity, an address space (laid
+//! out by a [`Placement`] policy), a call log and a cost model. Every test
+//! and every sweep runs on it.
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::devices::placement::{Placement, Placer};
 use crate::devices::{Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr, MemInfo};
 
 /// 1 GiB.
@@ -87,7 +89,8 @@ pub struct SimDevice {
     total: u64,
     granularity: u64,
     used: u64,
-    next_addr: u64,
+    placement: Placement,
+    placer: Placer,
     placements: VecDeque<DevicePtr>,
     segments: BTreeMap<DevicePtr, u64>,
     reservations: BTreeMap<DevicePtr, Reservation>,
@@ -130,7 +133,8 @@ impl SimDevice {
             total: capacity.unwrap_or(UNLIMITED_TOTAL),
             granularity: DEFAULT_GRANULARITY,
             used: 0,
-            next_addr: ADDRESS_BASE,
+            placement: Placement::default(),
+            placer: Placer::new(Placement::default(), ADDRESS_BASE),
             placements: VecDeque::new(),
             segments: BTreeMap::new(),
             reservations: BTreeMap::new(),
@@ -151,6 +155,26 @@ impl SimDevice {
     /// Replaces the cost model.
     pub fn set_cost_model(&mut self, cost: CostModel) {
         self.cost = cost;
+    }
+
+    /// Chooses how new segments and reservations are placed. Ranges the
+    /// device already holds are handed to the new policy as if it had
+    /// placed them elsewhere (call it before the first allocation for a
+    /// replay that follows one policy throughout).
+    pub fn set_placement(&mut self, placement: Placement) {
+        self.placement = placement;
+        self.placer = Placer::new(placement, ADDRESS_BASE);
+        for (&p, &s) in &self.segments {
+            self.placer.malloced(p, s);
+        }
+        for (&p, r) in &self.reservations {
+            self.placer.reserved(p, r.size);
+        }
+    }
+
+    /// The placement policy.
+    pub fn placement(&self) -> Placement {
+        self.placement
     }
 
     /// Capacity in bytes (`u64::MAX` = unlimited).
@@ -250,11 +274,10 @@ impl SimDevice {
         !overlaps(seg_before) && !overlaps(res_before)
     }
 
-    /// Picks an address for a new range: a requested placement, or the next
-    /// aligned address of the bump allocator, or (once the bump allocator
-    /// reached the end of the 64-bit address space, which only traces of
-    /// exabyte-sized requests do) the first gap that fits; `None` when no
-    /// gap does.
+    /// Picks an address for a new range: a requested placement, or where
+    /// the placement policy puts it, or (when the policy has no room, which
+    /// only traces of exabyte-sized requests reach) the first gap that
+    /// fits; `None` when no gap does.
     ///
     /// A placed reservation may overlap the unused tail of another
     /// reservation: the simulated reservations are sized from the simulated
@@ -269,17 +292,19 @@ impl SimDevice {
             };
             // A recorded address too close to the end of the address
             // space for this size (a hostile snapshot) is not used.
-            if let (true, Some(end)) = (free, addr.checked_add(size)) {
-                self.next_addr = self.next_addr.max(end);
+            if free && addr.checked_add(size).is_some() {
                 return Some(addr);
             }
         }
-        let bump = self.next_addr.div_ceil(align).checked_mul(align);
-        if let Some(addr) = bump.filter(|a| a.checked_add(size).is_some()) {
-            self.next_addr = addr + size;
-            return Some(addr);
+        let pick = if reservation {
+            self.placer.pick_reserve(size, align)
+        } else {
+            self.placer.pick_malloc(size, align)
+        };
+        match pick {
+            Some(addr) if self.range_is_free(addr, size) => Some(addr),
+            _ => self.first_gap(size, align),
         }
-        self.first_gap(size, align)
     }
 
     /// The lowest aligned address from the base where `size` bytes overlap
@@ -334,6 +359,7 @@ impl Device for SimDevice {
         };
         self.used += size;
         self.segments.insert(ptr, size);
+        self.placer.malloced(ptr, size);
         let cost = self.cost.malloc_us + self.cost.malloc_us_per_gib * size as f64 / GIB as f64;
         self.record(DeviceCallKind::Malloc, ptr, size, cost);
         Ok(ptr)
@@ -354,6 +380,7 @@ impl Device for SimDevice {
             }
         }
         self.segments.remove(&ptr);
+        self.placer.freed(ptr);
         self.used -= size;
         if self.refusal == Refusal::UntilRelease {
             self.refusal = Refusal::None;
@@ -389,6 +416,7 @@ impl Device for SimDevice {
                 mapped: BTreeMap::new(),
             },
         );
+        self.placer.reserved(ptr, size);
         self.record(DeviceCallKind::Reserve, ptr, size, self.cost.reserve_us);
         Ok(ptr)
     }
@@ -504,6 +532,7 @@ impl Device for SimDevice {
             }
         }
         self.reservations.remove(&ptr);
+        self.placer.released(ptr);
         self.record(DeviceCallKind::Release, ptr, size, self.cost.reserve_us);
         Ok(())
     }

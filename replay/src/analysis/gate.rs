@@ -18,6 +18,7 @@ use crate::analysis::recommend::check_advice_words;
 use crate::analysis::sweep::run_sweep;
 use crate::io::load::recorded_conf;
 use crate::target::release::target_of;
+use vramlab_allocator::Placement;
 
 /// Deterministic metrics of one (trace, setting) pair.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,8 +107,16 @@ pub fn measure(
         command: command.into(),
         ..Default::default()
     };
-    let rows = run_sweep(traces, &grid, None, None, None, &|| {})
-        .map_err(|(t, s, e)| format!("{t} under {s}: {e}"))?;
+    let rows = run_sweep(
+        traces,
+        &grid,
+        None,
+        Placement::default(),
+        None,
+        None,
+        &|| {},
+    )
+    .map_err(|(t, s, e)| format!("{t} under {s}: {e}"))?;
     for r in &rows {
         b.replays.insert(
             format!("{} / {}", r.trace, r.setting),
@@ -134,8 +143,16 @@ pub fn measure(
         );
     }
     // The advice on the snapshots too (not part of the baseline).
-    let rows = run_sweep(snapshots, &grid, None, None, None, &|| {})
-        .map_err(|(t, s, e)| format!("{t} under {s}: {e}"))?;
+    let rows = run_sweep(
+        snapshots,
+        &grid,
+        None,
+        Placement::default(),
+        None,
+        None,
+        &|| {},
+    )
+    .map_err(|(t, s, e)| format!("{t} under {s}: {e}"))?;
     words.extend(advice_words(snapshots, &rows));
     Ok((b, words))
 }

@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use crate::analysis::placement::{SettingRange, placement_range};
 use crate::analysis::sweep::SweepRow;
 use crate::target::gpus::smallest_gpu_for;
 use crate::target::release::TorchTarget;
@@ -77,6 +78,13 @@ pub struct Recommendation {
     pub export: Vec<(String, String)>,
     /// A Python line for a memory fraction, when the winner uses one.
     pub python: Option<String>,
+    /// The defaults' and the first-ranked setting's peak reserved under
+    /// both placements of the simulated driver; empty
+    /// unless [`recommend_trace`] made the recommendation.
+    pub placement_ranges: Vec<SettingRange>,
+    /// A sentence for the settings whose prediction the driver's address
+    /// order decides (`None`: it decides none of them).
+    pub placement_note: Option<String>,
     /// Smallest capacities found for the settings the text names.
     pub min_capacities: Vec<MinCapacity>,
 }
@@ -310,6 +318,8 @@ pub fn recommend(
         export,
         python,
         min_capacities: min_capacities.to_vec(),
+        placement_ranges: Vec::new(),
+        placement_note: None,
     }
 }
 
@@ -491,6 +501,8 @@ pub struct RecommendRequest<'a> {
     pub target: &'a TorchTarget,
     /// The user's start for a trace recorded mid-run.
     pub start: Option<crate::engine::start::Start>,
+    /// Where the simulated driver places segments.
+    pub placement: vramlab_allocator::Placement,
 }
 
 /// Sweeps the grid over the trace in parallel, ranks the settings, and
@@ -505,8 +517,15 @@ pub fn recommend_trace(
     let scenarios: Vec<crate::Scenario> =
         req.grid.iter().map(|g| g.scenario(req.capacity)).collect();
     let start = crate::engine::start::start_for(req.trace, &scenarios, req.start);
-    let rows =
-        crate::analysis::sweep::run_sweep(&traces, req.grid, req.capacity, None, start, progress)?;
+    let rows = crate::analysis::sweep::run_sweep(
+        &traces,
+        req.grid,
+        req.capacity,
+        req.placement,
+        None,
+        start,
+        progress,
+    )?;
     let peak_live = vramlab_traces::summary::TraceSummary::of(req.trace).peak_live_bytes;
     let capacity = req.capacity.unwrap_or(0);
     let first = recommend(&rows, capacity, peak_live, req.target, &[]);
@@ -521,7 +540,7 @@ pub fn recommend_trace(
             let Some(g) = req.grid.iter().find(|g| g.to_line() == line) else {
                 continue;
             };
-            let s = g.scenario(None);
+            let s = g.scenario(None).with_placement(req.placement);
             let p = crate::analysis::oom_point::find_oom_point(
                 req.trace,
                 &s,
@@ -534,8 +553,44 @@ pub fn recommend_trace(
             });
         }
     }
-    let rec = recommend(&rows, capacity, peak_live, req.target, &caps);
+    let mut rec = recommend(&rows, capacity, peak_live, req.target, &caps);
+    rec.placement_ranges = placement_ranges(req, &rec, start)?;
+    rec.placement_note = crate::analysis::placement::placement_note(&rec.placement_ranges);
     Ok((rows, rec))
+}
+
+/// The defaults' and the first-ranked setting's peak under the other
+/// placement too (the settings the verdict compares).
+fn placement_ranges(
+    req: &RecommendRequest<'_>,
+    rec: &Recommendation,
+    start: Option<crate::engine::start::Start>,
+) -> Result<Vec<SettingRange>, (String, String, crate::engine::ReplayError)> {
+    let mut named: Vec<&Ranked> = rec.ranked.iter().take(1).collect();
+    if let Some(b) = rec.ranked.iter().find(|r| r.row.grid_line == "default") {
+        if named.first().is_none_or(|w| w.row.grid_line != "default") {
+            named.insert(0, b);
+        }
+    }
+    let opts = crate::engine::ReplayOptions {
+        start: start.unwrap_or_default(),
+        ..Default::default()
+    };
+    named
+        .into_iter()
+        .filter_map(|r| {
+            let g = req.grid.iter().find(|g| g.to_line() == r.row.grid_line)?;
+            let s = g.scenario(req.capacity).with_placement(req.placement);
+            Some(
+                placement_range(req.trace, &s, (&r.row).into(), &opts)
+                    .map(|range| SettingRange {
+                        setting: r.row.setting.clone(),
+                        range,
+                    })
+                    .map_err(|e| (req.name.to_string(), g.label(), e)),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use vramlab_allocator::Placement;
 use vramlab_traces::Trace;
 
 use crate::analysis::grid::GridEntry;
@@ -142,11 +143,13 @@ impl Shard {
 /// back in pair order. `progress` is called once per finished pair. A trace
 /// that starts mid-run begins as `start` says, or as
 /// [`crate::engine::start::start_for`] chooses for the whole grid (so every setting
-/// of a trace starts alike).
+/// of a trace starts alike). The simulated driver places segments as
+/// `placement` says.
 pub fn run_sweep(
     traces: &[(String, Trace)],
     grid: &[GridEntry],
     capacity: Option<u64>,
+    placement: Placement,
     shard: Option<Shard>,
     start: Option<Start>,
     progress: &(dyn Fn() + Sync),
@@ -180,6 +183,7 @@ pub fn run_sweep(
             };
             let run = entry
                 .scenario(capacity)
+                .with_placement(placement)
                 .run(trace, &opts)
                 .map_err(|e| (name.clone(), entry.label(), e))?;
             progress();

@@ -170,7 +170,6 @@ impl<'t> Replayer<'t> {
             init,
             self.opts.start,
             alloc,
-            self.opts.place_at_expected,
             self.opts.stop_at_oom,
             &mut each,
         )?;

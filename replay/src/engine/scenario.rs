@@ -8,6 +8,7 @@ use crate::engine::run::Run;
 use crate::engine::timed::TimedAllocator;
 use crate::engine::{ReplayError, ReplayOptions, replay};
 use vramlab_allocator::Allocator;
+use vramlab_allocator::Placement;
 use vramlab_allocator::devices::sim::{CostModel, SimDevice};
 use vramlab_allocator::latency::LatencySummary;
 use vramlab_allocator::policies::registry::PolicySpec;
@@ -37,6 +38,8 @@ pub struct Scenario {
     pub memory_fraction: Option<f64>,
     /// Simulated driver-call costs.
     pub cost: CostModel,
+    /// Where the simulated device puts new segments and reservations.
+    pub placement: Placement,
 }
 
 impl Scenario {
@@ -48,6 +51,7 @@ impl Scenario {
             device_total: None,
             memory_fraction: None,
             cost: CostModel::default(),
+            placement: Placement::default(),
         }
     }
 
@@ -59,6 +63,12 @@ impl Scenario {
     /// The same scenario with another capacity.
     pub fn with_capacity(mut self, capacity: Option<u64>) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// The same scenario with another placement policy.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
         self
     }
 
@@ -83,6 +93,7 @@ impl Scenario {
             dev.set_total(total);
         }
         dev.set_cost_model(self.cost);
+        dev.set_placement(self.placement);
         dev
     }
 

@@ -150,14 +150,16 @@ pub(crate) struct StartOom {
 }
 
 /// Seeds `alloc` with `init` as `start` says, calling `each` for every
-/// block placed. An out-of-memory is returned, not raised: the caller
-/// reports it as the replay's OOM at the start.
+/// block placed. A recorded start puts every segment and reservation at
+/// its recorded address (on a device that can place), so the address order
+/// PyTorch's ties depend on is the recorded one under any placement
+/// policy. An out-of-memory is returned, not raised: the caller reports it
+/// as the replay's OOM at the start.
 pub(crate) fn seed<A>(
     trace: &Trace,
     init: &InitialState,
     start: Start,
     alloc: &mut A,
-    place_at_recorded: bool,
     stop_at_oom: bool,
     each: &mut dyn FnMut(Seeded) -> Result<(), ReplayError>,
 ) -> Result<Option<StartOom>, ReplayError>
@@ -167,7 +169,7 @@ where
 {
     match start {
         Start::Fresh => seed_fresh(trace, init, alloc, stop_at_oom, each),
-        Start::Recorded => seed_recorded(trace, init, alloc, place_at_recorded, each),
+        Start::Recorded => seed_recorded(trace, init, alloc, each),
     }
 }
 
@@ -295,7 +297,6 @@ fn seed_recorded<A>(
     trace: &Trace,
     init: &InitialState,
     alloc: &mut A,
-    place: bool,
     each: &mut dyn FnMut(Seeded) -> Result<(), ReplayError>,
 ) -> Result<Option<StartOom>, ReplayError>
 where
@@ -317,9 +318,7 @@ where
     };
     for seg in init.segments.iter().filter(|s| !s.is_expandable) {
         let stream = raw_stream(trace, seg.stream, "segment", seg.address)?;
-        if place {
-            alloc.device_mut().place_next(seg.address);
-        }
+        alloc.device_mut().place_next(seg.address);
         let r = alloc.seed_segment(pool_of(seg.is_small), stream, &seed_blocks(seg));
         alloc.device_mut().clear_placements();
         match r {
@@ -352,9 +351,7 @@ where
             })
             .collect();
         let stream = raw_stream(trace, res.stream, "reservation", res.address)?;
-        if place {
-            alloc.device_mut().place_next(res.address);
-        }
+        alloc.device_mut().place_next(res.address);
         let r = alloc.seed_expandable(pool_of(res.is_small), stream, &ranges);
         alloc.device_mut().clear_placements();
         match r {

@@ -1,0 +1,94 @@
+//! `--placement` and the range of peak reserved under both address orders
+//! (issue 15): pinned byte counts on a corpus trace whose prediction the
+//! driver's order decides, and on one it does not.
+
+mod common;
+use common::vramlab;
+
+/// Llama-3-8B inference: two equal free blocks meet a request, and the
+/// address order picks the one that ends up needing a new segment.
+const TIED: &str = "traces/data/llama-3-8b-infer-eager-seq2048.csv.gz";
+const SETTLED: &str = "traces/data/gpt-small-train.csv";
+
+fn replay_json(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = vramlab(args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).expect("one JSON object")
+}
+
+#[test]
+fn a_tie_the_order_decides_is_reported_as_a_range() {
+    let v = replay_json(&["replay", TIED, "--json"]);
+    assert_eq!(v["placement"], "driver");
+    assert_eq!(v["peak_reserved_bytes"], 18_503_172_096u64);
+    assert_eq!(v["other_placement"]["placement"], "ascending");
+    assert_eq!(
+        v["other_placement"]["peak_reserved_bytes"],
+        17_966_301_184u64
+    );
+    assert_eq!(
+        v["peak_reserved_range_bytes"],
+        serde_json::json!([17_966_301_184u64, 18_503_172_096u64])
+    );
+    assert_eq!(v["placement_settled"], false);
+
+    // The other order as the prediction: the same two numbers, swapped.
+    let a = replay_json(&["replay", TIED, "--json", "--placement", "ascending"]);
+    assert_eq!(a["peak_reserved_bytes"], 17_966_301_184u64);
+    assert_eq!(
+        a["other_placement"]["peak_reserved_bytes"],
+        18_503_172_096u64
+    );
+    assert_eq!(
+        a["peak_reserved_range_bytes"],
+        v["peak_reserved_range_bytes"]
+    );
+
+    let (code, out, err) = vramlab(&["replay", TIED]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Peak reserved under default: 17.23 GiB with the H200 driver's order, 16.73 GiB with ascending addresses"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_prediction_the_order_does_not_change_says_nothing_more() {
+    let v = replay_json(&["replay", SETTLED, "--json"]);
+    assert_eq!(v["placement_settled"], true);
+    assert_eq!(v["peak_reserved_bytes"], 905_969_664u64);
+    assert_eq!(
+        v["peak_reserved_range_bytes"],
+        serde_json::json!([905_969_664u64, 905_969_664u64])
+    );
+    let (code, out, err) = vramlab(&["replay", SETTLED]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("driver places"), "{out}");
+}
+
+#[test]
+fn recommend_gives_the_range_of_the_settings_it_compares() {
+    let (code, out, err) = vramlab(&["recommend", TIED, "--capacity", "24GiB", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ranges = v["placement_ranges"].as_array().expect("placement_ranges");
+    assert_eq!(ranges[0]["setting"], "default");
+    assert_eq!(ranges[0]["peak_reserved_bytes"], 18_503_172_096u64);
+    assert_eq!(ranges[0]["other_peak_reserved_bytes"], 17_966_301_184u64);
+    assert!(
+        v["placement_note"]
+            .as_str()
+            .is_some_and(|n| n.contains("default: 17.23 GiB")),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_unknown_placement_is_named() {
+    let (code, _, err) = vramlab(&["replay", SETTLED, "--placement", "sideways"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("unknown placement 'sideways' (known: driver, ascending)"),
+        "{err}"
+    );
+}
