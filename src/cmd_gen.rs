@@ -11,7 +11,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use vramlab_traces::Trace;
 use vramlab_traces::r#gen::{
-    self as vgen, Attention, CheckKind, GenRequest, KvCache, PRESETS, Precision, Variant,
+    self as vgen, Attention, CheckKind, GenRequest, KvCache, ModelSize, Offload, PRESETS,
+    Precision, Variant,
 };
 
 use crate::render::table::{Table, bytes, count};
@@ -49,6 +50,38 @@ pub enum KvCacheArg {
     Static,
 }
 
+/// Llama model size (the published configuration's shape).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SizeArg {
+    /// Llama-3.2-1B.
+    #[value(name = "1b")]
+    B1,
+    /// Llama-3.2-3B.
+    #[value(name = "3b")]
+    B3,
+    /// Meta-Llama-3-8B (the default).
+    #[value(name = "8b")]
+    B8,
+    /// Llama-2-13B.
+    #[value(name = "13b")]
+    B13,
+    /// Meta-Llama-3-70B.
+    #[value(name = "70b")]
+    B70,
+}
+
+/// diffusers' CPU offloading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OffloadArg {
+    /// Everything on the GPU.
+    None,
+    /// enable_model_cpu_offload(): one whole model on the GPU at a time.
+    Model,
+    /// enable_sequential_cpu_offload(): each module's weights for its
+    /// forward only.
+    Sequential,
+}
+
 /// Arguments of `vramlab gen`.
 #[derive(Debug, Args)]
 pub struct GenArgs {
@@ -78,6 +111,34 @@ pub struct GenArgs {
     /// KV cache (inference presets; default dynamic).
     #[arg(long, value_enum)]
     pub kv_cache: Option<KvCacheArg>,
+    /// Model size of the Llama presets (default 8b).
+    #[arg(long, value_enum)]
+    pub size: Option<SizeArg>,
+    /// Tokens to generate (inference presets; recorded with 8: more extend
+    /// the decode one token at a time, fewer (at least 3) stop it early;
+    /// dynamic KV cache). The KV cache at the end is printed.
+    #[arg(long, value_name = "N")]
+    pub new_tokens: Option<u64>,
+    /// diffusers' enable_vae_tiling() (sd15, sdxl): the VAE decodes in
+    /// overlapping tiles above 512 px (SD 1.5) / 1024 px (SDXL).
+    #[arg(long)]
+    pub vae_tiling: bool,
+    /// diffusers' enable_vae_slicing() (sd15, sdxl): the VAE decodes one
+    /// image at a time.
+    #[arg(long)]
+    pub vae_slicing: bool,
+    /// diffusers' CPU offloading (sd15, sdxl): only what is on the GPU is
+    /// in the trace (default none).
+    #[arg(long, value_enum)]
+    pub offload: Option<OffloadArg>,
+    /// The leak workload (gpt-small): each step's logits kept in a list
+    /// until the end; with --steps the list grows by one per step.
+    #[arg(long)]
+    pub leak: bool,
+    /// torch.cuda.empty_cache() after every training step (gpt-small;
+    /// empty_cache events in the trace).
+    #[arg(long)]
+    pub empty_cache: bool,
     /// Training / denoising steps: repeats the last recorded step (at
     /// least the number recorded).
     #[arg(long, value_name = "N")]
@@ -128,6 +189,33 @@ pub fn run(args: GenArgs) -> Result<()> {
     write(&trace, out)?;
     errln!("template: {template}");
     summary(&trace, out, took);
+    if let Some(kv) = trace
+        .header
+        .extra
+        .get("param.kv_cache_bytes")
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        errln!(
+            "KV cache at the end: {} ({} tokens of prompt + {} generated)",
+            bytes(kv),
+            req.value(req.resolve()?.0),
+            trace
+                .header
+                .extra
+                .get("param.new_tokens")
+                .map_or("?", String::as_str)
+        );
+    }
+    if let Some(tiles) = trace.header.extra.get("vae_tiles") {
+        errln!(
+            "VAE tiling: {tiles} tiles{}",
+            if tiles == "1x1" {
+                " (tiling does not engage at this resolution: the decode is the plain one)"
+            } else {
+                ""
+            }
+        );
+    }
     Ok(())
 }
 
@@ -158,6 +246,23 @@ pub(crate) fn request(a: &GenArgs) -> Result<GenRequest> {
             KvCacheArg::Static => KvCache::Static,
         }),
         steps: a.steps,
+        size: a.size.map(|s| match s {
+            SizeArg::B1 => ModelSize::B1,
+            SizeArg::B3 => ModelSize::B3,
+            SizeArg::B8 => ModelSize::B8,
+            SizeArg::B13 => ModelSize::B13,
+            SizeArg::B70 => ModelSize::B70,
+        }),
+        new_tokens: a.new_tokens,
+        vae_tiling: a.vae_tiling,
+        vae_slicing: a.vae_slicing,
+        offload: a.offload.map(|o| match o {
+            OffloadArg::None => Offload::None,
+            OffloadArg::Model => Offload::Model,
+            OffloadArg::Sequential => Offload::Sequential,
+        }),
+        leak: a.leak,
+        empty_cache: a.empty_cache,
     })
 }
 
@@ -186,8 +291,27 @@ fn list() -> String {
                     .unwrap_or(0);
                 (s.contains('@'), n)
             });
+            let mut decode = p.decode_recordings(&v);
+            decode.sort_by_key(|e| {
+                e.params
+                    .get("new_tokens")
+                    .and_then(|n| n.parse::<u64>().ok())
+            });
+            let longer: Vec<String> = decode
+                .iter()
+                .map(|e| {
+                    let n = e.params.get("new_tokens").map_or("?", String::as_str);
+                    let s = e.params.get(p.scaling.param()).map_or("?", String::as_str);
+                    format!("{n}@{s}")
+                })
+                .collect();
+            let longer = if longer.is_empty() {
+                String::new()
+            } else {
+                format!("; new tokens {}", longer.join(", "))
+            };
             out.push_str(&format!(
-                "    {:<52} --{} recorded at {}\n",
+                "    {:<60} --{} recorded at {}{longer}\n",
                 v.describe(p),
                 p.scaling.param(),
                 sizes.join(", ")
@@ -233,8 +357,17 @@ fn check_table(p: &vgen::Preset, v: &Variant) -> Result<String> {
             .map(|c| c.peak_error().abs())
             .fold(0.0f64, f64::max)
     };
+    let mut decode = String::new();
+    for (k, what) in [
+        (CheckKind::NewTokens, "new tokens"),
+        (CheckKind::LargerBatch, "larger batch"),
+    ] {
+        if checks.iter().any(|c| c.kind == k) {
+            decode.push_str(&format!(", {what} {:.3}%", 100.0 * worst(k)));
+        }
+    }
     Ok(format!(
-        "{} {}\n{}worst peak error: recorded {:.3}%, held back {:.3}%, extrapolated {:.3}%\n",
+        "{} {}\n{}worst peak error: recorded {:.3}%, held back {:.3}%, extrapolated {:.3}%{decode}\n",
         p.name,
         v.describe(p),
         t.render(),

@@ -39,6 +39,7 @@ macro_rules! errln {
 mod args;
 mod cmd_bench;
 mod cmd_bench_check;
+mod cmd_concat;
 mod cmd_conf;
 mod cmd_convert;
 mod cmd_demo;
@@ -46,6 +47,7 @@ mod cmd_fidelity;
 mod cmd_fit;
 mod cmd_gen;
 mod cmd_gpus;
+mod cmd_matrix;
 mod cmd_oom_point;
 mod cmd_recommend;
 mod cmd_replay;
@@ -103,6 +105,10 @@ enum Command {
     /// The largest batch, sequence length or resolution of a generated
     /// workload that fits a GPU, per setting.
     Fit(cmd_fit::FitArgs),
+    /// One workload across its remedies: every recorded variant (precision,
+    /// attention, checkpointing, KV cache) × allocator settings, with peak
+    /// reserved, the smallest card, the saving and the largest size that fits.
+    Matrix(cmd_matrix::MatrixArgs),
     /// Compare every policy on the bundled traces: memory and replay speed.
     Bench(cmd_bench::BenchArgs),
     /// The regression gate: deterministic metrics against a committed baseline.
@@ -111,6 +117,9 @@ enum Command {
     Gpus(cmd_gpus::GpusArgs),
     /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
     Convert(cmd_convert::ConvertArgs),
+    /// Two jobs one after the other in one process (job A, optionally
+    /// empty_cache(), job B) as one trace.
+    Concat(cmd_concat::ConcatArgs),
     /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
     Stats(cmd_stats::StatsArgs),
 }
@@ -125,6 +134,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => cmd_sweep::run(a),
         Command::Gen(a) => cmd_gen::run(a),
         Command::Fit(a) => cmd_fit::run(a),
+        Command::Matrix(a) => cmd_matrix::run(a),
         Command::Demo(a) => cmd_demo::run(a),
         Command::Report(a) => cmd_report::run(a),
         Command::Bench(a) => cmd_bench::run(a),
@@ -132,6 +142,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::OomPoint(a) => cmd_oom_point::run(a),
         Command::Recommend(a) => cmd_recommend::run(a),
         Command::Stats(a) => cmd_stats::run(a),
+        Command::Concat(a) => cmd_concat::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),
     }
 }

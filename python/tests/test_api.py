@@ -293,3 +293,15 @@ def test_record_needs_torch_and_says_so(monkeypatch):
     with pytest.raises(ImportError, match="PyTorch"):
         with vramlab.record("x.pickle"):
             pass
+
+
+def test_matrix_equals_the_cli_and_names_its_cells(tmp_path):
+    m = vramlab.matrix("sd15", resolution=512, capacity="3GiB", conf=["default", "expandable_segments:True"])
+    out = tmp_path / "m.json"
+    cli("matrix", "sd15", "--resolution", "512", "--capacity", "3GiB", "--conf", "default",
+            "--conf", "expandable_segments:True", "--quiet", "--json", str(out))
+    assert m == json.loads(out.read_text())
+    assert len(m.cells) == len(m.variants) * 2
+    base = [c for c in m.cells if c.variant == m.baseline_variant and c.setting == "default"]
+    assert base and base[0].saved_vs_baseline == 0.0
+    assert all(c.fits is not None for c in m.cells)

@@ -474,6 +474,42 @@ def sweep(
             i.__exit__(None, None, None)
 
 
+def matrix(
+    preset: str,
+    *,
+    gpu: Optional[str] = None,
+    placement: Optional[str] = None,
+    capacity: Size = None,
+    seq: Optional[int] = None,
+    resolution: Optional[int] = None,
+    batch: Optional[int] = None,
+    conf: Conf = None,
+    search: bool = True,
+) -> Record:
+    """``vramlab matrix``: every recorded variant of a workload preset
+    (precision, attention, checkpointing, KV cache) under allocator settings
+    (``conf``; default: the defaults and four the guides recommend). The
+    result holds ``cells`` (one per variant and setting: peak reserved, the
+    smallest capacity and card, ``saved_vs_baseline``, whether it ``fits``
+    the card and the ``largest_fitting`` size), ``variants``, ``settings``
+    and the baseline. ``search=False`` skips the largest-size search."""
+    with tempfile.TemporaryDirectory(prefix="vramlab-matrix-") as out:
+        path = os.path.join(out, "matrix.json")
+        args = ["matrix", preset, "--quiet", "--json", path]
+        options = {"--gpu": gpu, "--placement": placement, "--capacity": capacity,
+                   "--seq": seq, "--resolution": resolution, "--batch": batch}
+        for flag, value in options.items():
+            _opt(args, flag, value)
+        if conf is not None:
+            for c in _confs(conf):
+                args += ["--conf", c]
+        if not search:
+            args.append("--no-search")
+        run(args)
+        with open(path, encoding="utf-8") as f:
+            return json.load(f, object_hook=Record)
+
+
 def report(
     source: Source,
     out_dir: Union[str, "os.PathLike[str]"],

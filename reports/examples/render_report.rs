@@ -185,6 +185,7 @@ fn main() -> Result<(), Box<dyn Error>> {
              (a synthetic stand-in for re-recording the workload)."
                 .to_string(),
         ],
+        phases: vramlab_traces::summary::TraceSummary::of(&trace).phases,
     };
     let index = write_report(&out, &report)?;
     println!("{}", index.display());

@@ -263,6 +263,7 @@ pub fn build_report(
         fit: None,
         recommendation,
         notes,
+        phases: TraceSummary::of(trace).phases,
     };
     let index = write_report(out, &input).map_err(BuildError::Write)?;
     Ok(BuiltReport { rec, index })
@@ -320,6 +321,7 @@ pub fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf, Bu
         fit: None,
         recommendation: None,
         notes,
+        phases: Vec::new(),
     };
     write_report(out, &input).map_err(BuildError::Write)
 }

@@ -235,4 +235,6 @@ pub struct ReportInput {
     pub recommendation: Option<Recommendation>,
     /// Remarks shown at the end of the page.
     pub notes: Vec<String>,
+    /// Live memory per recorded phase of the trace (empty: no table).
+    pub phases: Vec<vramlab_traces::summary::PhaseSummary>,
 }

@@ -15,6 +15,8 @@
 //!   resolution) grows, against the capacity;
 //! * [`plot_segment_map`]: every segment as a bar, its blocks coloured by
 //!   state;
+//! * [`plot_matrix`]: a workload's variants × allocator settings as a
+//!   heatmap of what each saves against the baseline;
 //! * [`plot_external_fragmentation`]: 1 − largest free block / free cached
 //!   bytes over the trace.
 //!
@@ -70,8 +72,8 @@ pub use input::{
     SettingResult,
 };
 pub use plots::{
-    PlotFiles, plot_external_fragmentation, plot_fit, plot_memory_timeline, plot_oom_points,
-    plot_peak_reserved, plot_segment_map,
+    PlotFiles, plot_external_fragmentation, plot_fit, plot_matrix, plot_memory_timeline,
+    plot_oom_points, plot_peak_reserved, plot_segment_map,
 };
 pub use units::format_bytes;
 

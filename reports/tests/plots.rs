@@ -498,3 +498,77 @@ fn an_unwritable_path_is_an_error_not_a_panic() {
         "{err}"
     );
 }
+
+/// A matrix of long variant and setting names, some cells not fitting.
+fn crowded_matrix() -> vramlab_replay::analysis::matrix::Matrix {
+    use vramlab_replay::analysis::matrix::{Matrix, MatrixCell};
+    let variants: Vec<String> = [
+        "--precision bf16 --attention flash --kv-cache dynamic",
+        "--precision nf4 --attention flash --kv-cache dynamic",
+        "--precision bf16 --attention eager --kv-cache static",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let settings: Vec<String> = LONG_LABELS.iter().map(|s| s.to_string()).collect();
+    let gib = 1u64 << 30;
+    let mut cells = Vec::new();
+    for (i, v) in variants.iter().enumerate() {
+        for (j, s) in settings.iter().enumerate() {
+            let peak = (10 + 3 * i as u64 + j as u64) * gib;
+            cells.push(MatrixCell {
+                variant: v.clone(),
+                setting: s.clone(),
+                peak_reserved_bytes: peak,
+                peak_live_bytes: 9 * gib,
+                min_capacity_bytes: peak - gib,
+                smallest_gpu: Some("rtx4090".into()),
+                saved_vs_baseline: 1.0 - peak as f64 / (10 * gib) as f64,
+                fits: Some(peak < 16 * gib),
+                largest_fitting: None,
+                largest_hit_limit: false,
+                search_note: None,
+            });
+        }
+    }
+    Matrix {
+        preset: "llama-3-8b-infer".into(),
+        dimension: "seq".into(),
+        size: 1024,
+        batch: 1,
+        capacity: Some(16 * gib),
+        searched_largest: false,
+        baseline_variant: variants[0].clone(),
+        baseline_setting: settings[0].clone(),
+        variants,
+        settings,
+        cells,
+        notes: Vec::new(),
+    }
+}
+
+#[test]
+fn the_matrix_heatmap_shows_every_name_whole_and_marks_what_does_not_fit() {
+    let dir = out_dir("matrix");
+    let m = crowded_matrix();
+    let f = vramlab_reports::plot_matrix(&dir.join("matrix"), &m).unwrap();
+    check(&f);
+    let all = assert_readable(&f.svg, Lines::UnlessBoxed);
+    for l in LONG_LABELS {
+        assert!(all.contains(l), "{l} is not shown whole: {all}");
+    }
+    // Variant names wrap at spaces.
+    let squeezed: String = all.split_whitespace().collect();
+    for v in &m.variants {
+        let v: String = v.split_whitespace().collect();
+        assert!(squeezed.contains(&v), "{v} is not shown whole");
+    }
+    let unfit = m.cells.iter().filter(|c| c.fits == Some(false)).count();
+    assert!(unfit > 0);
+    // Each such cell, and the subtitle that explains the frame.
+    assert_eq!(all.matches("does not fit").count(), unfit + 1);
+    assert_eq!(all.matches("baseline").count(), 1);
+    // Deterministic.
+    let again = vramlab_reports::plot_matrix(&dir.join("matrix-again"), &m).unwrap();
+    assert_eq!(fs::read(&f.png).unwrap(), fs::read(&again.png).unwrap());
+}

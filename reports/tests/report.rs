@@ -51,6 +51,15 @@ fn report_has_tables_figures_recommendation_and_data() {
         assert!(html.contains(&format!("<th>{col}</th>")), "column {col}");
     }
     assert!(html.contains("<td>expandable_segments:True</td>"));
+    // The recorded phases, the one with the highest peak marked.
+    assert!(html.contains("<table id=\"phases\">"));
+    for phase in ["build", "step 0", "step 2", "teardown"] {
+        assert!(html.contains(&format!("<td>{phase}</td>")), "phase {phase}");
+    }
+    assert!(
+        html.contains("<tr class=\"recommended\"><td>step 0</td>"),
+        "the peak phase is marked"
+    );
     assert!(html.contains("at event"), "the OOM is reported");
     assert!(
         html.contains("CUDA out of memory"),

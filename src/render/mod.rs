@@ -8,11 +8,13 @@
 //!   that made the failing allocation.
 //! * [`sweep`]: sweep rows per trace, or one summary line per trace.
 //! * [`stats`]: what a trace holds.
+//! * [`matrix`]: a workload's variants × settings, as a table or CSV.
 //! * `cuda_replay` (with the `cuda` feature): replays on a real GPU, with
 //!   the latency of every driver and allocator call and the leak check.
 
 #[cfg(feature = "cuda")]
 pub mod cuda_replay;
+pub mod matrix;
 pub mod oom;
 pub mod oom_code;
 pub mod recommendation;

@@ -103,8 +103,48 @@ pub fn print_stats(path: &Path, t: &Trace, s: &TraceSummary) {
             outln!("  {line}");
         }
     }
+    if !s.phases.is_empty() {
+        outln!();
+        for line in phase_table(s).lines() {
+            outln!("  {line}");
+        }
+    }
     for n in &s.notes {
         outln!("  note: {n}");
     }
     outln!();
+}
+
+/// Live bytes per recorded phase: when it began, its peak, when it ended,
+/// and what it allocated and freed.
+fn phase_table(s: &TraceSummary) -> String {
+    let mut t = Table::new(vec![
+        "phase".into(),
+        "events".into(),
+        "allocations".into(),
+        "frees".into(),
+        "live at start".into(),
+        "peak live".into(),
+        "live at end".into(),
+        "change".into(),
+    ])
+    .left(0);
+    for p in &s.phases {
+        let change = p.live_at_end_bytes as i128 - p.live_at_start_bytes as i128;
+        t.row(vec![
+            p.label.clone(),
+            count(p.events),
+            format!("{} ({})", count(p.allocs), bytes(p.allocated_bytes)),
+            count(p.frees),
+            bytes(p.live_at_start_bytes),
+            bytes(p.peak_live_bytes),
+            bytes(p.live_at_end_bytes),
+            format!(
+                "{}{}",
+                if change < 0 { "-" } else { "+" },
+                bytes(change.unsigned_abs() as u64)
+            ),
+        ]);
+    }
+    t.render()
 }

@@ -3,8 +3,8 @@
 //! and the expected record that the CSV format cannot carry.
 //!
 //! Layout: the 8-byte magic `VRAMLABT`, a little-endian `u16` format version
-//! (2; version 1 files, whose initial state held only the layout, are still
-//! read) and `u16` flags (bit 0: the rest is one zstd frame). Then a
+//! (3; version 2 files, without phase marks, and version 1 files, whose
+//! initial state held only the layout, are still read) and `u16` flags (bit 0: the rest is one zstd frame). Then a
 //! length-prefixed (`u32` LE) postcard encoding of everything but the
 //! events, and the events in chunks of at most 65,536: `u32` LE event count,
 //! `u32` LE byte length, the postcard encoding of the events; a chunk with
@@ -21,10 +21,12 @@ use crate::model::*;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"VRAMLABT";
 /// Current format version.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// The previous version, still read: its initial state held only the
 /// recorded layout (the live blocks are derived from it).
 const VERSION_1: u16 = 1;
+/// Version 2, still read: no phase marks.
+const VERSION_2: u16 = 2;
 const FLAG_ZSTD: u16 = 1;
 const CHUNK: usize = 65_536;
 /// Largest encoded event (a postcard `Event` is at most 1 + 3×10 bytes).
@@ -32,8 +34,18 @@ const MAX_EVENT_BYTES: usize = 32;
 /// Largest metadata block accepted (1 GiB).
 const MAX_META: usize = 1 << 30;
 
+/// Everything but the events. Postcard writes a struct's fields one after
+/// the other with no framing, so version 3's layout is version 2's
+/// ([`MetaV2`]) followed by the phase marks.
 #[derive(Serialize, Deserialize)]
 struct Meta {
+    v2: MetaV2,
+    phases: Vec<PhaseMark>,
+}
+
+/// Version 2's metadata (everything version 3 has but the phase marks).
+#[derive(Serialize, Deserialize)]
+struct MetaV2 {
     header: TraceHeader,
     streams: Vec<u64>,
     initial: Option<InitialState>,
@@ -74,9 +86,9 @@ struct MetaV1 {
     num_events: u64,
 }
 
-impl From<MetaV1> for Meta {
-    fn from(m: MetaV1) -> Meta {
-        Meta {
+impl From<MetaV1> for MetaV2 {
+    fn from(m: MetaV1) -> MetaV2 {
+        MetaV2 {
             header: m.header,
             streams: m.streams,
             initial: m.initial.map(|i| InitialState::from_segments(i.segments)),
@@ -113,15 +125,18 @@ pub fn write_binary(
     out.write_all(&(if compress { FLAG_ZSTD } else { 0 }).to_le_bytes())
         .map_err(io)?;
     let meta = Meta {
-        header: trace.header.clone(),
-        streams: trace.streams.clone(),
-        initial: trace.initial.clone(),
-        num_ids: trace.num_ids,
-        expected: trace.expected.clone(),
-        notes: trace.notes.clone(),
-        frames: trace.frames.clone(),
-        alloc_frames: trace.alloc_frames.clone(),
-        num_events: trace.events.len() as u64,
+        v2: MetaV2 {
+            header: trace.header.clone(),
+            streams: trace.streams.clone(),
+            initial: trace.initial.clone(),
+            num_ids: trace.num_ids,
+            expected: trace.expected.clone(),
+            notes: trace.notes.clone(),
+            frames: trace.frames.clone(),
+            alloc_frames: trace.alloc_frames.clone(),
+            num_events: trace.events.len() as u64,
+        },
+        phases: trace.phases.clone(),
     };
     let write_body = |w: &mut dyn Write| -> Result<(), TraceError> {
         let m = postcard::to_stdvec(&meta).map_err(enc)?;
@@ -164,12 +179,12 @@ pub fn read_binary(mut input: impl BufRead, path: &str) -> Result<Trace, TraceEr
         ));
     }
     let version = u16::from_le_bytes([head[8], head[9]]);
-    if version != VERSION && version != VERSION_1 {
+    if ![VERSION, VERSION_2, VERSION_1].contains(&version) {
         return Err(TraceError::new(
             path,
             Location::Byte(8),
             format!(
-                "binary trace format version {version}; this version of vramlab reads versions {VERSION_1} and {VERSION}"
+                "binary trace format version {version}; this version of vramlab reads versions {VERSION_1} to {VERSION}"
             ),
         ));
     }
@@ -256,10 +271,16 @@ fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceE
     let corrupt = |e: postcard::Error| {
         TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {e}"))
     };
-    let meta: Meta = if version == VERSION_1 {
-        postcard::from_bytes::<MetaV1>(&m).map_err(corrupt)?.into()
-    } else {
-        postcard::from_bytes(&m).map_err(corrupt)?
+    let (meta, phases): (MetaV2, Vec<PhaseMark>) = match version {
+        VERSION_1 => (
+            postcard::from_bytes::<MetaV1>(&m).map_err(corrupt)?.into(),
+            Vec::new(),
+        ),
+        VERSION_2 => (postcard::from_bytes(&m).map_err(corrupt)?, Vec::new()),
+        _ => {
+            let m: Meta = postcard::from_bytes(&m).map_err(corrupt)?;
+            (m.v2, m.phases)
+        }
     };
     // Event indices are 32-bit throughout (expected records, device logs).
     if meta.num_events > u64::from(u32::MAX) {
@@ -377,6 +398,7 @@ fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceE
         notes: meta.notes,
         frames: meta.frames,
         alloc_frames: meta.alloc_frames,
+        phases,
     };
     validate(&t).map_err(|(i, m)| TraceError::new(path, Location::Entry(i), m))?;
     Ok(t)
@@ -442,7 +464,51 @@ mod tests {
         t.events.push(Event::EmptyCache);
         t.num_ids = n;
         t.notes.push("a note".into());
+        t.phases = vec![
+            PhaseMark {
+                event_index: 0,
+                label: "build".into(),
+            },
+            PhaseMark {
+                event_index: t.events.len() as u64 / 2,
+                label: "step 0: forward".into(),
+            },
+        ];
         t
+    }
+
+    /// A version 2 file (no phase marks) still reads, as the same trace
+    /// without marks.
+    #[test]
+    fn version_2_files_still_read() {
+        let mut t = sample_n(50);
+        t.phases.clear();
+        let meta = MetaV2 {
+            header: t.header.clone(),
+            streams: t.streams.clone(),
+            initial: None,
+            num_ids: t.num_ids,
+            expected: None,
+            notes: t.notes.clone(),
+            frames: Vec::new(),
+            alloc_frames: Vec::new(),
+            num_events: t.events.len() as u64,
+        };
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION_2.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        let m = postcard::to_stdvec(&meta).unwrap();
+        out.extend_from_slice(&(m.len() as u32).to_le_bytes());
+        out.extend_from_slice(&m);
+        let b = postcard::to_stdvec(&t.events).unwrap();
+        out.extend_from_slice(&(t.events.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(&b);
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        let back = read_binary(&out[..], "v2.vlt").unwrap();
+        assert_eq!(back, t);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod binary;
+pub mod concat;
 pub mod csv;
 pub mod error;
 pub mod r#gen;

@@ -401,6 +401,19 @@ pub struct Trace {
     /// For each allocation id, the index into [`Trace::frames`] of the stack
     /// that allocated it (empty when the trace has no stacks).
     pub alloc_frames: Vec<Option<u32>>,
+    /// Phase marks (`# phase: LABEL` lines of the recorder: build, forward,
+    /// backward, optimizer, prefill, decode, …), in event order.
+    #[serde(default)]
+    pub phases: Vec<PhaseMark>,
+}
+
+/// The start of a recorded phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseMark {
+    /// Index of the phase's first event (= the number of events before it).
+    pub event_index: u64,
+    /// The recorder's label, e.g. `step 0: forward`.
+    pub label: String,
 }
 
 impl Trace {
@@ -457,6 +470,14 @@ impl Trace {
             notes: self.notes.clone(),
             frames: self.frames.clone(),
             alloc_frames: self.alloc_frames.clone(),
+            phases: self
+                .phases
+                .iter()
+                .map(|p| PhaseMark {
+                    event_index: p.event_index + prologue as u64,
+                    label: p.label.clone(),
+                })
+                .collect(),
         };
         t.header
             .extra

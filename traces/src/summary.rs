@@ -63,6 +63,48 @@ pub struct TraceSummary {
     pub size_histogram: Vec<SizeBucket>,
     /// Remarks from reading the trace.
     pub notes: Vec<String>,
+    /// Live bytes per recorded phase (empty when the trace has no phase
+    /// marks).
+    pub phases: Vec<PhaseSummary>,
+}
+
+/// What happened in one recorded phase (from its mark to the next).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PhaseSummary {
+    /// The recorder's label (`step 0: forward`).
+    pub label: String,
+    /// Index of its first event.
+    pub first_event: u64,
+    /// Events in it.
+    pub events: u64,
+    /// Allocations made in it.
+    pub allocs: u64,
+    /// Bytes those allocations requested.
+    pub allocated_bytes: u64,
+    /// Frees (immediate and requested) in it.
+    pub frees: u64,
+    /// Live bytes when it began.
+    pub live_at_start_bytes: u64,
+    /// Peak of live bytes during it.
+    pub peak_live_bytes: u64,
+    /// Live bytes when it ended.
+    pub live_at_end_bytes: u64,
+}
+
+impl PhaseSummary {
+    fn open(label: &str, first_event: u64, live: u64) -> Self {
+        PhaseSummary {
+            label: label.to_string(),
+            first_event,
+            events: 0,
+            allocs: 0,
+            allocated_bytes: 0,
+            frees: 0,
+            live_at_start_bytes: live,
+            peak_live_bytes: live,
+            live_at_end_bytes: live,
+        }
+    }
 }
 
 /// An allocator state in numbers: what PyTorch's own `memory_stats()`
@@ -166,9 +208,30 @@ impl TraceSummary {
                 .and_then(|d| d.parse().ok()),
             size_histogram: Vec::new(),
             notes: t.notes.clone(),
+            phases: Vec::new(),
         };
         let mut hist = [(0u64, 0u64); 65];
-        for e in &t.events {
+        let mut marks = t.phases.iter().peekable();
+        let mut phase: Option<PhaseSummary> = None;
+        for (i, e) in t.events.iter().enumerate() {
+            if !t.phases.is_empty() {
+                let i = i as u64;
+                let mut next = None;
+                while let Some(m) = marks.next_if(|m| m.event_index <= i) {
+                    next = Some(m);
+                }
+                match (next, &phase) {
+                    (Some(m), _) => {
+                        s.phases.extend(phase.take());
+                        phase = Some(PhaseSummary::open(&m.label, i, cur));
+                    }
+                    (None, None) => {
+                        phase = Some(PhaseSummary::open("(before the first mark)", i, cur))
+                    }
+                    (None, Some(_)) => {}
+                }
+            }
+            let before = (s.allocs, s.frees + s.deferred_frees);
             match *e {
                 Event::Alloc { id, size, .. } => {
                     s.allocs += 1;
@@ -201,7 +264,20 @@ impl TraceSummary {
                 Event::FreeCompleted { .. } => {}
                 Event::EmptyCache => s.empty_cache += 1,
             }
+            if let Some(p) = &mut phase {
+                p.events += 1;
+                if s.allocs > before.0 {
+                    p.allocs += 1;
+                    if let Event::Alloc { size, .. } = *e {
+                        p.allocated_bytes = p.allocated_bytes.saturating_add(size);
+                    }
+                }
+                p.frees += s.frees + s.deferred_frees - before.1;
+                p.peak_live_bytes = p.peak_live_bytes.max(cur);
+                p.live_at_end_bytes = cur;
+            }
         }
+        s.phases.extend(phase);
         s.live_at_end = live.iter().filter(|&&l| l).count() as u64;
         for (b, &(count, bytes)) in hist.iter().enumerate() {
             if count > 0 {
@@ -258,6 +334,7 @@ mod tests {
         assert_eq!(s.streams, 2);
         assert_eq!(s.peak_live_bytes, 4000);
         assert_eq!(s.live_at_end, 1);
+        assert!(s.phases.is_empty());
         assert_eq!(s.max_request_bytes, 3000);
         assert_eq!(s.size_histogram.len(), 3);
         assert_eq!(
@@ -269,5 +346,41 @@ mod tests {
                 bytes: 1000
             }
         );
+    }
+
+    #[test]
+    fn phases_split_the_events_at_their_marks() {
+        let t = read_csv(
+            "action,id,size,stream\nalloc,w,100,0\n# phase: forward\nalloc,a,50,0\nalloc,b,30,0\nfree,a\n# phase: backward\nfree,b\n# phase: empty\n"
+                .as_bytes(),
+            "t.csv",
+        )
+        .unwrap();
+        let s = TraceSummary::of(&t);
+        let got: Vec<(&str, u64, u64, u64, u64, u64, u64)> = s
+            .phases
+            .iter()
+            .map(|p| {
+                (
+                    p.label.as_str(),
+                    p.first_event,
+                    p.events,
+                    p.allocs,
+                    p.live_at_start_bytes,
+                    p.peak_live_bytes,
+                    p.live_at_end_bytes,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("(before the first mark)", 0, 1, 1, 0, 100, 100),
+                ("forward", 1, 3, 2, 100, 180, 130),
+                ("backward", 4, 1, 0, 130, 130, 100),
+            ]
+        );
+        assert_eq!(s.phases[1].frees, 1);
+        assert_eq!(s.phases[1].allocated_bytes, 80);
     }
 }

@@ -8,6 +8,7 @@ pub mod fidelity;
 pub mod fit;
 pub mod gate;
 pub mod grid;
+pub mod matrix;
 pub mod oom_point;
 pub mod placement;
 pub mod recommend;

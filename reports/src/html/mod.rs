@@ -13,7 +13,8 @@ mod sections;
 
 use escape::{esc, esc_inline, script_json};
 use sections::{
-    settings_table, write_fit, write_oom_points, write_segment_maps, write_trace_plots,
+    settings_table, write_fit, write_oom_points, write_phases, write_segment_maps,
+    write_trace_plots,
 };
 
 const STYLE: &str = r#"
@@ -62,6 +63,7 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
         write_recommendation(&mut h, r);
     }
     settings_table(&mut h, report);
+    write_phases(&mut h, &report.phases);
     write_trace_plots(&mut h, dir, &report.settings, report.capacity)?;
     write_oom_points(&mut h, dir, &report.oom_points)?;
     if let Some(fit) = &report.fit {

@@ -107,6 +107,35 @@ pub(super) fn settings_table(h: &mut String, report: &ReportInput) {
     h.push_str("</tbody>\n</table>\n");
 }
 
+/// Live memory per recorded phase of the trace (nothing without phases).
+pub(super) fn write_phases(h: &mut String, phases: &[vramlab_traces::summary::PhaseSummary]) {
+    if phases.is_empty() {
+        return;
+    }
+    h.push_str("<h2 id=\"phases\">Memory per recorded phase</h2>\n<p>Live (requested) bytes of the trace itself, whatever the setting: where the peak is, and what each phase leaves behind.</p>\n<table id=\"phases\">\n<thead><tr><th>phase</th><th>events</th><th>allocations</th><th>frees</th><th>live at start</th><th>peak live</th><th>live at end</th></tr></thead>\n<tbody>\n");
+    let top = phases.iter().map(|p| p.peak_live_bytes).max().unwrap_or(0);
+    for p in phases {
+        let class = if p.peak_live_bytes == top {
+            " class=\"recommended\""
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            h,
+            "<tr{class}><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&p.label),
+            fmt_int(p.events),
+            fmt_int(p.allocs),
+            esc(&format_bytes(p.allocated_bytes)),
+            fmt_int(p.frees),
+            esc(&format_bytes(p.live_at_start_bytes)),
+            esc(&format_bytes(p.peak_live_bytes)),
+            esc(&format_bytes(p.live_at_end_bytes)),
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
+}
+
 /// The plots over the trace: memory timeline, peak reserved and waste,
 /// external fragmentation (nothing without settings).
 pub(super) fn write_trace_plots(

@@ -13,6 +13,7 @@ use crate::{ReportError, Result};
 
 mod bars;
 mod fit;
+mod matrix;
 mod segments;
 mod timeline;
 
@@ -152,6 +153,15 @@ pub(crate) fn plot_fit_ordered(out: &Path, fit: &FitSweep, order: &[String]) -> 
 /// the number of rows. Writes `out.png` and `out.svg`.
 pub fn plot_segment_map(out: &Path, title: &str, segments: &[SegmentView]) -> Result<PlotFiles> {
     render(out, &segments::SegmentMap::new(title, segments))
+}
+
+/// A workload's matrix as a heatmap: a row per variant, a column per
+/// allocator setting, each cell coloured by the change of peak reserved
+/// against the baseline and labelled with its peak, the change and the
+/// smallest card; cells that do not fit the card framed in red. Writes
+/// `out.png` and `out.svg`.
+pub fn plot_matrix(out: &Path, m: &vramlab_replay::analysis::matrix::Matrix) -> Result<PlotFiles> {
+    render(out, &matrix::Heatmap { m })
 }
 
 /// A chart over `f64 × f64`.

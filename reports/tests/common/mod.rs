@@ -23,11 +23,25 @@ pub fn out_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The phases of a bundled recording.
+pub fn phases_of(file: &str) -> Vec<vramlab_traces::summary::PhaseSummary> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces/data")
+        .join(file);
+    let trace = vramlab_traces::io::read_trace(&path, None, None).unwrap();
+    vramlab_traces::summary::TraceSummary::of(&trace).phases
+}
+
+/// The bundled GPT training-step trace.
+pub fn gpt_trace() -> vramlab_traces::Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    vramlab_traces::io::read_trace(&path, None, None).unwrap()
+}
+
 /// The bundled GPT training-step trace replayed under `settings` on a card
 /// of `capacity_mib`, with segments at the peak.
 pub fn replay(settings: &[&str], capacity_mib: u64) -> Vec<SettingResult> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).unwrap();
+    let trace = gpt_trace();
     let opts = ReplayOptions {
         segments_at_peak: true,
         check_invariants: false,
@@ -91,6 +105,7 @@ pub fn report(settings: Vec<SettingResult>) -> ReportInput {
             export_lines: vec![format!("export PYTORCH_ALLOC_CONF={best}")],
         }),
         notes: vec!["A note with <html> & \"quotes\".".into()],
+        phases: phases_of("gpt-small-train-seq256.csv.gz"),
     }
 }
 

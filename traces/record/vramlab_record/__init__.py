@@ -31,8 +31,8 @@ def __getattr__(name):
     raise AttributeError(f"module 'vramlab_record' has no attribute {name!r}")
 
 
-def fake_recording(recording=None):
+def fake_recording(recording=None, **kwargs):
     """See :func:`vramlab_record.fake.fake_recording` (imported lazily)."""
     from .fake import fake_recording as f
 
-    return f(recording)
+    return f(recording, **kwargs)

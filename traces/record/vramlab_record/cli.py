@@ -36,25 +36,40 @@ def workload_params(name: str, rest: list[str]) -> dict:
     if name not in WORKLOADS:
         raise SystemExit(f"unknown workload '{name}'; built-in workloads: {', '.join(WORKLOADS)}")
     w = WORKLOADS[name]
+    defaults = {**w.params, **w.optional}
     p = argparse.ArgumentParser(prog=name, description=w.doc)
-    for k, v in w.params.items():
+    for k, v in defaults.items():
         p.add_argument(f"--{k.replace('_', '-')}", dest=k, default=None, metavar=type(v).__name__.upper(),
                        help=f"default: {v}")
     ns = p.parse_args(rest)
-    params = dict(w.params)
+    params = dict(defaults)
+    given = set()
     for k, v in vars(ns).items():
         if v is not None:
+            given.add(k)
             try:
-                params[k] = parse_value(w.params[k], v)
+                params[k] = parse_value(defaults[k], v)
             except ValueError as e:
                 raise SystemExit(f"{name}: --{k.replace('_', '-')}: {e}") from None
+    if w.resolve:
+        try:
+            params = getattr(w.load_module(), w.resolve)(params, given)
+        except ValueError as e:
+            raise SystemExit(f"{name}: {e}") from None
     return params
+
+
+def header_params(name: str, params: dict) -> dict:
+    """The parameters a recording's header names: all but the optional ones
+    left at their default (see ``Workload.optional``)."""
+    w = WORKLOADS[name]
+    return {k: v for k, v in params.items() if not (k in w.optional and v == w.optional[k])}
 
 
 def list_workloads() -> str:
     lines = []
     for name, w in WORKLOADS.items():
-        ps = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in w.params.items())
+        ps = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in {**w.params, **w.optional}.items())
         lines.append(f"{name}\n    {w.doc}\n    {ps}")
     return "\n".join(lines)
 

@@ -23,6 +23,7 @@ import sys
 import time
 
 _LLM_SEQ = [512, 1024, 2048]
+_LLM_SIZES = ["1b", "3b", "13b", "70b"]
 
 #: (family name, workload, fixed params, scaling param, sizes, batch-2 variant?)
 FAMILIES = [
@@ -46,6 +47,45 @@ FAMILIES = [
     ("sd15-fp32", "sd15", {"precision": "fp32"}, "resolution", [256, 512, 768], True),
     ("sdxl", "sdxl", {}, "resolution", [768, 1024, 1280], True),
     ("sdxl-eager", "sdxl", {"attention": "eager"}, "resolution", [768, 1024, 1280], True),
+    # Decode length: the default family at one prompt length and longer
+    # generations (vramlab gen --new-tokens extends the 8-token template's
+    # decode steps; these check it).
+    ("llama-3-8b-infer-decode", "llama-3-8b-infer", {"seq": 512}, "new_tokens", [32, 128], False),
+    # diffusers' enable_vae_tiling(): tiles engage above sample_size / 8
+    # latents (SD 1.5: 512 px, SDXL: 1024 px); each family is one tile grid
+    # (2x2 or 3x3 tiles), recorded where every tile but the last row and
+    # column is whole, so that the sizes scale smoothly.
+    ("sd15-vae-tiling", "sd15", {"vae_tiling": "true"}, "resolution", [640, 704, 768], True),
+    ("sd15-vae-tiling-3x3", "sd15", {"vae_tiling": "true"}, "resolution", [896, 1024, 1152], True),
+    ("sdxl-vae-tiling", "sdxl", {"vae_tiling": "true"}, "resolution", [1280, 1408, 1536], True),
+    ("sdxl-vae-tiling-3x3", "sdxl", {"vae_tiling": "true"}, "resolution", [1792, 2048, 2304], True),
+    # diffusers' enable_vae_slicing(): one image at a time (batch 1 is the
+    # plain decode).
+    ("sd15-vae-slicing", "sd15", {"vae_slicing": "true"}, "resolution", [256, 512, 768], True),
+    ("sdxl-vae-slicing", "sdxl", {"vae_slicing": "true"}, "resolution", [768, 1024, 1280], True),
+    # Beyond batch 2 the generator repeats the second image's decode; these
+    # check it.
+    ("sd15-vae-slicing-check", "sd15", {"vae_slicing": "true", "batch": 4}, "resolution", [512], False),
+    ("sdxl-vae-slicing-check", "sdxl", {"vae_slicing": "true", "batch": 3}, "resolution", [1024], False),
+    # diffusers' enable_model_cpu_offload() / enable_sequential_cpu_offload(),
+    # as accelerate's hooks do them (workloads/offload.py): only the GPU side.
+    ("sd15-offload-model", "sd15", {"offload": "model"}, "resolution", [256, 512, 768], True),
+    ("sd15-offload-sequential", "sd15", {"offload": "sequential"}, "resolution", [256, 512, 768], True),
+    ("sdxl-offload-model", "sdxl", {"offload": "model"}, "resolution", [768, 1024, 1280], True),
+    ("sdxl-offload-sequential", "sdxl", {"offload": "sequential"}, "resolution", [768, 1024, 1280], True),
+    # A leak (each step's logits kept in a list) and the same with
+    # empty_cache() after every step.
+    ("gpt-small-train-leak", "gpt-small-train", {"leak": "true"}, "seq", [128, 256, 512], True),
+    ("gpt-small-train-leak-empty-cache", "gpt-small-train", {"leak": "true", "empty_cache": "true"}, "seq",
+     [128, 256, 512], True),
+    # FLUX.1-dev-shaped DiT (bf16, T5-XXL + CLIP-L, 2 steps, VAE decode).
+    ("flux", "flux", {}, "resolution", [512, 768, 1024], True),
+    # Model sizes (vramlab gen --size): the default variants of the other
+    # Llama shapes.
+    *((f"llama-{size}-train", "llama-3-8b-train", {"attention": "flash", "size": size}, "seq", _LLM_SEQ, True)
+      for size in _LLM_SIZES),
+    *((f"llama-{size}-infer", "llama-3-8b-infer", {"size": size}, "seq", _LLM_SEQ, True)
+      for size in _LLM_SIZES),
 ]
 
 MANIFEST_COLUMNS = ["file", "family", "workload", "params", "events", "allocs", "peak_live_bytes", "versions",
@@ -56,12 +96,15 @@ def jobs(only: str | None):
     for family, workload, fixed, param, sizes, batch2 in FAMILIES:
         if only and not family.startswith(only):
             continue
-        runs = [(1, s) for s in sizes] + ([(2, sizes[0])] if batch2 else [])
+        # A "batch" in the fixed parameters: that batch only (a check).
+        runs = ([(fixed["batch"], s) for s in sizes] if "batch" in fixed else
+                [(1, s) for s in sizes] + ([(2, sizes[0])] if batch2 else []))
         for batch, size in runs:
-            name = f"{family}-{param}{size}" + ("" if batch == 1 else f"-b{batch}")
-            args = [workload, "--batch", str(batch), f"--{param}", str(size)]
+            name = f"{family}-{param.replace('_', '-')}{size}" + ("" if batch == 1 else f"-b{batch}")
+            args = [workload, "--batch", str(batch), f"--{param.replace('_', '-')}", str(size)]
             for k, v in fixed.items():
-                args += [f"--{k.replace('_', '-')}", str(v)]
+                if k != "batch":
+                    args += [f"--{k.replace('_', '-')}", str(v)]
             yield family, name, args
 
 

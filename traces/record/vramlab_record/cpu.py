@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cublas-workspace", type=int, default=None, metavar="BYTES",
                    help="emulated cuBLAS workspace per thread (default 33554432, Hopper; 8519680 on other "
                         "GPUs; 0 for none)")
+    p.add_argument("--assume", action="append", default=[], metavar="KEY=VALUE",  # issue 20 (datadep.py)
+                   help="answer a data-dependent read: FILE:LINE=VALUE, item=VALUE, nonzero=FRACTION")
     p.add_argument("workload", nargs="?", help="a built-in workload (see --list)")
     ns, rest = p.parse_known_args(own)
     if ns.list:
@@ -76,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         if dev == "auto":
             dev = "cuda" if (script is not None and torch.cuda.is_available()) else "cpu"
         ws = CUBLAS_WORKSPACE_HOPPER if ns.cublas_workspace is None else ns.cublas_workspace
-        with fake_recording(rec, device_type=dev, cublas_workspace=ws) as recorder:
+        from .datadep import set_assumptions  # issue 20: scripts run unchanged (see fake.py)
+
+        set_assumptions(ns.assume)
+        with fake_recording(rec, device_type=dev, cublas_workspace=ws, scripts=script is not None) as recorder:
             _run(ns.workload, params, script, Ctx(torch.device(dev), True, recorder=recorder))
     seconds = time.time() - t0
 
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     })
     if ns.workload:
         rec.header["workload"] = ns.workload
-        rec.params.update(params)
+        rec.params.update(cli.header_params(ns.workload, params))
     rec.header.update({"events": rec.num_events, "allocs": rec.allocs, "peak_live_bytes": rec.peak_live_bytes})
     rec.write(ns.output)
     print(f"{ns.output}: {rec.allocs} allocations, {rec.num_events} events, peak live "

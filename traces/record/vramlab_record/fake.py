@@ -28,9 +28,17 @@ and patches what would otherwise make the recording differ from a CUDA run:
   replaces converted parameters instead of swapping them in place, which
   fake tensors do not allow.
 
-Fake tensors cannot do data-dependent work (``.item()``, ``nonzero``,
-Python ``if`` on tensor values, HF ``generate()`` stopping checks): write
-such loops by hand.
+Recording a user script (``fake_recording(scripts=True)``, what
+``python -m vramlab_record.cpu -- SCRIPT`` does) adds what an unchanged GPU
+script needs (``SCRIPT_RULES``): ``cuda`` devices mapped to the fake CPU with
+the host side kept apart (:mod:`vramlab_record.cudadev`), multi-tensor
+optimizers as on CUDA, ``torch.autocast("cuda")`` with CUDA's op lists
+(:mod:`vramlab_record.autocast`), SDPA in every mode and CUDA's fused dropout
+(:mod:`vramlab_record.sdpa`), fp32 BatchNorm statistics for fp16/bf16 inputs,
+and a policy for data-dependent ops (``.item()``, ``nonzero``, boolean
+masks, ``generate()``'s stopping checks; :mod:`vramlab_record.datadep`).
+The built-in workloads do not get these, so the corpus re-records byte for
+byte.
 """
 
 from __future__ import annotations
@@ -38,15 +46,24 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import weakref
 
 import torch
 import torch.nn.functional as F
+
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
 from .recorder import AllocationRecorder, Recording
 
 aten = torch.ops.aten
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+#: Set while recording a user script (``fake_recording(scripts=True)``):
+#: the CUDA-device mapping, CUDA autocast, data-dependent policy, fused
+#: dropout and the full SDPA routing of :mod:`vramlab_record.sdpa`. Off for
+#: the built-in workloads, so that the corpus re-records byte for byte.
+SCRIPT_RULES = False
 
 
 def _round_up(x: int, m: int) -> int:
@@ -73,12 +90,18 @@ class _FlashAttention(torch.autograd.Function):
     bytes; no expanded dK/dV for GQA)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal, scale):
-        seed = torch.empty((), dtype=torch.long, device=q.device)
-        offset = torch.empty((), dtype=torch.long, device=q.device)
+    def forward(ctx, q, k, v, is_causal, scale, dropout_p=0.0):
+        # Without dropout the kernel takes two 8-byte CUDA tensors for the
+        # philox seed and offset; with dropout they are host scalars
+        # (at::scalar_tensor on the CPU), kept for the backward.
+        if dropout_p == 0.0:
+            seed = torch.empty((), dtype=torch.long, device=q.device)
+            offset = torch.empty((), dtype=torch.long, device=q.device)
+        else:
+            seed = offset = None
         if any(ctx.needs_input_grad[:3]):
             out, lse, cum_q, cum_k, max_q, max_k, mseed, moffset, _ = aten._scaled_dot_product_flash_attention(
-                q, k, v, 0.0, is_causal, False, scale=scale
+                q, k, v, dropout_p, is_causal, False, scale=scale
             )
         else:  # no log-sum-exp without a backward
             b, h, sq, _ = q.shape
@@ -89,15 +112,15 @@ class _FlashAttention(torch.autograd.Function):
         if lse is not None:
             ctx.save_for_backward(q, k, v, out, lse, mseed, moffset)
             ctx.keep = (seed, offset)
-        ctx.extra = (cum_q, cum_k, max_q, max_k, is_causal, scale)
+        ctx.extra = (cum_q, cum_k, max_q, max_k, is_causal, scale, dropout_p)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, lse, seed, offset = ctx.saved_tensors
-        cum_q, cum_k, max_q, max_k, is_causal, scale = ctx.extra
+        cum_q, cum_k, max_q, max_k, is_causal, scale, dropout_p = ctx.extra
         dq, dk, dv = aten._scaled_dot_product_flash_attention_backward(
-            grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, 0.0, is_causal, seed, offset,
+            grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, seed, offset,
             scale=scale,
         )
         b, h, sq, d = q.shape
@@ -106,14 +129,19 @@ class _FlashAttention(torch.autograd.Function):
         work = _scratch(2 * b * sq_r * h * d_r * 4 + b * h * sq_r * 4 + 256, q)
         del work
         ctx.keep = None
-        return dq, dk, dv, None, None
+        return dq, dk, dv, None, None, None
 
 
 def cuda_like_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
-    """``F.scaled_dot_product_attention`` routed like CUDA's dispatcher (no dropout)."""
-    if dropout_p != 0.0:
-        raise NotImplementedError("vramlab_record: SDPA with dropout is not emulated")
+    """``F.scaled_dot_product_attention`` routed like CUDA's dispatcher, as the
+    built-in workloads (the corpus) were recorded; scripts (and dropout) take
+    :func:`vramlab_record.sdpa.cuda_like_sdpa`, which also covers dropout,
+    causal with unequal lengths, unaligned masks and odd head dims."""
+    if dropout_p != 0.0 or SCRIPT_RULES:
+        from .sdpa import cuda_like_sdpa as full
+
+        return full(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     hq, hk = query.shape[-3], key.shape[-3]
     d = query.shape[-1]
     gqa = hq != hk
@@ -156,27 +184,50 @@ def _fake_module_apply(self, fn, recurse=True):
     """``nn.Module._apply`` (``.to``, ``.half``, ``.cuda``, ...) for fake
     tensors, which cannot be swapped in place: a converted parameter becomes
     a new ``Parameter`` (the old storage is freed when nothing else holds
-    it, as ``param.data = new`` frees it on a GPU); an unchanged one stays."""
-    if recurse:
-        for module in self.children():
-            module._apply(fn)
-    for key, param in list(self._parameters.items()):
-        if param is None:
-            continue
-        with torch.no_grad():
-            new = fn(param)
-        if new is param:
-            continue
-        p = torch.nn.Parameter(new, requires_grad=param.requires_grad)
-        if param.grad is not None:
+    it, as ``param.data = new`` frees it on a GPU); an unchanged one stays.
+    For scripts (``SCRIPT_RULES``) a parameter shared by several modules
+    (tied embeddings) is converted once and stays shared, as the in-place
+    swap keeps it on a GPU (built-in workloads build tied models
+    themselves)."""
+    global _APPLY_MEMO
+    outer = _APPLY_MEMO is None
+    if outer and SCRIPT_RULES:
+        _APPLY_MEMO = {}
+    try:
+        if recurse:
+            for module in self.children():
+                module._apply(fn)
+        for key, param in list(self._parameters.items()):
+            if param is None:
+                continue
+            hit = _APPLY_MEMO.get(id(param)) if _APPLY_MEMO is not None else None
+            if hit is not None and hit[0]() is param:
+                self._parameters[key] = hit[1]
+                continue
             with torch.no_grad():
-                p.grad = fn(param.grad)
-        self._parameters[key] = p
-        del param, p
-    for key, buf in list(self._buffers.items()):
-        if buf is not None:
-            self._buffers[key] = fn(buf)
+                new = fn(param)
+            if new is param:
+                continue
+            p = torch.nn.Parameter(new, requires_grad=param.requires_grad)
+            if param.grad is not None:
+                with torch.no_grad():
+                    p.grad = fn(param.grad)
+            self._parameters[key] = p
+            if _APPLY_MEMO is not None:
+                # A weak reference: an unshared old parameter is still freed
+                # at once (as param.data = new frees it on a GPU).
+                _APPLY_MEMO[id(param)] = (weakref.ref(param), p)
+            del param, p
+        for key, buf in list(self._buffers.items()):
+            if buf is not None:
+                self._buffers[key] = fn(buf)
+    finally:
+        if outer:
+            _APPLY_MEMO = None
     return self
+
+
+_APPLY_MEMO = None
 
 
 def _trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -241,19 +292,115 @@ _MATMUL_OPS = {
 }
 # GroupNorm keeps its statistics in the input dtype on CUDA too (measured).
 _NORM_OPS = {aten.native_layer_norm.default}
+# BatchNorm keeps fp32 statistics for fp16/bf16 inputs on CUDA (cuDNN /
+# native CUDA kernels), the input dtype on the CPU (scripts only: checked by
+# vramlab_record.check_autocast against the CUDA meta kernels).
+_BN_OPS = {aten._batch_norm_with_update.default, aten._native_batch_norm_legit.default,
+           aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default}
 
 
 class FakeCudaRecorder(AllocationRecorder):
     """The recorder with the CUDA-side differences described in the module
     docstring: cuBLAS workspaces and fp32 norm statistics."""
 
-    def __init__(self, recording=None, device_type="cpu", cublas_workspace=CUBLAS_WORKSPACE_HOPPER):
+    def __init__(self, recording=None, device_type="cpu", cublas_workspace=CUBLAS_WORKSPACE_HOPPER,
+                 values=None):
         super().__init__(recording, device_type=device_type)
         self.cublas_workspace = cublas_workspace
         self._workspaces: dict[str, int] = {}
+        #: :class:`vramlab_record.datadep.Values` (scripts only): known values
+        #: and the data-dependent policy.
+        self.values = values
+        #: "host" while a top-level call works on the script's host side
+        #: (see :mod:`vramlab_record.cudadev`); None or "device" otherwise.
+        self._side = None
+
+    # ---- host / device sides (vramlab_record.cudadev) -------------------
+    @contextlib.contextmanager
+    def side(self, which):
+        saved, self._side = self._side, which
+        try:
+            yield
+        finally:
+            self._side = saved
+
+    def is_host(self, t) -> bool:
+        try:
+            return id(t.untyped_storage()) in self._host
+        except (RuntimeError, NotImplementedError):
+            return False
+
+    def _see(self, t, scale=1):
+        if self._side == "host":
+            try:
+                key = id(t.untyped_storage())
+            except (RuntimeError, NotImplementedError):
+                return
+            if key not in self._live:
+                self._host_tensor(t)
+                return
+        super()._see(t, scale=scale)
+
+    def _data_dependent(self, func, args, kwargs):
+        """Answers the data-dependent ops (see :mod:`vramlab_record.datadep`);
+        ``NotImplemented`` for every other op."""
+        from . import datadep
+
+        if func is aten._local_scalar_dense.default:
+            t = args[0]
+            if getattr(t, "constant", None) is not None:
+                return NotImplemented  # FakeTensorMode knows it exactly (small host constants)
+            return self.values.scalar(func, t)
+        if func is aten.nonzero.default:
+            out = datadep.nonzero_like(self.values, func, args[0])
+            self._see(out)
+            return out
+        if func is aten.masked_select.default:
+            x, mask = torch.broadcast_tensors(args[0], args[1])
+            n = self.values.mask_count(func, mask)
+            out = torch.empty((n,), dtype=x.dtype, device=x.device)
+            self._see(out)
+            return out
+        if func in (aten.index.Tensor, aten.index_put_.default, aten.index_put.default):
+            idx = args[1]
+            if any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in idx):
+                new = []
+                for i in idx:
+                    if isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8):
+                        nz = self._data_dependent(aten.nonzero.default, (i,), {})
+                        new.extend(nz.unbind(1))
+                    else:
+                        new.append(i)
+                return self.__torch_dispatch__(func, (), (args[0], new) + tuple(args[2:]), kwargs)
+        if func is aten.equal.default:
+            a, b = self.values.get(args[0]), self.values.get(args[1])
+            if a is not None and b is not None and a[1] and b[1]:
+                return a[0] == b[0]
+            return bool(self.values.scalar(func, torch.empty((), dtype=torch.bool)))
+        return NotImplemented
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in _NORM_OPS:
+        if self.values is not None:
+            answer = self._data_dependent(func, args, kwargs or {})
+            if answer is not NotImplemented:
+                return answer
+            try:
+                out = self._dispatch(func, types, args, kwargs)
+            except (DataDependentOutputException, DynamicOutputShapeException) as e:
+                from .datadep import user_frames
+
+                site, inner = user_frames()
+                raise self.values.error(func, site, inner, None,
+                                        f"data the fake tensors do not have ({type(e).__name__}: its output "
+                                        f"shape or value depends on the data)") from None
+            self.values.after(func, args, kwargs or {}, out)
+            return out
+        return self._dispatch(func, types, args, kwargs)
+
+    def _dispatch(self, func, types, args=(), kwargs=None):
+        if self._host_mode:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        if func in _NORM_OPS or (SCRIPT_RULES and func in _BN_OPS and self.device_type == "cpu"):
             out = func(*args, **(kwargs or {}))
             x = args[0]
             scale = 2 if x.dtype in _LOW_PRECISION else 1
@@ -271,7 +418,7 @@ class FakeCudaRecorder(AllocationRecorder):
 
 @contextlib.contextmanager
 def fake_recording(recording: Recording | None = None, device_type: str = "cpu",
-                   cublas_workspace: int = CUBLAS_WORKSPACE_HOPPER):
+                   cublas_workspace: int = CUBLAS_WORKSPACE_HOPPER, scripts: bool = False):
     """Records everything inside on a fake device; yields the recorder.
 
     ``device_type``: the (fake) device that stands for the GPU: ``cpu``
@@ -280,13 +427,61 @@ def fake_recording(recording: Recording | None = None, device_type: str = "cpu",
     inside are fake; tensors made before must be passed to
     ``recorder.register`` (and be fake) to be recorded.
     ``cublas_workspace``: bytes of the emulated cuBLAS workspace (0: none).
+    ``scripts``: run a script written for a GPU unchanged (``SCRIPT_RULES``):
+    ``cuda`` devices on the fake CPU (:mod:`vramlab_record.cudadev`),
+    ``torch.autocast("cuda")`` with CUDA's lists (:mod:`vramlab_record.autocast`),
+    the data-dependent policy (:mod:`vramlab_record.datadep`), CUDA's fused
+    dropout and full SDPA routing (:mod:`vramlab_record.sdpa`).
     """
+    global SCRIPT_RULES
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    rec = FakeCudaRecorder(recording, device_type=device_type, cublas_workspace=cublas_workspace)
-    with patched_for_fake(), FakeTensorMode(allow_non_fake_inputs=False):
+    values = None
+    if scripts:
+        from .datadep import Values, install_excepthook
+
+        values = Values()
+        install_excepthook()
+    rec = FakeCudaRecorder(recording, device_type=device_type, cublas_workspace=cublas_workspace, values=values)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(patched_for_fake())
+        # torch.cuda.empty_cache() becomes an empty_cache event.
+        stack.callback(setattr, torch.cuda, "empty_cache", torch.cuda.empty_cache)
+        torch.cuda.empty_cache = rec.empty_cache
+        if scripts:
+            from .autocast import patch_autocast
+            from .sdpa import cuda_like_dropout
+
+            SCRIPT_RULES = True
+            # On a fake CUDA device (a machine with a GPU) CUDA autocast and
+            # GradScaler work as they are.
+            undo = patch_autocast() if device_type == "cpu" else (lambda: None)
+            saved_dropout = F.dropout
+            F.dropout = cuda_like_dropout
+
+            def restore():
+                global SCRIPT_RULES
+                SCRIPT_RULES = False
+                F.dropout = saved_dropout
+                undo()
+
+            stack.callback(restore)
+            from .cudadev import cuda_grad_scaler, gpu_optimizer_defaults
+
+            stack.enter_context(gpu_optimizer_defaults())
+            if device_type == "cpu":
+                stack.enter_context(cuda_grad_scaler())
+        stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
+        if scripts and device_type == "cpu":
+            from .cudadev import cuda_on_fake_cpu
+
+            stack.enter_context(cuda_on_fake_cpu(rec))
         with rec:
             try:
                 yield rec
             finally:
                 gc.collect()
+                if values is not None and values.report():
+                    import sys
+
+                    print(values.report(), file=sys.stderr)

@@ -24,6 +24,7 @@ synthetic addresses) that ``vramlab`` reads like a real snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import pickle
@@ -72,9 +73,14 @@ class Recording:
         """A phase mark (``# phase: label`` in the CSV)."""
         self.events.append(("mark", label, 0))
 
+    def empty_cache(self) -> None:
+        """A ``torch.cuda.empty_cache()`` call (``empty_cache`` in the CSV)."""
+        self.events.append(("empty_cache", 0, 0))
+
     @property
     def num_events(self) -> int:
-        """Allocator events (allocs and frees; marks do not count)."""
+        """Allocator events (allocs, frees and empty_cache calls; marks do
+        not count)."""
         return sum(1 for e in self.events if e[0] != "mark")
 
     def summary(self) -> dict:
@@ -109,6 +115,8 @@ class Recording:
                     w(f"alloc,{i},{size},0\n")
                 elif action == "free":
                     w(f"free,{i},,\n")
+                elif action == "empty_cache":
+                    w("empty_cache,,,\n")
                 else:
                     w(f"# phase: {one(i)}\n")
 
@@ -134,6 +142,11 @@ class Recording:
                 for a in ("free_requested", "free_completed"):
                     trace.append({"action": a, "addr": addr_of[i], "size": size,
                                   "stream": 0, "time_us": t0 + n, "frames": []})
+            elif action == "empty_cache":
+                # A snapshot shows empty_cache() only as the segment_free
+                # entries of what it released, which depend on the
+                # allocator: the call is kept as an annotation.
+                notes.append({"device": 0, "stage": "START", "name": "empty_cache", "time_us": t0 + n})
             else:
                 notes.append({"device": 0, "stage": "START", "name": str(i), "time_us": t0 + n})
         snap = {
@@ -165,6 +178,7 @@ class AllocationRecorder(TorchDispatchMode):
         self.device_type = device_type
         self._live: dict[int, tuple[int, int, int]] = {}  # storage -> (id, recorded bytes, bytes)
         self._host: set[int] = set()
+        self._host_mode = 0
         self._orig_resize = None
 
     # ---- mode entry/exit: wrap UntypedStorage.resize_ (not dispatched) --
@@ -204,6 +218,21 @@ class AllocationRecorder(TorchDispatchMode):
     def mark(self, label: str) -> None:
         """A phase mark in the recording."""
         self.rec.mark(label)
+
+    def empty_cache(self) -> None:
+        """Records a ``torch.cuda.empty_cache()`` call."""
+        self.rec.empty_cache()
+
+    @contextlib.contextmanager
+    def host(self):
+        """Inside, new storages are host memory (not recorded, nor their
+        frees): the CPU side of offloading, whose copies to the device are
+        then made outside (``t.clone()``) and recorded."""
+        self._host_mode += 1
+        try:
+            yield
+        finally:
+            self._host_mode -= 1
 
     # ---- internals -------------------------------------------------------
     def _wanted(self, dev: str) -> bool:
@@ -278,6 +307,12 @@ class AllocationRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if self._host_mode:
+            flat, _ = tree_flatten(out)
+            for t in flat:
+                if isinstance(t, torch.Tensor):
+                    self._host_tensor(t)
+            return out
         if func in _HOST_OPS and isinstance(out, torch.Tensor):
             # torch.tensor(data) without a device makes a CPU tensor in a GPU
             # script too (optimizer step counters, Python constants).

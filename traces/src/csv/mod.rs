@@ -243,9 +243,18 @@ mod tests {
     #[test]
     fn write_then_read_is_lossless() {
         let t = read(
-            "# source: x\n# device_total: 42\n# framework: torch 2.11\n# k: v\naction,id,size,stream\nalloc,a,4096,3\nalloc,b,1\nfree_requested,a\nfree_completed,a\nempty_cache\nfree,b\n",
+            "# source: x\n# device_total: 42\n# framework: torch 2.11\n# k: v\naction,id,size,stream\n# phase: build\nalloc,a,4096,3\nalloc,b,1\n#  phase:  step 0: forward \nfree_requested,a\nfree_completed,a\n# a plain comment\nempty_cache\nfree,b\n# phase: teardown\n",
         )
         .unwrap();
+        let marks: Vec<(u64, &str)> = t
+            .phases
+            .iter()
+            .map(|p| (p.event_index, p.label.as_str()))
+            .collect();
+        assert_eq!(
+            marks,
+            vec![(0, "build"), (2, "step 0: forward"), (6, "teardown")]
+        );
         let mut out = Vec::new();
         write_csv(&t, &mut out, "o.csv").unwrap();
         let back = read_csv(out.as_slice(), "t.csv").unwrap();

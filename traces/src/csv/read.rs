@@ -371,10 +371,15 @@ impl<'p> Reader<'p> {
             return Ok(());
         }
         if let Some(comment) = text.strip_prefix(b"#") {
+            let c = text_of(comment);
             if !self.seen_header {
-                let c = text_of(comment);
                 crate::csv::read::parse_header_line(&mut self.trace.header, c.trim())
                     .map_err(|m| self.err(self.lineno, m))?;
+            } else if let Some(label) = c.trim().strip_prefix("phase:") {
+                self.trace.phases.push(crate::model::PhaseMark {
+                    event_index: self.trace.events.len() as u64,
+                    label: label.trim().to_string(),
+                });
             }
             return Ok(());
         }

@@ -47,7 +47,11 @@ pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), T
     }
     writeln!(out, "{HEADER_ROW}").map_err(io)?;
     let mut buf = itoa_buf();
-    for ev in &trace.events {
+    let mut phases = trace.phases.iter().peekable();
+    for (i, ev) in trace.events.iter().enumerate() {
+        while let Some(p) = phases.next_if(|p| p.event_index <= i as u64) {
+            writeln!(out, "# phase: {}", one_line(&p.label)).map_err(io)?;
+        }
         match *ev {
             Event::Alloc { id, stream, size } => {
                 let raw = trace.streams.get(stream as usize).copied().unwrap_or(0);
@@ -68,6 +72,10 @@ pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), T
             }
             Event::EmptyCache => out.write_all(b"empty_cache,,,\n").map_err(io)?,
         }
+    }
+    // Marks after the last event (a phase with no events).
+    for p in phases {
+        writeln!(out, "# phase: {}", one_line(&p.label)).map_err(io)?;
     }
     out.flush().map_err(io)
 }

@@ -3,6 +3,54 @@
 /// (file name, contents) of every corpus file in the manifest.
 pub(crate) static FILES: &[(&str, &[u8])] = &[
     (
+        "flux-resolution1024.csv.gz",
+        include_bytes!("../../data/flux-resolution1024.csv.gz"),
+    ),
+    (
+        "flux-resolution512-b2.csv.gz",
+        include_bytes!("../../data/flux-resolution512-b2.csv.gz"),
+    ),
+    (
+        "flux-resolution512.csv.gz",
+        include_bytes!("../../data/flux-resolution512.csv.gz"),
+    ),
+    (
+        "flux-resolution768.csv.gz",
+        include_bytes!("../../data/flux-resolution768.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-empty-cache-seq128-b2.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-empty-cache-seq128-b2.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-empty-cache-seq128.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-empty-cache-seq128.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-empty-cache-seq256.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-empty-cache-seq256.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-empty-cache-seq512.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-empty-cache-seq512.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-seq128-b2.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-seq128-b2.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-seq128.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-seq128.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-seq256.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-seq256.csv.gz"),
+    ),
+    (
+        "gpt-small-train-leak-seq512.csv.gz",
+        include_bytes!("../../data/gpt-small-train-leak-seq512.csv.gz"),
+    ),
+    (
         "gpt-small-train-seq128-b2.csv.gz",
         include_bytes!("../../data/gpt-small-train-seq128-b2.csv.gz"),
     ),
@@ -17,6 +65,78 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
     (
         "gpt-small-train-seq512.csv.gz",
         include_bytes!("../../data/gpt-small-train-seq512.csv.gz"),
+    ),
+    (
+        "llama-13b-infer-seq1024.csv.gz",
+        include_bytes!("../../data/llama-13b-infer-seq1024.csv.gz"),
+    ),
+    (
+        "llama-13b-infer-seq2048.csv.gz",
+        include_bytes!("../../data/llama-13b-infer-seq2048.csv.gz"),
+    ),
+    (
+        "llama-13b-infer-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-13b-infer-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-13b-infer-seq512.csv.gz",
+        include_bytes!("../../data/llama-13b-infer-seq512.csv.gz"),
+    ),
+    (
+        "llama-13b-train-seq1024.csv.gz",
+        include_bytes!("../../data/llama-13b-train-seq1024.csv.gz"),
+    ),
+    (
+        "llama-13b-train-seq2048.csv.gz",
+        include_bytes!("../../data/llama-13b-train-seq2048.csv.gz"),
+    ),
+    (
+        "llama-13b-train-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-13b-train-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-13b-train-seq512.csv.gz",
+        include_bytes!("../../data/llama-13b-train-seq512.csv.gz"),
+    ),
+    (
+        "llama-1b-infer-seq1024.csv.gz",
+        include_bytes!("../../data/llama-1b-infer-seq1024.csv.gz"),
+    ),
+    (
+        "llama-1b-infer-seq2048.csv.gz",
+        include_bytes!("../../data/llama-1b-infer-seq2048.csv.gz"),
+    ),
+    (
+        "llama-1b-infer-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-1b-infer-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-1b-infer-seq512.csv.gz",
+        include_bytes!("../../data/llama-1b-infer-seq512.csv.gz"),
+    ),
+    (
+        "llama-1b-train-seq1024.csv.gz",
+        include_bytes!("../../data/llama-1b-train-seq1024.csv.gz"),
+    ),
+    (
+        "llama-1b-train-seq2048.csv.gz",
+        include_bytes!("../../data/llama-1b-train-seq2048.csv.gz"),
+    ),
+    (
+        "llama-1b-train-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-1b-train-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-1b-train-seq512.csv.gz",
+        include_bytes!("../../data/llama-1b-train-seq512.csv.gz"),
+    ),
+    (
+        "llama-3-8b-infer-decode-new-tokens128.csv.gz",
+        include_bytes!("../../data/llama-3-8b-infer-decode-new-tokens128.csv.gz"),
+    ),
+    (
+        "llama-3-8b-infer-decode-new-tokens32.csv.gz",
+        include_bytes!("../../data/llama-3-8b-infer-decode-new-tokens32.csv.gz"),
     ),
     (
         "llama-3-8b-infer-eager-seq1024.csv.gz",
@@ -175,6 +295,70 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
         include_bytes!("../../data/llama-3-8b-train-seq512.csv.gz"),
     ),
     (
+        "llama-3b-infer-seq1024.csv.gz",
+        include_bytes!("../../data/llama-3b-infer-seq1024.csv.gz"),
+    ),
+    (
+        "llama-3b-infer-seq2048.csv.gz",
+        include_bytes!("../../data/llama-3b-infer-seq2048.csv.gz"),
+    ),
+    (
+        "llama-3b-infer-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-3b-infer-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-3b-infer-seq512.csv.gz",
+        include_bytes!("../../data/llama-3b-infer-seq512.csv.gz"),
+    ),
+    (
+        "llama-3b-train-seq1024.csv.gz",
+        include_bytes!("../../data/llama-3b-train-seq1024.csv.gz"),
+    ),
+    (
+        "llama-3b-train-seq2048.csv.gz",
+        include_bytes!("../../data/llama-3b-train-seq2048.csv.gz"),
+    ),
+    (
+        "llama-3b-train-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-3b-train-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-3b-train-seq512.csv.gz",
+        include_bytes!("../../data/llama-3b-train-seq512.csv.gz"),
+    ),
+    (
+        "llama-70b-infer-seq1024.csv.gz",
+        include_bytes!("../../data/llama-70b-infer-seq1024.csv.gz"),
+    ),
+    (
+        "llama-70b-infer-seq2048.csv.gz",
+        include_bytes!("../../data/llama-70b-infer-seq2048.csv.gz"),
+    ),
+    (
+        "llama-70b-infer-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-70b-infer-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-70b-infer-seq512.csv.gz",
+        include_bytes!("../../data/llama-70b-infer-seq512.csv.gz"),
+    ),
+    (
+        "llama-70b-train-seq1024.csv.gz",
+        include_bytes!("../../data/llama-70b-train-seq1024.csv.gz"),
+    ),
+    (
+        "llama-70b-train-seq2048.csv.gz",
+        include_bytes!("../../data/llama-70b-train-seq2048.csv.gz"),
+    ),
+    (
+        "llama-70b-train-seq512-b2.csv.gz",
+        include_bytes!("../../data/llama-70b-train-seq512-b2.csv.gz"),
+    ),
+    (
+        "llama-70b-train-seq512.csv.gz",
+        include_bytes!("../../data/llama-70b-train-seq512.csv.gz"),
+    ),
+    (
         "sd15-eager-resolution256-b2.csv.gz",
         include_bytes!("../../data/sd15-eager-resolution256-b2.csv.gz"),
     ),
@@ -207,6 +391,38 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
         include_bytes!("../../data/sd15-fp32-resolution768.csv.gz"),
     ),
     (
+        "sd15-offload-model-resolution256-b2.csv.gz",
+        include_bytes!("../../data/sd15-offload-model-resolution256-b2.csv.gz"),
+    ),
+    (
+        "sd15-offload-model-resolution256.csv.gz",
+        include_bytes!("../../data/sd15-offload-model-resolution256.csv.gz"),
+    ),
+    (
+        "sd15-offload-model-resolution512.csv.gz",
+        include_bytes!("../../data/sd15-offload-model-resolution512.csv.gz"),
+    ),
+    (
+        "sd15-offload-model-resolution768.csv.gz",
+        include_bytes!("../../data/sd15-offload-model-resolution768.csv.gz"),
+    ),
+    (
+        "sd15-offload-sequential-resolution256-b2.csv.gz",
+        include_bytes!("../../data/sd15-offload-sequential-resolution256-b2.csv.gz"),
+    ),
+    (
+        "sd15-offload-sequential-resolution256.csv.gz",
+        include_bytes!("../../data/sd15-offload-sequential-resolution256.csv.gz"),
+    ),
+    (
+        "sd15-offload-sequential-resolution512.csv.gz",
+        include_bytes!("../../data/sd15-offload-sequential-resolution512.csv.gz"),
+    ),
+    (
+        "sd15-offload-sequential-resolution768.csv.gz",
+        include_bytes!("../../data/sd15-offload-sequential-resolution768.csv.gz"),
+    ),
+    (
         "sd15-resolution256-b2.csv.gz",
         include_bytes!("../../data/sd15-resolution256-b2.csv.gz"),
     ),
@@ -221,6 +437,58 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
     (
         "sd15-resolution768.csv.gz",
         include_bytes!("../../data/sd15-resolution768.csv.gz"),
+    ),
+    (
+        "sd15-vae-slicing-check-resolution512-b4.csv.gz",
+        include_bytes!("../../data/sd15-vae-slicing-check-resolution512-b4.csv.gz"),
+    ),
+    (
+        "sd15-vae-slicing-resolution256-b2.csv.gz",
+        include_bytes!("../../data/sd15-vae-slicing-resolution256-b2.csv.gz"),
+    ),
+    (
+        "sd15-vae-slicing-resolution256.csv.gz",
+        include_bytes!("../../data/sd15-vae-slicing-resolution256.csv.gz"),
+    ),
+    (
+        "sd15-vae-slicing-resolution512.csv.gz",
+        include_bytes!("../../data/sd15-vae-slicing-resolution512.csv.gz"),
+    ),
+    (
+        "sd15-vae-slicing-resolution768.csv.gz",
+        include_bytes!("../../data/sd15-vae-slicing-resolution768.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-3x3-resolution1024.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-3x3-resolution1024.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-3x3-resolution1152.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-3x3-resolution1152.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-3x3-resolution896-b2.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-3x3-resolution896-b2.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-3x3-resolution896.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-3x3-resolution896.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-resolution640-b2.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-resolution640-b2.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-resolution640.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-resolution640.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-resolution704.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-resolution704.csv.gz"),
+    ),
+    (
+        "sd15-vae-tiling-resolution768.csv.gz",
+        include_bytes!("../../data/sd15-vae-tiling-resolution768.csv.gz"),
     ),
     (
         "sdxl-eager-resolution1024.csv.gz",
@@ -239,6 +507,38 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
         include_bytes!("../../data/sdxl-eager-resolution768.csv.gz"),
     ),
     (
+        "sdxl-offload-model-resolution1024.csv.gz",
+        include_bytes!("../../data/sdxl-offload-model-resolution1024.csv.gz"),
+    ),
+    (
+        "sdxl-offload-model-resolution1280.csv.gz",
+        include_bytes!("../../data/sdxl-offload-model-resolution1280.csv.gz"),
+    ),
+    (
+        "sdxl-offload-model-resolution768-b2.csv.gz",
+        include_bytes!("../../data/sdxl-offload-model-resolution768-b2.csv.gz"),
+    ),
+    (
+        "sdxl-offload-model-resolution768.csv.gz",
+        include_bytes!("../../data/sdxl-offload-model-resolution768.csv.gz"),
+    ),
+    (
+        "sdxl-offload-sequential-resolution1024.csv.gz",
+        include_bytes!("../../data/sdxl-offload-sequential-resolution1024.csv.gz"),
+    ),
+    (
+        "sdxl-offload-sequential-resolution1280.csv.gz",
+        include_bytes!("../../data/sdxl-offload-sequential-resolution1280.csv.gz"),
+    ),
+    (
+        "sdxl-offload-sequential-resolution768-b2.csv.gz",
+        include_bytes!("../../data/sdxl-offload-sequential-resolution768-b2.csv.gz"),
+    ),
+    (
+        "sdxl-offload-sequential-resolution768.csv.gz",
+        include_bytes!("../../data/sdxl-offload-sequential-resolution768.csv.gz"),
+    ),
+    (
         "sdxl-resolution1024.csv.gz",
         include_bytes!("../../data/sdxl-resolution1024.csv.gz"),
     ),
@@ -253,5 +553,57 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
     (
         "sdxl-resolution768.csv.gz",
         include_bytes!("../../data/sdxl-resolution768.csv.gz"),
+    ),
+    (
+        "sdxl-vae-slicing-check-resolution1024-b3.csv.gz",
+        include_bytes!("../../data/sdxl-vae-slicing-check-resolution1024-b3.csv.gz"),
+    ),
+    (
+        "sdxl-vae-slicing-resolution1024.csv.gz",
+        include_bytes!("../../data/sdxl-vae-slicing-resolution1024.csv.gz"),
+    ),
+    (
+        "sdxl-vae-slicing-resolution1280.csv.gz",
+        include_bytes!("../../data/sdxl-vae-slicing-resolution1280.csv.gz"),
+    ),
+    (
+        "sdxl-vae-slicing-resolution768-b2.csv.gz",
+        include_bytes!("../../data/sdxl-vae-slicing-resolution768-b2.csv.gz"),
+    ),
+    (
+        "sdxl-vae-slicing-resolution768.csv.gz",
+        include_bytes!("../../data/sdxl-vae-slicing-resolution768.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-3x3-resolution1792-b2.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-3x3-resolution1792-b2.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-3x3-resolution1792.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-3x3-resolution1792.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-3x3-resolution2048.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-3x3-resolution2048.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-3x3-resolution2304.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-3x3-resolution2304.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-resolution1280-b2.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-resolution1280-b2.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-resolution1280.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-resolution1280.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-resolution1408.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-resolution1408.csv.gz"),
+    ),
+    (
+        "sdxl-vae-tiling-resolution1536.csv.gz",
+        include_bytes!("../../data/sdxl-vae-tiling-resolution1536.csv.gz"),
     ),
 ];

@@ -23,19 +23,22 @@
 //! parameter, optionally one at another batch size) become a template with
 //! [`learn_files`].
 
+mod check;
 mod corpus;
 mod fit;
+mod knobs;
 mod preset;
 mod read;
 mod template;
 
 use std::path::Path;
 
+pub use check::{Check, CheckKind, check_family};
 pub use corpus::{CorpusEntry, MANIFEST, corpus, embedded_files};
 pub use fit::{FitKind, Poly, fit};
+pub use knobs::{Attention, KvCache, ModelSize, Offload, Precision, kv_cache_bytes, vae_tile_grid};
 pub use preset::{
-    Attention, Check, CheckKind, GenRequest, KvCache, PRESETS, Precision, Preset, Variant,
-    check_family, family_recordings, generate, load_template, preset,
+    GenRequest, PRESETS, Preset, Variant, family_recordings, generate, load_template, preset,
 };
 pub use read::{Recording, gunzip, is_gzip, read_csv_gz, read_recording, read_recording_bytes};
 pub use template::{Presence, Sample, Scaling, SizeFn, Template, peak_live_bytes};

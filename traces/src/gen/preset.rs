@@ -8,90 +8,11 @@ use crate::model::Trace;
 
 use super::GenError;
 use super::corpus::{CorpusEntry, corpus};
+use super::knobs::{
+    Attention, KvCache, ModelSize, Offload, Precision, kv_cache_bytes, vae_tile_grid,
+};
 use super::read::{Recording, read_recording_bytes};
-use super::template::{Sample, Scaling, Template, peak_live_bytes};
-
-/// Numeric format of the weights (and activations) of a recorded variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Precision {
-    /// 32-bit float.
-    Fp32,
-    /// 16-bit float (diffusion pipelines' usual `torch_dtype`).
-    Fp16,
-    /// bfloat16.
-    Bf16,
-    /// bitsandbytes LLM.int8() weights (emulated layout, see traces/record).
-    Int8,
-    /// bitsandbytes 4-bit NF4 weights with double quantisation.
-    Nf4,
-}
-
-impl Precision {
-    /// All precisions.
-    pub const ALL: [Precision; 5] = [
-        Precision::Fp32,
-        Precision::Fp16,
-        Precision::Bf16,
-        Precision::Int8,
-        Precision::Nf4,
-    ];
-
-    /// The name the recorder and the CLI use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Fp32 => "fp32",
-            Precision::Fp16 => "fp16",
-            Precision::Bf16 => "bf16",
-            Precision::Int8 => "int8",
-            Precision::Nf4 => "nf4",
-        }
-    }
-
-    /// Parses a name.
-    pub fn from_name(s: &str) -> Option<Precision> {
-        Precision::ALL
-            .into_iter()
-            .find(|p| p.name() == s.to_ascii_lowercase())
-    }
-}
-
-/// Attention implementation of a recorded variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Attention {
-    /// Matmul + softmax, materialising the score matrix.
-    Eager,
-    /// FlashAttention-2 through PyTorch's SDPA (no score matrix).
-    Flash,
-}
-
-impl Attention {
-    /// The name the recorder and the CLI use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Attention::Eager => "eager",
-            Attention::Flash => "flash",
-        }
-    }
-}
-
-/// KV cache of an inference variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum KvCache {
-    /// Grows by concatenation every token (Hugging Face `DynamicCache`).
-    Dynamic,
-    /// Preallocated for prompt + new tokens (`StaticCache`).
-    Static,
-}
-
-impl KvCache {
-    /// The name the recorder and the CLI use.
-    pub fn name(self) -> &'static str {
-        match self {
-            KvCache::Dynamic => "dynamic",
-            KvCache::Static => "static",
-        }
-    }
-}
+use super::template::{Sample, Scaling, Template};
 
 /// A workload the generator knows, named after the real model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +32,8 @@ pub struct Preset {
     /// Precision of the recordings that do not name one.
     pub default_precision: Precision,
     /// Which variant options it has: `precision`, `attention`,
-    /// `checkpointing`, `kv_cache`.
+    /// `checkpointing`, `kv_cache`, `size`; and `new_tokens` (not a
+    /// variant: the decode length of generation presets).
     pub options: &'static [&'static str],
 }
 
@@ -121,51 +43,73 @@ pub const PRESETS: &[Preset] = &[
         name: "llama-3-8b-train",
         aliases: &["llama3-8b-train"],
         workload: "llama-3-8b-train",
-        description: "Llama-3-8B-shaped training steps (Hugging Face LlamaForCausalLM, bf16 weights, AdamW foreach, 2 steps)",
+        description: "Llama-3-8B-shaped training steps (Hugging Face LlamaForCausalLM, bf16 weights, AdamW foreach, 2 steps); --size 1b|3b|13b|70b for the Llama-3.2-1B/3B, Llama-2-13B, Llama-3-70B shapes",
         scaling: Scaling::Seq,
         default_value: 1024,
         default_precision: Precision::Bf16,
-        options: &["precision", "attention", "checkpointing"],
+        options: &["precision", "attention", "checkpointing", "size"],
     },
     Preset {
         name: "llama-3-8b-infer",
         aliases: &["llama3-8b-infer", "llama-3-8b"],
         workload: "llama-3-8b-infer",
-        description: "Llama-3-8B-shaped greedy generation: prefill of --seq prompt tokens, then 7 decode steps with a KV cache",
+        description: "Llama-3-8B-shaped greedy generation: prefill of --seq prompt tokens, then --new-tokens minus one decode steps with a KV cache (recorded: 8 new tokens; other lengths, 3 or more, extend or stop the decode, dynamic cache); --size 1b|3b|13b|70b for the other Llama shapes",
         scaling: Scaling::Seq,
         default_value: 1024,
         default_precision: Precision::Bf16,
-        options: &["precision", "attention", "kv_cache"],
+        options: &["precision", "attention", "kv_cache", "size", "new_tokens"],
     },
     Preset {
         name: "sd15",
         aliases: &["sd-1.5", "stable-diffusion-1.5"],
         workload: "sd15",
-        description: "Stable Diffusion 1.5 text-to-image: CLIP text encoder, 2 UNet steps with classifier-free guidance, VAE decode",
+        description: "Stable Diffusion 1.5 text-to-image: CLIP text encoder, 2 UNet steps with classifier-free guidance, VAE decode; --vae-tiling (engages above 512 px), --vae-slicing, --offload model|sequential",
         scaling: Scaling::Resolution,
         default_value: 512,
         default_precision: Precision::Fp16,
-        options: &["precision", "attention"],
+        options: &[
+            "precision",
+            "attention",
+            "vae_tiling",
+            "vae_slicing",
+            "offload",
+        ],
     },
     Preset {
         name: "sdxl",
         aliases: &["sdxl-base", "stable-diffusion-xl"],
         workload: "sdxl",
-        description: "SDXL base text-to-image: two text encoders, 2 UNet steps with CFG, fp32 VAE decode (force_upcast)",
+        description: "SDXL base text-to-image: two text encoders, 2 UNet steps with CFG, fp32 VAE decode (force_upcast); --vae-tiling (engages above 1024 px), --vae-slicing, --offload model|sequential",
         scaling: Scaling::Resolution,
         default_value: 1024,
         default_precision: Precision::Fp16,
-        options: &["precision", "attention"],
+        options: &[
+            "precision",
+            "attention",
+            "vae_tiling",
+            "vae_slicing",
+            "offload",
+        ],
+    },
+    Preset {
+        name: "flux",
+        aliases: &["flux-dev", "flux.1-dev", "flux1-dev"],
+        workload: "flux",
+        description: "FLUX.1-dev-shaped text-to-image (diffusers FluxTransformer2DModel, random init, bf16): CLIP-L + T5-XXL prompt encoding, 2 transformer steps (guidance-distilled, no CFG), VAE decode",
+        scaling: Scaling::Resolution,
+        default_value: 1024,
+        default_precision: Precision::Bf16,
+        options: &["precision"],
     },
     Preset {
         name: "gpt-small",
         aliases: &["gpt-small-train"],
         workload: "gpt-small-train",
-        description: "GPT-style LM training steps (6 layers, d=384, vocab 8192, fp32, AdamW foreach, 3 steps)",
+        description: "GPT-style LM training steps (6 layers, d=384, vocab 8192, fp32, AdamW foreach, 3 steps); --leak keeps each step's logits in a list, --empty-cache calls empty_cache() after each step",
         scaling: Scaling::Seq,
         default_value: 256,
         default_precision: Precision::Fp32,
-        options: &["precision"],
+        options: &["precision", "leak", "empty_cache"],
     },
 ];
 
@@ -198,6 +142,22 @@ pub struct Variant {
     pub checkpointing: bool,
     /// KV cache.
     pub kv_cache: KvCache,
+    /// Model size, for presets with a `size` option (`None` for the
+    /// others).
+    pub size: Option<ModelSize>,
+    /// diffusers' VAE tiling, as the grid of tiles it decodes in (`Some(n)`:
+    /// n × n tiles; the grid depends on the resolution, and each grid is
+    /// its own recorded family). `None`: not tiled (also when tiling was
+    /// asked for at a resolution where it does not engage).
+    pub vae_tiling: Option<u8>,
+    /// diffusers' VAE slicing (one image of the batch at a time).
+    pub vae_slicing: bool,
+    /// diffusers' CPU offloading.
+    pub offload: Offload,
+    /// A leak: each training step's logits kept in a list until the end.
+    pub leak: bool,
+    /// `torch.cuda.empty_cache()` after every training step.
+    pub empty_cache: bool,
 }
 
 impl Variant {
@@ -208,6 +168,12 @@ impl Variant {
             attention: Attention::Flash,
             checkpointing: false,
             kv_cache: KvCache::Dynamic,
+            size: p.options.contains(&"size").then_some(ModelSize::B8),
+            vae_tiling: None,
+            vae_slicing: false,
+            offload: Offload::None,
+            leak: false,
+            empty_cache: false,
         }
     }
 
@@ -230,6 +196,24 @@ impl Variant {
                 Some("dynamic") | None => KvCache::Dynamic,
                 Some(_) => return None,
             },
+            vae_tiling: match get("vae_tiling").as_deref() {
+                Some("true" | "1") => {
+                    let res = e.params.get("resolution")?.parse().ok()?;
+                    Some(vae_tile_grid(p.name, res)?).filter(|&n| n > 1)
+                }
+                _ => None,
+            },
+            vae_slicing: matches!(get("vae_slicing").as_deref(), Some("true" | "1")),
+            offload: match get("offload") {
+                Some(v) => Offload::from_name(&v)?,
+                None => Offload::None,
+            },
+            leak: matches!(get("leak").as_deref(), Some("true" | "1")),
+            empty_cache: matches!(get("empty_cache").as_deref(), Some("true" | "1")),
+            size: match get("size") {
+                Some(v) => Some(ModelSize::from_name(&v)?).filter(|_| d.size.is_some()),
+                None => d.size,
+            },
         })
     }
 
@@ -248,23 +232,103 @@ impl Variant {
         if p.options.contains(&"kv_cache") {
             out.push(format!("--kv-cache {}", self.kv_cache.name()));
         }
+        if let Some(s) = self.size {
+            out.push(format!("--size {}", s.name()));
+        }
+        if let Some(n) = self.vae_tiling {
+            out.push(format!("--vae-tiling ({n}x{n} tiles)"));
+        }
+        if self.vae_slicing {
+            out.push("--vae-slicing".into());
+        }
+        if self.offload != Offload::None {
+            out.push(format!("--offload {}", self.offload.name()));
+        }
+        if self.leak {
+            out.push("--leak".into());
+        }
+        if self.empty_cache {
+            out.push("--empty-cache".into());
+        }
         out.join(" ")
     }
 }
 
 impl Preset {
-    /// The recorded variants of this preset and their corpus files.
+    /// The recorded variants of this preset and their corpus files (for
+    /// generation presets, the recordings at the variant's smallest number
+    /// of new tokens: the others are [`Preset::decode_recordings`]).
     pub fn variants(&self) -> BTreeMap<Variant, Vec<&'static CorpusEntry>> {
         let mut out: BTreeMap<Variant, Vec<&'static CorpusEntry>> = BTreeMap::new();
-        for e in corpus() {
-            if e.workload == self.workload {
-                if let Some(v) = Variant::of_entry(self, e) {
-                    out.entry(v).or_default().push(e);
-                }
-            }
+        for (v, e) in self.entries() {
+            out.entry(v).or_default().push(e);
+        }
+        for entries in out.values_mut() {
+            let fewest = entries.iter().filter_map(|e| new_tokens(e)).min();
+            entries.retain(|e| new_tokens(e) == fewest);
+            let two = two_smallest_batches(entries);
+            entries.retain(|e| two.contains(&batch(e)));
         }
         out
     }
+
+    /// A variant's recordings at batch sizes beyond its two smallest (the
+    /// template learns from those two), which check the per-item repetition
+    /// of `--vae-slicing`.
+    pub fn batch_recordings(&self, v: &Variant) -> Vec<&'static CorpusEntry> {
+        let all: Vec<&'static CorpusEntry> = self
+            .entries()
+            .filter(|(w, _)| w == v)
+            .map(|(_, e)| e)
+            .collect();
+        let two = two_smallest_batches(&all);
+        all.into_iter()
+            .filter(|e| !two.contains(&batch(e)))
+            .collect()
+    }
+
+    /// A variant's recordings of longer generations (more new tokens than
+    /// its series), which check the decode extension (`--new-tokens`).
+    pub fn decode_recordings(&self, v: &Variant) -> Vec<&'static CorpusEntry> {
+        let fewest = self
+            .entries()
+            .filter(|(w, _)| w == v)
+            .filter_map(|(_, e)| new_tokens(e))
+            .min();
+        self.entries()
+            .filter(|(w, e)| w == v && new_tokens(e) > fewest)
+            .map(|(_, e)| e)
+            .collect()
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (Variant, &'static CorpusEntry)> + '_ {
+        corpus()
+            .iter()
+            .filter(|e| e.workload == self.workload)
+            .filter_map(|e| Some((Variant::of_entry(self, e)?, e)))
+    }
+}
+
+/// The batch size of a recording (1 when it does not say).
+fn batch(e: &CorpusEntry) -> u64 {
+    e.params
+        .get("batch")
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The two smallest batch sizes among recordings.
+fn two_smallest_batches(entries: &[&CorpusEntry]) -> Vec<u64> {
+    let mut b: Vec<u64> = entries.iter().map(|e| batch(e)).collect();
+    b.sort_unstable();
+    b.dedup();
+    b.truncate(2);
+    b
+}
+
+/// The `new_tokens` parameter of a recording, if it has one.
+fn new_tokens(e: &CorpusEntry) -> Option<u64> {
+    e.params.get("new_tokens")?.parse().ok()
 }
 
 impl fmt::Display for Preset {
@@ -294,6 +358,20 @@ pub struct GenRequest {
     pub kv_cache: Option<KvCache>,
     /// Number of training / denoising steps (default: as recorded).
     pub steps: Option<u32>,
+    /// Model size (presets with a `size` option; default 8B).
+    pub size: Option<ModelSize>,
+    /// Tokens to generate (generation presets; default: as recorded).
+    pub new_tokens: Option<u64>,
+    /// diffusers' `enable_vae_tiling()` (diffusion presets).
+    pub vae_tiling: bool,
+    /// diffusers' `enable_vae_slicing()` (diffusion presets).
+    pub vae_slicing: bool,
+    /// diffusers' CPU offloading (diffusion presets; default none).
+    pub offload: Option<Offload>,
+    /// The leak workload (gpt-small).
+    pub leak: bool,
+    /// `empty_cache()` after every step (gpt-small).
+    pub empty_cache: bool,
 }
 
 impl GenRequest {
@@ -338,6 +416,51 @@ impl GenRequest {
             }
             v.kv_cache = x;
         }
+        if let Some(x) = self.size {
+            if !has("size") {
+                return Err(no("--size"));
+            }
+            v.size = Some(x);
+        }
+        if self.new_tokens.is_some() && !has("new_tokens") {
+            return Err(no("--new-tokens"));
+        }
+        if self.vae_tiling {
+            if !has("vae_tiling") {
+                return Err(no("--vae-tiling"));
+            }
+            v.vae_tiling = vae_tile_grid(p.name, self.value(p)).filter(|&n| n > 1);
+        }
+        if self.vae_slicing {
+            if !has("vae_slicing") {
+                return Err(no("--vae-slicing"));
+            }
+            v.vae_slicing = true;
+        }
+        if let Some(x) = self.offload {
+            if !has("offload") {
+                return Err(no("--offload"));
+            }
+            v.offload = x;
+        }
+        if self.leak {
+            if !has("leak") {
+                return Err(no("--leak"));
+            }
+            v.leak = true;
+        }
+        if self.empty_cache {
+            if !has("empty_cache") {
+                return Err(no("--empty-cache"));
+            }
+            v.empty_cache = true;
+        }
+        if p.name == "flux" && self.value(p) % 16 != 0 {
+            return Err(GenError::Request(format!(
+                "flux: --resolution must be a multiple of 16 (8x VAE, 2x2 latent packing), not {}",
+                self.value(p)
+            )));
+        }
         match p.scaling {
             Scaling::Seq if self.resolution.is_some() => {
                 return Err(GenError::Request(format!(
@@ -354,6 +477,45 @@ impl GenRequest {
             _ => {}
         }
         Ok((p, v))
+    }
+
+    /// This request for another variant of its preset (the variant's
+    /// options replace the request's; sizes, batch and steps are kept).
+    /// Only the options the preset has are set, so that the request
+    /// resolves.
+    pub fn for_variant(&self, v: &Variant) -> GenRequest {
+        let opts = preset(&self.preset).map_or(&[][..], |p| p.options);
+        let has = |o: &str| opts.contains(&o);
+        GenRequest {
+            precision: has("precision").then_some(v.precision),
+            attention: has("attention").then_some(v.attention),
+            checkpointing: has("checkpointing") && v.checkpointing,
+            kv_cache: has("kv_cache").then_some(v.kv_cache),
+            size: v.size.filter(|_| has("size")),
+            vae_tiling: has("vae_tiling") && v.vae_tiling.is_some(),
+            vae_slicing: has("vae_slicing") && v.vae_slicing,
+            offload: has("offload").then_some(v.offload),
+            leak: has("leak") && v.leak,
+            empty_cache: has("empty_cache") && v.empty_cache,
+            ..self.clone()
+        }
+    }
+
+    /// Bytes of KV cache at the end of the generation, for generation
+    /// presets (see [`kv_cache_bytes`]); `recorded` is the number of new
+    /// tokens the template was recorded with.
+    pub fn kv_cache_bytes(&self, recorded: u64) -> Option<u64> {
+        let (p, v) = self.resolve().ok()?;
+        if !p.options.contains(&"new_tokens") {
+            return None;
+        }
+        Some(kv_cache_bytes(
+            v.size.unwrap_or(ModelSize::B8),
+            v.kv_cache,
+            self.batch.unwrap_or(1),
+            self.value(p),
+            self.new_tokens.unwrap_or(recorded),
+        ))
     }
 
     /// The requested value of the scaling parameter (or the default).
@@ -388,7 +550,7 @@ pub fn family_recordings(p: &Preset, v: &Variant) -> Result<Vec<Recording>, GenE
         .collect()
 }
 
-fn samples<'a>(p: &Preset, recs: &'a [Recording]) -> Result<Vec<Sample<'a>>, GenError> {
+pub(super) fn samples<'a>(p: &Preset, recs: &'a [Recording]) -> Result<Vec<Sample<'a>>, GenError> {
     recs.iter()
         .map(|r| {
             let value = r.param_u64(p.scaling.param()).ok_or_else(|| {
@@ -407,7 +569,7 @@ fn samples<'a>(p: &Preset, recs: &'a [Recording]) -> Result<Vec<Sample<'a>>, Gen
         .collect()
 }
 
-fn template_name(p: &Preset, v: &Variant) -> String {
+pub(super) fn template_name(p: &Preset, v: &Variant) -> String {
     let d = Variant::default_for(p);
     let mut name = p.name.to_string();
     if v.precision != d.precision {
@@ -422,6 +584,24 @@ fn template_name(p: &Preset, v: &Variant) -> String {
     if v.kv_cache != d.kv_cache {
         name.push_str(&format!(" --kv-cache {}", v.kv_cache.name()));
     }
+    if let Some(s) = v.size.filter(|_| v.size != d.size) {
+        name.push_str(&format!(" --size {}", s.name()));
+    }
+    if let Some(n) = v.vae_tiling {
+        name.push_str(&format!(" --vae-tiling ({n}x{n} tiles)"));
+    }
+    if v.vae_slicing {
+        name.push_str(" --vae-slicing");
+    }
+    if v.offload != Offload::None {
+        name.push_str(&format!(" --offload {}", v.offload.name()));
+    }
+    if v.leak {
+        name.push_str(" --leak");
+    }
+    if v.empty_cache {
+        name.push_str(" --empty-cache");
+    }
     name
 }
 
@@ -435,126 +615,46 @@ pub fn load_template(p: &Preset, v: &Variant) -> Result<Template, GenError> {
 pub fn generate(req: &GenRequest) -> Result<(Trace, Template), GenError> {
     let (p, v) = req.resolve()?;
     let t = load_template(p, &v)?;
-    let trace = t.instantiate(req.batch.unwrap_or(1), req.value(p), req.steps)?;
-    Ok((trace, t))
-}
-
-/// What a [`Check`] compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckKind {
-    /// A recording the template was learned from.
-    Recorded,
-    /// A recording between the others, left out when learning.
-    HeldBack,
-    /// The largest recording, left out when learning (extrapolation).
-    Extrapolated,
-}
-
-impl fmt::Display for CheckKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CheckKind::Recorded => "recorded",
-            CheckKind::HeldBack => "held back",
-            CheckKind::Extrapolated => "extrapolated",
-        })
+    if v.kv_cache == KvCache::Static
+        && req
+            .new_tokens
+            .is_some_and(|n| Some(n) != t.recorded_new_tokens())
+    {
+        return Err(GenError::Request(format!(
+            "{}: --new-tokens: the static cache is preallocated for prompt + new tokens, so its decode steps are recorded at {} new tokens only; use --kv-cache dynamic for other lengths",
+            t.name,
+            t.recorded_new_tokens().unwrap_or(0)
+        )));
     }
-}
-
-/// A generated trace compared with a recording at the same size.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Check {
-    /// The recording's file name.
-    pub file: String,
-    /// What was compared.
-    pub kind: CheckKind,
-    /// Batch size.
-    pub batch: u64,
-    /// Value of the scaling parameter.
-    pub value: u64,
-    /// Allocations in the recording.
-    pub recorded_allocs: usize,
-    /// Allocations in the generated trace.
-    pub generated_allocs: usize,
-    /// Peak live requested bytes of the recording.
-    pub recorded_peak: u64,
-    /// Peak live requested bytes of the generated trace.
-    pub generated_peak: u64,
-    /// Allocations, in order, whose generated size equals the recorded one
-    /// (of `recorded_allocs`; 0 when the counts differ).
-    pub exact_sizes: usize,
-}
-
-impl Check {
-    /// (generated − recorded) / recorded peak.
-    pub fn peak_error(&self) -> f64 {
-        if self.recorded_peak == 0 {
-            return 0.0;
+    let batch = req.batch.unwrap_or(1);
+    let mut trace = if v.vae_slicing && batch > 2 {
+        if req.steps.is_some() {
+            return Err(GenError::Request(format!(
+                "{}: --steps with --vae-slicing beyond batch 2",
+                t.name
+            )));
         }
-        (self.generated_peak as f64 - self.recorded_peak as f64) / self.recorded_peak as f64
-    }
-}
-
-fn compare(t: &Template, s: &Sample<'_>, kind: CheckKind) -> Result<Check, GenError> {
-    let g = t.instantiate(s.batch, s.value, None)?;
-    let sizes = |tr: &Trace| -> Vec<u64> {
-        tr.events
-            .iter()
-            .filter_map(|e| match *e {
-                crate::model::Event::Alloc { size, .. } => Some(size),
-                _ => None,
-            })
-            .collect()
-    };
-    let (a, b) = (sizes(&s.rec.trace), sizes(&g));
-    let exact_sizes = if a.len() == b.len() {
-        a.iter().zip(&b).filter(|(x, y)| x == y).count()
+        // One image at a time: the second image's decode, repeated.
+        t.instantiate_per_item(batch, req.value(p), "vae decode")?
     } else {
-        0
+        t.instantiate_with(batch, req.value(p), req.steps, req.new_tokens)?
     };
-    Ok(Check {
-        file: s.rec.name.clone(),
-        kind,
-        batch: s.batch,
-        value: s.value,
-        recorded_allocs: s.rec.trace.num_allocs(),
-        generated_allocs: g.num_allocs(),
-        recorded_peak: peak_live_bytes(&s.rec.trace),
-        generated_peak: peak_live_bytes(&g),
-        exact_sizes,
-    })
-}
-
-/// Measures a variant's template against its recordings: every recording
-/// regenerated from the template learned from all of them; the middle
-/// value of the base-batch series regenerated from a template learned
-/// without it (held back); and the largest value from a template learned
-/// without it (extrapolation), when the batch recording is elsewhere.
-pub fn check_family(p: &Preset, v: &Variant) -> Result<Vec<Check>, GenError> {
-    let recs = family_recordings(p, v)?;
-    let all = samples(p, &recs)?;
-    let name = template_name(p, v);
-    let t = Template::learn(&name, p.scaling, &all)?;
-    let mut out = Vec::new();
-    for s in &all {
-        out.push(compare(&t, s, CheckKind::Recorded)?);
+    if let Some(kv) = t.recorded_new_tokens().and_then(|n| req.kv_cache_bytes(n)) {
+        trace
+            .header
+            .extra
+            .insert("param.kv_cache_bytes".into(), kv.to_string());
     }
-    let base = all.iter().map(|s| s.batch).min().unwrap_or(1);
-    let mut series: Vec<&Sample<'_>> = all.iter().filter(|s| s.batch == base).collect();
-    series.sort_by_key(|s| s.value);
-    if let &[_, held_back, .., largest] = series.as_slice() {
-        for (left_out, kind) in [
-            (held_back, CheckKind::HeldBack),
-            (largest, CheckKind::Extrapolated),
-        ] {
-            let out_value = left_out.value;
-            let rest: Vec<Sample<'_>> = all
-                .iter()
-                .filter(|s| s.value != out_value)
-                .copied()
-                .collect();
-            let t = Template::learn(&name, p.scaling, &rest)?;
-            out.push(compare(&t, left_out, kind)?);
-        }
+    if req.vae_tiling {
+        let n = v.vae_tiling.unwrap_or(1);
+        trace
+            .header
+            .extra
+            .insert("param.vae_tiling".into(), "true".into());
+        trace
+            .header
+            .extra
+            .insert("vae_tiles".into(), format!("{n}x{n}"));
     }
-    Ok(out)
+    Ok((trace, t))
 }

@@ -130,13 +130,26 @@ impl FreeRanges {
         best
     }
 
-    /// The highest free range longer than `len` bytes.
-    pub(crate) fn highest_longer_than(&self, len: u64) -> Option<(u64, u64)> {
+    /// The highest free range below `limit` longer than `len` bytes, the
+    /// part of it below `limit` only.
+    pub(crate) fn highest_longer_than_below(&self, len: u64, limit: u64) -> Option<(u64, u64)> {
+        // The highest range that starts below the limit, cut there.
+        let top = self
+            .by_start
+            .range(..limit)
+            .next_back()
+            .map(|(&s, &e)| (s, e.min(limit)));
+        if let Some((s, e)) = top.filter(|&(s, e)| e - s > len) {
+            return Some((s, e));
+        }
+        // The others end below it (they are below `top`).
+        let skip = top.map(|(s, _)| s);
         let start = self
             .by_len
             .range(len.saturating_add(1)..)
-            .filter_map(|(_, starts)| starts.last().copied())
-            .max()?;
+            .filter_map(|(_, starts)| starts.range(..limit).rev().find(|&&s| Some(s) != skip))
+            .max()
+            .copied()?;
         self.by_start.get(&start).map(|&end| (start, end))
     }
 }
@@ -190,17 +203,21 @@ mod tests {
         assert_eq!(f.best_fit(4), Some(0));
         assert_eq!(f.best_fit(5), Some(8));
         assert_eq!(f.longest(), 22);
-        assert_eq!(f.highest_longer_than(3), Some((8, 30)));
-        assert_eq!(f.highest_longer_than(22), None);
+        assert_eq!(f.highest_longer_than_below(3, u64::MAX), Some((8, 30)));
+        assert_eq!(f.highest_longer_than_below(22, u64::MAX), None);
         f.cut(2, 12);
         assert_eq!(f.holding(0, 2), Some((0, 2)));
         assert_eq!(f.holding(12, 30), Some((12, 30)));
-        assert_eq!(f.highest_longer_than(1), Some((12, 30)));
+        assert_eq!(f.highest_longer_than_below(1, u64::MAX), Some((12, 30)));
         // From 13 up, 8 bytes aligned to 8: 16 (inside 12..30).
         assert_eq!(f.lowest_fit_from(13, 8, 8), Some(16));
         assert_eq!(f.lowest_fit_from(0, 2, 1), Some(0));
         assert_eq!(f.lowest_fit_from(0, 3, 1), Some(12));
         assert_eq!(f.lowest_fit_from(0, 19, 1), None);
+        // Below 20: 12..30 is cut to 12..20 (8 bytes), 0..2 is the other.
+        assert_eq!(f.highest_longer_than_below(7, 20), Some((12, 20)));
+        assert_eq!(f.highest_longer_than_below(8, 20), None);
+        assert_eq!(f.highest_longer_than_below(1, 12), Some((0, 2)));
     }
 
     #[test]

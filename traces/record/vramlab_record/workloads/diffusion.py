@@ -10,6 +10,19 @@ the sample, as EulerDiscreteScheduler does), then the VAE decode and the
 image denormalisation on the device. SDXL's VAE is upcast to fp32 for the
 decode (``force_upcast``) and cast back afterwards, as the pipeline does.
 
+``vae_tiling`` / ``vae_slicing``: diffusers' ``pipe.enable_vae_tiling()`` /
+``pipe.enable_vae_slicing()`` (``vae.enable_tiling()`` / ``enable_slicing()``),
+run by diffusers' own ``AutoencoderKL.decode``: tiling decodes latents larger
+than ``sample_size / 8`` (64 for SD 1.5, 128 for SDXL) in tiles of that size
+with a stride of three quarters of it, blends the overlaps and concatenates
+the rows (below that size nothing changes); slicing decodes a batch one image
+at a time (at batch 1 nothing changes).
+
+``offload``: ``none``, ``model`` (``pipe.enable_model_cpu_offload()``) or
+``sequential`` (``pipe.enable_sequential_cpu_offload()``), written out as
+accelerate's hooks do them (see offload.py): the models are built on the
+host and only their copies on the GPU are recorded.
+
 ``attention``: ``flash`` is diffusers' default AttnProcessor2_0 (SDPA, which
 CUDA runs as FlashAttention-2, or the memory-efficient kernel for fp32 and
 for the VAE's 512-wide head); ``eager`` is the classic AttnProcessor
@@ -18,7 +31,11 @@ for the VAE's 512-wide head); ``eager`` is the classic AttnProcessor
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+
+from .offload import Offload
 
 SD15_UNET = {
     "act_fn": "silu",
@@ -166,6 +183,13 @@ def _denoise(ctx, unet, latents, cond, steps, guidance=7.5, added=None):
     return latents
 
 
+def _vae_options(vae, vae_tiling, vae_slicing):
+    if vae_tiling:
+        vae.enable_tiling()
+    if vae_slicing:
+        vae.enable_slicing()
+
+
 def _decode(ctx, vae, latents, scaling):
     ctx.mark("vae decode")
     latents = latents / scaling
@@ -176,17 +200,31 @@ def _decode(ctx, vae, latents, scaling):
     return image
 
 
-def sd15(ctx, batch=1, resolution=512, steps=2, attention="flash", precision="fp16"):
+def _host_build(ctx, offload):
+    if offload == "none":
+        return contextlib.nullcontext()
+    if not ctx.fake:
+        raise ValueError("offload is emulated for the fake-tensor recorder only; on a GPU record a script that "
+                         "calls diffusers' enable_model_cpu_offload() / enable_sequential_cpu_offload()")
+    return ctx.host()
+
+
+def sd15(ctx, batch=1, resolution=512, steps=2, attention="flash", precision="fp16", vae_tiling=False,
+         vae_slicing=False, offload="none"):
     """Stable Diffusion 1.5 (runwayml/stable-diffusion-v1-5 configs)."""
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
     dtype = _check(resolution, precision)
     ctx.mark("build")
-    text_encoder = _built(ctx, dtype, lambda: CLIPTextModel(CLIPTextConfig(**CLIP_L)))
-    unet = _built(ctx, dtype, lambda: UNet2DConditionModel(**SD15_UNET))
-    vae = _built(ctx, dtype, lambda: AutoencoderKL(**VAE, sample_size=512, scaling_factor=0.18215))
+    with _host_build(ctx, offload):
+        text_encoder = _built(ctx, dtype, lambda: CLIPTextModel(CLIPTextConfig(**CLIP_L)))
+        unet = _built(ctx, dtype, lambda: UNet2DConditionModel(**SD15_UNET))
+        vae = _built(ctx, dtype, lambda: AutoencoderKL(**VAE, sample_size=512, scaling_factor=0.18215))
     _set_attention(attention, unet, vae)
+    _vae_options(vae, vae_tiling, vae_slicing)
+    # model_cpu_offload_seq = "text_encoder->image_encoder->unet->vae"
+    off = Offload(ctx, offload, [text_encoder, unet, vae])
     for m in (text_encoder, unet, vae):
         m.eval()
     with torch.no_grad():
@@ -205,23 +243,29 @@ def sd15(ctx, batch=1, resolution=512, steps=2, attention="flash", precision="fp
         del cond
         image = _decode(ctx, vae, latents, 0.18215)
         del latents, image
+        off.free_all()
     ctx.mark("teardown")
-    del text_encoder, unet, vae
+    del text_encoder, unet, vae, off
 
 
-def sdxl(ctx, batch=1, resolution=1024, steps=2, attention="flash", precision="fp16"):
+def sdxl(ctx, batch=1, resolution=1024, steps=2, attention="flash", precision="fp16", vae_tiling=False,
+         vae_slicing=False, offload="none"):
     """SDXL base 1.0 (stabilityai/stable-diffusion-xl-base-1.0 configs)."""
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
     dtype = _check(resolution, precision)
     ctx.mark("build")
-    te1 = _built(ctx, dtype, lambda: CLIPTextModel(CLIPTextConfig(**CLIP_L)))
-    te2 = _built(ctx, dtype, lambda: CLIPTextModelWithProjection(CLIPTextConfig(**OPENCLIP_BIGG)))
-    unet = _built(ctx, dtype, lambda: UNet2DConditionModel(**SDXL_UNET))
-    vae = _built(ctx, dtype, lambda: AutoencoderKL(**VAE, sample_size=1024, scaling_factor=0.13025,
-                                                    force_upcast=True))
+    with _host_build(ctx, offload):
+        te1 = _built(ctx, dtype, lambda: CLIPTextModel(CLIPTextConfig(**CLIP_L)))
+        te2 = _built(ctx, dtype, lambda: CLIPTextModelWithProjection(CLIPTextConfig(**OPENCLIP_BIGG)))
+        unet = _built(ctx, dtype, lambda: UNet2DConditionModel(**SDXL_UNET))
+        vae = _built(ctx, dtype, lambda: AutoencoderKL(**VAE, sample_size=1024, scaling_factor=0.13025,
+                                                        force_upcast=True))
     _set_attention(attention, unet, vae)
+    _vae_options(vae, vae_tiling, vae_slicing)
+    # model_cpu_offload_seq = "text_encoder->text_encoder_2->image_encoder->unet->vae"
+    off = Offload(ctx, offload, [te1, te2, unet, vae])
     for m in (te1, te2, unet, vae):
         m.eval()
     with torch.no_grad():
@@ -252,11 +296,18 @@ def sdxl(ctx, batch=1, resolution=1024, steps=2, attention="flash", precision="f
         del cond, added, text_embeds, time_ids
         if dtype == torch.float16:
             ctx.mark("vae upcast")
-            _cast(vae, torch.float32)
+            # With offloading the VAE is on the host here (its hook moves it
+            # at the decode): converted there.
+            with off.host():
+                _cast(vae, torch.float32)
             latents = latents.to(torch.float32)
         image = _decode(ctx, vae, latents, 0.13025)
         del latents, image
         if dtype == torch.float16:
-            _cast(vae, torch.float16)
+            # On the GPU after a model-offloaded decode; on the host with
+            # sequential offloading.
+            with off.host() if offload == "sequential" else contextlib.nullcontext():
+                _cast(vae, torch.float16)
+        off.free_all()
     ctx.mark("teardown")
-    del te1, te2, unet, vae
+    del te1, te2, unet, vae, off

@@ -53,9 +53,17 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
-def train(ctx, batch=8, seq=256, layers=6, d_model=384, heads=6, vocab=8192, steps=3):
-    """``steps`` training steps (fp32, AdamW foreach, zero_grad(set_to_none))."""
+def train(ctx, batch=8, seq=256, layers=6, d_model=384, heads=6, vocab=8192, steps=3, leak=False,
+          empty_cache=False):
+    """``steps`` training steps (fp32, AdamW foreach, zero_grad(set_to_none)).
+
+    ``leak``: the classic leak, each step's logits kept in a list (as for
+    metrics, without ``.detach().cpu()``); the list goes at the end.
+    ``empty_cache``: ``torch.cuda.empty_cache()`` after every step (an
+    ``empty_cache`` event in the recording), the usual attempt at a fix.
+    """
     torch.manual_seed(0)
+    kept = []
     ctx.mark("build")
     with torch.device(ctx.device):
         model = GPT(vocab, d_model, layers, heads, seq)
@@ -66,11 +74,16 @@ def train(ctx, batch=8, seq=256, layers=6, d_model=384, heads=6, vocab=8192, ste
         tgt = torch.randint(0, vocab, (batch, seq), device=ctx.device)
         logits = model(idx)
         loss = F.cross_entropy(logits.view(-1, vocab), tgt.view(-1))
+        if leak:
+            kept.append(logits)
         del logits
         loss.backward()
         del loss
         opt.step()
         opt.zero_grad(set_to_none=True)
         del idx, tgt
+        if empty_cache:
+            ctx.empty_cache()
     ctx.mark("teardown")
+    del kept
     del model, opt

@@ -1,12 +1,15 @@
 //! Instantiation: evaluating every size at a batch and scaling value and
 //! emitting the events, allocations renamed densely, the last step
-//! repeated for `--steps` (see `steps`).
+//! repeated for `--steps` (see `steps`), the last decode step for
+//! `--new-tokens` (see `decode`).
 
 use std::ops::Range;
 
 use crate::r#gen::GenError;
 use crate::model::{AllocId, Event, Trace, TraceHeader};
 
+use super::decode::Decode;
+use super::items::PerItem;
 use super::steps::Repeat;
 use super::{Presence, TEvent, Template};
 
@@ -23,6 +26,44 @@ impl Template {
         batch: u64,
         value: u64,
         steps: Option<u32>,
+    ) -> Result<Trace, GenError> {
+        self.instantiate_with(batch, value, steps, None)
+    }
+
+    /// [`Template::instantiate`], and for generation workloads
+    /// `new_tokens` in all: the last recorded decode step is repeated with
+    /// its sizes one token further on each time (see the `decode` module
+    /// for what is checked first); fewer (at least 3) stop it early.
+    pub fn instantiate_with(
+        &self,
+        batch: u64,
+        value: u64,
+        steps: Option<u32>,
+        new_tokens: Option<u64>,
+    ) -> Result<Trace, GenError> {
+        self.instantiate_full(batch, value, steps, new_tokens, None)
+    }
+
+    /// [`Template::instantiate`] for work done once per item of the batch
+    /// in phase `phase` (diffusers' VAE slicing: `vae decode`): beyond the
+    /// recorded batches, the second item's block is repeated (see the
+    /// `items` module).
+    pub fn instantiate_per_item(
+        &self,
+        batch: u64,
+        value: u64,
+        phase: &str,
+    ) -> Result<Trace, GenError> {
+        self.instantiate_full(batch, value, None, None, Some(phase))
+    }
+
+    fn instantiate_full(
+        &self,
+        batch: u64,
+        value: u64,
+        steps: Option<u32>,
+        new_tokens: Option<u64>,
+        per_item: Option<&str>,
     ) -> Result<Trace, GenError> {
         if batch == 0 {
             return Err(self.request_error("--batch must be at least 1".into()));
@@ -47,17 +88,56 @@ impl Template {
             .map(|(a, &p)| if p { a.size.eval(batch, x) } else { 0 })
             .collect();
         let repeat = self.plan_repeat(steps, &present, &ev_present, &sizes)?;
+        let decode = self.plan_decode(new_tokens, batch, x, &present, &ev_present)?;
+        let items = self.plan_per_item(per_item, batch, x, &present, &ev_present)?;
+        if repeat.is_some() && decode.is_some() {
+            return Err(self.request_error("--steps and --new-tokens together".into()));
+        }
+        let times = |start: usize, end: usize, n: u64| {
+            usize::try_from(n)
+                .ok()
+                .and_then(|n| end.saturating_sub(start).checked_mul(n))
+        };
+        let extra = match (&repeat, &decode, &items) {
+            (Some(r), _, _) => times(r.start, r.end, u64::from(r.extra)),
+            (_, Some(d), _) => times(d.start, d.end, d.extra),
+            (_, _, Some(p)) => times(p.start, p.end, p.extra),
+            _ => Some(0),
+        };
         let mut emitter = Emitter {
             template: self,
             present: &present,
             ev_present: &ev_present,
-            sizes: &sizes,
-            out: self.reserve_events(repeat.as_ref())?,
+            sizes,
+            out: self.reserve_events(
+                extra,
+                if decode.is_some() {
+                    "--new-tokens"
+                } else {
+                    "--steps"
+                },
+            )?,
             id_of: vec![0 as AllocId; self.allocs.len()],
+            earlier: Vec::new(),
             next: 0,
         };
-        emitter.emit_all(repeat.as_ref())?;
-        let mut trace = Trace::new(self.header_at(batch, value, steps));
+        match (&decode, &items) {
+            (Some(d), _) => emitter.emit_decode(d, batch, x)?,
+            (_, Some(p)) => emitter.emit_per_item(p)?,
+            _ => emitter.emit_all(repeat.as_ref())?,
+        }
+        let mut header = self.header_at(batch, value, steps);
+        if let Some(n) = new_tokens {
+            header
+                .extra
+                .insert("param.new_tokens".into(), n.to_string());
+            header.source = header.source.replacen(
+                &format!("--{} {value}", self.scaling.param()),
+                &format!("--{} {value} --new-tokens {n}", self.scaling.param()),
+                1,
+            );
+        }
+        let mut trace = Trace::new(header);
         trace.streams = self.streams.clone();
         trace.events = emitter.out;
         trace.num_ids = emitter.next;
@@ -69,20 +149,18 @@ impl Template {
         GenError::Request(format!("{}: {m}", self.name))
     }
 
-    /// Room for the events to generate: ids are 32-bit, and the memory is
-    /// reserved up front, so a huge --steps is an error, not an abort.
-    fn reserve_events(&self, repeat: Option<&Repeat>) -> Result<Vec<Event>, GenError> {
-        let total = repeat
-            .map_or(Some(0), |r| {
-                r.end.saturating_sub(r.start).checked_mul(r.extra as usize)
-            })
+    /// Room for the events to generate (`extra` beyond the template's):
+    /// ids are 32-bit, and the memory is reserved up front, so a huge
+    /// --steps or --new-tokens is an error, not an abort.
+    fn reserve_events(&self, extra: Option<usize>, flag: &str) -> Result<Vec<Event>, GenError> {
+        let total = extra
             .and_then(|extra| extra.checked_add(self.events.len()))
             .filter(|&t| t <= u32::MAX as usize)
-            .ok_or_else(|| self.request_error("--steps: more than 4294967295 events".into()))?;
+            .ok_or_else(|| self.request_error(format!("{flag}: more than 4294967295 events")))?;
         let mut out = Vec::new();
         out.try_reserve_exact(total).map_err(|_| {
             self.request_error(format!(
-                "--steps: {total} events ({} bytes) do not fit in memory",
+                "{flag}: {total} events ({} bytes) do not fit in memory",
                 total.saturating_mul(std::mem::size_of::<Event>())
             ))
         })?;
@@ -155,10 +233,14 @@ struct Emitter<'t> {
     /// Per template event: whether it happens at this batch.
     ev_present: &'t [bool],
     /// Per template allocation: its size here.
-    sizes: &'t [u64],
+    sizes: Vec<u64>,
     out: Vec<Event>,
     /// Per template allocation: the id it was last emitted with.
     id_of: Vec<AllocId>,
+    /// Accumulating allocations (see `Repeat::accumulated`): (template
+    /// allocation, the ids of its earlier repetitions), freed after the
+    /// last one's, newest first (as a Python list releases its items).
+    earlier: Vec<(u32, Vec<AllocId>)>,
     /// The next id to give.
     next: AllocId,
 }
@@ -177,10 +259,14 @@ impl Emitter<'_> {
                 // The recorded last step, then n more; what the steps leave
                 // to each other is renamed, what came from before the steps
                 // is freed in the last one only.
+                self.earlier = r.accumulated.iter().map(|&a| (a, Vec::new())).collect();
                 for j in 0..=r.extra {
                     if j > 0 {
                         for &(c, p) in &r.pairs {
                             self.id_of[c as usize] = self.id_of[p as usize];
+                        }
+                        for (a, ids) in &mut self.earlier {
+                            ids.push(self.id_of[*a as usize]);
                         }
                     }
                     let skip: &[bool] = if j < r.extra { r.once.as_slice() } else { &[] };
@@ -190,6 +276,56 @@ impl Emitter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// All events, the second item's block repeated for every item beyond
+    /// it, with the first item's sizes; what each block leaves behind
+    /// accumulates (see `items`).
+    // Indexing: `sizes` and `id_of` have one entry per template allocation,
+    // and `like` and `accumulated` are template allocations.
+    #[allow(clippy::indexing_slicing)]
+    fn emit_per_item(&mut self, p: &PerItem) -> Result<(), GenError> {
+        for &(b, a) in &p.like {
+            self.sizes[b as usize] = self.sizes[a as usize];
+        }
+        self.emit(0..p.end, &[])?;
+        self.earlier = p.accumulated.iter().map(|&a| (a, Vec::new())).collect();
+        for _ in 0..p.extra {
+            for (a, ids) in &mut self.earlier {
+                ids.push(self.id_of[*a as usize]);
+            }
+            self.emit(p.start..p.end, &[])?;
+        }
+        self.emit(p.end..self.template.events.len(), &[])
+    }
+
+    /// All events, the last recorded decode step repeated `d.extra` more
+    /// times, each time one token further on: what the step before left
+    /// is freed under the name the previous repetition gave it.
+    // Indexing: `id_of` and `sizes` have one entry per template
+    // allocation, and the pairs and `made` are template allocations.
+    #[allow(clippy::indexing_slicing)]
+    fn emit_decode(&mut self, d: &Decode, batch: u64, x: i128) -> Result<(), GenError> {
+        let t = self.template;
+        if d.truncated {
+            self.emit(0..d.start, &[])?;
+            for &(last, kept) in &d.pairs {
+                self.id_of[last as usize] = self.id_of[kept as usize];
+            }
+            return self.emit(d.end..t.events.len(), &[]);
+        }
+        self.emit(0..d.end, &[])?;
+        for k in 1..=d.extra {
+            for &(c, p) in &d.pairs {
+                self.id_of[c as usize] = self.id_of[p as usize];
+            }
+            let xk = x.saturating_add(k as i128);
+            for &a in &d.made {
+                self.sizes[a as usize] = t.allocs[a as usize].size.eval(batch, xk);
+            }
+            self.emit(d.start..d.end, &[])?;
+        }
+        self.emit(d.end..t.events.len(), &[])
     }
 
     /// The events in `range` that happen at this batch, but for the frees
@@ -235,9 +371,20 @@ impl Emitter<'_> {
                         size: self.sizes[a as usize],
                     }
                 }
-                TEvent::Free(a) if present[a as usize] => Event::Free {
-                    id: self.id_of[a as usize],
-                },
+                TEvent::Free(a) if present[a as usize] => {
+                    if let Some((_, ids)) = self.earlier.iter().find(|(t, _)| *t == a) {
+                        self.out.push(Event::Free {
+                            id: self.id_of[a as usize],
+                        });
+                        for &id in ids.iter().rev() {
+                            self.out.push(Event::Free { id });
+                        }
+                        continue;
+                    }
+                    Event::Free {
+                        id: self.id_of[a as usize],
+                    }
+                }
                 TEvent::FreeRequested(a) if present[a as usize] => Event::FreeRequested {
                     id: self.id_of[a as usize],
                 },

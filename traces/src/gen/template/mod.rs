@@ -25,7 +25,9 @@
 //!
 //! Instantiation evaluates every size once and emits the events, renaming
 //! allocations densely; `steps` repeats the last recorded training or
-//! denoising step (see [`Template::instantiate`]).
+//! denoising step (see [`Template::instantiate`]), `new_tokens` the last
+//! decode step one token further on each time
+//! ([`Template::instantiate_with`]).
 //!
 //! The code follows those steps: `shape` reads a recording's structure,
 //! `learn` checks and fits the series, `align` pairs the batch recording's
@@ -34,7 +36,9 @@
 //! `steps` repeats the last recorded step.
 
 mod align;
+mod decode;
 mod instantiate;
+mod items;
 mod learn;
 mod merge;
 mod shape;

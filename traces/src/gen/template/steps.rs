@@ -19,11 +19,15 @@ pub(super) struct Repeat {
     pub(super) pairs: Vec<(u32, u32)>,
     /// Per allocation: made before the steps and freed by the last one.
     pub(super) once: Vec<bool>,
+    /// Allocations the last step makes that outlive the steps without a
+    /// counterpart it frees from the step before: they accumulate (a list
+    /// that grows each step, freed at the end), one more per repetition.
+    pub(super) accumulated: Vec<u32>,
 }
 
 /// (carry pairs, allocations made before the first step that the last one
-/// frees); see [`Template::carry_pairs`].
-type CarryPairs = (Vec<(u32, u32)>, Vec<bool>);
+/// frees, accumulating allocations); see [`Template::carry_pairs`].
+type CarryPairs = (Vec<(u32, u32)>, Vec<bool>, Vec<u32>);
 
 /// `N` of a phase label `step N…` or `… step N`.
 pub(super) fn step_index(label: &str) -> Option<u32> {
@@ -66,13 +70,15 @@ impl Template {
             return Err(self.request_error("--steps: needs at least two recorded steps".into()));
         }
         if want > recorded {
-            let (pairs, once) = self.carry_pairs(start, end, first, present, ev_present, sizes)?;
+            let (pairs, once, accumulated) =
+                self.carry_pairs(start, end, first, present, ev_present, sizes)?;
             return Ok(Some(Repeat {
                 start,
                 end,
                 extra: want - recorded,
                 pairs,
                 once,
+                accumulated,
             }));
         }
         Ok(None)
@@ -101,7 +107,9 @@ impl Template {
     /// Pairs each allocation a step frees but an earlier step made with the
     /// one this step makes and a later phase frees.
     /// Also returns, per allocation, whether it was made before the first
-    /// step and is freed in the last one (it is freed once, at the end).
+    /// step and is freed in the last one (it is freed once, at the end), and
+    /// the allocations the step leaves to later phases beyond the pairs
+    /// (they accumulate).
     // Indexing: `born`, `died`, `once`, and `present` and `sizes` (which
     // `instantiate` made from `allocs`), have one entry per template
     // allocation; `t` runs over those, and every allocation an event names
@@ -152,7 +160,7 @@ impl Template {
             })
             .map(|t| t as u32)
             .collect();
-        if carried_in.len() != carried_out.len() {
+        if carried_in.len() > carried_out.len() {
             return Err(GenError::Request(format!(
                 "{}: --steps: the last recorded step frees {} allocations of earlier steps but leaves {} to later ones; it cannot be repeated",
                 self.name,
@@ -179,6 +187,12 @@ impl Template {
             used[k] = true;
             pairs.push((c, carried_out[k]));
         }
-        Ok((pairs, once))
+        let accumulated = carried_out
+            .iter()
+            .zip(&used)
+            .filter(|(_, u)| !**u)
+            .map(|(&t, _)| t)
+            .collect();
+        Ok((pairs, once, accumulated))
     }
 }
