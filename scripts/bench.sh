@@ -92,6 +92,8 @@ EVENTS=$(python3 -c "print(3280*305)")
         echo
         echo "\`python3 scripts/bench_process.py --runs 5${OLD_BIN:+ --old OLD_BIN}\`: best of 5 wall-clock runs of the release binary"
         echo "(one core, pinned with taskset, except the commands that run settings in parallel)."
+        echo "\`replay\` now also replays under the other driver address order when the trace makes device calls"
+        echo "(docs/driver-placement.md); \`--no-placement-check\` leaves that second replay out."
         echo
         cat "$OUT/process.md"
     fi

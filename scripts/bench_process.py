@@ -45,8 +45,11 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="vramlab-bench-"))
     csv = tmp / "1m.csv"
     subprocess.run([sys.executable, str(ROOT / "scripts/make_1m_csv.py"), str(csv)], check=True)
-    vlt = tmp / "1m.vlt"
-    subprocess.run([a.bin, "convert", str(csv), str(vlt)], check=True, stdout=subprocess.DEVNULL)
+    bins = [("now", a.bin)] + ([("before", a.old)] if a.old else [])
+    # Each binary reads the .vlt it writes itself (the format version may differ).
+    for name, b in bins:
+        vlt = tmp / f"1m-{name}.vlt"
+        subprocess.run([b, "convert", str(csv), str(vlt)], check=True, stdout=subprocess.DEVNULL)
     mb = csv.stat().st_size / 1e6
     real = ROOT.parent / "shared/traces/real"
     largest = max(real.glob("*.pickle"), key=lambda p: p.stat().st_size) if real.is_dir() else None
@@ -54,7 +57,7 @@ def main():
     rows = [
         ("stats, 1M-event CSV", ["stats", str(csv)], mb),
         ("replay, 1M-event CSV", ["replay", str(csv)], None),
-        ("replay, 1M-event .vlt", ["replay", str(vlt)], None),
+        ("replay, 1M-event .vlt", ["replay", "{vlt}"], None),
     ]
     if largest:
         size = largest.stat().st_size / 1e6
@@ -64,14 +67,14 @@ def main():
             (f"oom-point, {largest.name} (2 settings, all cores)",
              ["oom-point", str(largest), "--conf", "default", "--conf", "expandable_segments:True"], None),
         ]
-    bins = [("now", a.bin)] + ([("before", a.old)] if a.old else [])
     where = "one core (taskset -c 0)" if cpus else f"{os.cpu_count()} cores"
     print(f"| command ({where}, best of {a.runs}) | " + " | ".join(n for n, _ in bins) + " |")
     print("|---|" + "---|" * len(bins))
     for label, args, size in rows:
         cells = []
-        for _, b in bins:
-            t = best([b, *args], a.runs, None if "recommend" in args[0] or "oom-point" in args[0] else cpus)
+        for name, b in bins:
+            own = [x.replace("{vlt}", str(tmp / f"1m-{name}.vlt")) for x in args]
+            t = best([b, *own], a.runs, None if "recommend" in args[0] or "oom-point" in args[0] else cpus)
             cells.append(f"{t:.3f} s" + (f" ({size / t:.0f} MB/s)" if size else ""))
         print(f"| `vramlab {label.split(',')[0]}` {label.split(',', 1)[1].strip()} | " + " | ".join(cells) + " |")
     shutil.rmtree(tmp)

@@ -92,3 +92,13 @@ fn an_unknown_placement_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn the_placement_check_can_be_left_out() {
+    let v = replay_json(&["replay", TIED, "--json", "--no-placement-check"]);
+    assert_eq!(v["peak_reserved_bytes"], 18_503_172_096u64);
+    assert!(v.get("peak_reserved_range_bytes").is_none(), "{v}");
+    let (code, out, err) = vramlab(&["replay", TIED, "--no-placement-check"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("driver places"), "{out}");
+}
