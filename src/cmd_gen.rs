@@ -86,7 +86,7 @@ pub enum OffloadArg {
 #[derive(Debug, Args)]
 pub struct GenArgs {
     /// Workload preset: llama-3-8b-train, llama-3-8b-infer, sd15, sdxl,
-    /// gpt-small (see --list).
+    /// flux, gpt-small (see --list).
     #[arg(value_name = "WORKLOAD", required_unless_present_any = ["list", "learn"])]
     pub workload: Option<String>,
     /// Batch size (images per prompt for diffusion). Default 1.

@@ -19,8 +19,9 @@ use crate::render::matrix::{matrix_csv, matrix_table};
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
     /// Workload preset (`vramlab gen --list`): llama-3-8b-train,
-    /// llama-3-8b-infer, sd15, sdxl, gpt-small. Every variant recorded for
-    /// it is a row.
+    /// llama-3-8b-infer, sd15, sdxl, flux, gpt-small. Every variant recorded
+    /// for it is a row (precision, attention, checkpointing, KV cache, model
+    /// size, VAE tiling and slicing, offload, …).
     #[arg(value_name = "WORKLOAD")]
     workload: String,
     /// Sequence length (LLM presets; default: the preset's).

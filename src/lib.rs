@@ -106,8 +106,9 @@ enum Command {
     /// workload that fits a GPU, per setting.
     Fit(cmd_fit::FitArgs),
     /// One workload across its remedies: every recorded variant (precision,
-    /// attention, checkpointing, KV cache) × allocator settings, with peak
-    /// reserved, the smallest card, the saving and the largest size that fits.
+    /// attention, checkpointing, KV cache, model size, VAE tiling, offload, …)
+    /// × allocator settings, with peak reserved, the smallest card, the
+    /// saving and the largest size that fits.
     Matrix(cmd_matrix::MatrixArgs),
     /// Compare every policy on the bundled traces: memory and replay speed.
     Bench(cmd_bench::BenchArgs),

@@ -21,8 +21,8 @@ pub struct DeviceArgs {
     /// driver's order as measured on an H200, driver 580: new regions
     /// downwards) or `ascending` (each above the last, as older drivers
     /// did). PyTorch breaks ties between equal free blocks by address, so
-    /// the order can change the result; when it does, the output gives the
-    /// range under both (docs/driver-placement.md).
+    /// the order can change the result; when it does, `replay`, `recommend`
+    /// and `report` give the peak under both (docs/driver-placement.md).
     #[arg(long, value_name = "ORDER", default_value = "driver", value_parser = parse_placement_arg)]
     pub placement: Placement,
 }
