@@ -52,7 +52,7 @@ def cell(m, variant_part, setting="default"):
 
 
 def pct(x):
-    return f"{100 * x:.0f}%"
+    return f"{int(round(100 * x))}%"  # int: no "-0%"
 
 
 def gib(b):
