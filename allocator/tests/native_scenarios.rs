@@ -4,16 +4,17 @@
 //! rules, the release-on-OOM order and the statistics. Every step runs the
 //! invariant checker.
 
+mod common;
+
+/// The policy under test, on a simulated device.
+type Fixture = common::Fixture<NativeAllocator<SimDevice>>;
+
 use vramlab_allocator::SimDevice;
 use vramlab_allocator::devices::{Device, DeviceCallKind};
 use vramlab_allocator::{AllocConf, AllocError, Allocator, BlockHandle, NativeAllocator};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-
-struct Fixture {
-    a: NativeAllocator<SimDevice>,
-}
 
 impl Fixture {
     fn new(conf: AllocConf) -> Self {
@@ -30,39 +31,6 @@ impl Fixture {
 
     fn default() -> Self {
         Fixture::new(AllocConf::default())
-    }
-
-    fn malloc(&mut self, size: u64) -> BlockHandle {
-        self.malloc_on(size, 0)
-    }
-
-    fn malloc_on(&mut self, size: u64, stream: u64) -> BlockHandle {
-        let h = self.a.malloc(size, stream).expect("malloc");
-        self.a.check_invariants().expect("invariants");
-        h
-    }
-
-    fn free(&mut self, h: BlockHandle) {
-        self.a.free(h).expect("free");
-        self.a.check_invariants().expect("invariants");
-    }
-
-    fn ptr(&self, h: BlockHandle) -> u64 {
-        self.a.block_ptr(h)
-    }
-
-    fn stat(&self, name: &str) -> i64 {
-        self.a.stats().flatten()[name]
-    }
-
-    /// (kind, size) of every device call so far.
-    fn calls(&self) -> Vec<(DeviceCallKind, u64)> {
-        self.a
-            .device()
-            .calls()
-            .iter()
-            .map(|c| (c.kind, c.size))
-            .collect()
     }
 }
 

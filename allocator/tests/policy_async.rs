@@ -4,8 +4,13 @@
 //! merging by reuse class, release threshold and trimming, and OOM. Every
 //! step runs the invariant checker.
 
+mod common;
+
+/// The policy under test, on a simulated device.
+type Fixture = common::Fixture<AsyncPoolAllocator<SimDevice>>;
+
 use vramlab_allocator::SimDevice;
-use vramlab_allocator::devices::{Device, DeviceCallKind};
+use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::policies::async_pool::{AsyncPoolAllocator, Config};
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState};
 
@@ -17,10 +22,6 @@ const S1: u64 = 0x1111;
 const S2: u64 = 0x2222;
 const S3: u64 = 0x3333;
 
-struct Fixture {
-    a: AsyncPoolAllocator<SimDevice>,
-}
-
 impl Fixture {
     fn new(settings: &str, capacity: Option<u64>) -> Self {
         let conf = Config::parse(settings).expect("settings");
@@ -29,37 +30,9 @@ impl Fixture {
         }
     }
 
-    fn malloc(&mut self, size: u64, stream: u64) -> BlockHandle {
-        let h = self.a.malloc(size, stream).expect("malloc");
-        self.a.check_invariants().expect("invariants");
-        h
-    }
-
-    fn free(&mut self, h: BlockHandle) {
-        self.a.free(h).expect("free");
-        self.a.check_invariants().expect("invariants");
-    }
-
     fn sync(&mut self) {
         self.a.synchronize().expect("synchronize");
         self.a.check_invariants().expect("invariants");
-    }
-
-    fn ptr(&self, h: BlockHandle) -> u64 {
-        self.a.block_ptr(h)
-    }
-
-    fn stat(&self, name: &str) -> i64 {
-        self.a.stats().flatten()[name]
-    }
-
-    fn calls(&self) -> Vec<(DeviceCallKind, u64)> {
-        self.a
-            .device()
-            .calls()
-            .iter()
-            .map(|c| (c.kind, c.size))
-            .collect()
     }
 }
 
@@ -68,7 +41,7 @@ fn the_pool_grows_in_2mib_multiples() {
     let mut f = Fixture::new("", None);
     assert_eq!(f.a.granularity(), 2 * MIB);
     // 1000 B -> 1024 B from a new 2 MiB chunk; the rest stays in the pool.
-    let a = f.malloc(1000, S1);
+    let a = f.malloc_on(1000, S1);
     assert_eq!(f.calls(), vec![(DMalloc, 2 * MIB)]);
     assert_eq!(f.stat("allocated_bytes.all.current"), 1024);
     assert_eq!(f.stat("requested_bytes.all.current"), 1000);
@@ -81,10 +54,10 @@ fn the_pool_grows_in_2mib_multiples() {
         (2 * MIB - 1024) as i64
     );
     // 3 MiB does not fit the 2 MiB - 1 KiB rest: a 4 MiB chunk.
-    f.malloc(3 * MIB, S1);
+    f.malloc_on(3 * MIB, S1);
     assert_eq!(f.calls()[1], (DMalloc, 4 * MIB));
     // 5 MiB + 1 B -> 5 MiB + 256 B: a 6 MiB chunk.
-    let c = f.malloc(5 * MIB + 1, S1);
+    let c = f.malloc_on(5 * MIB + 1, S1);
     assert_eq!(f.calls()[2], (DMalloc, 6 * MIB));
     assert_eq!(
         f.stat("allocated_bytes.all.current"),
@@ -92,7 +65,7 @@ fn the_pool_grows_in_2mib_multiples() {
     );
     // A small request is carved from the best fitting rest: 1 MiB - 256 B
     // left in the 6 MiB chunk beats 1 MiB (4 MiB chunk) and 2 MiB - 1 KiB.
-    let b = f.malloc(512 * 1024, S1);
+    let b = f.malloc_on(512 * 1024, S1);
     assert_eq!(f.calls().len(), 3);
     assert_eq!(f.ptr(b), f.ptr(c) + 5 * MIB + 256);
     assert_eq!(f.stat("segment.all.current"), 3);
@@ -111,10 +84,10 @@ fn the_pool_grows_in_2mib_multiples() {
 #[test]
 fn same_stream_reuses_at_once() {
     let mut f = Fixture::new("", None);
-    let a = f.malloc(4 * MIB, S1);
+    let a = f.malloc_on(4 * MIB, S1);
     let pa = f.ptr(a);
     f.free(a);
-    let b = f.malloc(4 * MIB, S1);
+    let b = f.malloc_on(4 * MIB, S1);
     assert_eq!(f.ptr(b), pa);
     assert_eq!(f.calls().len(), 1);
 }
@@ -122,11 +95,11 @@ fn same_stream_reuses_at_once() {
 #[test]
 fn other_streams_wait_for_a_synchronisation() {
     let mut f = Fixture::new("release_threshold:max", None);
-    let a = f.malloc(4 * MIB, S1);
+    let a = f.malloc_on(4 * MIB, S1);
     let pa = f.ptr(a);
     f.free(a);
     // S2 may not reuse memory S1 freed: the pool grows.
-    let b = f.malloc(4 * MIB, S2);
+    let b = f.malloc_on(4 * MIB, S2);
     assert_ne!(f.ptr(b), pa);
     assert_eq!(f.calls(), vec![(DMalloc, 4 * MIB), (DMalloc, 4 * MIB)]);
     f.free(b);
@@ -134,7 +107,7 @@ fn other_streams_wait_for_a_synchronisation() {
     f.sync();
     assert_eq!(f.stat("num_sync_all_streams"), 1);
     assert_eq!(f.calls().len(), 2);
-    let c = f.malloc(4 * MIB, S3);
+    let c = f.malloc_on(4 * MIB, S3);
     assert_eq!(f.ptr(c), pa, "best fit, lowest address");
     assert_eq!(f.calls().len(), 2);
 }
@@ -142,10 +115,10 @@ fn other_streams_wait_for_a_synchronisation() {
 #[test]
 fn reuse_across_streams_lets_any_stream_reuse_at_once() {
     let mut f = Fixture::new("reuse_across_streams:true", None);
-    let a = f.malloc(4 * MIB, S1);
+    let a = f.malloc_on(4 * MIB, S1);
     let pa = f.ptr(a);
     f.free(a);
-    let b = f.malloc(4 * MIB, S2);
+    let b = f.malloc_on(4 * MIB, S2);
     assert_eq!(f.ptr(b), pa);
     assert_eq!(f.calls().len(), 1);
 }
@@ -153,22 +126,22 @@ fn reuse_across_streams_lets_any_stream_reuse_at_once() {
 #[test]
 fn multi_stream_blocks_go_to_the_unifying_stream() {
     let mut f = Fixture::new("release_threshold:max", None);
-    let a = f.malloc(4 * MIB, S1);
+    let a = f.malloc_on(4 * MIB, S1);
     let pa = f.ptr(a);
     f.a.record_stream(a, S2).unwrap();
     f.free(a);
     // Freed on PyTorch's unifying stream: not even S1 may reuse it.
-    let b = f.malloc(4 * MIB, S1);
+    let b = f.malloc_on(4 * MIB, S1);
     assert_ne!(f.ptr(b), pa);
     // A trace's deferred free is the same kind of free.
     f.a.free_deferred(b).unwrap();
     f.a.check_invariants().unwrap();
     assert_eq!(f.stat("active_bytes.all.current"), 0);
     f.a.complete_free(b).unwrap();
-    f.malloc(4 * MIB, S1);
+    f.malloc_on(4 * MIB, S1);
     assert_eq!(f.calls().len(), 3);
     f.sync();
-    let d = f.malloc(4 * MIB, S2);
+    let d = f.malloc_on(4 * MIB, S2);
     assert_eq!(f.ptr(d), pa);
     assert_eq!(f.calls().len(), 3);
 }
@@ -176,8 +149,8 @@ fn multi_stream_blocks_go_to_the_unifying_stream() {
 #[test]
 fn free_blocks_merge_only_within_their_reuse_class() {
     let mut f = Fixture::new("release_threshold:max", None);
-    let a = f.malloc(MIB, S1); // [a 1 MiB][1 MiB free, shared]
-    let b = f.malloc(512 * 1024, S2); // shared rest is usable by S2
+    let a = f.malloc_on(MIB, S1); // [a 1 MiB][1 MiB free, shared]
+    let b = f.malloc_on(512 * 1024, S2); // shared rest is usable by S2
     assert_eq!(f.ptr(b), f.ptr(a) + MIB);
     assert_eq!(f.calls(), vec![(DMalloc, 2 * MIB)]);
     f.free(a); // freed on S1
@@ -196,8 +169,11 @@ fn free_blocks_merge_only_within_their_reuse_class() {
 #[test]
 fn synchronize_trims_to_the_release_threshold_largest_first() {
     let mut f = Fixture::new("release_threshold:4MiB", None);
-    let hs: Vec<_> = [2, 4, 8].iter().map(|&m| f.malloc(m * MIB, S1)).collect();
-    let keep = f.malloc(MIB, S1); // in its own 2 MiB chunk
+    let hs: Vec<_> = [2, 4, 8]
+        .iter()
+        .map(|&m| f.malloc_on(m * MIB, S1))
+        .collect();
+    let keep = f.malloc_on(MIB, S1); // in its own 2 MiB chunk
     for h in hs {
         f.free(h);
     }
@@ -223,13 +199,13 @@ fn synchronize_trims_to_the_release_threshold_largest_first() {
 #[test]
 fn the_default_threshold_trims_everything_at_a_synchronisation() {
     let mut f = Fixture::new("", None);
-    let a = f.malloc(4 * MIB, S1);
+    let a = f.malloc_on(4 * MIB, S1);
     f.free(a);
     f.sync();
     assert_eq!(f.calls(), vec![(DMalloc, 4 * MIB), (DFree, 4 * MIB)]);
     // PyTorch's value keeps it.
     let mut f = Fixture::new("release_threshold:max", None);
-    let a = f.malloc(4 * MIB, S1);
+    let a = f.malloc_on(4 * MIB, S1);
     f.free(a);
     f.sync();
     assert_eq!(f.calls().len(), 1);
@@ -238,7 +214,7 @@ fn the_default_threshold_trims_everything_at_a_synchronisation() {
 #[test]
 fn out_of_memory_fails_at_once() {
     let mut f = Fixture::new("", Some(8 * MIB));
-    let a = f.malloc(4 * MIB, S1);
+    let a = f.malloc_on(4 * MIB, S1);
     f.free(a);
     // S2 cannot reuse S1's 4 MiB, and 4 + 6 MiB do not fit.
     match f.a.malloc(6 * MIB, S2) {
@@ -257,7 +233,7 @@ fn out_of_memory_fails_at_once() {
     assert_eq!(f.calls(), vec![(DMalloc, 4 * MIB)], "no trim, no retry");
     // After a synchronisation (threshold 0) the chunk is gone and 6 MiB fit.
     f.sync();
-    f.malloc(6 * MIB, S2);
+    f.malloc_on(6 * MIB, S2);
     assert_eq!(f.calls()[1..], [(DFree, 4 * MIB), (DMalloc, 6 * MIB)]);
 }
 
@@ -269,10 +245,10 @@ fn zero_exabyte_double_free_and_settings() {
         f.a.malloc(1 << 60, S1),
         Err(AllocError::OutOfMemory(r)) if r.exceeds_limit
     ));
-    let a = f.malloc(MIB, S1);
+    let a = f.malloc_on(MIB, S1);
     f.free(a);
     assert!(matches!(f.a.free(a), Err(AllocError::UnknownHandle(_))));
-    let b = f.malloc(MIB, S1);
+    let b = f.malloc_on(MIB, S1);
     assert!(f.a.free(a).is_err());
     assert!(matches!(
         f.a.complete_free(b),

@@ -3,8 +3,13 @@
 //! rules, coalescing, the backpedal loop and garbage collection on OOM.
 //! Every step runs the invariant checker.
 
+mod common;
+
+/// The policy under test, on a simulated device.
+type Fixture = common::Fixture<BfcAllocator<SimDevice>>;
+
 use vramlab_allocator::SimDevice;
-use vramlab_allocator::devices::{Device, DeviceCallKind};
+use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::policies::bfc::{BfcAllocator, Config};
 use vramlab_allocator::{AllocError, Allocator, BlockHandle};
 
@@ -13,48 +18,12 @@ const GIB: u64 = 1 << 30;
 
 use DeviceCallKind::{Free as DFree, Malloc as DMalloc};
 
-struct Fixture {
-    a: BfcAllocator<SimDevice>,
-}
-
 impl Fixture {
     fn new(settings: &str, capacity: Option<u64>) -> Self {
         let conf = Config::parse(settings).expect("settings");
         Fixture {
             a: BfcAllocator::new(conf, SimDevice::with_capacity(capacity)),
         }
-    }
-
-    fn malloc(&mut self, size: u64) -> BlockHandle {
-        self.malloc_on(size, 0)
-    }
-
-    fn malloc_on(&mut self, size: u64, stream: u64) -> BlockHandle {
-        let h = self.a.malloc(size, stream).expect("malloc");
-        self.a.check_invariants().expect("invariants");
-        h
-    }
-
-    fn free(&mut self, h: BlockHandle) {
-        self.a.free(h).expect("free");
-        self.a.check_invariants().expect("invariants");
-    }
-
-    fn ptr(&self, h: BlockHandle) -> u64 {
-        self.a.block_ptr(h)
-    }
-
-    fn stat(&self, name: &str) -> i64 {
-        self.a.stats().flatten()[name]
-    }
-
-    fn calls(&self) -> Vec<(DeviceCallKind, u64)> {
-        self.a
-            .device()
-            .calls()
-            .iter()
-            .map(|c| (c.kind, c.size))
-            .collect()
     }
 }
 

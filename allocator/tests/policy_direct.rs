@@ -1,8 +1,13 @@
 //! Exact scenario tests of the `direct` policy (no cache: one device call
 //! per request and per free). Every step runs the invariant checker.
 
+mod common;
+
+/// The policy under test, on a simulated device.
+type Fixture = common::Fixture<DirectAllocator<SimDevice>>;
+
 use vramlab_allocator::SimDevice;
-use vramlab_allocator::devices::{Device, DeviceCallKind};
+use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::policies::direct::{Config, DirectAllocator};
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState};
 
@@ -10,39 +15,11 @@ const MIB: u64 = 1 << 20;
 
 use DeviceCallKind::{Free as DFree, Malloc as DMalloc};
 
-struct Fixture {
-    a: DirectAllocator<SimDevice>,
-}
-
 impl Fixture {
     fn new(capacity: Option<u64>) -> Self {
         Fixture {
             a: DirectAllocator::new(Config::default(), SimDevice::with_capacity(capacity)),
         }
-    }
-
-    fn malloc(&mut self, size: u64) -> BlockHandle {
-        let h = self.a.malloc(size, 0).expect("malloc");
-        self.a.check_invariants().expect("invariants");
-        h
-    }
-
-    fn free(&mut self, h: BlockHandle) {
-        self.a.free(h).expect("free");
-        self.a.check_invariants().expect("invariants");
-    }
-
-    fn stat(&self, name: &str) -> i64 {
-        self.a.stats().flatten()[name]
-    }
-
-    fn calls(&self) -> Vec<(DeviceCallKind, u64)> {
-        self.a
-            .device()
-            .calls()
-            .iter()
-            .map(|c| (c.kind, c.size))
-            .collect()
     }
 }
 

@@ -152,24 +152,6 @@ pub enum MatrixError {
     },
 }
 
-/// The request for one variant of the workload (only the options the
-/// preset has are named: the generator refuses the others).
-fn request_for(p: &Preset, base: &GenRequest, v: &Variant) -> GenRequest {
-    let has = |o: &str| p.options.contains(&o);
-    let r = base.for_variant(v);
-    GenRequest {
-        precision: r.precision.filter(|_| has("precision")),
-        attention: r.attention.filter(|_| has("attention")),
-        checkpointing: r.checkpointing && has("checkpointing"),
-        kv_cache: r.kv_cache.filter(|_| has("kv_cache")),
-        size: r.size.filter(|_| has("size")),
-        vae_tiling: r.vae_tiling && has("vae_tiling"),
-        vae_slicing: r.vae_slicing && has("vae_slicing"),
-        offload: r.offload.filter(|_| has("offload")),
-        ..r
-    }
-}
-
 /// The search range of the largest fitting size, in the fit search's units
 /// (resolution in steps of 64 pixels) and the unit.
 fn search_range(p: &Preset) -> (u64, u64, u64) {
@@ -204,7 +186,9 @@ pub fn run_matrix(
     // generator makes.
     let mut seen = Vec::new();
     variants.retain(|v| {
-        let made = request_for(preset, &req.workload, v)
+        let made = req
+            .workload
+            .for_variant(v)
             .resolve()
             .map_or(*v, |(_, made)| made);
         let new = !seen.contains(&made);
@@ -214,7 +198,7 @@ pub fn run_matrix(
     let generated: Vec<Result<(Variant, Trace), String>> = variants
         .par_iter()
         .map(|v| {
-            vgen::generate(&request_for(preset, &req.workload, v))
+            vgen::generate(&req.workload.for_variant(v))
                 .map(|(t, _)| (*v, t))
                 .map_err(|e| format!("{}: {e}", v.describe(preset)))
         })
@@ -321,7 +305,7 @@ fn measure(
     };
     if let (true, Some(capacity)) = (req.search_largest, req.capacity) {
         let (lo, hi, unit) = search_range(preset);
-        let base = request_for(preset, &req.workload, variant);
+        let base = req.workload.for_variant(variant);
         let make = |n: u64| -> Result<Trace, String> {
             let mut r = base.clone();
             match preset.scaling {

@@ -391,70 +391,40 @@ impl GenRequest {
                     .join(", ")
             ))
         };
-        let mut v = Variant::default_for(p);
-        if let Some(x) = self.precision {
-            if !has("precision") {
-                return Err(no("--precision"));
-            }
-            v.precision = x;
+        // Every option given must be one the preset has.
+        let given = [
+            (self.precision.is_some(), "precision"),
+            (self.attention.is_some(), "attention"),
+            (self.checkpointing, "checkpointing"),
+            (self.kv_cache.is_some(), "kv_cache"),
+            (self.size.is_some(), "size"),
+            (self.new_tokens.is_some(), "new_tokens"),
+            (self.vae_tiling, "vae_tiling"),
+            (self.vae_slicing, "vae_slicing"),
+            (self.offload.is_some(), "offload"),
+            (self.leak, "leak"),
+            (self.empty_cache, "empty_cache"),
+        ];
+        if let Some((_, o)) = given.iter().find(|&&(g, o)| g && !has(o)) {
+            return Err(no(&format!("--{}", o.replace('_', "-"))));
         }
-        if let Some(x) = self.attention {
-            if !has("attention") {
-                return Err(no("--attention"));
-            }
-            v.attention = x;
-        }
-        if self.checkpointing {
-            if !has("checkpointing") {
-                return Err(no("--checkpointing"));
-            }
-            v.checkpointing = true;
-        }
-        if let Some(x) = self.kv_cache {
-            if !has("kv_cache") {
-                return Err(no("--kv-cache"));
-            }
-            v.kv_cache = x;
-        }
-        if let Some(x) = self.size {
-            if !has("size") {
-                return Err(no("--size"));
-            }
-            v.size = Some(x);
-        }
-        if self.new_tokens.is_some() && !has("new_tokens") {
-            return Err(no("--new-tokens"));
-        }
-        if self.vae_tiling {
-            if !has("vae_tiling") {
-                return Err(no("--vae-tiling"));
-            }
-            v.vae_tiling = vae_tile_grid(p.name, self.value(p)).filter(|&n| n > 1);
-        }
-        if self.vae_slicing {
-            if !has("vae_slicing") {
-                return Err(no("--vae-slicing"));
-            }
-            v.vae_slicing = true;
-        }
-        if let Some(x) = self.offload {
-            if !has("offload") {
-                return Err(no("--offload"));
-            }
-            v.offload = x;
-        }
-        if self.leak {
-            if !has("leak") {
-                return Err(no("--leak"));
-            }
-            v.leak = true;
-        }
-        if self.empty_cache {
-            if !has("empty_cache") {
-                return Err(no("--empty-cache"));
-            }
-            v.empty_cache = true;
-        }
+        let d = Variant::default_for(p);
+        let v = Variant {
+            precision: self.precision.unwrap_or(d.precision),
+            attention: self.attention.unwrap_or(d.attention),
+            checkpointing: self.checkpointing,
+            kv_cache: self.kv_cache.unwrap_or(d.kv_cache),
+            size: self.size.or(d.size),
+            vae_tiling: if self.vae_tiling {
+                vae_tile_grid(p.name, self.value(p)).filter(|&n| n > 1)
+            } else {
+                d.vae_tiling
+            },
+            vae_slicing: self.vae_slicing,
+            offload: self.offload.unwrap_or(d.offload),
+            leak: self.leak,
+            empty_cache: self.empty_cache,
+        };
         if p.name == "flux" && self.value(p) % 16 != 0 {
             return Err(GenError::Request(format!(
                 "flux: --resolution must be a multiple of 16 (8x VAE, 2x2 latent packing), not {}",
