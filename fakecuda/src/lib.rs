@@ -1,0 +1,64 @@
+//! A fake CUDA device for PyTorch's own caching allocator: the CUDA runtime
+//! (`libcudart.so.N`), the driver entry points PyTorch looks up
+//! (`libcuda.so.1`) and NVML (`libnvidia-ml.so.1`) in one shared library,
+//! so that the unmodified `libc10_cuda.so` of an official PyPI torch wheel
+//! runs its allocator on a machine without a GPU. This is vramlab's
+//! oracle: PyTorch's decisions, judged on any machine.
+//!
+//! Nothing here touches device memory. Addresses, capacity and the
+//! virtual-memory calls of expandable segments are answered by vramlab's
+//! own [`SimDevice`](vramlab_allocator::SimDevice) — the same placement
+//! model (`driver` or `ascending`) and accounting a simulated replay uses —
+//! so the oracle and vramlab differ only where PyTorch's decisions and
+//! vramlab's do. Kernels do not run (launches succeed and do nothing),
+//! copies do nothing, events are always complete.
+//!
+//! How it is loaded (`vramlab_oracle` does all of this): the library is
+//! copied into a folder under the soname of the wheel's runtime
+//! (`libcudart.so.13` or `.12`), with `libcuda.so.1` and
+//! `libnvidia-ml.so.1` as symbolic links to the same file; the process runs
+//! with `LD_PRELOAD` naming the copy (so the wheels' `DT_NEEDED` binds to
+//! it before their RPATH finds the real runtime) and `LD_LIBRARY_PATH`
+//! naming the folder (so PyTorch's `dlopen("libcuda.so.1")` and
+//! `dlopen("libnvidia-ml.so.1")` open the same file, which the dynamic
+//! loader recognises as already loaded: one instance, one state).
+//!
+//! Every export of the real runtimes of CUDA 12.4–13.0 that is not answered
+//! here is a stub ([`stubs`]) that returns 801 (`cudaErrorNotSupported`)
+//! and says so once on stderr: that is where a run needs more fakes.
+//!
+//! Settings come from the environment (read once, at the first call):
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `VRAMLAB_FAKECUDA_DEVICES` | device count | 1 |
+//! | `VRAMLAB_FAKECUDA_CAPACITY` | bytes each device can hold | unlimited |
+//! | `VRAMLAB_FAKECUDA_TOTAL` | total memory `cudaMemGetInfo` reports | the capacity, else 1 TiB |
+//! | `VRAMLAB_FAKECUDA_PLACEMENT` | `driver` or `ascending` | `driver` |
+//! | `VRAMLAB_FAKECUDA_NAME` | device name | `NVIDIA H200` |
+//! | `VRAMLAB_FAKECUDA_RUNTIME_VERSION` | `cudaRuntimeGetVersion` (12040, 13000, …); also picks the struct layouts | 13000 |
+//! | `VRAMLAB_FAKECUDA_LOG` | file that gets one line per device call | none |
+//! | `VRAMLAB_FAKECUDA_QUIET` | no "not faked" lines on stderr | off |
+//!
+//! The log lines are `EVENT KIND DEVICE PTR SIZE` (`malloc`, `free`,
+//! `reserve`, `release`, `map`, `unmap`; `EVENT` is the last value given to
+//! [`vramlab_fakecuda_mark`], or `-`).
+
+#![allow(non_snake_case)]
+
+mod config;
+mod driver;
+mod entry;
+mod errors;
+mod ffi;
+mod launch;
+mod memory;
+mod nvml;
+mod props;
+mod runtime_device;
+mod state;
+mod streams;
+pub mod stubs;
+mod vmm;
+
+pub use state::{vramlab_fakecuda_flush, vramlab_fakecuda_mark};

@@ -1,0 +1,264 @@
+//! Device memory in the runtime API: `cudaMalloc`, `cudaFree`,
+//! `cudaMemGetInfo` on the simulated devices; copies and sets that do
+//! nothing; pinned host memory from the heap.
+
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::Mutex;
+
+use vramlab_allocator::Device;
+
+use crate::errors::ret;
+use crate::ffi::{CudaError, Handle, INVALID_DEVICE, INVALID_VALUE, OUT_OF_MEMORY, SUCCESS, put};
+use crate::state::{current_device, error_code, global_address, split_address, state};
+
+/// `cudaMalloc` on the current device.
+///
+/// # Safety
+/// `p` is null or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaMalloc(p: *mut *mut c_void, size: usize) -> CudaError {
+    if p.is_null() {
+        return ret(INVALID_VALUE);
+    }
+    let d = current_device();
+    let result = {
+        let mut s = state();
+        let Some(gpu) = s.gpu(d) else {
+            return ret(INVALID_DEVICE);
+        };
+        let size = size as u64;
+        if size == 0 {
+            Ok(0)
+        } else if size > gpu.room() {
+            Err(OUT_OF_MEMORY)
+        } else {
+            match gpu.sim.malloc(size) {
+                Ok(local) => {
+                    gpu.segments.insert(local, size);
+                    s.log("malloc", d, local, size);
+                    Ok(global_address(d, local))
+                }
+                Err(e) => Err(error_code(&e)),
+            }
+        }
+    };
+    match result {
+        Ok(addr) => {
+            // SAFETY: checked non-null; output parameter (caller's contract).
+            unsafe { put(p, addr as *mut c_void) };
+            SUCCESS
+        }
+        Err(e) => {
+            // SAFETY: as above.
+            unsafe { put(p, std::ptr::null_mut()) };
+            ret(e)
+        }
+    }
+}
+
+/// `cudaFree` of a `cudaMalloc` result (null: nothing).
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaFree(p: *mut c_void) -> CudaError {
+    if p.is_null() {
+        return SUCCESS;
+    }
+    let (d, local) = split_address(p as u64);
+    let mut s = state();
+    let Some(gpu) = s.gpu(d) else {
+        return ret(INVALID_VALUE);
+    };
+    let Some(size) = gpu.segments.remove(&local) else {
+        return ret(INVALID_VALUE);
+    };
+    if gpu.sim.free(local, size).is_err() {
+        return ret(INVALID_VALUE);
+    }
+    s.log("free", d, local, size);
+    SUCCESS
+}
+
+/// `cudaMemGetInfo` of the current device.
+///
+/// # Safety
+/// Both pointers are null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> CudaError {
+    let d = current_device();
+    let Some((f, t)) = state().gpu(d).map(|g| g.mem_info()) else {
+        return ret(INVALID_DEVICE);
+    };
+    // SAFETY: output parameters (caller's contract).
+    unsafe {
+        put(free, f as usize);
+        put(total, t as usize);
+    }
+    SUCCESS
+}
+
+/// `cudaMemcpy`: nothing is copied.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaMemcpy(
+    _d: *mut c_void,
+    _s: *const c_void,
+    _n: usize,
+    _k: c_int,
+) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaMemcpyAsync`: nothing is copied.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaMemcpyAsync(
+    _d: *mut c_void,
+    _s: *const c_void,
+    _n: usize,
+    _k: c_int,
+    _stream: Handle,
+) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaMemcpyPeerAsync`: nothing is copied.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaMemcpyPeerAsync(
+    _d: *mut c_void,
+    _dd: c_int,
+    _s: *const c_void,
+    _sd: c_int,
+    _n: usize,
+    _stream: Handle,
+) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaMemset`: nothing is written.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaMemset(_d: *mut c_void, _v: c_int, _n: usize) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaMemsetAsync`: nothing is written.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaMemsetAsync(
+    _d: *mut c_void,
+    _v: c_int,
+    _n: usize,
+    _stream: Handle,
+) -> CudaError {
+    SUCCESS
+}
+
+/// Heap blocks handed out as pinned host memory, with their layouts.
+static HOST: Mutex<Option<HashMap<usize, Layout>>> = Mutex::new(None);
+
+/// `cudaHostAlloc`: ordinary heap memory (the host side is real memory).
+///
+/// # Safety
+/// `p` is null or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaHostAlloc(p: *mut *mut c_void, n: usize, _flags: c_uint) -> CudaError {
+    let Ok(layout) = Layout::from_size_align(n.max(1), 64) else {
+        return ret(OUT_OF_MEMORY);
+    };
+    // SAFETY: the layout has a non-zero size.
+    let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+    if mem.is_null() {
+        return ret(OUT_OF_MEMORY);
+    }
+    HOST.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(mem as usize, layout);
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(p, mem.cast()) };
+    SUCCESS
+}
+
+/// `cudaMallocHost`.
+///
+/// # Safety
+/// As [`cudaHostAlloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaMallocHost(p: *mut *mut c_void, n: usize) -> CudaError {
+    // SAFETY: forwarded caller's contract.
+    unsafe { cudaHostAlloc(p, n, 0) }
+}
+
+/// `cudaFreeHost` of a [`cudaHostAlloc`] result.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaFreeHost(p: *mut c_void) -> CudaError {
+    if p.is_null() {
+        return SUCCESS;
+    }
+    let layout = HOST
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|m| m.remove(&(p as usize)));
+    match layout {
+        Some(layout) => {
+            // SAFETY: `p` came from `alloc_zeroed` with this layout and is
+            // freed once (it was removed from the table).
+            unsafe { std::alloc::dealloc(p.cast(), layout) };
+            SUCCESS
+        }
+        None => ret(INVALID_VALUE),
+    }
+}
+
+/// `cudaHostRegister`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaHostRegister(_p: *mut c_void, _n: usize, _f: c_uint) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaHostUnregister`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaHostUnregister(_p: *mut c_void) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaHostGetDevicePointer`: the host address itself.
+///
+/// # Safety
+/// `d` is null or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaHostGetDevicePointer(
+    d: *mut *mut c_void,
+    h: *mut c_void,
+    _f: c_uint,
+) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(d, h) };
+    SUCCESS
+}
+
+/// `struct cudaPointerAttributes` (the same in CUDA 12 and 13).
+#[repr(C)]
+struct PointerAttributes {
+    kind: c_int,
+    device: c_int,
+    device_pointer: *mut c_void,
+    host_pointer: *mut c_void,
+}
+
+/// `cudaPointerGetAttributes`: device memory of the device the address
+/// belongs to.
+///
+/// # Safety
+/// `a` is null or points to a writable `cudaPointerAttributes`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaPointerGetAttributes(a: *mut c_void, p: *const c_void) -> CudaError {
+    let (d, _) = split_address(p as u64);
+    let attrs = PointerAttributes {
+        kind: 2, // cudaMemoryTypeDevice
+        device: d as c_int,
+        device_pointer: p.cast_mut(),
+        host_pointer: std::ptr::null_mut(),
+    };
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(a.cast::<PointerAttributes>(), attrs) };
+    SUCCESS
+}

@@ -1,0 +1,179 @@
+//! The fake devices' state: one [`SimDevice`] per GPU, the physical
+//! handles of expandable segments, the current device of each thread, and
+//! the device-call log.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use vramlab_allocator::{Device, DeviceError, SimDevice};
+
+use crate::config::Config;
+
+/// Device `d`'s addresses are its simulated device's plus `d` times this,
+/// so that no two devices hand out the same address (CUDA's address space
+/// is unified; PyTorch keys blocks by address across devices).
+pub(crate) const DEVICE_STRIDE: u64 = 1 << 48;
+
+/// A physical allocation of the virtual-memory API (`cuMemCreate`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PhysHandle {
+    pub device: u32,
+    pub size: u64,
+    /// Where it is mapped (device-local address), if it is.
+    pub mapped_at: Option<u64>,
+}
+
+/// One GPU.
+#[derive(Debug)]
+pub(crate) struct Gpu {
+    pub sim: SimDevice,
+    /// cudaMalloc results (device-local address → size).
+    pub segments: HashMap<u64, u64>,
+    /// Bytes of physical handles created but not mapped (the simulated
+    /// device counts memory when it is mapped; the driver when created).
+    pub unmapped: u64,
+}
+
+impl Gpu {
+    fn new(c: &Config) -> Gpu {
+        let mut sim = SimDevice::with_capacity(c.capacity);
+        if let Some(total) = c.total.or(c.capacity) {
+            sim.set_total(total);
+        }
+        sim.set_placement(c.placement);
+        Gpu {
+            sim,
+            segments: HashMap::new(),
+            unmapped: 0,
+        }
+    }
+
+    /// Free and total bytes as `cudaMemGetInfo` reports them.
+    pub fn mem_info(&self) -> (u64, u64) {
+        let m = self.sim.mem_info();
+        (m.free.min(m.total).saturating_sub(self.unmapped), m.total)
+    }
+
+    /// Bytes that can still be created or allocated.
+    pub fn room(&self) -> u64 {
+        self.sim.mem_info().free.saturating_sub(self.unmapped)
+    }
+}
+
+/// Everything the fake keeps.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub config: Config,
+    pub gpus: Vec<Gpu>,
+    pub handles: HashMap<u64, PhysHandle>,
+    pub next_handle: u64,
+    log: Option<File>,
+    event: Option<u64>,
+}
+
+static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+
+thread_local! {
+    static CURRENT_DEVICE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The state, created from the environment at the first call.
+pub(crate) fn state() -> MutexGuard<'static, State> {
+    let m = STATE.get_or_init(|| {
+        let config = Config::from_env();
+        let log = config.log.as_ref().and_then(|p| match File::create(p) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("[vramlab-fakecuda] cannot create the log {p}: {e}");
+                None
+            }
+        });
+        let gpus = (0..config.devices).map(|_| Gpu::new(&config)).collect();
+        Mutex::new(State {
+            config,
+            gpus,
+            handles: HashMap::new(),
+            next_handle: 1,
+            log,
+            event: None,
+        })
+    });
+    // A panic while the lock was held cannot leave the state half-changed
+    // in a way that matters more than stopping would: keep serving.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The settings (a copy, for calls that only read them).
+pub(crate) fn config() -> Config {
+    state().config.clone()
+}
+
+/// The calling thread's current device.
+pub(crate) fn current_device() -> u32 {
+    CURRENT_DEVICE.with(Cell::get)
+}
+
+/// Makes `d` the calling thread's current device.
+pub(crate) fn set_current_device(d: u32) {
+    CURRENT_DEVICE.with(|c| c.set(d));
+}
+
+/// Splits a global address into (device, device-local address).
+pub(crate) fn split_address(ptr: u64) -> (u32, u64) {
+    ((ptr / DEVICE_STRIDE) as u32, ptr % DEVICE_STRIDE)
+}
+
+/// The global address of device `d`'s local address `local`.
+pub(crate) fn global_address(d: u32, local: u64) -> u64 {
+    u64::from(d) * DEVICE_STRIDE + local
+}
+
+impl State {
+    /// Device `d`, if it exists.
+    pub fn gpu(&mut self, d: u32) -> Option<&mut Gpu> {
+        self.gpus.get_mut(d as usize)
+    }
+
+    /// Writes one line to the device-call log.
+    pub fn log(&mut self, kind: &str, device: u32, ptr: u64, size: u64) {
+        let event = self.event;
+        if let Some(f) = self.log.as_mut() {
+            let line = match event {
+                Some(e) => format!("{e} {kind} {device} {ptr:#x} {size}\n"),
+                None => format!("- {kind} {device} {ptr:#x} {size}\n"),
+            };
+            if let Err(e) = f.write_all(line.as_bytes()) {
+                eprintln!("[vramlab-fakecuda] cannot write the log: {e}");
+                self.log = None;
+            }
+        }
+    }
+}
+
+/// A device error as a CUDA error code.
+pub(crate) fn error_code(e: &DeviceError) -> i32 {
+    match e {
+        DeviceError::OutOfMemory { .. } => crate::ffi::OUT_OF_MEMORY,
+        DeviceError::Other(_) => crate::ffi::INVALID_VALUE,
+    }
+}
+
+/// Tells the fake which trace event the replay is at: later log lines
+/// carry it, so a device call can be tied to the event that caused it.
+#[unsafe(no_mangle)]
+pub extern "C" fn vramlab_fakecuda_mark(event: u64) {
+    state().event = Some(event);
+}
+
+/// Flushes the device-call log (the log is written unbuffered; this is for
+/// callers that want to be sure).
+#[unsafe(no_mangle)]
+pub extern "C" fn vramlab_fakecuda_flush() {
+    let mut s = state();
+    if let Some(f) = s.log.as_mut() {
+        let _ = f.flush();
+    }
+}

@@ -1,0 +1,506 @@
+//! Streams, events, stream capture and graphs. Streams and events are
+//! opaque numbers; nothing ever runs, so every stream is idle and every
+//! event complete. Capture keeps a status, an id and a graph per stream —
+//! what PyTorch's allocator asks to route allocations made during capture
+//! into the graph's private pool.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::errors::ret;
+use crate::ffi::{CAPTURE_INVALIDATED, CAPTURE_UNSUPPORTED, CudaError, Handle, SUCCESS, put};
+use crate::state::{config, current_device};
+
+static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(1);
+
+/// A new opaque handle: distinct, non-null, never dereferenced.
+fn new_handle() -> Handle {
+    (0x5eed_0000_0000 + 16 * NEXT_HANDLE.fetch_add(1, Ordering::Relaxed)) as Handle
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Capture {
+    id: u64,
+    graph: usize,
+}
+
+static CAPTURES: Mutex<Option<(u64, HashMap<usize, Capture>)>> = Mutex::new(None);
+
+fn with_captures<R>(f: impl FnOnce(&mut u64, &mut HashMap<usize, Capture>) -> R) -> R {
+    let mut g = CAPTURES.lock().unwrap_or_else(|e| e.into_inner());
+    let (next, map) = g.get_or_insert_with(|| (1, HashMap::new()));
+    f(next, map)
+}
+
+fn capture_of(stream: Handle) -> Option<Capture> {
+    with_captures(|_, m| m.get(&(stream as usize)).copied())
+}
+
+/// `cudaStreamCreate`.
+///
+/// # Safety
+/// `s` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamCreate(s: *mut Handle) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(s, new_handle()) };
+    SUCCESS
+}
+
+/// `cudaStreamCreateWithFlags`.
+///
+/// # Safety
+/// `s` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamCreateWithFlags(s: *mut Handle, _f: c_uint) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(s, new_handle()) };
+    SUCCESS
+}
+
+/// `cudaStreamCreateWithPriority`.
+///
+/// # Safety
+/// `s` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamCreateWithPriority(
+    s: *mut Handle,
+    _f: c_uint,
+    _p: c_int,
+) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(s, new_handle()) };
+    SUCCESS
+}
+
+/// `cudaStreamDestroy`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamDestroy(_s: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaStreamQuery`: idle.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamQuery(_s: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaStreamSynchronize`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamSynchronize(_s: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaStreamWaitEvent`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamWaitEvent(_s: Handle, _e: Handle, _f: c_uint) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaStreamGetPriority`.
+///
+/// # Safety
+/// `p` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamGetPriority(_s: Handle, p: *mut c_int) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(p, 0) };
+    SUCCESS
+}
+
+/// `cudaStreamGetFlags`.
+///
+/// # Safety
+/// `f` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamGetFlags(_s: Handle, f: *mut c_uint) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(f, 0) };
+    SUCCESS
+}
+
+/// `cudaStreamGetDevice`: the current device.
+///
+/// # Safety
+/// `d` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamGetDevice(_s: Handle, d: *mut c_int) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(d, current_device() as c_int) };
+    SUCCESS
+}
+
+/// `cudaStreamGetId`: the handle's value.
+///
+/// # Safety
+/// `id` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamGetId(s: Handle, id: *mut c_ulonglong) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(id, s as c_ulonglong) };
+    SUCCESS
+}
+
+/// `cudaStreamBeginCapture` (the legacy default stream cannot capture).
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamBeginCapture(s: Handle, _mode: c_int) -> CudaError {
+    if s.is_null() {
+        return ret(CAPTURE_UNSUPPORTED);
+    }
+    let graph = new_handle() as usize;
+    with_captures(|next, m| {
+        m.insert(s as usize, Capture { id: *next, graph });
+        *next += 1;
+    });
+    SUCCESS
+}
+
+/// `cudaStreamBeginCaptureToGraph`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamBeginCaptureToGraph(
+    s: Handle,
+    _g: Handle,
+    _deps: *const c_void,
+    _edges: *const c_void,
+    _n: usize,
+    mode: c_int,
+) -> CudaError {
+    cudaStreamBeginCapture(s, mode)
+}
+
+/// `cudaStreamEndCapture`: the captured (empty) graph.
+///
+/// # Safety
+/// `graph` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamEndCapture(s: Handle, graph: *mut Handle) -> CudaError {
+    match with_captures(|_, m| m.remove(&(s as usize))) {
+        Some(c) => {
+            // SAFETY: output parameter (caller's contract).
+            unsafe { put(graph, c.graph as Handle) };
+            SUCCESS
+        }
+        None => ret(CAPTURE_INVALIDATED),
+    }
+}
+
+/// `cudaStreamIsCapturing`: 1 (active) while a capture is under way.
+///
+/// # Safety
+/// `status` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamIsCapturing(s: Handle, status: *mut c_int) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(status, capture_of(s).is_some() as c_int) };
+    SUCCESS
+}
+
+/// `cudaStreamGetCaptureInfo`. CUDA 13: `(stream, status*, id*, graph*,
+/// deps**, edgeData**, numDeps*)`; CUDA 12: `(stream, status*, id*)` — the
+/// later outputs are written only for a CUDA 13 caller.
+///
+/// # Safety
+/// The outputs the caller's CUDA version has are null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamGetCaptureInfo(
+    s: Handle,
+    status: *mut c_int,
+    id: *mut c_ulonglong,
+    graph: *mut Handle,
+    deps: *mut *const c_void,
+    edges: *mut *const c_void,
+    n: *mut usize,
+) -> CudaError {
+    let c = capture_of(s);
+    // SAFETY: output parameters of every CUDA version (caller's contract).
+    unsafe {
+        put(status, c.is_some() as c_int);
+        put(id, c.map_or(0, |c| c.id));
+    }
+    if config().cuda_major() >= 13 {
+        // SAFETY: a CUDA 13 caller passes all seven arguments.
+        unsafe { capture_outputs(c, graph, deps, edges, n) };
+    }
+    SUCCESS
+}
+
+/// The graph and dependency outputs of the capture-info calls.
+///
+/// # Safety
+/// Each pointer is null or valid for a write.
+unsafe fn capture_outputs(
+    c: Option<Capture>,
+    graph: *mut Handle,
+    deps: *mut *const c_void,
+    edges: *mut *const c_void,
+    n: *mut usize,
+) {
+    // SAFETY: output parameters (caller's contract).
+    unsafe {
+        put(graph, c.map_or(std::ptr::null_mut(), |c| c.graph as Handle));
+        put(deps, std::ptr::null());
+        put(edges, std::ptr::null());
+        put(n, 0);
+    }
+}
+
+/// `cudaStreamGetCaptureInfo_v2` (CUDA 12: no edge data).
+///
+/// # Safety
+/// Each output is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamGetCaptureInfo_v2(
+    s: Handle,
+    status: *mut c_int,
+    id: *mut c_ulonglong,
+    graph: *mut Handle,
+    deps: *mut *const c_void,
+    n: *mut usize,
+) -> CudaError {
+    let c = capture_of(s);
+    // SAFETY: output parameters (caller's contract).
+    unsafe {
+        put(status, c.is_some() as c_int);
+        put(id, c.map_or(0, |c| c.id));
+        capture_outputs(c, graph, deps, std::ptr::null_mut(), n);
+    }
+    SUCCESS
+}
+
+/// `cudaStreamGetCaptureInfo_v3` (CUDA 12.3+).
+///
+/// # Safety
+/// Each output is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaStreamGetCaptureInfo_v3(
+    s: Handle,
+    status: *mut c_int,
+    id: *mut c_ulonglong,
+    graph: *mut Handle,
+    deps: *mut *const c_void,
+    edges: *mut *const c_void,
+    n: *mut usize,
+) -> CudaError {
+    let c = capture_of(s);
+    // SAFETY: output parameters (caller's contract).
+    unsafe {
+        put(status, c.is_some() as c_int);
+        put(id, c.map_or(0, |c| c.id));
+        capture_outputs(c, graph, deps, edges, n);
+    }
+    SUCCESS
+}
+
+/// `cudaStreamUpdateCaptureDependencies`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamUpdateCaptureDependencies(
+    _s: Handle,
+    _d: *mut c_void,
+    _n: usize,
+    _f: c_uint,
+) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaStreamUpdateCaptureDependencies_v2`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamUpdateCaptureDependencies_v2(
+    _s: Handle,
+    _d: *mut c_void,
+    _e: *const c_void,
+    _n: usize,
+    _f: c_uint,
+) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaThreadExchangeStreamCaptureMode`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaThreadExchangeStreamCaptureMode(_m: *mut c_int) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaGraphCreate`.
+///
+/// # Safety
+/// `g` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaGraphCreate(g: *mut Handle, _f: c_uint) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(g, new_handle()) };
+    SUCCESS
+}
+
+/// `cudaGraphInstantiate`.
+///
+/// # Safety
+/// `exec` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaGraphInstantiate(
+    exec: *mut Handle,
+    _g: Handle,
+    _f: c_ulonglong,
+) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(exec, new_handle()) };
+    SUCCESS
+}
+
+/// `cudaGraphInstantiateWithFlags`.
+///
+/// # Safety
+/// `exec` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaGraphInstantiateWithFlags(
+    exec: *mut Handle,
+    g: Handle,
+    f: c_ulonglong,
+) -> CudaError {
+    // SAFETY: forwarded caller's contract.
+    unsafe { cudaGraphInstantiate(exec, g, f) }
+}
+
+/// `cudaGraphUpload`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaGraphUpload(_e: Handle, _s: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaGraphLaunch`: nothing runs.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaGraphLaunch(_e: Handle, _s: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaGraphDestroy`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaGraphDestroy(_g: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaGraphExecDestroy`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaGraphExecDestroy(_e: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaGraphGetNodes`: an empty graph.
+///
+/// # Safety
+/// `n` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaGraphGetNodes(
+    _g: Handle,
+    _nodes: *mut Handle,
+    n: *mut usize,
+) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(n, 0) };
+    SUCCESS
+}
+
+/// `cudaGraphDebugDotPrint`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaGraphDebugDotPrint(
+    _g: Handle,
+    _path: *const c_char,
+    _f: c_uint,
+) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaDeviceGraphMemTrim`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaDeviceGraphMemTrim(_d: c_int) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaDeviceGetGraphMemAttribute`: 0.
+///
+/// # Safety
+/// `v` is null or valid for a write of 8 bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaDeviceGetGraphMemAttribute(
+    _d: c_int,
+    _a: c_int,
+    v: *mut c_void,
+) -> CudaError {
+    // SAFETY: every graph-memory attribute is a 64-bit value (caller's contract).
+    unsafe { put(v.cast::<u64>(), 0) };
+    SUCCESS
+}
+
+/// `cudaDeviceSetGraphMemAttribute`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaDeviceSetGraphMemAttribute(
+    _d: c_int,
+    _a: c_int,
+    _v: *mut c_void,
+) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaEventCreate`.
+///
+/// # Safety
+/// `e` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaEventCreate(e: *mut Handle) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(e, new_handle()) };
+    SUCCESS
+}
+
+/// `cudaEventCreateWithFlags`.
+///
+/// # Safety
+/// `e` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaEventCreateWithFlags(e: *mut Handle, _f: c_uint) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(e, new_handle()) };
+    SUCCESS
+}
+
+/// `cudaEventDestroy`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaEventDestroy(_e: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaEventRecord`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaEventRecord(_e: Handle, _s: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaEventRecordWithFlags`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaEventRecordWithFlags(_e: Handle, _s: Handle, _f: c_uint) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaEventQuery`: always complete.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaEventQuery(_e: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaEventSynchronize`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaEventSynchronize(_e: Handle) -> CudaError {
+    SUCCESS
+}
+
+/// `cudaEventElapsedTime`: 0 ms.
+///
+/// # Safety
+/// `ms` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaEventElapsedTime(ms: *mut f32, _a: Handle, _b: Handle) -> CudaError {
+    // SAFETY: output parameter (caller's contract).
+    unsafe { put(ms, 0.0) };
+    SUCCESS
+}
