@@ -49,6 +49,7 @@ mod cmd_gen;
 mod cmd_gpus;
 mod cmd_matrix;
 mod cmd_oom_point;
+mod cmd_oracle;
 mod cmd_recommend;
 mod cmd_replay;
 mod cmd_replay_cuda;
@@ -87,6 +88,10 @@ enum Command {
     /// Replay a PyTorch memory snapshot under its recorded settings and
     /// compare every allocation address and segment decision with PyTorch's.
     Fidelity(cmd_fidelity::FidelityArgs),
+    /// Judge vramlab by PyTorch's own allocator: the official wheel of a
+    /// release, run on a fake CUDA device on this machine, replays each
+    /// trace next to vramlab ("exact", or the first decision that differs).
+    Oracle(cmd_oracle::OracleArgs),
     /// Replay traces under a grid of settings in parallel (table, CSV, JSON).
     Sweep(cmd_sweep::SweepArgs),
     /// The smallest GPU capacity on which a trace runs without OOM, or
@@ -131,6 +136,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Replay(a) => cmd_replay::run(a),
         Command::Conf(a) => cmd_conf::run(a),
         Command::Fidelity(a) => cmd_fidelity::run(a),
+        Command::Oracle(a) => cmd_oracle::run(a),
         Command::Convert(a) => cmd_convert::run_convert(a),
         Command::Sweep(a) => cmd_sweep::run(a),
         Command::Gen(a) => cmd_gen::run(a),

@@ -8,6 +8,7 @@
 //!   that made the failing allocation.
 //! * [`sweep`]: sweep rows per trace, or one summary line per trace.
 //! * [`stats`]: what a trace holds.
+//! * [`oracle`]: PyTorch's own allocator next to vramlab's replay.
 //! * [`matrix`]: a workload's variants × settings, as a table or CSV.
 //! * `cuda_replay` (with the `cuda` feature): replays on a real GPU, with
 //!   the latency of every driver and allocator call and the leak check.
@@ -17,6 +18,7 @@ pub mod cuda_replay;
 pub mod matrix;
 pub mod oom;
 pub mod oom_code;
+pub mod oracle;
 pub mod recommendation;
 pub mod replay;
 pub mod stats;

@@ -333,6 +333,26 @@ def ensure_alloc_conf(conf: str) -> None:
 
 
 # ---------------------------------------------------------------- replay
+# The event number the fake device logs for the clean-up after the trace.
+END_MARK = 2**64 - 1
+
+
+def fake_device_mark():
+    """``vramlab_fakecuda_mark`` when the process runs on vramlab's fake CUDA
+    device (``vramlab oracle``), else ``None``. Called with each event's
+    index before the event, so that the fake's device-call log ties every
+    cudaMalloc, cudaFree, map and unmap to the event that caused it."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        f = ctypes.CDLL(None).vramlab_fakecuda_mark
+    except (OSError, AttributeError):
+        return None
+    f.argtypes = [ctypes.c_uint64]
+    f.restype = None
+    return f
+
+
 def replay(args: argparse.Namespace) -> int:
     header, events, skipped = read_trace(args.trace, args.trace_device, args.start)
     ensure_alloc_conf(args.conf)
@@ -383,6 +403,7 @@ def replay(args: argparse.Namespace) -> int:
         except TypeError:
             torch.cuda.memory._record_memory_history(max_entries=max_entries)
 
+    mark = fake_device_mark()
     ptrs: dict[int, int] = {}
     failed: set[int] = set()
     timing: list = []
@@ -392,6 +413,8 @@ def replay(args: argparse.Namespace) -> int:
     replayed = 0
     t_start = perf()
     for idx, (kind, ident, size, stream) in enumerate(events):
+        if mark is not None:
+            mark(idx)
         if kind == ALLOC:
             if size == 0:
                 ptrs[ident] = 0
@@ -447,6 +470,8 @@ def replay(args: argparse.Namespace) -> int:
         json.dump(stats, f, indent=1, sort_keys=True)
 
     # Give everything back and check that it all came back.
+    if mark is not None:
+        mark(END_MARK)
     live_at_end = sum(1 for p in ptrs.values() if p)
     for p in ptrs.values():
         if p:

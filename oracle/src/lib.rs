@@ -1,0 +1,26 @@
+//! PyTorch's own allocator as the judge, on any machine.
+//!
+//! The official torch wheel of a release is installed from PyPI into a
+//! cached virtual environment ([`install`]), and runs
+//! `traces/record/torch_replay.py` — every allocation of a trace through
+//! `torch.cuda.caching_allocator_alloc`, every free through
+//! `caching_allocator_delete` — on vramlab's fake CUDA device
+//! (`vramlab-fakecuda`, prepared per wheel by [`fake`]). The fake answers
+//! with vramlab's own simulated device, so PyTorch's decisions and
+//! vramlab's replay ([`judge`]) meet on the same addresses and capacity:
+//! the judge compares peak reserved and allocated memory, cudaMalloc and
+//! cudaFree counts, retries, the OOM, and every device call in order,
+//! naming the first one that differs.
+
+pub mod device_log;
+mod elf;
+mod error;
+pub mod fake;
+pub mod install;
+pub mod judge;
+pub mod torch_side;
+pub mod wheel;
+
+pub use error::OracleError;
+pub use install::{Installer, Interpreter, cache_dir};
+pub use judge::{JudgeOptions, OracleRow, judge_trace, oracle_trace};

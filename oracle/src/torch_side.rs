@@ -1,0 +1,122 @@
+//! One replay through PyTorch's own allocator: `torch_replay.py` run by a
+//! wheel's interpreter on the fake device.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use crate::OracleError;
+use crate::fake::{FakeDevice, FakeDir};
+use crate::install::Interpreter;
+
+/// The replay script, as committed in `traces/record/torch_replay.py`.
+pub const TORCH_REPLAY_PY: &str = include_str!("../../traces/record/torch_replay.py");
+
+/// What PyTorch's allocator did (from the script's `summary.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TorchResult {
+    /// `torch.__version__`.
+    pub torch_version: String,
+    /// Events the script replayed (it stops at the first OOM).
+    pub events_replayed: u64,
+    /// `reserved_bytes.all.peak`.
+    pub peak_reserved_bytes: u64,
+    /// `allocated_bytes.all.peak`.
+    pub peak_allocated_bytes: u64,
+    /// `num_alloc_retries`.
+    pub num_alloc_retries: u64,
+    /// `num_ooms`.
+    pub num_ooms: u64,
+    /// `num_device_alloc` (cudaMalloc calls, or mapped pages with
+    /// expandable segments).
+    pub num_device_alloc: u64,
+    /// `num_device_free`.
+    pub num_device_free: u64,
+    /// The first OOM, if any.
+    pub oom: Option<TorchOom>,
+}
+
+/// PyTorch's first out-of-memory error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TorchOom {
+    /// The event that failed.
+    pub event_index: u64,
+    /// Its request.
+    pub requested_bytes: u64,
+}
+
+/// One run's inputs.
+#[derive(Debug, Clone)]
+pub struct TorchRun<'a> {
+    /// The trace, in the native CSV format.
+    pub csv: &'a Path,
+    /// What to call it in messages.
+    pub label: &'a str,
+    /// `PYTORCH_CUDA_ALLOC_CONF` (`""`: the defaults).
+    pub conf: &'a str,
+    /// `set_per_process_memory_fraction`.
+    pub fraction: Option<f64>,
+    /// The fake device.
+    pub device: FakeDevice,
+    /// Where the script writes its files.
+    pub out: PathBuf,
+    /// Keep PyTorch's memory history (`snapshot.pickle` in `out`).
+    pub history: bool,
+}
+
+/// Runs the script; `script` is where [`TORCH_REPLAY_PY`] was written.
+pub fn run_torch(
+    interp: &Interpreter,
+    fake: &FakeDir,
+    script: &Path,
+    run: &TorchRun<'_>,
+) -> Result<TorchResult, OracleError> {
+    std::fs::create_dir_all(&run.out).map_err(OracleError::io(&run.out))?;
+    let mut cmd = Command::new(&interp.python);
+    cmd.arg(script)
+        .arg(run.csv)
+        .arg("--out")
+        .arg(&run.out)
+        .arg("--conf")
+        .arg(run.conf)
+        .arg("--quiet");
+    if let Some(f) = run.fraction {
+        cmd.arg("--fraction").arg(f.to_string());
+    }
+    if !run.history {
+        cmd.arg("--no-history");
+    }
+    cmd.env_remove("PYTORCH_CUDA_ALLOC_CONF")
+        .env_remove("PYTORCH_ALLOC_CONF")
+        .envs(fake.env(&run.device))
+        .stdin(Stdio::null());
+    let out = cmd.output().map_err(|source| OracleError::Spawn {
+        program: interp.python.display().to_string(),
+        source,
+    })?;
+    let summary = run.out.join("summary.json");
+    let fail = |why: String| OracleError::TorchReplay {
+        trace: run.label.to_string(),
+        setting: if run.conf.is_empty() {
+            "default".into()
+        } else {
+            run.conf.into()
+        },
+        why,
+    };
+    let text = match std::fs::read_to_string(&summary) {
+        Ok(t) => t,
+        Err(_) => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = err.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(fail(format!(
+                "{} (no summary.json); its stderr ends:\n{}",
+                out.status,
+                tail.join("\n")
+            )));
+        }
+    };
+    serde_json::from_str(&text).map_err(|e| fail(format!("{}: {e}", summary.display())))
+}
