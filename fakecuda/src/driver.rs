@@ -249,7 +249,7 @@ macro_rules! driver_not_faked {
             #[doc = concat!("`", stringify!($name), "`: not supported.")]
             #[unsafe(no_mangle)]
             pub extern "C" fn $name() -> CuResult {
-                crate::errors::not_faked(stringify!($name))
+                crate::errors::driver_not_faked(stringify!($name))
             }
         )*
         /// The not-faked driver function called `name`, if it is one.

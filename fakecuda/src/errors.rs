@@ -22,8 +22,23 @@ pub(crate) fn ret(e: CudaError) -> CudaError {
 
 static NOT_FAKED_SEEN: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
 
-/// What every stub returns: 801, said once per function on stderr.
+/// What every runtime stub returns: 801, said once per function on
+/// stderr, and kept as the thread's last error (as the runtime does).
 pub fn not_faked(name: &'static str) -> c_int {
+    say_not_faked(name);
+    ret(NOT_SUPPORTED)
+}
+
+/// What a driver function that is not faked returns: 801, said once on
+/// stderr. The driver API has no sticky error: the runtime's last error is
+/// left alone (PyTorch calls some of these, e.g. `cuLogsRegisterCallback`,
+/// and carries on).
+pub fn driver_not_faked(name: &'static str) -> c_int {
+    say_not_faked(name);
+    NOT_SUPPORTED
+}
+
+fn say_not_faked(name: &'static str) {
     let first = {
         let mut seen = NOT_FAKED_SEEN.lock().unwrap_or_else(|e| e.into_inner());
         seen.get_or_insert_with(HashSet::new).insert(name)
@@ -31,7 +46,6 @@ pub fn not_faked(name: &'static str) -> c_int {
     if first && !crate::state::config().quiet {
         eprintln!("[vramlab-fakecuda] {name} is not faked: it returns 801 (not supported)");
     }
-    ret(NOT_SUPPORTED)
 }
 
 fn message(e: c_int) -> (&'static CStr, &'static CStr) {

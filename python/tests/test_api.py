@@ -305,3 +305,23 @@ def test_matrix_equals_the_cli_and_names_its_cells(tmp_path):
     base = [c for c in m.cells if c.variant == m.baseline_variant and c.setting == "default"]
     assert base and base[0].saved_vs_baseline == 0.0
     assert all(c.fits is not None for c in m.cells)
+
+
+def test_oracle_names_a_bad_release():
+    with pytest.raises(vramlab.VramlabError, match="'latest' is not a PyTorch release"):
+        vramlab.oracle(GPT, torch="latest")
+
+
+def _oracle_ready() -> bool:
+    cache = Path(os.environ.get("VRAMLAB_ORACLE_CACHE") or Path.home() / ".cache" / "vramlab" / "oracle")
+    return (cache / "torch-2.11" / "complete").exists() and bool(os.environ.get("VRAMLAB_FAKECUDA"))
+
+
+@pytest.mark.skipif(not _oracle_ready(), reason="needs the oracle's torch 2.11 environment and VRAMLAB_FAKECUDA (CI's oracle step)")
+def test_oracle_rows_are_the_commands():
+    rows = vramlab.oracle(GPT, conf=["default", "expandable_segments:True"], torch="2.11")
+    assert [(r.torch_peak_reserved_bytes, r.torch_num_device_alloc, r.exact) for r in rows] == [
+        (864 << 20, 50, True),
+        (780 << 20, 37, True),
+    ]
+    assert rows.to_pandas is not None

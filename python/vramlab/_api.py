@@ -412,6 +412,46 @@ def fidelity(
         return _json(args)
 
 
+def oracle(
+    source: Source,
+    conf: Conf = None,
+    *,
+    torch: str = "2.11",
+    python: Optional[str] = None,
+    capacity: Size = None,
+    gpu: Optional[str] = None,
+    placement: Optional[str] = None,
+    torch_version: Optional[str] = None,
+    device: Optional[int] = None,
+    fraction: Optional[float] = None,
+    snapshot_out: Optional[str] = None,
+) -> Rows:
+    """``vramlab oracle --json``: PyTorch's own caching allocator (the
+    official wheel of release ``torch``, installed from PyPI into a cached
+    environment on first use, or the one of ``python``) replays ``source``
+    on vramlab's fake CUDA device next to vramlab's replay, under each
+    setting of ``conf``. Returns one row per setting:
+    ``torch_peak_reserved_bytes``, ``torch_num_device_alloc``,
+    ``vramlab_peak_reserved_bytes``, ``vramlab_num_device_alloc``, ``exact``
+    and, where they part, ``first_difference``. A difference is a result,
+    not an exception. The fake device's library is found next to the
+    ``vramlab`` program, in the source tree's ``target/``, or at
+    ``$VRAMLAB_FAKECUDA``."""
+    with _Input(source) as inp:
+        args = ["oracle", inp.path, "--json", "--torch", torch]
+        for c in _confs(conf):
+            args += ["--conf", c]
+        _opt(args, "--python", python)
+        _opt(args, "--capacity", capacity)
+        _opt(args, "--gpu", gpu)
+        _opt(args, "--placement", placement)
+        _opt(args, "--torch-version", torch_version)
+        _opt(args, "--trace-device", device if device is not None else inp.device)
+        _opt(args, "--fraction", fraction)
+        _opt(args, "--snapshot-out", snapshot_out)
+        return Rows(_json(args))
+
+
 class _Grid:
     """A grid argument as the command line takes it: ``default``, a file,
     or a list of lines written to a temporary file."""
