@@ -114,6 +114,7 @@ impl<D: Device> Allocator for SizeClassCache<D> {
                             let info = self.device.mem_info();
                             AllocError::OutOfMemory(Box::new(OomReport {
                                 exceeds_limit: false,
+                                preemptive: false,
                                 requested: size,
                                 rounded: class,
                                 device_request: class,

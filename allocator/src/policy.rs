@@ -56,6 +56,10 @@ pub struct OomReport {
     /// `true` when the request was 2^60 bytes or more: PyTorch refuses it
     /// before looking at the cache ("Tried to allocate more than 1EB memory").
     pub exceeds_limit: bool,
+    /// `true` when `throw_on_cudamalloc_oom` (2.12+) rejected a new segment
+    /// larger than the device's free memory before asking the driver: no
+    /// cached blocks released, no retry, not counted in `num_ooms`.
+    pub preemptive: bool,
     /// The caller's request in bytes.
     pub requested: u64,
     /// The rounded request (`size` of the trace's `oom` entry).
@@ -79,6 +83,13 @@ impl std::fmt::Display for OomReport {
     /// PyTorch's message, without the per-process NVML lines.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use crate::format::format_size;
+        if self.preemptive {
+            return write!(
+                f,
+                "CUDA out of memory. Allocation was preemptively rejected because it would exceed per_process_memory_fraction limit. Requested size: {}",
+                format_size(self.device_request)
+            );
+        }
         if self.exceeds_limit {
             return write!(
                 f,

@@ -168,9 +168,16 @@ fn example_11_4_small_and_boundary_cases() {
     assert_eq!(f.stat("inactive_split.large_pool.current"), 0);
 }
 
+/// Up to 2.11 (`BlockComparatorSize`): smallest, then lowest address.
+/// Later releases: allocator/tests/native_tie_order.rs.
 #[test]
 fn best_fit_prefers_smallest_then_lowest_address() {
-    let mut f = Fixture::default();
+    let mut f = Fixture {
+        a: NativeAllocator::new(
+            AllocConf::new(vramlab_allocator::TorchVersion::new(2, 11)),
+            SimDevice::unlimited(),
+        ),
+    };
     // Three whole segments: 30, 24, 24 MiB (freed, cached).
     let a = f.malloc(30 * MIB);
     let b = f.malloc(24 * MIB);
@@ -677,10 +684,10 @@ fn pending_frees_block_merging_until_completed() {
     assert_eq!(f.a.largest_free_block(), 20 * MIB);
 }
 
-/// The driver's address order decides a best-fit tie: two equal cached
-/// 24 MiB segments, a 22 MiB request takes the lower one, which is the
-/// older segment with ascending addresses and the newer one with the H200
-/// driver's order (new regions below the old ones).
+/// Up to 2.11 the driver's address order decides a best-fit tie: two
+/// equal cached 24 MiB segments, a 22 MiB request takes the lower one,
+/// which is the older segment with ascending addresses and the newer one
+/// with the H200 driver's order (new regions below the old ones).
 #[test]
 fn the_placement_decides_which_equal_block_a_request_takes() {
     use vramlab_allocator::Placement;
@@ -688,7 +695,10 @@ fn the_placement_decides_which_equal_block_a_request_takes() {
         let mut dev = SimDevice::unlimited();
         dev.set_placement(placement);
         let mut f = Fixture {
-            a: NativeAllocator::new(AllocConf::default(), dev),
+            a: NativeAllocator::new(
+                AllocConf::new(vramlab_allocator::TorchVersion::new(2, 11)),
+                dev,
+            ),
         };
         let old = f.malloc(24 * MIB);
         let new = f.malloc(24 * MIB);
@@ -701,4 +711,45 @@ fn the_placement_decides_which_equal_block_a_request_takes() {
         assert_eq!(f.ptr(got), want, "{placement}");
         assert_eq!(f.calls().len(), 2, "no third segment");
     }
+}
+
+/// `throw_on_cudamalloc_oom` (2.12+): a new segment larger than the free
+/// memory fails before the driver is asked — no cached blocks released, no
+/// retry, `num_ooms` not counted. Measured with PyTorch 2.12.1–2.15.0 on
+/// the fake device (scripts/oracle_experiments/throw_on_oom.py): on a
+/// 40 MiB device with 24 MiB allocated, an 18 MiB request fails with
+/// retries 0, OOMs 0 under the key, and retries 1, OOMs 1 without it.
+#[test]
+fn throw_on_cudamalloc_oom_rejects_before_the_driver() {
+    let v = vramlab_allocator::TorchVersion::new(2, 15);
+    for (on, retries, ooms) in [(false, 1, 1), (true, 0, 0)] {
+        let mut c = AllocConf::new(v);
+        c.throw_on_cudamalloc_oom = on;
+        let mut f = Fixture::with_capacity(c, 40 * MIB);
+        let _held = f.malloc(24 * MIB);
+        match f.a.malloc(18 * MIB, 0) {
+            Err(AllocError::OutOfMemory(r)) => {
+                assert_eq!(r.preemptive, on);
+                let msg = r.to_string();
+                let want = if on {
+                    "CUDA out of memory. Allocation was preemptively rejected because it would exceed per_process_memory_fraction limit. Requested size: 18.00 MiB"
+                } else {
+                    "CUDA out of memory. Tried to allocate 18.00 MiB."
+                };
+                assert!(msg.starts_with(want), "{msg}");
+            }
+            other => panic!("expected OOM, got {other:?}"),
+        }
+        assert_eq!(f.stat("num_alloc_retries"), retries, "on={on}");
+        assert_eq!(f.stat("num_ooms"), ooms, "on={on}");
+        assert_eq!(f.stat("num_device_alloc"), 1);
+    }
+    // 2.11 has no such key.
+    assert!(
+        AllocConf::parse(
+            "throw_on_cudamalloc_oom:True",
+            vramlab_allocator::TorchVersion::new(2, 11)
+        )
+        .is_err()
+    );
 }

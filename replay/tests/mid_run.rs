@@ -26,7 +26,12 @@ use vramlab_traces::pickle::{PickleWriter, Value};
 use vramlab_traces::snapshot::{Action, Snapshot, read_snapshot};
 use vramlab_traces::{Event, Trace};
 
-const V: TorchVersion = TorchVersion::NEWEST;
+/// 2.11, the last release that orders free blocks of one size by address:
+/// from 2.12 the order is by segment age, which a recording that starts
+/// mid-run does not hold for its first segments (the recorded start guesses
+/// it from the driver model: NativeAllocator::seeded_counter), so exactness
+/// of a recorded start is pinned where the snapshot determines it.
+const V: TorchVersion = TorchVersion::new(2, 11);
 
 fn bundled(name: &str) -> Trace {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))

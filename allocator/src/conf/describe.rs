@@ -257,6 +257,46 @@ impl AllocConf {
                 },
             );
         }
+        if has_key(v, "throw_on_cudamalloc_oom") {
+            row(
+                rows,
+                "throw_on_cudamalloc_oom",
+                if self.throw_on_cudamalloc_oom {
+                    "on (a new segment larger than the free memory fails at once: no cache released, no retry)".to_string()
+                } else {
+                    "off (release cached blocks and retry before an OOM)".to_string()
+                },
+            );
+            row(
+                rows,
+                "pinned_free_catch_all",
+                format!(
+                    "{} (pinned host memory only)",
+                    on_off(self.pinned_free_catch_all)
+                ),
+            );
+        }
+        if has_key(v, "expandable_segments_reserve") {
+            for (k, val) in [
+                (
+                    "expandable_segments_reserve",
+                    &self.expandable_segments_reserve,
+                ),
+                (
+                    "expandable_segments_reserve_by_class",
+                    &self.expandable_segments_reserve_by_class,
+                ),
+            ] {
+                row(
+                    rows,
+                    k,
+                    match val {
+                        Some(x) => format!("{x} (address space only: physical memory unchanged)"),
+                        None => "default (address space only)".to_string(),
+                    },
+                );
+            }
+        }
         if has_key(v, "graph_capture_record_stream_reuse") {
             row(
                 rows,

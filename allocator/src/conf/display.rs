@@ -221,6 +221,18 @@ impl AllocConf {
         {
             items.push(("per_process_memory_fraction", f.to_string()));
         }
+        if self.throw_on_cudamalloc_oom {
+            items.push(("throw_on_cudamalloc_oom", bool_value(true).to_string()));
+        }
+        if self.pinned_free_catch_all {
+            items.push(("pinned_free_catch_all", bool_value(true).to_string()));
+        }
+        if let Some(v) = &self.expandable_segments_reserve {
+            items.push(("expandable_segments_reserve", v.clone()));
+        }
+        if let Some(v) = &self.expandable_segments_reserve_by_class {
+            items.push(("expandable_segments_reserve_by_class", v.clone()));
+        }
         items
     }
 }

@@ -25,6 +25,15 @@ const KEY_SINCE: &[(&str, TorchVersion)] = &[
     ("pinned_reserve_segment_size_mb", TorchVersion::new(2, 10)),
     ("per_process_memory_fraction", TorchVersion::new(2, 10)),
     ("large_segment_size_mb", TorchVersion::new(2, 11)),
+    // Found in each wheel's libc10_cuda.so and checked with the oracle:
+    // 2.11 refuses them ("Unrecognized key"), these releases accept them.
+    ("throw_on_cudamalloc_oom", TorchVersion::new(2, 12)),
+    ("pinned_free_catch_all", TorchVersion::new(2, 12)),
+    ("expandable_segments_reserve", TorchVersion::new(2, 15)),
+    (
+        "expandable_segments_reserve_by_class",
+        TorchVersion::new(2, 15),
+    ),
 ];
 
 /// Keys handled by the generic `AcceleratorAllocatorConfig` parser (2.10+);

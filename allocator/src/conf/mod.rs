@@ -134,6 +134,21 @@ pub struct AllocConf {
     pub per_process_memory_fraction: Option<f64>,
     /// `large_segment_size_mb` in bytes (`None` = 20 MiB).
     pub large_segment_size: Option<u64>,
+    /// `throw_on_cudamalloc_oom` (2.12+): a new segment larger than the
+    /// device's free memory raises at once — no cached blocks released, no
+    /// retry, not counted in `num_ooms` ("Allocation was preemptively
+    /// rejected …").
+    pub throw_on_cudamalloc_oom: bool,
+    /// `pinned_free_catch_all` (2.12+; pinned host memory only).
+    pub pinned_free_catch_all: bool,
+    /// `expandable_segments_reserve` (2.15+) as written: the size of the
+    /// address range an expandable segment reserves; physical memory (and
+    /// so every figure vramlab reports) is unchanged by it.
+    pub expandable_segments_reserve: Option<String>,
+    /// `expandable_segments_reserve_by_class` (2.15+) as written (the
+    /// tokens up to its closing `]`); like `expandable_segments_reserve`,
+    /// address space only.
+    pub expandable_segments_reserve_by_class: Option<String>,
     /// The string these settings were parsed from (as PyTorch reports it in
     /// `allocator_settings["PYTORCH_CUDA_ALLOC_CONF"]`).
     pub raw: String,
@@ -158,6 +173,10 @@ impl AllocConf {
             graph_capture_record_stream_reuse: false,
             per_process_memory_fraction: None,
             large_segment_size: None,
+            throw_on_cudamalloc_oom: false,
+            pinned_free_catch_all: false,
+            expandable_segments_reserve: None,
+            expandable_segments_reserve_by_class: None,
             raw: String::new(),
         }
     }

@@ -352,6 +352,48 @@ fn accept_reject_table() {
             "large_segment_size_mb:10",
             Some("CachingAllocator option large_segment_size_mb must be > 10 MB"),
         ),
+        // 2.12-2.15 keys, messages as each wheel gave them on the fake
+        // device (vramlab oracle).
+        (
+            &[v(11)],
+            "throw_on_cudamalloc_oom:True",
+            Some("Unrecognized key 'throw_on_cudamalloc_oom' in CUDA allocator config."),
+        ),
+        (
+            &[v(12), v(13), v(14), v(15)],
+            "throw_on_cudamalloc_oom:True",
+            None,
+        ),
+        (&[v(12), v(15)], "pinned_free_catch_all:False", None),
+        (
+            &[v(15)],
+            "pinned_free_catch_all:1",
+            Some("Expected 'True' or 'False' at index 2 in ConfigTokenizer but got '1'"),
+        ),
+        (
+            &[v(15)],
+            "throw_on_cudamalloc_oom:yes",
+            Some("Expected 'True' or 'False' at index 2 in ConfigTokenizer but got 'yes'"),
+        ),
+        (
+            &[v(12), v(14)],
+            "expandable_segments_reserve:True",
+            Some("Unrecognized key 'expandable_segments_reserve' in CUDA allocator config."),
+        ),
+        (&[v(15)], "expandable_segments_reserve:True", None),
+        (&[v(15)], "expandable_segments_reserve:abc", None),
+        (
+            &[v(15)],
+            "expandable_segments_reserve_by_class:[1:2,3:4]",
+            None,
+        ),
+        (
+            &[v(15)],
+            "expandable_segments_reserve_by_class:5",
+            Some(
+                "i < config_.size() INTERNAL ASSERT FAILED at \"/pytorch/c10/core/AllocatorConfig.h\", please report a bug to PyTorch. Index out of bounds in ConfigTokenizer",
+            ),
+        ),
         (
             &[v(11)],
             "large_segment_size_mb:30,max_split_size_mb:25",

@@ -14,7 +14,7 @@ pub struct TorchVersion {
 
 impl TorchVersion {
     /// The newest release whose behaviour vramlab models.
-    pub const NEWEST: TorchVersion = TorchVersion::new(2, 11);
+    pub const NEWEST: TorchVersion = TorchVersion::new(2, 15);
     /// The oldest release whose behaviour vramlab models.
     pub const OLDEST: TorchVersion = TorchVersion::new(2, 1);
 

@@ -23,6 +23,7 @@ pub(crate) fn exceeds_limit<D: Device>(
     let info = device.mem_info();
     AllocError::OutOfMemory(Box::new(OomReport {
         exceeds_limit: true,
+        preemptive: false,
         requested: size,
         rounded: size,
         device_request: size,
@@ -47,6 +48,7 @@ pub(crate) fn out_of_memory<D: Device>(
     let info = device.mem_info();
     AllocError::OutOfMemory(Box::new(OomReport {
         exceeds_limit: false,
+        preemptive: false,
         requested,
         rounded,
         device_request,

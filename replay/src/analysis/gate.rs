@@ -130,7 +130,9 @@ pub fn measure(
     }
     let mut words = advice_words(traces, &rows);
     for (name, t) in snapshots {
-        let conf = recorded_conf(t, vramlab_allocator::TorchVersion::NEWEST)?.unwrap_or_default();
+        // Each snapshot under the rules of the release that wrote it.
+        let rules = crate::target::release::target_of(t, None).rules;
+        let conf = recorded_conf(t, rules)?.unwrap_or_default();
         let r = check_fidelity(t, conf).map_err(|e| format!("{name}: {e}"))?;
         b.fidelity.insert(
             name.clone(),

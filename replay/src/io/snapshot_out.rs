@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use vramlab_allocator::devices::DeviceCallKind;
-use vramlab_allocator::{AllocConf, BlockState, PoolKind, SegmentView};
+use vramlab_allocator::{AllocConf, BlockState, PoolKind, SegmentView, TorchVersion};
 use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
 use vramlab_traces::{Event, Trace};
 
@@ -35,7 +35,41 @@ fn frame_lists(trace: &Trace) -> Vec<Value> {
         .collect()
 }
 
+/// Which release-specific keys a written snapshot carries: those of the
+/// release whose rules the replay followed, so that reading it back
+/// (`fidelity`, release detection) finds that release
+/// (traces/src/snapshot/release.rs has the table).
+#[derive(Debug, Clone, Copy)]
+struct Signals {
+    /// Entries carry `compile_context` (2.8+).
+    compile_context: bool,
+    /// Settings carry `graph_capture_record_stream_reuse` (2.9+).
+    graph_reuse: bool,
+    /// Entries carry `user_metadata` (2.10+).
+    user_metadata: bool,
+    /// Entries carry `pool_id` (2.12+).
+    pool_id: bool,
+    /// Settings carry `max_cached_size` and `max_round_threshold` (2.13+).
+    cached_size: bool,
+    /// Top-level `host_segments` and `host_traces` (2.14+).
+    host: bool,
+}
+
+impl Signals {
+    fn of(v: TorchVersion) -> Signals {
+        Signals {
+            compile_context: v.at_least(2, 8),
+            graph_reuse: v.at_least(2, 9),
+            user_metadata: v.at_least(2, 10),
+            pool_id: v.at_least(2, 12),
+            cached_size: v.at_least(2, 13),
+            host: v.at_least(2, 14),
+        }
+    }
+}
+
 fn settings(conf: &AllocConf) -> Value {
+    let sig = Signals::of(conf.version);
     let labels = [
         1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
     ];
@@ -45,7 +79,7 @@ fn settings(conf: &AllocConf) -> Value {
             .zip(conf.roundup_power2_divisions.iter())
             .map(|(l, &d)| (Value::from(l.to_string()), Value::from(d as i64))),
     );
-    DictBuilder::new()
+    let d = DictBuilder::new()
         .entry("PYTORCH_CUDA_ALLOC_CONF", conf.to_string())
         .entry("max_split_size", conf.max_split_size_bytes() as i64)
         .entry(
@@ -65,12 +99,27 @@ fn settings(conf: &AllocConf) -> Value {
             "pinned_use_cuda_host_register",
             conf.pinned_use_cuda_host_register,
         )
-        .entry("roundup_power2_divisions", roundup)
-        .entry("vramlab", "replayed by vramlab on a simulated GPU")
+        .entry("roundup_power2_divisions", roundup);
+    let d = if sig.graph_reuse {
+        d.entry(
+            "graph_capture_record_stream_reuse",
+            conf.graph_capture_record_stream_reuse,
+        )
+    } else {
+        d
+    };
+    let d = if sig.cached_size {
+        d.entry("max_round_threshold", -1i64)
+            .entry("max_cached_size", -1i64)
+    } else {
+        d
+    };
+    d.entry("vramlab", "replayed by vramlab on a simulated GPU")
         .build()
 }
 
 fn entry(
+    sig: Signals,
     action: &str,
     addr: u64,
     size: u64,
@@ -78,7 +127,7 @@ fn entry(
     time_us: u64,
     frames: Option<&Value>,
 ) -> Value {
-    let mut d = DictBuilder::with_capacity(6)
+    let mut d = DictBuilder::with_capacity(9)
         .entry("action", action)
         .entry("addr", addr as i64)
         .entry("size", size as i64)
@@ -86,6 +135,18 @@ fn entry(
         .entry("time_us", time_us as i64);
     if let Some(f) = frames {
         d.insert("frames", f.clone());
+    }
+    if sig.compile_context {
+        d.insert("compile_context", Value::from("N/A"));
+    }
+    if sig.user_metadata {
+        d.insert("user_metadata", Value::from(""));
+    }
+    if sig.pool_id {
+        d.insert(
+            "pool_id",
+            Value::list(vec![Value::from(0i64), Value::from(0i64)]),
+        );
     }
     d.build()
 }
@@ -96,7 +157,8 @@ fn entry(
 /// by `run.policy` there).
 pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Value {
     let frames = frame_lists(trace);
-    let mut w = EntryWriter::new(trace, run, &frames);
+    let sig = Signals::of(conf.map_or(TorchVersion::NEWEST, |c| c.version));
+    let mut w = EntryWriter::new(trace, run, &frames, sig);
     for (i, ev) in trace.events.iter().enumerate() {
         if i as u64 >= run.summary.events_replayed {
             break;
@@ -121,7 +183,7 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
             })
         })
         .collect();
-    DictBuilder::new()
+    let top = DictBuilder::new()
         .entry("segments", Value::List(Arc::new(segments)))
         .entry("device_traces", {
             // One list per device ordinal up to this trace's device.
@@ -144,8 +206,14 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
                     .build(),
             },
         )
-        .entry("external_annotations", Value::list(Vec::<Value>::new()))
-        .build()
+        .entry("external_annotations", Value::list(Vec::<Value>::new()));
+    let top = if sig.host {
+        top.entry("host_segments", Value::list(Vec::<Value>::new()))
+            .entry("host_traces", Value::list(Vec::<Value>::new()))
+    } else {
+        top
+    };
+    top.build()
 }
 
 /// The stack of allocation `id`, as a pickled frame list.
@@ -166,6 +234,8 @@ struct EntryWriter<'a> {
     run: &'a Run,
     frames: &'a [Value],
     entries: Vec<Value>,
+    /// The release's keys.
+    sig: Signals,
     /// Requested size and raw stream of each id, for its free entries (ids
     /// of blocks in use at the start come from the initial state).
     sizes: Vec<u64>,
@@ -179,11 +249,12 @@ struct EntryWriter<'a> {
 }
 
 impl<'a> EntryWriter<'a> {
-    fn new(trace: &'a Trace, run: &'a Run, frames: &'a [Value]) -> Self {
+    fn new(trace: &'a Trace, run: &'a Run, frames: &'a [Value], sig: Signals) -> Self {
         let mut w = EntryWriter {
             trace,
             run,
             frames,
+            sig,
             entries: Vec::with_capacity(trace.events.len() * 2),
             sizes: vec![0u64; trace.num_ids as usize],
             streams: vec![0u64; trace.num_ids as usize],
@@ -276,7 +347,7 @@ impl<'a> EntryWriter<'a> {
             };
             let t = self.time + self.device_time as u64;
             self.entries
-                .push(entry(action, c.ptr, c.size, stream, t, None));
+                .push(entry(self.sig, action, c.ptr, c.size, stream, t, None));
         }
     }
 
@@ -310,7 +381,8 @@ impl<'a> EntryWriter<'a> {
                 *st = s;
             }
             let frames = self.frames_of(id);
-            self.entries.push(entry("alloc", a, size, s, t, frames));
+            self.entries
+                .push(entry(self.sig, "alloc", a, size, s, t, frames));
         }
     }
 
@@ -322,7 +394,8 @@ impl<'a> EntryWriter<'a> {
         let sz = self.sizes.get(id as usize).copied().unwrap_or(0);
         let st = self.streams.get(id as usize).copied().unwrap_or(0);
         let frames = self.frames_of(id);
-        self.entries.push(entry(action, a, sz, st, t, frames));
+        self.entries
+            .push(entry(self.sig, action, a, sz, st, t, frames));
     }
 }
 

@@ -197,7 +197,9 @@ mod tests {
         assert_eq!(d.rules, TorchVersion::new(2, 7));
         assert_eq!(d.env_var(), "PYTORCH_CUDA_ALLOC_CONF");
         let t = trace(&[], Some("torch 2.15.0+cu132 (python 3.11.7)"));
-        assert_eq!(target_of(&t, None).label(), "2.11");
+        assert_eq!(target_of(&t, None).label(), "2.15");
+        let t = trace(&[], Some("torch 2.16.0"));
+        assert_eq!(target_of(&t, None).label(), "2.15");
         let t = trace(&[], Some("torch 2.10.1"));
         assert_eq!(target_of(&t, None).env_var(), "PYTORCH_ALLOC_CONF");
         assert_eq!(

@@ -17,9 +17,13 @@
 //! | 2.9 | `allocator_settings` has `graph_capture_record_stream_reuse` |
 //! | 2.10 | trace entries carry `user_metadata` |
 //! | 2.11 | `forward_frames` (with autograd anomaly mode only) |
+//! | 2.12 | trace entries carry `pool_id` |
+//! | 2.13 | `allocator_settings` has `max_cached_size`, `max_round_threshold` |
+//! | 2.14 | top-level `host_segments`, `host_traces` |
+//! | 2.15 | trace entries may carry `internal_metadata` (when set; else a 2.15 snapshot reads as 2.14–2.15) |
 //!
 //! Without trace entries the entry signals are missing, and the range is
-//! wider. Keys no release up to 2.11 writes mean "2.11 or later".
+//! wider. Keys no release up to 2.15 writes mean "2.15 or later".
 
 use std::fmt;
 
@@ -37,7 +41,7 @@ pub type Release = (u16, u16);
 /// The oldest and newest releases vramlab tells apart.
 pub const OLDEST: Release = (2, 0);
 /// See [`OLDEST`].
-pub const NEWEST: Release = (2, 11);
+pub const NEWEST: Release = (2, 15);
 
 /// The range of releases that could have written a snapshot, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +94,7 @@ impl fmt::Display for ReleaseRange {
 
 /// Keys that no release up to [`NEWEST`] writes (seen in later PyTorch
 /// development): their presence means a later release.
-const LATER_KEYS: &[&str] = &["device_traces[][].internal_metadata"];
+const LATER_KEYS: &[&str] = &[];
 
 /// The releases that could have written `snap`.
 pub fn releases_of(snap: &Snapshot) -> ReleaseRange {
@@ -104,12 +108,13 @@ pub fn releases_of(snap: &Snapshot) -> ReleaseRange {
             Action::Other(name) => Some(name.clone()),
             _ => None,
         });
-    if r.newest == NEWEST && (later_key.is_some() || later_action.is_some()) {
+    if later_key.is_some() || later_action.is_some() {
         r.later = true;
         r.oldest = NEWEST;
+        r.newest = NEWEST;
         r.evidence.push(match (later_key, later_action) {
-            (Some(k), _) => format!("`{k}` is newer than 2.11"),
-            (None, Some(a)) => format!("the trace action `{a}` is newer than 2.11"),
+            (Some(k), _) => format!("`{k}` is newer than 2.15"),
+            (None, Some(a)) => format!("the trace action `{a}` is newer than 2.15"),
             (None, None) => String::new(),
         });
     }
@@ -210,11 +215,45 @@ fn bounded(snap: &Snapshot) -> ReleaseRange {
         return ReleaseRange::new((2, 9), (2, 9), ev);
     }
     ev.push("trace entries carry `user_metadata` (2.10+)".into());
+    if let Some(r) = after_2_11(snap, &settings.keys, &mut ev) {
+        return r;
+    }
     if snap.keys_seen.iter().any(|k| k.ends_with("forward_frames")) {
         ev.push("`forward_frames` (2.11+)".into());
-        return ReleaseRange::new((2, 11), NEWEST, ev);
+        return ReleaseRange::new((2, 11), (2, 11), ev);
     }
-    ReleaseRange::new((2, 10), NEWEST, ev)
+    ReleaseRange::new((2, 10), (2, 11), ev)
+}
+
+/// The signals of 2.12 to 2.15, read from snapshots that each release's
+/// own allocator wrote (the oracle): entries carry `pool_id` from 2.12,
+/// `allocator_settings` has `max_cached_size` and `max_round_threshold`
+/// from 2.13, the top level has `host_segments` and `host_traces` from
+/// 2.14; 2.15 entries carry `internal_metadata` when it is set (else a
+/// 2.15 snapshot is "2.14–2.15"). `None`: none of them (2.11 or earlier).
+fn after_2_11(snap: &Snapshot, settings: &[String], ev: &mut Vec<String>) -> Option<ReleaseRange> {
+    let has = |k: &str| snap.keys_seen.contains(k);
+    let setting = |k: &str| settings.iter().any(|x| x == k);
+    let (lo, why) = if has("device_traces[][].internal_metadata") {
+        ((2, 15), "trace entries carry `internal_metadata` (2.15)")
+    } else if has("host_segments") || has("host_traces") {
+        ((2, 14), "top-level `host_segments` (2.14+)")
+    } else if setting("max_cached_size") || setting("max_round_threshold") {
+        (
+            (2, 13),
+            "the `max_cached_size` setting (2.13+), no `host_segments` (added in 2.14)",
+        )
+    } else if has("device_traces[][].pool_id") {
+        (
+            (2, 12),
+            "trace entries carry `pool_id` (2.12+), no `max_cached_size` setting (added in 2.13)",
+        )
+    } else {
+        return None;
+    };
+    ev.push(why.into());
+    let hi = if lo == (2, 14) { (2, 15) } else { lo };
+    Some(ReleaseRange::new(lo, hi, std::mem::take(ev)))
 }
 
 #[cfg(test)]
@@ -309,7 +348,54 @@ mod tests {
             ),
             (
                 snap(&["external_annotations"], Some(with_graph), false),
-                "2.9–2.11",
+                "2.9–2.15",
+            ),
+            (
+                snap(
+                    &[
+                        "external_annotations",
+                        "device_traces[][].user_metadata",
+                        "device_traces[][].pool_id",
+                    ],
+                    Some(with_graph),
+                    true,
+                ),
+                "2.12",
+            ),
+            (
+                snap(
+                    &[
+                        "external_annotations",
+                        "device_traces[][].user_metadata",
+                        "device_traces[][].pool_id",
+                    ],
+                    Some(&[
+                        "PYTORCH_CUDA_ALLOC_CONF",
+                        "graph_capture_record_stream_reuse",
+                        "max_cached_size",
+                        "max_round_threshold",
+                    ]),
+                    true,
+                ),
+                "2.13",
+            ),
+            (
+                snap(
+                    &[
+                        "external_annotations",
+                        "host_segments",
+                        "host_traces",
+                        "device_traces[][].user_metadata",
+                        "device_traces[][].pool_id",
+                    ],
+                    Some(&[
+                        "PYTORCH_CUDA_ALLOC_CONF",
+                        "graph_capture_record_stream_reuse",
+                        "max_cached_size",
+                    ]),
+                    true,
+                ),
+                "2.14–2.15",
             ),
             (
                 snap(
@@ -321,7 +407,7 @@ mod tests {
                     Some(with_graph),
                     true,
                 ),
-                "2.11 or later",
+                "2.15",
             ),
         ];
         for (s, want) in cases {
@@ -335,7 +421,7 @@ mod tests {
     fn a_segment_list_is_wide_unless_it_has_history() {
         let mut s = snap(&[], None, false);
         s.legacy_segment_list = true;
-        assert_eq!(releases_of(&s).label(), "2.1–2.11");
+        assert_eq!(releases_of(&s).label(), "2.1–2.15");
         s.keys_seen.insert("segments[].blocks[].history".into());
         assert_eq!(releases_of(&s).label(), "2.0");
         assert_eq!(releases_of(&s).releases(), vec![(2, 0)]);

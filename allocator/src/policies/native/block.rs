@@ -38,6 +38,10 @@ pub struct Block {
     pub next: u32,
     /// Pool clock value when the block last entered its pool (GC age base).
     pub gc_count_base: u64,
+    /// The allocation-order counter that breaks ties between free blocks of
+    /// one size before their addresses do (see [`TieOrder`]); 0 when the
+    /// release orders them by address alone.
+    pub counter: u64,
     /// Index of the owning expandable segment, or [`NIL`].
     pub expandable: u32,
     /// Outstanding stream events (deferred free).
@@ -68,3 +72,36 @@ impl Block {
 /// of every policy. A block's generation (part of its handle) lives in its
 /// arena slot.
 pub(crate) type Arena = crate::policies::arena::Arena<Block>;
+
+/// How a release orders free blocks of the same size (the comparator of
+/// `BlockPool::blocks` in c10/cuda/CUDACachingAllocator.cpp). Found by
+/// differential tests against each release's own allocator (`vramlab
+/// oracle`; allocator/tests/native_tie_order.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TieOrder {
+    /// Up to 2.11: `BlockComparatorSize` — (stream, size, address).
+    Address,
+    /// 2.12: every new `Block` takes the next value of a global counter
+    /// (pytorch#178362, `registration_counter` in the `Block` constructor):
+    /// (stream, size, counter, address), a split's allocated front a new
+    /// counter, the remainder and a merge's survivor their own.
+    BlockCounter,
+    /// 2.13 and later: the counter is taken when backing memory is obtained
+    /// (a cudaMalloc, a new expandable segment) and every block of the
+    /// segment inherits it (pytorch#183591,
+    /// `BlockComparatorSizeCounterAddress`): older segments first.
+    SegmentCounter,
+}
+
+impl TieOrder {
+    /// The order of release `v`.
+    pub fn of(v: crate::conf::TorchVersion) -> TieOrder {
+        if v.at_least(2, 13) {
+            TieOrder::SegmentCounter
+        } else if v.at_least(2, 12) {
+            TieOrder::BlockCounter
+        } else {
+            TieOrder::Address
+        }
+    }
+}

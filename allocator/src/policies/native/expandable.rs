@@ -137,6 +137,7 @@ impl<D: Device> NativeAllocator<D> {
         let seg = self.expandable_segments.len() as u32;
         self.expandable_segments
             .push(Some(ExpandableSegment { base, size, page }));
+        let counter = self.segment_counter();
         let idx = self.arena.insert(Block {
             ptr: base,
             size,
@@ -145,6 +146,7 @@ impl<D: Device> NativeAllocator<D> {
             prev: NIL,
             next: NIL,
             gc_count_base: 0,
+            counter,
             expandable: seg,
             event_count: 0,
             pool: p.pool,
@@ -188,6 +190,7 @@ impl<D: Device> NativeAllocator<D> {
         if range.size < size {
             // to_map -> remaining (unmapped) -> next
             let next = self.arena[idx].next;
+            let counter = self.block_counter(self.arena[idx].counter);
             let rem = self.arena.insert(Block {
                 ptr: ptr + range.size,
                 size: size - range.size,
@@ -196,6 +199,7 @@ impl<D: Device> NativeAllocator<D> {
                 prev: idx,
                 next,
                 gc_count_base: 0,
+                counter,
                 expandable: self.arena[idx].expandable,
                 event_count: 0,
                 pool: kind,
@@ -250,9 +254,9 @@ impl<D: Device> NativeAllocator<D> {
         if before > 0 {
             // prev -> before_free -> block
             let prev = self.arena[idx].prev;
-            let bf = self
-                .arena
-                .insert(self.free_mapped(ptr, before, stream, kind, seg_idx, prev, idx));
+            let mut piece = self.free_mapped(ptr, before, stream, kind, seg_idx, prev, idx);
+            piece.counter = self.block_counter(self.arena[idx].counter);
+            let bf = self.arena.insert(piece);
             if prev != NIL {
                 self.arena[prev].next = bf;
             }
@@ -263,7 +267,7 @@ impl<D: Device> NativeAllocator<D> {
         if after > 0 {
             // block -> after_free -> next
             let next = self.arena[idx].next;
-            let af = self.arena.insert(self.free_mapped(
+            let mut piece = self.free_mapped(
                 range.ptr + range.size,
                 after,
                 stream,
@@ -271,7 +275,9 @@ impl<D: Device> NativeAllocator<D> {
                 seg_idx,
                 idx,
                 next,
-            ));
+            );
+            piece.counter = self.block_counter(self.arena[idx].counter);
+            let af = self.arena.insert(piece);
             if next != NIL {
                 self.arena[next].prev = af;
             }
@@ -332,6 +338,7 @@ impl<D: Device> NativeAllocator<D> {
             prev,
             next,
             gc_count_base: 0,
+            counter: 0,
             expandable: seg,
             event_count: 0,
             pool,

@@ -1,4 +1,10 @@
-//! The free blocks of one stream of a pool, ordered by (size, address).
+//! The free blocks of one stream of a pool, ordered by (size, segment
+//! counter, address).
+//!
+//! The counter is PyTorch's allocation-order counter (see
+//! [`Block::counter`](super::block::Block)): 0 for every block under the
+//! releases that order by (size, address) alone, so that the order is then
+//! exactly theirs.
 //!
 //! Measured on the bundled traces and the real snapshots, a stream's free
 //! set almost always holds fewer than 64 blocks and rarely more than 256.
@@ -18,11 +24,49 @@ const TO_TREE: usize = 512;
 /// [`TO_TREE`], so that a set hovering at the limit does not flip often).
 const TO_ARRAY: usize = 128;
 
-/// One free block: its order key (size, then address) and arena index.
+/// The order of a free block: size, then counter, then address. Size and
+/// counter are packed in one `u128` (a `u128` comparison compiles to two
+/// flag-setting instructions, where a tuple of three branches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    size_counter: u128,
+    ptr: u64,
+}
+
+impl Key {
+    /// The key of a block.
+    #[inline]
+    pub fn new(size: u64, counter: u64, ptr: u64) -> Key {
+        Key {
+            size_counter: (u128::from(size) << 64) | u128::from(counter),
+            ptr,
+        }
+    }
+
+    /// The first key of blocks of `size` bytes or more.
+    #[inline]
+    pub fn at_least(size: u64) -> Key {
+        Key::new(size, 0, 0)
+    }
+
+    #[inline]
+    fn size(&self) -> u64 {
+        (self.size_counter >> 64) as u64
+    }
+
+    #[inline]
+    fn counter(&self) -> u64 {
+        self.size_counter as u64
+    }
+}
+
+/// One free block: its order key and arena index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     /// Block size.
     pub size: u64,
+    /// The segment's allocation-order counter (0: order by address).
+    pub counter: u64,
     /// Block address.
     pub ptr: u64,
     /// Arena index of the block.
@@ -30,30 +74,24 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The order key as one number: a `u128` comparison compiles to two
-    /// flag-setting instructions, where a tuple comparison branches.
+    /// The order key.
     #[inline]
-    fn key(&self) -> u128 {
-        pack(self.size, self.ptr)
+    pub fn key(&self) -> Key {
+        Key::new(self.size, self.counter, self.ptr)
     }
 }
 
-/// `size << 64 | ptr`: the B-tree's key, in the same order as `(size, ptr)`.
 #[inline]
-fn pack(size: u64, ptr: u64) -> u128 {
-    (u128::from(size) << 64) | u128::from(ptr)
-}
-
-#[inline]
-fn unpack((&k, &idx): (&u128, &u32)) -> Entry {
+fn unpack((k, &idx): (&Key, &u32)) -> Entry {
     Entry {
-        size: (k >> 64) as u64,
-        ptr: k as u64,
+        size: k.size(),
+        counter: k.counter(),
+        ptr: k.ptr,
         idx,
     }
 }
 
-/// A set of free blocks ordered by (size, address).
+/// A set of free blocks ordered by (size, counter, address).
 #[derive(Debug, Clone, Default)]
 pub struct FreeSet {
     repr: Repr,
@@ -64,10 +102,10 @@ pub struct FreeSet {
 
 #[derive(Debug, Clone)]
 enum Repr {
-    /// Sorted by (size, address); at most [`TO_TREE`] entries.
+    /// Sorted by key; at most [`TO_TREE`] entries.
     Array(Vec<Entry>),
-    /// `size << 64 | ptr` → arena index.
-    Tree(BTreeMap<u128, u32>),
+    /// Key → arena index.
+    Tree(BTreeMap<Key, u32>),
 }
 
 impl Default for Repr {
@@ -81,7 +119,7 @@ pub enum Iter<'a> {
     /// From the array.
     Array(std::slice::Iter<'a, Entry>),
     /// From the B-tree.
-    Tree(btree_map::Range<'a, u128, u32>),
+    Tree(btree_map::Range<'a, Key, u32>),
 }
 
 impl Iterator for Iter<'_> {
@@ -126,7 +164,7 @@ impl FreeSet {
             },
             Repr::Tree(t) => {
                 // As the array does: a present key keeps its block.
-                return match t.entry(pack(e.size, e.ptr)) {
+                return match t.entry(e.key()) {
                     btree_map::Entry::Vacant(slot) => {
                         slot.insert(e.idx);
                         true
@@ -141,16 +179,16 @@ impl FreeSet {
         true
     }
 
-    /// Removes the block with this size and address; `false` if absent.
+    /// Removes the block with this key; `false` if absent.
     #[inline]
-    pub fn remove(&mut self, size: u64, ptr: u64) -> bool {
+    pub fn remove(&mut self, key: Key) -> bool {
         match &mut self.repr {
             Repr::Array(v) => {
                 let hint = self.hint.get();
-                let at = if v.get(hint).is_some_and(|e| e.key() == pack(size, ptr)) {
+                let at = if v.get(hint).is_some_and(|e| e.key() == key) {
                     Ok(hint)
                 } else {
-                    v.binary_search_by_key(&pack(size, ptr), Entry::key)
+                    v.binary_search_by_key(&key, Entry::key)
                 };
                 match at {
                     Ok(at) => {
@@ -161,7 +199,7 @@ impl FreeSet {
                 }
             }
             Repr::Tree(t) => {
-                let removed = t.remove(&pack(size, ptr)).is_some();
+                let removed = t.remove(&key).is_some();
                 if t.len() < TO_ARRAY {
                     self.become_array();
                 }
@@ -170,13 +208,12 @@ impl FreeSet {
         }
     }
 
-    /// Replaces the block `(size, ptr)` by `new` in one move (a split
-    /// leaves the remainder of a block where the block was; the entries
-    /// between the two places shift by one, instead of the whole tail twice).
-    /// `false`, with the set unchanged, if `(size, ptr)` is absent or `new`'s
-    /// key is already present.
-    pub fn replace(&mut self, size: u64, ptr: u64, new: Entry) -> bool {
-        let old = pack(size, ptr);
+    /// Replaces the block `old` by `new` in one move (a split leaves the
+    /// remainder of a block where the block was; the entries between the
+    /// two places shift by one, instead of the whole tail twice). `false`,
+    /// with the set unchanged, if `old` is absent or `new`'s key is already
+    /// present.
+    pub fn replace(&mut self, old: Key, new: Entry) -> bool {
         let key = new.key();
         match &mut self.repr {
             Repr::Array(v) => {
@@ -218,43 +255,39 @@ impl FreeSet {
         }
     }
 
-    /// Blocks at or after `(size, ptr)`, in order.
+    /// Blocks at or after `key`, in order.
     #[inline]
-    pub fn from(&self, size: u64, ptr: u64) -> Iter<'_> {
+    pub fn from(&self, key: Key) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => {
-                let at = v.partition_point(|e| e.key() < pack(size, ptr));
+                let at = v.partition_point(|e| e.key() < key);
                 self.hint.set(at);
                 Iter::Array(v.get(at..).unwrap_or_default().iter())
             }
-            Repr::Tree(t) => Iter::Tree(t.range(pack(size, ptr)..)),
+            Repr::Tree(t) => Iter::Tree(t.range(key..)),
         }
     }
 
-    /// Blocks strictly after `(size, ptr)`, in order.
-    pub fn after(&self, size: u64, ptr: u64) -> Iter<'_> {
+    /// Blocks strictly after `key`, in order.
+    pub fn after(&self, key: Key) -> Iter<'_> {
+        use std::ops::Bound::{Excluded, Unbounded};
         match &self.repr {
             Repr::Array(v) => {
-                let at = v.partition_point(|e| e.key() <= pack(size, ptr));
+                let at = v.partition_point(|e| e.key() <= key);
                 Iter::Array(v.get(at..).unwrap_or_default().iter())
             }
-            Repr::Tree(t) => match pack(size, ptr).checked_add(1) {
-                Some(k) => Iter::Tree(t.range(k..)),
-                // Nothing orders after the largest key.
-                None => Iter::Tree(t.range(u128::MAX..u128::MAX)),
-            },
+            Repr::Tree(t) => Iter::Tree(t.range((Excluded(key), Unbounded))),
         }
     }
 
-    /// Blocks strictly before `(size, 0)`, in order (reverse it for
-    /// largest first).
+    /// Blocks smaller than `size`, in order (reverse it for largest first).
     pub fn below_size(&self, size: u64) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => {
                 let at = v.partition_point(|e| e.size < size);
                 Iter::Array(v.get(..at).unwrap_or_default().iter())
             }
-            Repr::Tree(t) => Iter::Tree(t.range(..pack(size, 0))),
+            Repr::Tree(t) => Iter::Tree(t.range(..Key::at_least(size))),
         }
     }
 
@@ -271,14 +304,14 @@ impl FreeSet {
     pub fn max_size(&self) -> u64 {
         match &self.repr {
             Repr::Array(v) => v.last().map_or(0, |e| e.size),
-            Repr::Tree(t) => t.last_key_value().map_or(0, |(&k, _)| (k >> 64) as u64),
+            Repr::Tree(t) => t.last_key_value().map_or(0, |(k, _)| k.size()),
         }
     }
 
     #[cold]
     fn become_tree(&mut self) {
         if let Repr::Array(v) = &self.repr {
-            let t = v.iter().map(|e| (pack(e.size, e.ptr), e.idx)).collect();
+            let t = v.iter().map(|e| (e.key(), e.idx)).collect();
             self.repr = Repr::Tree(t);
         }
     }
@@ -296,24 +329,55 @@ impl FreeSet {
 mod tests {
     use super::*;
 
-    fn e(size: u64, ptr: u64, idx: u32) -> Entry {
-        Entry { size, ptr, idx }
+    type Model = BTreeMap<(u64, u64, u64), u32>;
+
+    fn e(size: u64, counter: u64, ptr: u64, idx: u32) -> Entry {
+        Entry {
+            size,
+            counter,
+            ptr,
+            idx,
+        }
     }
 
-    fn keys(it: Iter<'_>) -> Vec<(u64, u64)> {
-        it.map(|e| (e.size, e.ptr)).collect()
+    fn keys(it: Iter<'_>) -> Vec<(u64, u64, u64)> {
+        it.map(|e| (e.size, e.counter, e.ptr)).collect()
     }
 
     fn idxs(set: &FreeSet) -> Vec<u32> {
         set.iter().map(|e| e.idx).collect()
     }
 
+    fn check(set: &FreeSet, model: &Model, probe: u64) {
+        let all: Vec<_> = model.keys().copied().collect();
+        assert_eq!(keys(set.iter()), all);
+        assert_eq!(idxs(set), model.values().copied().collect::<Vec<_>>());
+        assert_eq!(set.len(), model.len());
+        let size = probe % 40 * 512;
+        let from: Vec<_> = model.range((size, 0, 0)..).map(|(k, _)| *k).collect();
+        assert_eq!(keys(set.from(Key::at_least(size))), from);
+        let below: Vec<_> = model.range(..(size, 0, 0)).map(|(k, _)| *k).collect();
+        assert_eq!(keys(set.below_size(size)), below);
+        if let Some(&(s, c, p)) = all.get(probe as usize % all.len().max(1)) {
+            let after: Vec<_> = model
+                .range((
+                    std::ops::Bound::Excluded((s, c, p)),
+                    std::ops::Bound::Unbounded,
+                ))
+                .map(|(k, _)| *k)
+                .collect();
+            assert_eq!(keys(set.after(Key::new(s, c, p))), after);
+        }
+        assert_eq!(set.max_size(), model.keys().last().map_or(0, |k| k.0));
+    }
+
     /// Both representations answer every query alike, through growth past
-    /// the tree limit and shrinking back.
+    /// the tree limit and shrinking back; blocks of one size order by
+    /// counter before address.
     #[test]
     fn array_and_tree_agree() {
         let mut set = FreeSet::default();
-        let mut model: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+        let mut model = Model::new();
         // A deterministic mix of sizes and addresses, many repeated sizes.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
@@ -322,59 +386,41 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let check = |set: &FreeSet, model: &BTreeMap<(u64, u64), u32>, probe: u64| {
-            let all: Vec<_> = model.keys().copied().collect();
-            assert_eq!(keys(set.iter()), all);
-            assert_eq!(idxs(set), model.values().copied().collect::<Vec<_>>());
-            assert_eq!(set.len(), model.len());
-            let size = probe % 40 * 512;
-            let from: Vec<_> = model.range((size, 0)..).map(|(k, _)| *k).collect();
-            assert_eq!(keys(set.from(size, 0)), from);
-            let below: Vec<_> = model.range(..(size, 0)).map(|(k, _)| *k).collect();
-            assert_eq!(keys(set.below_size(size)), below);
-            if let Some(&(s, p)) = all.get(probe as usize % all.len().max(1)) {
-                let after: Vec<_> = model
-                    .range((
-                        std::ops::Bound::Excluded((s, p)),
-                        std::ops::Bound::Unbounded,
-                    ))
-                    .map(|(k, _)| *k)
-                    .collect();
-                assert_eq!(keys(set.after(s, p)), after);
-            }
-            assert_eq!(set.max_size(), model.keys().last().map_or(0, |k| k.0));
-        };
         let mut saw_tree = false;
         for round in 0..3000u32 {
             let r = next();
             let size = (r % 40 + 1) * 512;
             let ptr = (r >> 20) % 2048 * 512;
+            let counter = (r >> 50) % 3;
             // Grow for the first half, shrink in the second.
             let add = if round < 1500 { r % 4 != 0 } else { r % 8 == 0 };
             if r % 5 == 0 && !model.is_empty() {
                 // Replace a block (found the way malloc finds one) by
                 // another key.
-                let first = set.from(size, 0).next().or_else(|| set.iter().next());
+                let first = set
+                    .from(Key::at_least(size))
+                    .next()
+                    .or_else(|| set.iter().next());
                 if let Some(old) = first {
-                    let new = e(size / 2 + 512, old.ptr + 256, round);
-                    let clash = model.contains_key(&(new.size, new.ptr))
-                        && (new.size, new.ptr) != (old.size, old.ptr);
-                    assert_eq!(set.replace(old.size, old.ptr, new), !clash);
+                    let new = e(size / 2 + 512, old.counter, old.ptr + 256, round);
+                    let clash = model.contains_key(&(new.size, new.counter, new.ptr))
+                        && new.key() != old.key();
+                    assert_eq!(set.replace(old.key(), new), !clash);
                     if !clash {
-                        model.remove(&(old.size, old.ptr));
-                        model.insert((new.size, new.ptr), round);
+                        model.remove(&(old.size, old.counter, old.ptr));
+                        model.insert((new.size, new.counter, new.ptr), round);
                     }
                 }
             } else if add {
-                let fresh = !model.contains_key(&(size, ptr));
-                assert_eq!(set.insert(e(size, ptr, round)), fresh);
-                model.entry((size, ptr)).or_insert(round);
-            } else if let Some((&(s, p), _)) =
+                let fresh = !model.contains_key(&(size, counter, ptr));
+                assert_eq!(set.insert(e(size, counter, ptr, round)), fresh);
+                model.entry((size, counter, ptr)).or_insert(round);
+            } else if let Some((&(s, c, p), _)) =
                 model.iter().nth((r >> 40) as usize % model.len().max(1))
             {
-                assert!(set.remove(s, p));
-                model.remove(&(s, p));
-                assert!(!set.remove(s, p));
+                assert!(set.remove(Key::new(s, c, p)));
+                model.remove(&(s, c, p));
+                assert!(!set.remove(Key::new(s, c, p)));
             }
             saw_tree |= matches!(set.repr, Repr::Tree(_));
             check(&set, &model, r >> 8);
@@ -388,16 +434,17 @@ mod tests {
 
     #[test]
     fn after_the_largest_key_is_empty() {
-        let tree = Repr::Tree([(u128::MAX, 1)].into_iter().collect());
+        let top = Key::new(u64::MAX, u64::MAX, u64::MAX);
+        let tree = Repr::Tree([(top, 1)].into_iter().collect());
         let set = FreeSet {
             repr: tree,
             hint: Cell::new(0),
         };
-        assert_eq!(set.after(u64::MAX, u64::MAX).count(), 0);
+        assert_eq!(set.after(top).count(), 0);
         let set = FreeSet {
-            repr: Repr::Array(vec![e(u64::MAX, u64::MAX, 1)]),
+            repr: Repr::Array(vec![e(u64::MAX, u64::MAX, u64::MAX, 1)]),
             hint: Cell::new(0),
         };
-        assert_eq!(set.after(u64::MAX, u64::MAX).count(), 0);
+        assert_eq!(set.after(top).count(), 0);
     }
 }

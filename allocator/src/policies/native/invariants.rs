@@ -34,6 +34,7 @@ impl Tally {
                 b.pool.select_mut(&mut self.free_keys).insert(FreeKey {
                     stream: b.stream,
                     size: b.size,
+                    counter: b.counter,
                     ptr: b.ptr,
                     idx,
                 });

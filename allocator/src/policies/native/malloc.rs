@@ -94,6 +94,25 @@ impl<D: Device> NativeAllocator<D> {
         )
     }
 
+    /// `throw_on_cudamalloc_oom`: the error raised, before the driver is
+    /// asked, for a segment larger than the free memory (measured against
+    /// PyTorch 2.12–2.15 by the oracle; `num_ooms` is not counted).
+    fn preemptive_oom(&self, p: &Params) -> AllocError {
+        let info = self.device.mem_info();
+        AllocError::OutOfMemory(Box::new(crate::policy::OomReport {
+            exceeds_limit: false,
+            preemptive: true,
+            requested: p.size,
+            rounded: p.size,
+            device_request: p.alloc_size,
+            device_free: info.free,
+            device_total: info.total,
+            allowed: self.allowed_memory_maximum,
+            allocated: self.stats.allocated_bytes.all.current as u64,
+            reserved: self.stats.reserved_bytes.all.current as u64,
+        }))
+    }
+
     /// `get_free_block`: best fit on the request's stream, with the
     /// max-split-size rules of `DeviceCachingAllocator::get_free_block`.
     /// The block stays in the pool's set: [`Self::alloc_found_block`] takes
@@ -162,12 +181,16 @@ impl<D: Device> NativeAllocator<D> {
         if self.expandable_active() {
             return self.try_allocate_expandable_block(p);
         }
+        if self.conf.throw_on_cudamalloc_oom && p.alloc_size > self.device.mem_info().free {
+            return Err(self.preemptive_oom(p));
+        }
         let ptr = match self.device.malloc(p.alloc_size) {
             Ok(ptr) => ptr,
             Err(DeviceError::OutOfMemory { .. }) => return Ok(None),
             Err(DeviceError::Other(e)) => return Err(AllocError::Device(e)),
         };
         self.total_allocated_memory += p.alloc_size;
+        let counter = self.segment_counter();
         let idx = self.arena.insert(Block {
             ptr,
             size: p.alloc_size,
@@ -176,6 +199,7 @@ impl<D: Device> NativeAllocator<D> {
             prev: NIL,
             next: NIL,
             gc_count_base: 0,
+            counter,
             expandable: NIL,
             event_count: 0,
             pool: p.pool,
@@ -219,10 +243,11 @@ impl<D: Device> NativeAllocator<D> {
         let expandable = self.arena[idx].is_expandable();
         let block = if split {
             let rem = idx;
-            let (ptr, prev, seg) = {
+            let (ptr, prev, seg, parent) = {
                 let r = &self.arena[rem];
-                (r.ptr, r.prev, r.expandable)
+                (r.ptr, r.prev, r.expandable, r.counter)
             };
+            let counter = self.block_counter(parent);
             let new = self.arena.insert(Block {
                 ptr,
                 size: p.size,
@@ -231,6 +256,7 @@ impl<D: Device> NativeAllocator<D> {
                 prev,
                 next: rem,
                 gc_count_base: 0,
+                counter,
                 expandable: seg,
                 event_count: 0,
                 pool: p.pool,

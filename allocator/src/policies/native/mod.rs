@@ -58,7 +58,17 @@ pub struct NativeAllocator<D: Device> {
     /// `stream_uses` of allocated blocks that were used on other streams
     /// (`record_stream`), by arena index. Rare, so kept out of the blocks.
     stream_uses: std::collections::HashMap<u32, Vec<u64>>,
+    /// How blocks of one size are ordered (by the release).
+    tie_order: block::TieOrder,
+    /// The last allocation-order counter handed out.
+    counter: u64,
+    /// The counter of the segment being seeded.
+    seeding: u64,
 }
+
+/// Counters below this are those of seeded segments
+/// ([`NativeAllocator::seeded_counter`]); the replay's own start above it.
+const SEEDED_COUNTERS: u64 = 1 << 48;
 
 impl<D: Device> NativeAllocator<D> {
     /// A fresh allocator with `conf` over `device`. A
@@ -78,11 +88,59 @@ impl<D: Device> NativeAllocator<D> {
             trace_pending: Default::default(),
             expandable_segments: Vec::new(),
             stream_uses: std::collections::HashMap::new(),
+            tie_order: block::TieOrder::Address,
+            counter: SEEDED_COUNTERS,
+            seeding: 0,
         };
+        a.tie_order = block::TieOrder::of(a.conf.version);
         if let Some(f) = a.conf.per_process_memory_fraction {
             a.set_memory_fraction(f);
         }
         a
+    }
+
+    /// The counter of a segment that existed before the trace began (a
+    /// recorded state): a snapshot does not say in which order its segments
+    /// were made, so they are taken as the driver model places them — newer
+    /// 32 MiB regions below older ones, and inside a region upwards — and
+    /// all before any segment the replay makes. Ties between seeded blocks of one size can therefore differ
+    /// from PyTorch's under 2.12+ (`--start fresh` has no such guess).
+    fn seeded_counter(&self, base: u64) -> u64 {
+        match self.tie_order {
+            block::TieOrder::Address => 0,
+            _ => {
+                const REGION_BITS: u32 = 25; // 32 MiB
+                const REGIONS: u64 = 1 << 23;
+                let region = (base >> REGION_BITS).min(REGIONS - 1);
+                ((REGIONS - 1 - region) << REGION_BITS) | (base & ((1 << REGION_BITS) - 1))
+            }
+        }
+    }
+
+    /// The counter of new backing memory (a cudaMalloc, a new expandable
+    /// segment): the next one, or 0 under releases that order by address.
+    fn segment_counter(&mut self) -> u64 {
+        match self.tie_order {
+            block::TieOrder::Address => 0,
+            _ => {
+                self.counter += 1;
+                self.counter
+            }
+        }
+    }
+
+    /// The counter of a new block carved from a block whose counter is
+    /// `parent`: a new one when every `Block` takes one (2.12), the
+    /// segment's otherwise.
+    fn block_counter(&mut self, parent: u64) -> u64 {
+        match self.tie_order {
+            block::TieOrder::BlockCounter => {
+                self.counter += 1;
+                self.counter
+            }
+            block::TieOrder::SegmentCounter => parent,
+            block::TieOrder::Address => 0,
+        }
     }
 
     /// The settings in force.
@@ -204,6 +262,7 @@ fn free_key(b: &block::Block, idx: u32) -> pool::FreeKey {
     pool::FreeKey {
         stream: b.stream,
         size: b.size,
+        counter: b.counter,
         ptr: b.ptr,
         idx,
     }

@@ -19,13 +19,16 @@ use super::stream_table::StreamTable;
 const MANY_STREAMS: usize = 32;
 
 /// A free block as the pool orders it: stream (unsigned), then size, then
-/// address; `idx` is the block's arena index.
+/// the segment's allocation-order counter (0 under releases that order by
+/// address alone), then address; `idx` is the block's arena index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FreeKey {
     /// Raw stream handle.
     pub stream: u64,
     /// Block size.
     pub size: u64,
+    /// The segment's allocation-order counter.
+    pub counter: u64,
     /// Block address.
     pub ptr: u64,
     /// Arena index of the block.
@@ -43,11 +46,25 @@ pub struct UnmappedKey {
     pub idx: u32,
 }
 
+impl FreeKey {
+    /// The block as its stream's free set holds it.
+    #[inline]
+    fn entry(&self) -> free_set::Entry {
+        free_set::Entry {
+            size: self.size,
+            counter: self.counter,
+            ptr: self.ptr,
+            idx: self.idx,
+        }
+    }
+}
+
 #[inline]
 fn free_key(stream: u64, e: free_set::Entry) -> FreeKey {
     FreeKey {
         stream,
         size: e.size,
+        counter: e.counter,
         ptr: e.ptr,
         idx: e.idx,
     }
@@ -143,11 +160,7 @@ impl Pool {
         let Some(s) = self.streams.get_mut(k.stream) else {
             return; // added just above
         };
-        let entry = free_set::Entry {
-            size: k.size,
-            ptr: k.ptr,
-            idx: k.idx,
-        };
+        let entry = k.entry();
         if s.free.insert(entry) {
             self.free_len += 1;
             // Per-stream maxima are kept only with many streams.
@@ -164,7 +177,7 @@ impl Pool {
         let Some(s) = self.streams.get_mut(k.stream) else {
             return false;
         };
-        if !s.free.remove(k.size, k.ptr) {
+        if !s.free.remove(k.entry().key()) {
             return false;
         }
         if self.maxima.is_some() && k.size == s.max_free {
@@ -182,12 +195,7 @@ impl Pool {
     pub fn replace(&mut self, old: &FreeKey, new: FreeKey) {
         if self.maxima.is_none() && old.stream == new.stream {
             if let Some(s) = self.streams.get_mut(old.stream) {
-                let entry = free_set::Entry {
-                    size: new.size,
-                    ptr: new.ptr,
-                    idx: new.idx,
-                };
-                if s.free.replace(old.size, old.ptr, entry) {
+                if s.free.replace(old.entry().key(), new.entry()) {
                     return;
                 }
             }
@@ -197,11 +205,14 @@ impl Pool {
     }
 
     /// The first free block of `stream` with size ≥ `size` (ties: lowest
-    /// address) — PyTorch's `lower_bound` restricted to the stream.
+    /// counter, then lowest address) — PyTorch's `lower_bound` restricted to the stream.
     #[inline]
     pub fn lower_bound(&self, stream: u64, size: u64) -> Option<FreeKey> {
         let s = self.find(stream)?;
-        s.free.from(size, 0).next().map(|e| free_key(stream, e))
+        s.free
+            .from(free_set::Key::at_least(size))
+            .next()
+            .map(|e| free_key(stream, e))
     }
 
     /// Free blocks of `key.stream` strictly after `key`, in order.
@@ -209,7 +220,7 @@ impl Pool {
         let stream = key.stream;
         self.find(stream)
             .into_iter()
-            .flat_map(move |s| s.free.after(key.size, key.ptr))
+            .flat_map(move |s| s.free.after(key.entry().key()))
             .map(move |e| free_key(stream, e))
     }
 
@@ -221,7 +232,7 @@ impl Pool {
             .map(move |e| free_key(stream, e))
     }
 
-    /// Every free block in (stream, size, address) order.
+    /// Every free block in (stream, size, counter, address) order.
     pub fn iter(&self) -> impl Iterator<Item = FreeKey> + '_ {
         self.streams
             .iter()

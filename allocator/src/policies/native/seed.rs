@@ -38,6 +38,7 @@ impl<D: Device> NativeAllocator<D> {
             self.stats.oversize_segments.increase(1);
         }
         self.stats.num_device_alloc += 1;
+        self.seeding = self.seeded_counter(base);
         let mut handles = Vec::with_capacity(blocks.len());
         let split = blocks.len() > 1;
         let mut prev = NIL;
@@ -92,6 +93,7 @@ impl<D: Device> NativeAllocator<D> {
         let seg = self.expandable_segments.len() as u32;
         self.expandable_segments
             .push(Some(ExpandableSegment { base, size, page }));
+        self.seeding = self.seeded_counter(base);
         let mut handles = Vec::new();
         let mut prev = NIL;
         let mut cursor = 0u64;
@@ -136,6 +138,7 @@ impl<D: Device> NativeAllocator<D> {
         expandable: u32,
         split: bool,
     ) -> (u32, Option<BlockHandle>) {
+        let counter = self.seeding;
         let idx = self.arena.insert(Block {
             ptr,
             size: sb.size,
@@ -144,6 +147,7 @@ impl<D: Device> NativeAllocator<D> {
             prev,
             next: NIL,
             gc_count_base: 0,
+            counter,
             expandable,
             event_count: 0,
             pool,
@@ -194,6 +198,7 @@ impl<D: Device> NativeAllocator<D> {
         seg: u32,
         prev: u32,
     ) -> u32 {
+        let counter = self.seeding;
         let idx = self.arena.insert(Block {
             ptr,
             size,
@@ -202,6 +207,7 @@ impl<D: Device> NativeAllocator<D> {
             prev,
             next: NIL,
             gc_count_base: 0,
+            counter,
             expandable: seg,
             event_count: 0,
             pool,
@@ -221,6 +227,7 @@ impl<D: Device> NativeAllocator<D> {
         let info = self.device.mem_info();
         AllocError::OutOfMemory(Box::new(OomReport {
             exceeds_limit: false,
+            preemptive: false,
             requested: bytes,
             rounded: bytes,
             device_request: bytes,
