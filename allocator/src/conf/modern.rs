@@ -111,6 +111,43 @@ impl Modern<'_> {
         Ok((v, t))
     }
 
+    /// The keys of 2.12–2.15 (the wheels' grammar, read on the fake device
+    /// with the oracle): two booleans; `expandable_segments_reserve` takes
+    /// any one token or list; `..._by_class` reads tokens up to the first
+    /// `]`, whatever comes first, and runs off the end without one. Returns
+    /// the index of the key's last token.
+    fn newer_key(&mut self, i: usize, key: &str) -> Result<usize, ConfError> {
+        match key {
+            "throw_on_cudamalloc_oom" | "pinned_free_catch_all" => {
+                self.check_token(i + 1, key)?;
+                let b = self.to_bool(i + 2, key)?;
+                if key == "throw_on_cudamalloc_oom" {
+                    self.conf.throw_on_cudamalloc_oom = b;
+                } else {
+                    self.conf.pinned_free_catch_all = b;
+                }
+                Ok(i + 2)
+            }
+            "expandable_segments_reserve" => {
+                let end = self.skip_key(i, key)?;
+                self.conf.expandable_segments_reserve =
+                    self.toks.get(i + 2..=end).map(|t| t.concat());
+                Ok(end)
+            }
+            _ => {
+                self.check_token(i + 1, key)?;
+                let start = i + 2;
+                let mut j = start;
+                while self.at(j, key)? != "]" {
+                    j += 1;
+                }
+                self.conf.expandable_segments_reserve_by_class =
+                    self.toks.get(start..=j).map(|t| t.concat());
+                Ok(j)
+            }
+        }
+    }
+
     /// `toBool(i)`.
     fn to_bool(&self, i: usize, key: &str) -> Result<bool, ConfError> {
         match self.at(i, key)? {
@@ -382,42 +419,13 @@ impl Modern<'_> {
                     self.conf.backend = backend;
                     i
                 }
-                k @ ("throw_on_cudamalloc_oom" | "pinned_free_catch_all")
+                k @ ("throw_on_cudamalloc_oom"
+                | "pinned_free_catch_all"
+                | "expandable_segments_reserve"
+                | "expandable_segments_reserve_by_class")
                     if keys::has_key(v, k) =>
                 {
-                    self.check_token(i + 1, &key)?;
-                    i += 2;
-                    let b = self.to_bool(i, &key)?;
-                    if k == "throw_on_cudamalloc_oom" {
-                        self.conf.throw_on_cudamalloc_oom = b;
-                    } else {
-                        self.conf.pinned_free_catch_all = b;
-                    }
-                    i
-                }
-                "expandable_segments_reserve"
-                    if keys::has_key(v, "expandable_segments_reserve") =>
-                {
-                    // 2.15 takes any one token (or a bracketed list) here.
-                    let end = self.skip_key(i, &key)?;
-                    self.conf.expandable_segments_reserve =
-                        self.toks.get(i + 2..=end).map(|t| t.concat());
-                    end
-                }
-                "expandable_segments_reserve_by_class"
-                    if keys::has_key(v, "expandable_segments_reserve_by_class") =>
-                {
-                    // 2.15 reads tokens up to the first `]`, whatever the
-                    // first one is; without one it runs off the end.
-                    self.check_token(i + 1, &key)?;
-                    let start = i + 2;
-                    let mut j = start;
-                    while self.at(j, &key)? != "]" {
-                        j += 1;
-                    }
-                    self.conf.expandable_segments_reserve_by_class =
-                        self.toks.get(start..=j).map(|t| t.concat());
-                    j
+                    self.newer_key(i, &key)?
                 }
                 "release_lock_on_hipmalloc"
                 | "release_lock_on_cudamalloc"
