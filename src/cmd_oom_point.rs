@@ -31,7 +31,8 @@ pub struct OomPointArgs {
 
 /// Runs `oom-point`.
 pub fn run(args: OomPointArgs) -> Result<()> {
-    let trace = args.trace.load(args.conf.torch_version)?;
+    args.conf.one_release("oom-point")?;
+    let trace = args.trace.load(args.conf.torch_version())?;
     let scenarios = scenarios(&args.conf, &args.device, &trace)?;
     // Capacities are what-ifs: a mid-run trace starts fresh unless told.
     let start = vramlab_replay::choose_start(&trace, args.start.start, false);

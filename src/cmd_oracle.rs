@@ -62,7 +62,7 @@ pub struct OracleArgs {
 /// judge's release when vramlab knows it, else vramlab's newest (said in a
 /// note: that is a release vramlab has no rules for yet).
 fn rules_for(args: &OracleArgs, judge: &str) -> TorchVersion {
-    if let Some(v) = args.conf.torch_version {
+    if let Some(v) = args.conf.torch_version() {
         return v;
     }
     match judge.parse::<TorchVersion>() {
@@ -97,6 +97,7 @@ pub fn run(args: OracleArgs) -> Result<()> {
             "--start recorded: PyTorch's allocator cannot be put into a recorded state; the oracle starts every mid-run recording fresh (--start fresh)"
         );
     }
+    args.conf.one_release("oracle")?;
     let paths = expand_dirs(&args.traces)?;
     let interp = match &args.python {
         Some(p) => Interpreter::given(p)?,
@@ -121,7 +122,7 @@ pub fn run(args: OracleArgs) -> Result<()> {
         keep: args.work.is_some(),
     };
     let mut conf = args.conf.clone();
-    conf.torch_version = Some(rules);
+    conf.torch_versions = vec![rules];
     let mut rows: Vec<OracleRow> = Vec::new();
     for (n, path) in paths.iter().enumerate() {
         let ta = TraceArgs {

@@ -8,7 +8,7 @@ use serde_json::Value;
 use vramlab_replay::ReplayOptions;
 use vramlab_replay::analysis::placement::{SettingRange, placement_note, placement_range};
 
-use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
+use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios as scenarios_of};
 use crate::render::replay::{add_placement_json, human, latency_table, run_json, write_timeline};
 
 /// Arguments of `vramlab replay`.
@@ -56,7 +56,7 @@ pub struct ReplayArgs {
 
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> Result<()> {
-    let trace = args.trace.load(args.conf.torch_version)?;
+    let trace = args.trace.load(args.conf.torch_version())?;
     if args.cuda.run_on.kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
         let settings = args.conf.settings(Some(&trace))?;
         let on_gpu: Vec<vramlab_replay::Scenario> = settings
@@ -87,7 +87,21 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let scenarios = scenarios(&args.conf, &args.device, &trace)?;
+    // Several --torch-version: every setting under every release, labelled
+    // with its release (what an upgrade does).
+    let releases = &args.conf.torch_versions;
+    let mut scenarios = Vec::new();
+    if releases.len() > 1 {
+        for &v in releases {
+            scenarios.extend(scenarios_of(
+                &args.conf.with_release(v),
+                &args.device,
+                &trace,
+            )?);
+        }
+    } else {
+        scenarios = scenarios_of(&args.conf, &args.device, &trace)?;
+    }
     if args.snapshot_out.is_some() && scenarios.len() != 1 {
         anyhow::bail!("--snapshot-out writes one replay: give exactly one --conf");
     }
@@ -126,7 +140,13 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         if let Some((pb, _)) = bar {
             pb.finish_and_clear();
         }
-        runs.push(result.with_context(ctx)?);
+        let mut run = result.with_context(ctx)?;
+        if releases.len() > 1 {
+            if let Some(c) = s.policy.native_conf() {
+                run.conf = format!("{} @ torch {}", run.conf, c.version);
+            }
+        }
+        runs.push(run);
     }
     // Where the driver's address order decides a tie, the other order's
     // result too.
@@ -192,6 +212,13 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         out!("{}", human(&trace, &args.trace.trace, &runs));
         if let Some(note) = placement_note(&ranges) {
             outln!("\n{note}");
+        }
+        if releases.len() > 1 {
+            let per = runs.len() / releases.len();
+            out!(
+                "\n{}",
+                crate::render::replay::upgrade_lines(&runs, per, releases)
+            );
         }
         if !latencies.is_empty() {
             outln!();

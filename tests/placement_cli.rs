@@ -153,3 +153,37 @@ fn segment_age_ties_do_not_depend_on_the_address_order() {
         assert_eq!(v["placement_settled"], true, "{order}");
     }
 }
+
+/// What an upgrade does: each setting under each release, side by side,
+/// and one line per setting (2.11 -> 2.15 takes the tie of this trace away).
+#[test]
+fn an_upgrade_is_shown_side_by_side() {
+    let (code, out, err) = vramlab(&[
+        "replay",
+        TIED,
+        "--torch-version",
+        "2.11",
+        "--torch-version",
+        "2.15",
+        "--gpu",
+        "h100-80gb",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("default @ torch 2.11"), "{out}");
+    assert!(
+        out.contains(
+            "upgrading torch 2.11 -> 2.15 under default: peak reserved 17.23 GiB -> 16.73 GiB (-512.00 MiB); fits still"
+        ),
+        "{out}"
+    );
+    let (code, _, err) = vramlab(&[
+        "oom-point",
+        TIED,
+        "--torch-version",
+        "2.11",
+        "--torch-version",
+        "2.15",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("takes one --torch-version"), "{err}");
+}

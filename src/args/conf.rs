@@ -28,12 +28,13 @@ pub struct ConfArgs {
     #[arg(long)]
     pub recorded_conf: bool,
 
-    /// PyTorch release whose allocator rules apply (2.1 … 2.11). Default:
+    /// PyTorch release whose allocator rules apply (2.1 … 2.15). Default:
     /// the release the snapshot was recorded with (detected from its keys;
     /// the newest of the possible ones), else the trace's framework header,
-    /// else 2.11.
+    /// else 2.15. `replay` takes it more than once to show what an upgrade
+    /// does (each setting under each release, side by side).
     #[arg(long = "torch-version", value_name = "X.Y")]
-    pub torch_version: Option<TorchVersion>,
+    pub torch_versions: Vec<TorchVersion>,
 
     /// Per-process memory fraction, as torch.cuda.set_per_process_memory_fraction(F).
     #[arg(long, value_name = "F")]
@@ -47,11 +48,36 @@ pub struct ConfArgs {
 }
 
 impl ConfArgs {
+    /// The one `--torch-version` given (the first; `replay` compares
+    /// several, other commands refuse them in [`ConfArgs::one_release`]).
+    pub fn torch_version(&self) -> Option<TorchVersion> {
+        self.torch_versions.first().copied()
+    }
+
+    /// Refuses more than one `--torch-version` for `command`.
+    pub fn one_release(&self, command: &str) -> Result<()> {
+        if self.torch_versions.len() > 1 {
+            return Err(crate::invoke::BadArgument(format!(
+                "{command} takes one --torch-version (`vramlab replay` compares releases)"
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The same arguments with `v` as the only release.
+    pub fn with_release(&self, v: TorchVersion) -> ConfArgs {
+        ConfArgs {
+            torch_versions: vec![v],
+            ..self.clone()
+        }
+    }
+
     /// The PyTorch release(s) that apply to `trace`.
     pub fn target(&self, trace: Option<&Trace>) -> TorchTarget {
         match trace {
-            Some(t) => target_of(t, self.torch_version),
-            None => TorchTarget::user(self.torch_version.unwrap_or(TorchVersion::NEWEST)),
+            Some(t) => target_of(t, self.torch_version()),
+            None => TorchTarget::user(self.torch_version().unwrap_or(TorchVersion::NEWEST)),
         }
     }
 

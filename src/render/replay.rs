@@ -246,3 +246,48 @@ pub fn csv_quote(s: &str) -> String {
         s.to_string()
     }
 }
+
+/// What an upgrade does: for each setting, the first release's run against
+/// each later one's (`runs` holds `per` runs per release, releases in the
+/// order given).
+pub fn upgrade_lines(
+    runs: &[Run],
+    per: usize,
+    releases: &[vramlab_allocator::TorchVersion],
+) -> String {
+    let mut out = String::new();
+    let Some(&first) = releases.first() else {
+        return out;
+    };
+    for i in 0..per {
+        let Some(a) = runs.get(i) else { continue };
+        let setting = a
+            .conf
+            .rsplit_once(" @ torch ")
+            .map_or(a.conf.as_str(), |(c, _)| c);
+        for (k, &v) in releases.iter().enumerate().skip(1) {
+            let Some(b) = runs.get(k * per + i) else {
+                continue;
+            };
+            let (pa, pb) = (a.summary.peak_reserved_bytes, b.summary.peak_reserved_bytes);
+            let delta = if pb >= pa {
+                format!("+{}", bytes(pb - pa))
+            } else {
+                format!("-{}", bytes(pa - pb))
+            };
+            let fit = match (a.oom.is_some(), b.oom.is_some(), a.capacity) {
+                (_, _, None) => String::new(),
+                (false, false, Some(_)) => "; fits still".to_string(),
+                (false, true, Some(_)) => "; no longer fits".to_string(),
+                (true, false, Some(_)) => "; fits now".to_string(),
+                (true, true, Some(_)) => "; runs out of memory under both".to_string(),
+            };
+            out.push_str(&format!(
+                "upgrading torch {first} -> {v} under {setting}: peak reserved {} -> {} ({delta}){fit}\n",
+                bytes(pa),
+                bytes(pb)
+            ));
+        }
+    }
+    out
+}

@@ -14,7 +14,7 @@ snapshot under its recorded ``allocator_settings``.
 
 Inputs:
 
-* a vramlab native CSV trace (v1, ``traces/src/csv.rs``): ``# key: value``
+* a vramlab native CSV trace (v1, ``traces/src/csv/``): ``# key: value``
   header comments, the header row ``action,id,size,stream``, then
   ``alloc,ID,SIZE[,STREAM]``, ``free,ID``, ``free_requested,ID``,
   ``free_completed,ID`` and ``empty_cache`` rows;
