@@ -54,6 +54,27 @@ pub struct ReplayArgs {
     cuda: crate::cmd_replay_cuda::CudaArgs,
 }
 
+/// The scenarios to replay: each setting, under each release when several
+/// `--torch-version` are given (what an upgrade does).
+fn build_scenarios(
+    args: &ReplayArgs,
+    trace: &vramlab_traces::Trace,
+) -> Result<Vec<vramlab_replay::Scenario>> {
+    let releases = &args.conf.torch_versions;
+    if releases.len() <= 1 {
+        return scenarios_of(&args.conf, &args.device, trace);
+    }
+    let mut out = Vec::new();
+    for &v in releases {
+        out.extend(scenarios_of(
+            &args.conf.with_release(v),
+            &args.device,
+            trace,
+        )?);
+    }
+    Ok(out)
+}
+
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> Result<()> {
     let trace = args.trace.load(args.conf.torch_version())?;
@@ -87,21 +108,8 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         }
         return Ok(());
     }
-    // Several --torch-version: every setting under every release, labelled
-    // with its release (what an upgrade does).
     let releases = &args.conf.torch_versions;
-    let mut scenarios = Vec::new();
-    if releases.len() > 1 {
-        for &v in releases {
-            scenarios.extend(scenarios_of(
-                &args.conf.with_release(v),
-                &args.device,
-                &trace,
-            )?);
-        }
-    } else {
-        scenarios = scenarios_of(&args.conf, &args.device, &trace)?;
-    }
+    let scenarios = build_scenarios(&args, &trace)?;
     if args.snapshot_out.is_some() && scenarios.len() != 1 {
         anyhow::bail!("--snapshot-out writes one replay: give exactly one --conf");
     }
@@ -190,12 +198,28 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             path.display()
         );
     }
+    print_runs(&args, &trace, &runs, &ranges, &latencies)
+}
+
+/// Prints the runs: JSON, or the table with the placement note, the
+/// upgrade lines and the latencies.
+fn print_runs(
+    args: &ReplayArgs,
+    trace: &vramlab_traces::Trace,
+    runs: &[vramlab_replay::Run],
+    ranges: &[SettingRange],
+    latencies: &[(
+        vramlab_allocator::latency::LatencySummary,
+        vramlab_allocator::latency::LatencySummary,
+    )],
+) -> Result<()> {
+    let releases = &args.conf.torch_versions;
     if args.json {
         let objs: Vec<Value> = runs
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let mut v = run_json(&trace, &args.trace.trace, r);
+                let mut v = run_json(trace, &args.trace.trace, r);
                 if let Some(sr) = ranges.get(i) {
                     add_placement_json(&mut v, &sr.range);
                 }
@@ -209,20 +233,20 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         };
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        out!("{}", human(&trace, &args.trace.trace, &runs));
-        if let Some(note) = placement_note(&ranges) {
+        out!("{}", human(trace, &args.trace.trace, &runs));
+        if let Some(note) = placement_note(ranges) {
             outln!("\n{note}");
         }
         if releases.len() > 1 {
             let per = runs.len() / releases.len();
             out!(
                 "\n{}",
-                crate::render::replay::upgrade_lines(&runs, per, releases)
+                crate::render::replay::upgrade_lines(runs, per, releases)
             );
         }
         if !latencies.is_empty() {
             outln!();
-            out!("{}", latency_table(&runs, &latencies));
+            out!("{}", latency_table(runs, latencies));
         }
     }
     Ok(())
