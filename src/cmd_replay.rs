@@ -233,7 +233,7 @@ fn print_runs(
         };
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        out!("{}", human(trace, &args.trace.trace, &runs));
+        out!("{}", human(trace, &args.trace.trace, runs));
         if let Some(note) = placement_note(ranges) {
             outln!("\n{note}");
         }
