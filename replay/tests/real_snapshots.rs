@@ -42,6 +42,9 @@ fn every_real_snapshot_replays_exactly() {
         let traces = load_traces(path, None, v).expect("load");
         assert!(!traces.is_empty(), "{}: no traces", path.display());
         for t in &traces {
+            // Under the rules of the release that wrote it, as `vramlab
+            // fidelity` does.
+            let v = vramlab_replay::target::release::target_of(t, None).rules;
             let conf = recorded_conf(t, v)
                 .expect("conf")
                 .expect("recorded settings");
