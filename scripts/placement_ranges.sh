@@ -5,6 +5,8 @@
 # setting) whose peak the order changes, then the count.
 #
 #   bash scripts/placement_ranges.sh [TRACE...]   (default: traces/data/*)
+#   TORCH_VERSION=2.11 bash scripts/placement_ranges.sh   (another release's rules;
+#   default: each trace's own, 2.15 for the bundled corpus)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q
@@ -12,7 +14,8 @@ cargo build --release --locked -q
 echo "trace setting driver_MiB ascending_MiB"
 for f in "$@"; do
     ./target/release/vramlab replay "$f" --json --conf default --conf expandable_segments:True \
-        --conf max_split_size_mb:128 --conf roundup_power2_divisions:4 2>/dev/null |
+        --conf max_split_size_mb:128 --conf roundup_power2_divisions:4 \
+        ${TORCH_VERSION:+--torch-version "$TORCH_VERSION"} 2>/dev/null |
         python3 -c '
 import json, sys
 name = sys.argv[1]
