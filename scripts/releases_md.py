@@ -3,6 +3,7 @@
 scripts/release_matrix.sh in docs/results/releases/."""
 import json
 import pathlib
+import re
 import sys
 
 
@@ -13,7 +14,7 @@ def key(path: pathlib.Path):
 
 def main(folder: str) -> int:
     d = pathlib.Path(folder)
-    files = sorted(d.glob("torch-*.json"), key=key)
+    files = sorted((f for f in d.glob("torch-*.json") if re.fullmatch(r"torch-\d+\.\d+", f.stem)), key=key)
     out = [
         "# PyTorch's own allocator, release by release",
         "",
@@ -59,6 +60,30 @@ def main(folder: str) -> int:
                     f"{r['vramlab_peak_reserved_bytes']} | {r['torch_num_device_alloc']} / "
                     f"{r['vramlab_num_device_alloc']} | {r['first_difference'] or ', '.join(r['differing'])} |"
                 )
+    older = sorted(d.glob("torch-*-vs-rules-*.json"))
+    if older:
+        details.append("\n## What older rules miss\n")
+        details.append("The same sample judged by a release's allocator against vramlab replaying an *older*")
+        details.append("release's rules (`vramlab oracle SAMPLE... --torch R --torch-version OLD`): the rows where")
+        details.append("the allocator changed between the two.\n")
+        details.append("| judge | vramlab rules | exact / rows | peak reserved differs | cudaMalloc count differs | example |")
+        details.append("|---|---|---|---|---|---|")
+        for f in older:
+            rows = json.loads(f.read_text() or "[]")
+            if not rows:
+                continue
+            bad = [r for r in rows if not r["exact"]]
+            res = sum(r["torch_peak_reserved_bytes"] != r["vramlab_peak_reserved_bytes"] for r in rows)
+            mal = sum(r["torch_num_device_alloc"] != r["vramlab_num_device_alloc"] for r in rows)
+            worst = max(bad, key=lambda r: abs(r["torch_peak_reserved_bytes"] - r["vramlab_peak_reserved_bytes"]), default=None)
+            ex = ""
+            if worst:
+                d = (worst["torch_peak_reserved_bytes"] - worst["vramlab_peak_reserved_bytes"]) / 2**20
+                ex = f"{worst['trace']} [{worst['setting']}]: PyTorch {d:+.0f} MiB"
+            details.append(
+                f"| {rows[0]['torch_version']} | {rows[0]['vramlab_rules']} | {len(rows) - len(bad)} / {len(rows)} | "
+                f"{res} | {mal} | {ex} |"
+            )
     print("\n".join(out + details))
     return 0
 

@@ -88,15 +88,11 @@ pub fn from_replay(log: &[LoggedCall]) -> Vec<Call> {
     let calls = log
         .iter()
         .filter_map(|c| {
-            let kind = match c.kind {
-                DeviceCallKind::Malloc => "malloc",
-                DeviceCallKind::Free => "free",
-                DeviceCallKind::Map => "map",
-                DeviceCallKind::Unmap => "unmap",
-                DeviceCallKind::Reserve => "reserve",
-                DeviceCallKind::Release => "release",
-                DeviceCallKind::Synchronize => return None,
-            };
+            // The fake logs what changes memory; a synchronisation does not.
+            if c.kind == DeviceCallKind::Synchronize {
+                return None;
+            }
+            let kind = c.kind.name();
             Some(Call {
                 event: c.event_index.map(u64::from),
                 kind,
