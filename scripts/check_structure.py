@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The house rules of ARCHITECTURE.md, checked: no production Rust file over
-700 lines, no function over 150 lines (tests aside), and no import circle
-between sibling modules of a crate. Exits 1 with the offenders listed.
+700 lines, no function over 150 lines (tests aside), no import circle
+between sibling modules of a crate or of a Python package (imports inside
+functions count: they hide a circle, they do not remove it), and every
+repository path ARCHITECTURE.md names exists. Exits 1 with the offenders
+listed.
 
     python3 scripts/check_structure.py
 
@@ -27,7 +30,10 @@ CRATES = {
     "vramlab_reports": "reports/src",
     "vramlab_cli": "src",
     "vramlab_python": "python/src",
+    "vramlab_fakecuda": "fakecuda/src",
+    "vramlab_oracle": "oracle/src",
 }
+PY_PACKAGES = ["traces/record/vramlab_record", "python/vramlab"]
 TEST_BLOCK = re.compile(r"\n#\[cfg\(test\)\]\s*\nmod tests \{")
 FN = re.compile(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)")
 
@@ -39,11 +45,25 @@ def production(path):
     return src[: m.start()] if m else src
 
 
+def is_test_module(path):
+    """A `tests.rs` that its parent declares as `#[cfg(test)] mod tests;`."""
+    if os.path.basename(path) != "tests.rs":
+        return False
+    d = os.path.dirname(path)
+    for parent in (os.path.join(d, "mod.rs"), d + ".rs", os.path.join(d, "lib.rs")):
+        if os.path.exists(parent):
+            with open(parent, encoding="utf-8") as f:
+                if re.search(r"#\[cfg\(test\)\]\s*\n\s*mod tests;", f.read()):
+                    return True
+    return False
+
+
 def rust_files(root):
     for d, _, fs in os.walk(os.path.join(ROOT, root)):
         for f in fs:
-            if f.endswith(".rs") and f != "tests.rs":
-                yield os.path.join(d, f)
+            path = os.path.join(d, f)
+            if f.endswith(".rs") and not is_test_module(path):
+                yield path
 
 
 def long_functions(path, src):
@@ -109,8 +129,64 @@ def circles(root):
         yield from walk(node, [node])
 
 
+def python_circles(package):
+    """Import circles between the modules of a Python package (relative
+    imports, wherever they stand)."""
+    import ast
+
+    base = os.path.join(ROOT, package)
+    edges = {}
+    for f in sorted(os.listdir(base)):
+        if not f.endswith(".py"):
+            continue
+        mine = f[:-3]
+        with open(os.path.join(base, f), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                targets = [node.module] if node.module else [a.name for a in node.names]
+                for t in targets:
+                    t = t.split(".")[0]
+                    if t != mine and os.path.exists(os.path.join(base, t + ".py")):
+                        edges.setdefault(mine, set()).add(t)
+    found = set()
+
+    def walk(node, stack):
+        for nxt in sorted(edges.get(node, ())):
+            if nxt in stack:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                if frozenset(cycle) not in found:
+                    found.add(frozenset(cycle))
+                    yield " -> ".join(cycle)
+            elif len(stack) < 8:
+                yield from walk(nxt, stack + [nxt])
+
+    for node in sorted(edges):
+        yield from walk(node, [node])
+
+
+def architecture_paths():
+    """Paths in ARCHITECTURE.md's backticks that do not exist (brace lists
+    expanded: `a/{b,c}.rs`)."""
+    with open(os.path.join(ROOT, "ARCHITECTURE.md"), encoding="utf-8") as f:
+        text = f.read()
+    for span in re.findall(r"`([^`]+)`", text):
+        span = span.split(" ")[0]
+        if "/" not in span or span.startswith(("http", "-", "$")) or "<" in span or "*" in span:
+            continue
+        m = re.match(r"^(.*)\{([^}]*)\}(.*)$", span)
+        paths = [m.group(1) + x + m.group(3) for x in m.group(2).split(",")] if m else [span]
+        for p in paths:
+            p = p.rstrip(".,;:")
+            if not os.path.exists(os.path.join(ROOT, p)):
+                yield f"ARCHITECTURE.md names {p}, which does not exist"
+
+
 def main():
     problems = []
+    for package in PY_PACKAGES:
+        problems.extend(f"import circle in {package}: {c}" for c in python_circles(package))
+    problems.extend(architecture_paths())
     for crate, root in CRATES.items():
         if not os.path.isdir(os.path.join(ROOT, root)):
             continue
@@ -125,7 +201,7 @@ def main():
         print(p)
     if problems:
         sys.exit(1)
-    print("structure: no file over 700 lines, no function over 150, no import circle")
+    print("structure: no file over 700 lines, no function over 150, no import circle (Rust or Python), every path ARCHITECTURE.md names exists")
 
 
 if __name__ == "__main__":

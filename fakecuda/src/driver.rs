@@ -1,6 +1,6 @@
 //! The driver API (`cu*`) outside virtual memory: init, devices, contexts.
 //! PyTorch reaches these through `cudaGetDriverEntryPoint[ByVersion]`
-//! ([`crate::entry`]) or, up to 2.6, `dlopen("libcuda.so.1")` + `dlsym`.
+//! (answered in the entry module) or, up to 2.6, `dlopen("libcuda.so.1")` + `dlsym`.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 

@@ -4,7 +4,7 @@ SDPA is routed as CUDA's dispatcher (``sdp::select_sdp_backend``, priority
 flash > memory-efficient > math) routes it on an sm80+ GPU, for every mode a
 GPU script uses:
 
-* **FlashAttention-2** (``_FlashAttention`` in :mod:`vramlab_record.fake`):
+* **FlashAttention-2** (``_FlashAttention`` in :mod:`vramlab_record.flash`):
   fp16/bf16, no ``attn_mask``, head dim <= 256 and a multiple of 8, 4-D
   inputs, causal only with equal query/key lengths; dropout and grouped-query
   attention (``enable_gqa``, no K/V repeat) natively. Without dropout the
@@ -43,6 +43,8 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+from .flash import _FlashAttention
 
 aten = torch.ops.aten
 
@@ -83,8 +85,6 @@ def backend(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) -> s
 def cuda_like_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
     """``F.scaled_dot_product_attention`` routed like CUDA's dispatcher."""
-    from .fake import _FlashAttention
-
     query, key, value, attn_mask = _autocast_inputs(query, key, value, attn_mask)
     hq, hk = query.shape[-3], key.shape[-3]
     if hq != hk and not enable_gqa:
