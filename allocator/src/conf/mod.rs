@@ -181,6 +181,14 @@ impl AllocConf {
         }
     }
 
+    /// `true` up to 2.11, whose allocator breaks ties between free blocks of
+    /// one size by address; from 2.12 by allocation order (a block or
+    /// segment counter: `policies/native/block.rs`, `TieOrder`), so that
+    /// where the driver puts segments no longer changes a decision.
+    pub fn ties_by_address(&self) -> bool {
+        !self.version.at_least(2, 12)
+    }
+
     /// Effective max split size in bytes (`u64::MAX` = unlimited).
     pub fn max_split_size_bytes(&self) -> u64 {
         self.max_split_size.unwrap_or(u64::MAX)
