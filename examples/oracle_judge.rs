@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let label = path.display().to_string();
     for row in judge_trace(&label, &trace, &scenarios, &opts, |_| {})? {
         println!(
-            "{} [{}] torch {}: PyTorch {} B in {} cudaMallocs, vramlab {} B in {}: {}",
+            "{} [{}] torch {}: PyTorch {} B in {:?} cudaMallocs, vramlab {} B in {}: {}",
             row.trace,
             row.setting,
             row.torch_version,

@@ -29,10 +29,11 @@ pub struct TorchResult {
     /// `num_ooms`.
     pub num_ooms: u64,
     /// `num_device_alloc` (cudaMalloc calls, or mapped pages with
-    /// expandable segments).
-    pub num_device_alloc: u64,
-    /// `num_device_free`.
-    pub num_device_free: u64,
+    /// expandable segments); `None` where the release does not count it
+    /// (before 2.3): the device calls are compared all the same.
+    pub num_device_alloc: Option<u64>,
+    /// `num_device_free` (`None` before 2.3).
+    pub num_device_free: Option<u64>,
     /// The first OOM, if any.
     pub oom: Option<TorchOom>,
 }

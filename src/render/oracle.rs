@@ -17,6 +17,14 @@ fn pair(a: u64, b: u64, f: fn(u64) -> String) -> String {
     }
 }
 
+/// A count PyTorch may not report (releases before 2.3): `- vs B`.
+fn pair_opt(a: Option<u64>, b: u64) -> String {
+    match a {
+        Some(a) => pair(a, b, |v| v.to_string()),
+        None => format!("- vs {b}"),
+    }
+}
+
 /// The rows as a table (PyTorch first, then vramlab, where they differ),
 /// then one line per differing row with its first divergent device call.
 pub fn human(rows: &[OracleRow]) -> String {
@@ -50,8 +58,8 @@ pub fn human(rows: &[OracleRow]) -> String {
                 r.vramlab_peak_allocated_bytes,
                 bytes,
             ),
-            pair(r.torch_num_device_alloc, r.vramlab_num_device_alloc, n),
-            pair(r.torch_num_device_free, r.vramlab_num_device_free, n),
+            pair_opt(r.torch_num_device_alloc, r.vramlab_num_device_alloc),
+            pair_opt(r.torch_num_device_free, r.vramlab_num_device_free),
             pair(r.torch_num_alloc_retries, r.vramlab_num_alloc_retries, n),
             if r.exact {
                 "exact".into()
@@ -63,7 +71,7 @@ pub fn human(rows: &[OracleRow]) -> String {
     let mut out = t.render();
     let exact = rows.iter().filter(|r| r.exact).count();
     out.push_str(&format!(
-        "\n{exact} of {} rows exact (PyTorch's own allocator on the fake device vs vramlab's replay; \"A vs B\" is PyTorch vs vramlab)\n",
+        "\n{exact} of {} rows exact (PyTorch's own allocator on the fake device vs vramlab's replay; \"A vs B\" is PyTorch vs vramlab; \"-\": a count the release does not report)\n",
         rows.len()
     ));
     for r in rows.iter().filter(|r| !r.exact) {

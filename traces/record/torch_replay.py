@@ -514,8 +514,9 @@ def replay(args: argparse.Namespace) -> int:
         "peak_allocated_bytes": stats.get("allocated_bytes.all.peak", 0),
         "num_alloc_retries": stats.get("num_alloc_retries", 0),
         "num_ooms": stats.get("num_ooms", 0),
-        "num_device_alloc": stats.get("num_device_alloc", 0),
-        "num_device_free": stats.get("num_device_free", 0),
+        # None where the release does not count them (added in PyTorch 2.3).
+        "num_device_alloc": stats.get("num_device_alloc"),
+        "num_device_free": stats.get("num_device_free"),
         "oom": oom,
         "wall_ms": wall_ns / 1e6,
         "python_call_overhead_ns": call_overhead_ns,
