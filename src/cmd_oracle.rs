@@ -33,7 +33,7 @@ pub struct OracleArgs {
     /// newest patch of X.Y, or exactly X.Y.Z), installed on first use into
     /// a cached environment under $VRAMLAB_ORACLE_CACHE (default
     /// ~/.cache/vramlab/oracle).
-    #[arg(long = "torch", value_name = "X.Y", default_value = "2.11")]
+    #[arg(long = "torch", value_name = "X.Y", default_value = "2.15")]
     torch: String,
     /// Run this Python instead of the cached environment; it must have a
     /// CUDA build of torch installed (nothing is installed into it).

@@ -416,7 +416,7 @@ def oracle(
     source: Source,
     conf: Conf = None,
     *,
-    torch: str = "2.11",
+    torch: str = "2.15",
     python: Optional[str] = None,
     capacity: Size = None,
     gpu: Optional[str] = None,

@@ -20,9 +20,11 @@ pub struct DeviceArgs {
     /// Where the simulated driver puts new segments: `driver` (the CUDA
     /// driver's order as measured on an H200, driver 580: new regions
     /// downwards) or `ascending` (each above the last, as older drivers
-    /// did). PyTorch breaks ties between equal free blocks by address, so
-    /// the order can change the result; when it does, `replay`, `recommend`
-    /// and `report` give the peak under both (docs/driver-placement.md).
+    /// did). Up to 2.11 PyTorch breaks ties between equal free blocks by
+    /// address, so the order can change the result; when it does, `replay`,
+    /// `recommend` and `report` give the peak under both
+    /// (docs/driver-placement.md). From 2.12 ties go by allocation order and
+    /// the order no longer matters.
     #[arg(long, value_name = "ORDER", default_value = "driver", value_parser = parse_placement_arg)]
     pub placement: Placement,
 }
