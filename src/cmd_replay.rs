@@ -198,11 +198,18 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             path.display()
         );
     }
-    print_runs(&args, &trace, &runs, &ranges, &latencies)
+    // The settings of one release (labels without the release).
+    let settings: Vec<String> = scenarios
+        .iter()
+        .take(scenarios.len() / releases.len().max(1))
+        .map(|s| s.label())
+        .collect();
+    print_runs(&args, &trace, &runs, &ranges, &latencies, &settings)
 }
 
 /// Prints the runs: JSON, or the table with the placement note, the
-/// upgrade lines and the latencies.
+/// upgrade lines (`settings`: the labels of one release's runs) and the
+/// latencies.
 fn print_runs(
     args: &ReplayArgs,
     trace: &vramlab_traces::Trace,
@@ -212,6 +219,7 @@ fn print_runs(
         vramlab_allocator::latency::LatencySummary,
         vramlab_allocator::latency::LatencySummary,
     )],
+    settings: &[String],
 ) -> Result<()> {
     let releases = &args.conf.torch_versions;
     if args.json {
@@ -238,10 +246,9 @@ fn print_runs(
             outln!("\n{note}");
         }
         if releases.len() > 1 {
-            let per = runs.len() / releases.len();
             out!(
                 "\n{}",
-                crate::render::replay::upgrade_lines(runs, per, releases)
+                crate::render::replay::upgrade_lines(runs, settings, releases)
             );
         }
         if !latencies.is_empty() {

@@ -10,7 +10,8 @@
 //! * 2.13–2.15: the older segment: the counter is taken at cudaMalloc and
 //!   inherited by every block of the segment (pytorch#183591).
 //!
-//! Measured (torch 2.11.0, 2.12.1, 2.13.0, 2.15.0 wheels):
+//! Measured (torch 2.11.0, 2.12.1, 2.13.0, 2.14.1, 2.15.0 wheels; raw output in
+//! docs/results/releases/tie-order.txt):
 //!
 //! | experiment | placement | 2.11 | 2.12 | 2.13, 2.15 |
 //! |---|---|---|---|---|

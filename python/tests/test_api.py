@@ -330,4 +330,4 @@ def test_oracle_rows_are_the_commands():
         (864 << 20, 50, True),
         (780 << 20, 37, True),
     ]
-    assert rows.to_pandas is not None
+    assert all(r.torch_version.startswith("2.11.") and r.first_difference is None for r in rows)

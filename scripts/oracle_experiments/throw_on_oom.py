@@ -1,7 +1,7 @@
 """throw_on_cudamalloc_oom against the default on a 40 MiB fake device (allocator/tests/native_scenarios.rs):
 
     VRAMLAB_FAKECUDA_CAPACITY=41943040 PYTORCH_CUDA_ALLOC_CONF=throw_on_cudamalloc_oom:True \\
-        bash scripts/oracle_experiments/run.sh 2.15 throw_on_oom.py 18
+        bash scripts/oracle_experiments/run.sh 2.15 throw_on_oom.py driver 18
 """
 import torch, sys
 alloc = torch.cuda.caching_allocator_alloc

@@ -248,23 +248,20 @@ pub fn csv_quote(s: &str) -> String {
 }
 
 /// What an upgrade does: for each setting, the first release's run against
-/// each later one's (`runs` holds `per` runs per release, releases in the
-/// order given).
+/// each later one's (`runs` holds one run per setting of `settings` for each
+/// release, releases in the order given).
 pub fn upgrade_lines(
     runs: &[Run],
-    per: usize,
+    settings: &[String],
     releases: &[vramlab_allocator::TorchVersion],
 ) -> String {
+    let per = settings.len();
     let mut out = String::new();
     let Some(&first) = releases.first() else {
         return out;
     };
-    for i in 0..per {
+    for (i, setting) in settings.iter().enumerate() {
         let Some(a) = runs.get(i) else { continue };
-        let setting = a
-            .conf
-            .rsplit_once(" @ torch ")
-            .map_or(a.conf.as_str(), |(c, _)| c);
         for (k, &v) in releases.iter().enumerate().skip(1) {
             let Some(b) = runs.get(k * per + i) else {
                 continue;

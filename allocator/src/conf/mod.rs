@@ -181,12 +181,9 @@ impl AllocConf {
         }
     }
 
-    /// `true` up to 2.11, whose allocator breaks ties between free blocks of
-    /// one size by address; from 2.12 by allocation order (a block or
-    /// segment counter: `policies/native/block.rs`, `TieOrder`), so that
-    /// where the driver puts segments no longer changes a decision.
+    /// [`TorchVersion::ties_by_address`] of these settings' release.
     pub fn ties_by_address(&self) -> bool {
-        !self.version.at_least(2, 12)
+        self.version.ties_by_address()
     }
 
     /// Effective max split size in bytes (`u64::MAX` = unlimited).

@@ -23,6 +23,14 @@ impl TorchVersion {
         TorchVersion { major, minor }
     }
 
+    /// `true` up to 2.11, whose allocator breaks ties between free blocks of
+    /// one size by address; from 2.12 by allocation order (a block or
+    /// segment counter: `policies/native/block.rs`, `TieOrder`), so that
+    /// where the driver puts segments no longer changes a decision.
+    pub fn ties_by_address(self) -> bool {
+        !self.at_least(2, 12)
+    }
+
     /// `true` if this release is `major.minor` or newer.
     pub fn at_least(self, major: u16, minor: u16) -> bool {
         self >= TorchVersion::new(major, minor)

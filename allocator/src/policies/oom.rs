@@ -20,19 +20,49 @@ pub(crate) fn exceeds_limit<D: Device>(
     size: u64,
     allowed: Option<u64>,
 ) -> AllocError {
+    let mut r = report(device, stats, size, size, size, allowed);
+    r.exceeds_limit = true;
+    AllocError::OutOfMemory(Box::new(r))
+}
+
+/// The report of `throw_on_cudamalloc_oom` (2.12+): a new segment larger
+/// than the free memory, refused before the driver is asked — no cached
+/// blocks released, no retry, nothing counted (measured against PyTorch
+/// 2.12–2.15 with the oracle).
+pub(crate) fn preemptive<D: Device>(
+    device: &D,
+    stats: &MemoryStats,
+    rounded: u64,
+    device_request: u64,
+    allowed: Option<u64>,
+) -> AllocError {
+    let mut r = report(device, stats, rounded, rounded, device_request, allowed);
+    r.preemptive = true;
+    AllocError::OutOfMemory(Box::new(r))
+}
+
+/// The device and allocator state at an out-of-memory.
+fn report<D: Device>(
+    device: &D,
+    stats: &MemoryStats,
+    requested: u64,
+    rounded: u64,
+    device_request: u64,
+    allowed: Option<u64>,
+) -> OomReport {
     let info = device.mem_info();
-    AllocError::OutOfMemory(Box::new(OomReport {
-        exceeds_limit: true,
+    OomReport {
+        exceeds_limit: false,
         preemptive: false,
-        requested: size,
-        rounded: size,
-        device_request: size,
+        requested,
+        rounded,
+        device_request,
         device_free: info.free,
         device_total: info.total,
         allowed,
         allocated: stats.allocated_bytes.all.current as u64,
         reserved: stats.reserved_bytes.all.current as u64,
-    }))
+    }
 }
 
 /// Counts the OOM in `stats` and builds the report.
@@ -45,17 +75,12 @@ pub(crate) fn out_of_memory<D: Device>(
     allowed: Option<u64>,
 ) -> AllocError {
     stats.num_ooms += 1;
-    let info = device.mem_info();
-    AllocError::OutOfMemory(Box::new(OomReport {
-        exceeds_limit: false,
-        preemptive: false,
+    AllocError::OutOfMemory(Box::new(report(
+        device,
+        stats,
         requested,
         rounded,
         device_request,
-        device_free: info.free,
-        device_total: info.total,
         allowed,
-        allocated: stats.allocated_bytes.all.current as u64,
-        reserved: stats.reserved_bytes.all.current as u64,
-    }))
+    )))
 }

@@ -98,10 +98,10 @@ impl TieOrder {
     pub fn of(v: crate::conf::TorchVersion) -> TieOrder {
         if v.at_least(2, 13) {
             TieOrder::SegmentCounter
-        } else if v.at_least(2, 12) {
-            TieOrder::BlockCounter
-        } else {
+        } else if v.ties_by_address() {
             TieOrder::Address
+        } else {
+            TieOrder::BlockCounter
         }
     }
 }

@@ -6,7 +6,7 @@ use super::NativeAllocator;
 use super::block::{Block, NIL, State};
 use super::rounding::{self, MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::devices::{Device, DeviceError};
-use crate::policies::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
+use crate::policies::oom::{MAX_REQUEST, exceeds_limit, out_of_memory, preemptive};
 use crate::policy::{AllocError, BlockHandle};
 use crate::stats::PoolKind;
 
@@ -94,25 +94,6 @@ impl<D: Device> NativeAllocator<D> {
         )
     }
 
-    /// `throw_on_cudamalloc_oom`: the error raised, before the driver is
-    /// asked, for a segment larger than the free memory (measured against
-    /// PyTorch 2.12–2.15 by the oracle; `num_ooms` is not counted).
-    fn preemptive_oom(&self, p: &Params) -> AllocError {
-        let info = self.device.mem_info();
-        AllocError::OutOfMemory(Box::new(crate::policy::OomReport {
-            exceeds_limit: false,
-            preemptive: true,
-            requested: p.size,
-            rounded: p.size,
-            device_request: p.alloc_size,
-            device_free: info.free,
-            device_total: info.total,
-            allowed: self.allowed_memory_maximum,
-            allocated: self.stats.allocated_bytes.all.current as u64,
-            reserved: self.stats.reserved_bytes.all.current as u64,
-        }))
-    }
-
     /// `get_free_block`: best fit on the request's stream, with the
     /// max-split-size rules of `DeviceCachingAllocator::get_free_block`.
     /// The block stays in the pool's set: [`Self::alloc_found_block`] takes
@@ -182,7 +163,13 @@ impl<D: Device> NativeAllocator<D> {
             return self.try_allocate_expandable_block(p);
         }
         if self.conf.throw_on_cudamalloc_oom && p.alloc_size > self.device.mem_info().free {
-            return Err(self.preemptive_oom(p));
+            return Err(preemptive(
+                &self.device,
+                &self.stats,
+                p.size,
+                p.alloc_size,
+                self.allowed_memory_maximum,
+            ));
         }
         let ptr = match self.device.malloc(p.alloc_size) {
             Ok(ptr) => ptr,

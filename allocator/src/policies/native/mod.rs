@@ -76,6 +76,7 @@ impl<D: Device> NativeAllocator<D> {
     /// as PyTorch does.
     pub fn new(conf: AllocConf, device: D) -> Self {
         let stats = MemoryStats::new(conf.max_split_size_bytes());
+        let tie_order = block::TieOrder::of(conf.version);
         let mut a = NativeAllocator {
             conf,
             device,
@@ -88,11 +89,10 @@ impl<D: Device> NativeAllocator<D> {
             trace_pending: Default::default(),
             expandable_segments: Vec::new(),
             stream_uses: std::collections::HashMap::new(),
-            tie_order: block::TieOrder::Address,
+            tie_order,
             counter: SEEDED_COUNTERS,
             seeding: 0,
         };
-        a.tie_order = block::TieOrder::of(a.conf.version);
         if let Some(f) = a.conf.per_process_memory_fraction {
             a.set_memory_fraction(f);
         }
@@ -103,8 +103,9 @@ impl<D: Device> NativeAllocator<D> {
     /// recorded state): a snapshot does not say in which order its segments
     /// were made, so they are taken as the driver model places them — newer
     /// 32 MiB regions below older ones, and inside a region upwards — and
-    /// all before any segment the replay makes. Ties between seeded blocks of one size can therefore differ
-    /// from PyTorch's under 2.12+ (`--start fresh` has no such guess).
+    /// all before any segment the replay makes. Ties between seeded blocks
+    /// of one size can therefore differ from PyTorch's under 2.12+
+    /// (`--start fresh` has no such guess).
     fn seeded_counter(&self, base: u64) -> u64 {
         match self.tie_order {
             block::TieOrder::Address => 0,
