@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Every command's output, table and JSON, on bundled traces and (when
+# ../shared/traces/real is here) real snapshots, written one file per run
+# into OUT. A refactor that must keep behaviour byte-identical is checked by
+# running this before and after and diffing the two folders:
+#
+#   VRAMLAB=/tmp/before/vramlab bash scripts/golden_outputs.sh /tmp/golden-before
+#   cargo build --release && bash scripts/golden_outputs.sh /tmp/golden-after
+#   diff -r /tmp/golden-before /tmp/golden-after
+#
+# Each file holds the command line, its stdout, its stderr and its exit
+# status; files a command writes (plots, CSV, snapshots, reports) are copied
+# in beside it. Paths are relative to the repository root so that the two
+# runs can come from different checkouts.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: golden_outputs.sh OUT}
+bin=${VRAMLAB:-target/release/vramlab}
+rm -rf "$out" && mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+n=0
+
+# run NAME ARGS...: one command, its output in $out/NAME.txt; files it wrote
+# under $work/files end up in $out/NAME.files/.
+run() {
+    local name=$1
+    shift
+    n=$((n + 1))
+    rm -rf "$work/files" && mkdir -p "$work/files"
+    {
+        echo "\$ vramlab $*"
+        echo "--- stdout"
+        (cd "$work/files" && NO_COLOR=1 "$OLDPWD/$bin" "$@" 2>"$work/stderr" | sed "s#$work#WORK#g")
+        echo "--- exit ${PIPESTATUS[0]}"
+        echo "--- stderr"
+        sed "s#$work#WORK#g" "$work/stderr"
+    } >"$out/$name.txt" 2>&1
+    if [ -n "$(ls -A "$work/files")" ]; then
+        cp -r "$work/files" "$out/$name.files"
+    fi
+}
+
+root=$PWD
+gpt=$root/traces/data/gpt-small-train.csv
+sdxl=$root/traces/data/sdxl-resolution1024.csv.gz
+llama=$root/traces/data/llama-3-8b-infer-decode-new-tokens128.csv.gz
+bundled=$root/traces/data
+
+for t in gpt sdxl llama; do
+    path=${!t}
+    run "replay-$t" replay "$path"
+    run "replay-$t-json" replay "$path" --json --conf default --conf expandable_segments:True
+    run "replay-$t-gpu" replay "$path" --gpu rtx4090 --conf expandable_segments:True
+    run "recommend-$t" recommend "$path" --gpu h100-80gb
+    run "recommend-$t-json" recommend "$path" --gpu h100-80gb --json
+    run "oom-point-$t" oom-point "$path" --conf default --conf expandable_segments:True
+    run "oom-point-$t-json" oom-point "$path" --json
+    run "stats-$t" stats "$path"
+    run "stats-$t-json" stats "$path" --json
+    run "sweep-$t" sweep "$path" --gpu a100-80gb
+    run "sweep-$t-csv" sweep "$path" --gpu a100-80gb --csv rows.csv
+done
+run replay-policy-bfc replay "$gpt" --policy bfc --conf allow_growth:true
+run replay-policy-stitch replay "$gpt" --policy stitch
+run replay-two-releases replay "$gpt" --torch-version 2.11 --torch-version 2.15
+run replay-oom replay "$sdxl" --capacity 2GiB
+run replay-oom-json replay "$sdxl" --capacity 2GiB --json
+run replay-snapshot-out replay "$gpt" --conf expandable_segments:True --snapshot-out what_if.pickle
+run sweep-folder sweep "$bundled" --gpu a100-80gb --csv rows.csv
+run sweep-folder-json sweep "$bundled" --gpu a100-80gb --json
+run sweep-shard sweep "$bundled" --shard 3/8 --csv part3.csv
+run conf-grammar conf "max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
+run conf-release conf "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]" --torch-version 2.9 --size 1100MiB
+run conf-bad conf "max_split_size_mb:abc"
+run gpus gpus
+run gpus-json gpus --json
+run gen-list gen --list
+run gen-llama gen llama-3-8b-train --seq 4096 --checkpointing -o llama.csv.gz
+run gen-sdxl gen sdxl --resolution 1536 -o sdxl.vlt.zst
+run fit-llama fit llama-3-8b-train --vary seq --gpu h200 --plot fit/
+run fit-sd15 fit sd15 --vary resolution --gpu rtx4090
+run fit-json fit sd15 --vary resolution --gpu rtx4090 --json
+run matrix-sdxl matrix sdxl --gpu rtx4090 --csv m.csv --plot matrix/
+run matrix-llama matrix llama-3-8b-infer --gpu rtx4090 --no-search
+run concat concat "$gpt" "$gpt" --empty-cache-between -o ab.vlt
+run convert convert "$gpt" gpt.vlt.zst
+run report report "$gpt" --gpu h100-80gb --out report/
+run demo demo --out demo/
+run missing-file replay /nonexistent/trace.csv
+run bench-check bench-check "$root/benches/baseline.json"
+
+real=$root/../shared/traces/real
+if [ -d "$real" ]; then
+    for f in "$real"/*.pickle; do
+        b=$(basename "$f" .pickle)
+        run "fidelity-$b" fidelity "$f"
+        run "fidelity-$b-json" fidelity "$f" --json
+        run "replay-$b" replay "$f" --conf default --conf expandable_segments:True
+        run "replay-$b-json" replay "$f" --json
+        run "stats-$b-json" stats "$f" --json
+        run "recommend-$b" recommend "$f" --gpu h100-80gb
+        run "oom-point-$b" oom-point "$f"
+        run "convert-$b" convert "$f" --start fresh out.csv
+    done
+    first=$(ls "$real"/*.pickle | head -1)
+    run report-real report "$first" --gpu h100-80gb --out report/
+    run sweep-real sweep "$real" --gpu h100-80gb --json
+else
+    echo "skipped the real snapshots: $real is not here" >&2
+fi
+echo "$n runs written to $out"
