@@ -10,28 +10,11 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::ReplayOptions;
 use vramlab_replay::analysis::grid::parse_grid_line;
-use vramlab_traces::{Event, Trace};
+use vramlab_traces::Trace;
+use vramlab_traces::concat::repeat;
 
 fn repeated(base: &Trace, min_events: usize) -> Trace {
-    let mut t = Trace::new(base.header.clone());
-    t.streams = base.streams.clone();
-    let mut offset = 0u32;
-    while t.events.len() < min_events {
-        t.events.extend(base.events.iter().map(|e| match *e {
-            Event::Alloc { id, stream, size } => Event::Alloc {
-                id: id + offset,
-                stream,
-                size,
-            },
-            Event::Free { id } => Event::Free { id: id + offset },
-            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
-            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-            Event::EmptyCache => Event::EmptyCache,
-        }));
-        offset += base.num_ids;
-    }
-    t.num_ids = offset;
-    t
+    repeat(base, min_events)
 }
 
 fn bench_policies(c: &mut Criterion) {

@@ -9,9 +9,10 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use vramlab_traces::Trace;
 use vramlab_traces::binary::{read_binary, write_binary};
+use vramlab_traces::concat::repeat;
 use vramlab_traces::csv::{read_csv, write_csv};
-use vramlab_traces::{Event, Trace};
 
 const EVENTS: usize = 1_000_000;
 
@@ -19,26 +20,9 @@ const EVENTS: usize = 1_000_000;
 fn million() -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
     let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
-    let mut t = Trace::new(base.header.clone());
-    t.streams = base.streams.clone();
-    let mut offset = 0u32;
-    while t.events.len() < EVENTS {
-        let room = EVENTS - t.events.len();
-        t.events
-            .extend(base.events.iter().take(room).map(|e| match *e {
-                Event::Alloc { id, stream, size } => Event::Alloc {
-                    id: id + offset,
-                    stream,
-                    size,
-                },
-                Event::Free { id } => Event::Free { id: id + offset },
-                Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
-                Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-                Event::EmptyCache => Event::EmptyCache,
-            }));
-        offset += base.num_ids;
-    }
-    t.num_ids = offset;
+    // Exactly EVENTS: the last repetition is cut (its blocks stay live).
+    let mut t = repeat(&base, EVENTS);
+    t.events.truncate(EVENTS);
     t
 }
 

@@ -10,31 +10,14 @@ use std::path::Path;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::{ReplayOptions, Scenario};
-use vramlab_traces::{Event, Trace};
+use vramlab_traces::Trace;
+use vramlab_traces::concat::repeat;
 
 /// The bundled trace repeated until it has at least `min_events` events.
 fn repeated_trace(min_events: usize) -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
     let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
-    let mut t = Trace::new(base.header.clone());
-    t.streams = base.streams.clone();
-    let mut offset = 0u32;
-    while t.events.len() < min_events {
-        t.events.extend(base.events.iter().map(|e| match *e {
-            Event::Alloc { id, stream, size } => Event::Alloc {
-                id: id + offset,
-                stream,
-                size,
-            },
-            Event::Free { id } => Event::Free { id: id + offset },
-            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
-            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-            Event::EmptyCache => Event::EmptyCache,
-        }));
-        offset += base.num_ids;
-    }
-    t.num_ids = offset;
-    t
+    repeat(&base, min_events)
 }
 
 fn bench_replay(c: &mut Criterion) {

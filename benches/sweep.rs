@@ -11,30 +11,13 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::analysis::grid::default_grid;
 use vramlab_replay::analysis::sweep::run_sweep;
-use vramlab_traces::{Event, Trace};
+use vramlab_traces::Trace;
+use vramlab_traces::concat::repeat;
 
 fn trace_100k() -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
     let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
-    let mut t = Trace::new(base.header.clone());
-    t.streams = base.streams.clone();
-    let mut offset = 0u32;
-    while t.events.len() < 100_000 {
-        t.events.extend(base.events.iter().map(|e| match *e {
-            Event::Alloc { id, stream, size } => Event::Alloc {
-                id: id + offset,
-                stream,
-                size,
-            },
-            Event::Free { id } => Event::Free { id: id + offset },
-            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
-            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-            Event::EmptyCache => Event::EmptyCache,
-        }));
-        offset += base.num_ids;
-    }
-    t.num_ids = offset;
-    t
+    repeat(&base, 100_000)
 }
 
 fn bench_sweep(c: &mut Criterion) {

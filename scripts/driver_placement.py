@@ -2,7 +2,7 @@
 """Where the CUDA driver places cudaMalloc results: the analysis behind docs/driver-placement.md.
 
 Reads the raw calls recorded on an H200 (docs/results/driver-placement-h200/
-driver-placement.jsonl, made by driver_place.py there) and prints
+driver-placement.jsonl, made by scripts/gpu/driver_place.py) and prints
 
   1. per experiment: calls, and how consecutive cudaMalloc addresses move (up, down);
   2. how many addresses (relative to the experiment's first) the driver model of

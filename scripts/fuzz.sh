@@ -9,7 +9,7 @@
 # Options:
 #   --seconds N        time per target (default 60)
 #   --sanitizer S      address (default) or none
-#   --seeds            (re)write the seed corpora (fuzz/make_seeds.py, and
+#   --seeds            (re)write the seed corpora (scripts/make_fuzz_seeds.py, and
 #                      the .vlt seeds with `vramlab convert`) first
 #   --regressions      run every target once over fuzz/regressions/<target>/
 #                      and fuzz/corpus/<target>/ and stop (no fuzzing)
@@ -60,7 +60,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 if [[ $seeds -eq 1 ]]; then
-    python3 fuzz/make_seeds.py
+    python3 scripts/make_fuzz_seeds.py
     mkdir -p fuzz/corpus/binary
     CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/work/target-fuzz}" cargo build -q --bin vramlab
     vramlab="${CARGO_TARGET_DIR:-/work/target-fuzz}/debug/vramlab"

@@ -56,6 +56,7 @@ mod cmd_replay_cuda;
 mod cmd_report;
 mod cmd_stats;
 mod cmd_sweep;
+mod command_table;
 mod inputs;
 pub mod invoke;
 pub mod output;
@@ -64,6 +65,7 @@ mod render;
 
 use clap::{Parser, Subcommand};
 
+pub use command_table::{ArgKind, ArgSpec, CommandSpec, command_table, command_table_json};
 pub use invoke::{Captured, Failure, FailureKind, call, run_cli};
 
 /// This release of vramlab.
@@ -73,7 +75,15 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// simulated GPU: peak reserved memory, fragmentation and OOM points under
 /// any PYTORCH_ALLOC_CONF setting, without a GPU.
 #[derive(Debug, Parser)]
-#[command(name = "vramlab", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "vramlab",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Developer commands (not listed above): bench (every policy on the bundled \
+                  traces), bench-check (the regression gate; see BENCHMARKS.md)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -115,9 +125,13 @@ enum Command {
     /// × allocator settings, with peak reserved, the smallest card, the
     /// saving and the largest size that fits.
     Matrix(cmd_matrix::MatrixArgs),
-    /// Compare every policy on the bundled traces: memory and replay speed.
+    /// Compare every policy on the bundled traces: memory and replay speed
+    /// (a developer command).
+    #[command(hide = true)]
     Bench(cmd_bench::BenchArgs),
-    /// The regression gate: deterministic metrics against a committed baseline.
+    /// The regression gate: deterministic metrics against a committed
+    /// baseline (a developer command).
+    #[command(hide = true)]
     BenchCheck(cmd_bench_check::BenchCheckArgs),
     /// The GPUs --gpu NAME knows, and the memory PyTorch can use on each.
     Gpus(cmd_gpus::GpusArgs),
@@ -128,6 +142,10 @@ enum Command {
     Concat(cmd_concat::ConcatArgs),
     /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
     Stats(cmd_stats::StatsArgs),
+    /// The commands and their options as JSON, for the Python package's
+    /// generated wrappers (a developer command).
+    #[command(hide = true)]
+    CommandTable(command_table::CommandTableArgs),
 }
 
 /// Runs a parsed command line.
@@ -151,6 +169,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),
+        Command::CommandTable(a) => command_table::run(a),
     }
 }
 

@@ -37,6 +37,14 @@ fn call(py: Python<'_>, args: Vec<String>) -> (bool, &'static str, String, Vec<S
     }
 }
 
+/// The command line's commands and options as JSON (`vramlab
+/// command-table`): what `scripts/gen_python_api.py` generates the Python
+/// functions from, and what the package's test checks them against.
+#[pyfunction]
+fn command_table() -> String {
+    vramlab_cli::command_table_json()
+}
+
 /// The vramlab release this module was built from.
 #[pyfunction]
 fn version() -> &'static str {
@@ -48,5 +56,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(call, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(command_table, m)?)?;
     Ok(())
 }

@@ -25,18 +25,10 @@ from ._api import (
     TraceError,
     VramlabError,
     VramlabWarning,
-    fidelity,
     load,
-    matrix,
-    oom_point,
-    oracle,
-    recommend,
-    replay,
-    report,
     run,
-    stats,
-    sweep,
 )
+from ._commands import fidelity, matrix, oom_point, oracle, recommend, replay, report, stats, sweep
 from ._native import version as _version
 from ._record import record
 

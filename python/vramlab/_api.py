@@ -5,6 +5,7 @@ results and its errors into exceptions. The numbers are the CLI's numbers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _native
+from ._options import OPTIONS
 
 __all__ = [
     "Record",
@@ -26,13 +28,6 @@ __all__ = [
     "ConfError",
     "VramlabWarning",
     "load",
-    "stats",
-    "replay",
-    "recommend",
-    "oom_point",
-    "fidelity",
-    "sweep",
-    "report",
     "run",
 ]
 
@@ -229,234 +224,14 @@ class _Input:
             self._tmp.cleanup()
 
 
-def _opt(args: List[str], flag: str, value: Any) -> None:
-    if value is not None:
-        args += [flag, str(value)]
-
-
-def _confs(conf: Conf) -> List[str]:
-    if conf is None:
-        return []
-    if isinstance(conf, str):
-        return [conf]
-    return list(conf)
-
-
-# --- the commands -----------------------------------------------------------
-
-
-def load(source: Source, *, device: Optional[int] = None, torch_version: Optional[str] = None) -> Trace:
-    """Reads a trace once: a path in any format the command line reads
-    (snapshot ``.pickle``/``.pickle.gz``, ``.csv``, ``.csv.gz``, ``.vlt``,
-    RMM logs), a snapshot dict as ``torch.cuda.memory._snapshot()`` returns
-    it, or a list of events (``("alloc", id, size[, stream])``,
-    ``("free", id)``, ``("free_requested", id)``, ``("free_completed", id)``,
-    ``("empty_cache",)`` or dicts with those keys). Pass the result to the
-    other functions to avoid writing an in-memory source again."""
-    if isinstance(source, Trace):
-        return source
-    path, tmp = _materialize(source)
-    try:
-        args = ["stats", path, "--json"]
-        _opt(args, "--torch-version", torch_version)
-        devices = _json(args)
-    except BaseException:
-        if tmp is not None:
-            tmp.cleanup()
-        raise
-    return Trace(path, list(devices), device, tmp)
-
-
-def stats(source: Source, *, device: Optional[int] = None, torch_version: Optional[str] = None) -> List[Record]:
-    """``vramlab stats --json``: one summary per device (events,
-    allocations, peak live bytes, the recorded state of a mid-run
-    snapshot, …)."""
-    with _Input(source) as inp:
-        args = ["stats", inp.path, "--json"]
-        _opt(args, "--trace-device", device if device is not None else inp.device)
-        _opt(args, "--torch-version", torch_version)
-        return list(_json(args))
-
-
-def replay(
-    source: Source,
-    conf: Conf = None,
-    *,
-    capacity: Size = None,
-    gpu: Optional[str] = None,
-    placement: Optional[str] = None,
-    policy: str = "native",
-    start: Optional[str] = None,
-    torch_version: Optional[str] = None,
-    device: Optional[int] = None,
-    fraction: Optional[float] = None,
-    continue_on_oom: bool = False,
-) -> Union[Record, List[Record]]:
-    """``vramlab replay --json``: replays ``source`` under the settings
-    ``conf`` (a ``PYTORCH_ALLOC_CONF`` string; default: PyTorch's defaults).
-    With a list of settings, returns a list of results, one per setting.
-
-    A result holds ``peak_reserved_bytes``, ``peak_allocated_bytes``,
-    ``waste_at_peak_bytes``, ``oom`` (``None`` or where and why), ``stats``
-    (named as ``torch.cuda.memory_stats()`` names them) and the rest of
-    the command line's JSON. ``capacity`` is bytes or a size such as
-    ``"24GiB"``; ``gpu`` a card by name (``vramlab gpus``); ``start`` is
-    ``"recorded"`` or ``"fresh"`` for snapshots recorded mid-run;
-    ``placement`` is ``"driver"`` (default) or ``"ascending"``, where the
-    simulated driver puts new segments. ``peak_reserved_range_bytes`` gives
-    the peak under both orders (they differ when a tie between equal free
-    blocks decides the result; ``placement_settled`` is then false)."""
-    confs = _confs(conf)
-    with _Input(source) as inp:
-        args = ["replay", inp.path, "--json", "--policy", policy]
-        for c in confs:
-            args += ["--conf", c]
-        _opt(args, "--capacity", capacity)
-        _opt(args, "--gpu", gpu)
-        _opt(args, "--placement", placement)
-        _opt(args, "--start", start)
-        _opt(args, "--torch-version", torch_version)
-        _opt(args, "--trace-device", device if device is not None else inp.device)
-        _opt(args, "--fraction", fraction)
-        if continue_on_oom:
-            args.append("--continue-on-oom")
-        out = _json(args)
-    return _one_or_list(out, conf)
-
-
-def recommend(
-    source: Source,
-    *,
-    gpu: Optional[str] = None,
-    placement: Optional[str] = None,
-    capacity: Size = None,
-    grid: Union[None, str, Sequence[str]] = None,
-    torch_version: Optional[str] = None,
-    start: Optional[str] = None,
-    device: Optional[int] = None,
-    top: Optional[int] = None,
-) -> Record:
-    """``vramlab recommend --json``: ranks the settings of ``grid`` (the
-    built-in grid, a grid file, or a list of grid lines) for a card
-    (``gpu``) or a memory size (``capacity``), with the verdict, the reason
-    and the line to export."""
-    with _Input(source) as inp, _Grid(grid) as g:
-        args = ["recommend", inp.path, "--json"]
-        _opt(args, "--gpu", gpu)
-        _opt(args, "--placement", placement)
-        _opt(args, "--capacity", capacity)
-        _opt(args, "--grid", g.value)
-        _opt(args, "--torch-version", torch_version)
-        _opt(args, "--start", start)
-        _opt(args, "--trace-device", device if device is not None else inp.device)
-        _opt(args, "--top", top)
-        return _json(args)
-
-
-def oom_point(
-    source: Source,
-    conf: Conf = None,
-    *,
-    capacity: Size = None,
-    gpu: Optional[str] = None,
-    placement: Optional[str] = None,
-    policy: str = "native",
-    start: Optional[str] = None,
-    torch_version: Optional[str] = None,
-    device: Optional[int] = None,
-) -> Union[Record, List[Record]]:
-    """``vramlab oom-point --json``: the smallest capacity on which the
-    trace runs without running out of memory under ``conf``
-    (``min_capacity``, with the ``lower_bound`` no setting can beat); with
-    ``capacity`` or ``gpu``, where and why it runs out there. A list of
-    settings gives a list of results."""
-    with _Input(source) as inp:
-        args = ["oom-point", inp.path, "--json", "--policy", policy]
-        for c in _confs(conf):
-            args += ["--conf", c]
-        _opt(args, "--capacity", capacity)
-        _opt(args, "--gpu", gpu)
-        _opt(args, "--placement", placement)
-        _opt(args, "--start", start)
-        _opt(args, "--torch-version", torch_version)
-        _opt(args, "--trace-device", device if device is not None else inp.device)
-        out = _json(args)
-    return _one_or_list(out, conf)
-
-
-def _one_or_list(out: Any, conf: Conf) -> Any:
-    """The command's results as the settings were given: one for a string
-    (or none), a list for a list."""
-    results = out if isinstance(out, list) else [out]
-    if isinstance(conf, (list, tuple)):
-        return results
-    return results[0] if len(results) == 1 else results
-
-
-def fidelity(
-    source: Source,
-    *,
-    conf: Optional[str] = None,
-    torch_version: Optional[str] = None,
-    device: Optional[int] = None,
-) -> Union[Record, List[Record]]:
-    """``vramlab fidelity --json``: replays a snapshot under its recorded
-    settings and compares every allocation address and segment decision
-    with PyTorch's. A difference is a result (``exact`` is false), not an
-    exception."""
-    with _Input(source) as inp:
-        args = ["fidelity", inp.path, "--json"]
-        _opt(args, "--conf", conf)
-        _opt(args, "--torch-version", torch_version)
-        _opt(args, "--trace-device", device if device is not None else inp.device)
-        return _json(args)
-
-
-def oracle(
-    source: Source,
-    conf: Conf = None,
-    *,
-    torch: str = "2.15",
-    python: Optional[str] = None,
-    capacity: Size = None,
-    gpu: Optional[str] = None,
-    placement: Optional[str] = None,
-    torch_version: Optional[str] = None,
-    device: Optional[int] = None,
-    fraction: Optional[float] = None,
-    snapshot_out: Optional[str] = None,
-) -> Rows:
-    """``vramlab oracle --json``: PyTorch's own caching allocator (the
-    official wheel of release ``torch``, installed from PyPI into a cached
-    environment on first use, or the one of ``python``) replays ``source``
-    on vramlab's fake CUDA device next to vramlab's replay, under each
-    setting of ``conf``. Returns one row per setting:
-    ``torch_peak_reserved_bytes``, ``torch_num_device_alloc``,
-    ``vramlab_peak_reserved_bytes``, ``vramlab_num_device_alloc``, ``exact``
-    and, where they part, ``first_difference``. A difference is a result,
-    not an exception. The fake device's library is found next to the
-    ``vramlab`` program, in the source tree's ``target/``, or at
-    ``$VRAMLAB_FAKECUDA``."""
-    with _Input(source) as inp:
-        args = ["oracle", inp.path, "--json", "--torch", torch]
-        for c in _confs(conf):
-            args += ["--conf", c]
-        _opt(args, "--python", python)
-        _opt(args, "--capacity", capacity)
-        _opt(args, "--gpu", gpu)
-        _opt(args, "--placement", placement)
-        _opt(args, "--torch-version", torch_version)
-        _opt(args, "--trace-device", device if device is not None else inp.device)
-        _opt(args, "--fraction", fraction)
-        _opt(args, "--snapshot-out", snapshot_out)
-        return Rows(_json(args))
+Grid = Union[None, str, "os.PathLike[str]", Sequence[str]]
 
 
 class _Grid:
     """A grid argument as the command line takes it: ``default``, a file,
     or a list of lines written to a temporary file."""
 
-    def __init__(self, grid: Union[None, str, Sequence[str]]):
+    def __init__(self, grid: Grid):
         self._tmp = None
         if grid is None or isinstance(grid, (str, os.PathLike)):
             self.value = None if grid is None else os.fspath(grid)
@@ -474,106 +249,109 @@ class _Grid:
             self._tmp.cleanup()
 
 
-def sweep(
-    sources: Union[Source, Sequence[Source]],
-    grid: Union[None, str, Sequence[str]] = None,
-    *,
-    gpu: Optional[str] = None,
-    placement: Optional[str] = None,
-    capacity: Size = None,
-    torch_version: Optional[str] = None,
-    start: Optional[str] = None,
-    device: Optional[int] = None,
-    threads: Optional[int] = None,
-) -> Rows:
-    """``vramlab sweep``: every source under every setting of ``grid``, in
-    parallel on all cores; rows as dicts (:meth:`Rows.to_pandas` for a
-    DataFrame). A single path, dict or Trace counts as one source."""
+def _one_or_list(out: Any, conf: Conf) -> Any:
+    """The command's results as the settings were given: one for a string
+    (or none), a list for a list."""
+    results = out if isinstance(out, list) else [out]
+    if isinstance(conf, (list, tuple)):
+        return results
+    return results[0] if len(results) == 1 else results
+
+
+def _sources(sources: Any) -> List[Any]:
+    """A sweep's sources as a list: a single path, dict or Trace, or one
+    list of events, counts as one source."""
     if isinstance(sources, (str, os.PathLike, Mapping, Trace)):
-        sources = [sources]
-    elif sources and not isinstance(sources[0], (str, os.PathLike, Mapping, Trace)):
-        sources = [sources]  # one list of events
-    inputs = [_Input(s) for s in sources]
+        return [sources]
+    if sources and not isinstance(sources[0], (str, os.PathLike, Mapping, Trace)):
+        return [sources]
+    return list(sources)
+
+
+def _argv(command: str, positional: List[str], options: Mapping[str, Any]) -> List[str]:
+    """The command line of ``command``: its positional arguments, then each
+    option given (not ``None``) spelled as the command's table says."""
+    table = OPTIONS[command]
+    args = [command, *positional]
+    for name, value in options.items():
+        if value is None:
+            continue
+        flag, kind = table[name]
+        if kind == "switch":
+            if value:
+                args.append(flag)
+        elif kind == "negated_switch":
+            if not value:
+                args.append(flag)
+        elif kind == "repeated" and not isinstance(value, (str, os.PathLike, int, float)):
+            for v in value:
+                args += [flag, os.fspath(v) if isinstance(v, os.PathLike) else str(v)]
+        else:
+            args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return args
+
+
+def _invoke(command: str, result: str, params: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+    """Runs one generated function's command (see _commands.py): its
+    sources as files, its grid as a file, its output as the result kind
+    says — ``json`` / ``json_list`` / ``json_per_conf`` / ``rows`` (the
+    JSON on stdout), ``json_file`` / ``rows_file`` (the JSON a command
+    writes to a file), ``report`` (the report's ``index.html``)."""
+    options = dict(options)
+    positional: List[str] = []
+    with contextlib.ExitStack() as stack:
+        if "source" in params:
+            inp = stack.enter_context(_Input(params["source"]))
+            positional.append(inp.path)
+            if options.get("trace_device") is None:
+                options["trace_device"] = inp.device
+        if "sources" in params:
+            for s in _sources(params["sources"]):
+                positional.append(stack.enter_context(_Input(s)).path)
+        if "preset" in params:
+            positional.append(params["preset"])
+        if "conf" in params:
+            options["conf"] = params["conf"]
+        if "grid" in params:
+            options["grid"] = stack.enter_context(_Grid(params["grid"])).value
+        if "out_dir" in params:
+            options["out"] = params["out_dir"]
+        if result == "report":
+            run(_argv(command, positional, options))
+            return Path(params["out_dir"]) / "index.html"
+        if result in ("json_file", "rows_file"):
+            out = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"vramlab-{command}-"))
+            options.update(json=os.path.join(out, "out.json"), quiet=True)
+            run(_argv(command, positional, options))
+            with open(options["json"], encoding="utf-8") as f:
+                data = json.load(f, object_hook=Record)
+            return Rows(data) if result == "rows_file" else data
+        options["json"] = True
+        data = _json(_argv(command, positional, options))
+    if result == "json_list":
+        return list(data)
+    if result == "json_per_conf":
+        return _one_or_list(data, params.get("conf"))
+    if result == "rows":
+        return Rows(data)
+    return data
+
+
+def load(source: Source, *, device: Optional[int] = None, torch_version: Optional[str] = None) -> Trace:
+    """Reads a trace once: a path in any format the command line reads
+    (snapshot ``.pickle``/``.pickle.gz``, ``.csv``, ``.csv.gz``, ``.vlt``,
+    RMM logs), a snapshot dict as ``torch.cuda.memory._snapshot()`` returns
+    it, or a list of events (``("alloc", id, size[, stream])``,
+    ``("free", id)``, ``("free_requested", id)``, ``("free_completed", id)``,
+    ``("empty_cache",)`` or dicts with those keys). Pass the result to the
+    other functions to avoid writing an in-memory source again."""
+    if isinstance(source, Trace):
+        return source
+    path, tmp = _materialize(source)
     try:
-        with _Grid(grid) as g, tempfile.TemporaryDirectory(prefix="vramlab-sweep-") as out:
-            rows_path = os.path.join(out, "rows.json")
-            args = ["sweep", *[i.path for i in inputs], "--quiet", "--json", rows_path]
-            _opt(args, "--grid", g.value)
-            _opt(args, "--gpu", gpu)
-            _opt(args, "--placement", placement)
-            _opt(args, "--capacity", capacity)
-            _opt(args, "--torch-version", torch_version)
-            _opt(args, "--start", start)
-            _opt(args, "--trace-device", device)
-            _opt(args, "--threads", threads)
-            run(args)
-            with open(rows_path, encoding="utf-8") as f:
-                return Rows(json.load(f, object_hook=Record))
-    finally:
-        for i in inputs:
-            i.__exit__(None, None, None)
-
-
-def matrix(
-    preset: str,
-    *,
-    gpu: Optional[str] = None,
-    placement: Optional[str] = None,
-    capacity: Size = None,
-    seq: Optional[int] = None,
-    resolution: Optional[int] = None,
-    batch: Optional[int] = None,
-    conf: Conf = None,
-    search: bool = True,
-) -> Record:
-    """``vramlab matrix``: every recorded variant of a workload preset
-    (precision, attention, checkpointing, KV cache) under allocator settings
-    (``conf``; default: the defaults and four the guides recommend). The
-    result holds ``cells`` (one per variant and setting: peak reserved, the
-    smallest capacity and card, ``saved_vs_baseline``, whether it ``fits``
-    the card and the ``largest_fitting`` size), ``variants``, ``settings``
-    and the baseline. ``search=False`` skips the largest-size search."""
-    with tempfile.TemporaryDirectory(prefix="vramlab-matrix-") as out:
-        path = os.path.join(out, "matrix.json")
-        args = ["matrix", preset, "--quiet", "--json", path]
-        options = {"--gpu": gpu, "--placement": placement, "--capacity": capacity,
-                   "--seq": seq, "--resolution": resolution, "--batch": batch}
-        for flag, value in options.items():
-            _opt(args, flag, value)
-        if conf is not None:
-            for c in _confs(conf):
-                args += ["--conf", c]
-        if not search:
-            args.append("--no-search")
-        run(args)
-        with open(path, encoding="utf-8") as f:
-            return json.load(f, object_hook=Record)
-
-
-def report(
-    source: Source,
-    out_dir: Union[str, "os.PathLike[str]"],
-    *,
-    gpu: Optional[str] = None,
-    placement: Optional[str] = None,
-    capacity: Size = None,
-    grid: Union[None, str, Sequence[str]] = None,
-    torch_version: Optional[str] = None,
-    start: Optional[str] = None,
-    device: Optional[int] = None,
-    plots: Optional[int] = None,
-) -> Path:
-    """``vramlab report``: writes the HTML report (``index.html``, plots as
-    PNG and SVG) into ``out_dir`` and returns the path of ``index.html``."""
-    with _Input(source) as inp, _Grid(grid) as g:
-        args = ["report", inp.path, "--out", os.fspath(out_dir)]
-        _opt(args, "--gpu", gpu)
-        _opt(args, "--placement", placement)
-        _opt(args, "--capacity", capacity)
-        _opt(args, "--grid", g.value)
-        _opt(args, "--torch-version", torch_version)
-        _opt(args, "--start", start)
-        _opt(args, "--trace-device", device if device is not None else inp.device)
-        _opt(args, "--plots", plots)
-        run(args)
-    return Path(out_dir) / "index.html"
+        devices = _json(_argv("stats", [path], {"json": True, "torch_version": torch_version}))
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    return Trace(path, list(devices), device, tmp)

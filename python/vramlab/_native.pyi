@@ -10,3 +10,6 @@ def call(args: List[str]) -> Tuple[bool, str, str, List[str]]:
 
 def version() -> str:
     """The vramlab release this module was built from."""
+
+def command_table() -> str:
+    """The command line's commands and options as JSON (``vramlab command-table``)."""

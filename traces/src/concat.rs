@@ -102,17 +102,15 @@ pub fn concat(a: &Trace, b: &Trace, empty_cache_between: bool) -> Result<Trace, 
     if empty_cache_between {
         out.events.push(Event::EmptyCache);
     }
-    out.events.extend(b.events.iter().map(|e| match *e {
-        Event::Alloc { id, stream, size } => Event::Alloc {
-            id: id + id_offset,
-            stream: restream(stream),
-            size,
-        },
-        Event::Free { id } => Event::Free { id: id + id_offset },
-        Event::FreeRequested { id } => Event::FreeRequested { id: id + id_offset },
-        Event::FreeCompleted { id } => Event::FreeCompleted { id: id + id_offset },
-        Event::EmptyCache => Event::EmptyCache,
-    }));
+    out.events
+        .extend(b.events.iter().map(|e| match e.with_id_offset(id_offset) {
+            Event::Alloc { id, stream, size } => Event::Alloc {
+                id,
+                stream: restream(stream),
+                size,
+            },
+            other => other,
+        }));
     out.phases = marks_of(&a, "A", 0);
     let b_start = a.events.len() as u64;
     if empty_cache_between {
@@ -182,4 +180,26 @@ mod tests {
         assert_eq!(plain.events.len(), 5);
         assert!(!plain.events.contains(&Event::EmptyCache));
     }
+}
+
+/// `t` repeated until it holds at least `min_events` events, ids renamed
+/// per repetition and the expected record dropped (a long trace for
+/// throughput measurements: `vramlab bench`, the criterion benches). A
+/// trace that starts mid-run, or is already long enough, comes back as it
+/// is.
+pub fn repeat(t: &Trace, min_events: usize) -> Trace {
+    if t.initial.is_some() || t.events.is_empty() || t.events.len() >= min_events {
+        return t.clone();
+    }
+    let mut out = t.clone();
+    out.expected = None;
+    out.events.clear();
+    let mut offset = 0u32;
+    while out.events.len() < min_events {
+        out.events
+            .extend(t.events.iter().map(|e| e.with_id_offset(offset)));
+        offset += t.num_ids;
+    }
+    out.num_ids = offset;
+    out
 }

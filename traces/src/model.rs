@@ -52,6 +52,22 @@ pub enum Event {
 }
 
 impl Event {
+    /// The same event with its allocation id shifted by `offset` (to put
+    /// two traces' ids side by side: `concat`, `repeat`).
+    pub fn with_id_offset(self, offset: AllocId) -> Event {
+        match self {
+            Event::Alloc { id, stream, size } => Event::Alloc {
+                id: id + offset,
+                stream,
+                size,
+            },
+            Event::Free { id } => Event::Free { id: id + offset },
+            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
+            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
+            Event::EmptyCache => Event::EmptyCache,
+        }
+    }
+
     /// The allocation id this event refers to, if any.
     pub fn id(&self) -> Option<AllocId> {
         match *self {

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use vramlab_traces::{Event, Trace};
+use vramlab_traces::Trace;
 
 use crate::analysis::grid::GridEntry;
 use crate::engine::run::Summary;
@@ -26,35 +26,6 @@ pub struct BenchRow {
     pub events_per_second: f64,
 }
 
-/// `t` repeated until it holds at least `min_events` events (ids renamed
-/// per repetition; the expected record dropped). A trace that starts
-/// mid-run, or already long enough, comes back as it is.
-pub fn repeated(t: &Trace, min_events: usize) -> Trace {
-    if t.initial.is_some() || t.events.is_empty() || t.events.len() >= min_events {
-        return t.clone();
-    }
-    let mut out = t.clone();
-    out.expected = None;
-    out.events.clear();
-    let mut offset = 0u32;
-    while out.events.len() < min_events {
-        out.events.extend(t.events.iter().map(|e| match *e {
-            Event::Alloc { id, stream, size } => Event::Alloc {
-                id: id + offset,
-                stream,
-                size,
-            },
-            Event::Free { id } => Event::Free { id: id + offset },
-            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
-            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-            Event::EmptyCache => Event::EmptyCache,
-        }));
-        offset += t.num_ids;
-    }
-    out.num_ids = offset;
-    out
-}
-
 /// Replays every trace under every grid entry: the figures from one
 /// replay, the throughput from the fastest of `repeat` timed replays of the
 /// trace repeated to `min_events`. A trace recorded mid-run starts fresh
@@ -73,7 +44,7 @@ pub fn bench(
     };
     let mut rows = Vec::new();
     for (name, t) in traces {
-        let timed_trace = repeated(&t.with_fresh_start(), min_events);
+        let timed_trace = vramlab_traces::concat::repeat(&t.with_fresh_start(), min_events);
         for g in grid {
             let err = |e| (name.clone(), g.label(), e);
             let s = g.scenario(None);

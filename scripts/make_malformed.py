@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the malformed-input corpus of tests/malformed.rs (every file here
-but README.md and this script). Deterministic; run it from anywhere:
+"""Writes the malformed-input corpus of tests/malformed.rs (every file in
+tests/malformed/ but README.md). Deterministic; run it from anywhere:
 
-    python3 tests/malformed/make.py
+    python3 scripts/make_malformed.py
 
-Each file is small and made here; README.md lists what each one should
+Each file is small and made here; tests/malformed/README.md lists what each one should
 make vramlab say.
 """
 
@@ -12,7 +12,7 @@ import os
 import pickle
 import struct
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "malformed")
 BASE = 0x7F0000000000
 MIB = 1 << 20
 

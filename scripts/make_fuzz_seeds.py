@@ -6,7 +6,7 @@ traces, RMM logs, settings strings); none is a copy of a recorded trace.
 The binary (.vlt) seeds are converted from the CSV and snapshot seeds by
 `vramlab convert` (see scripts/fuzz.sh --seeds).
 
-    python3 fuzz/make_seeds.py
+    python3 scripts/make_fuzz_seeds.py
 """
 
 import os
@@ -14,7 +14,7 @@ import pickle
 import random
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus")
 BASE = 0x7F0000000000
 MIB = 1 << 20
 

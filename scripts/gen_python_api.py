@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Writes python/vramlab/_commands.py (the Python API's functions, their
+keywords, types, defaults and option help, generated from the command
+line's own table (`vramlab command-table`)) and python/vramlab/_options.py
+(each command's flags), so that every flag is spelled once, in the Rust
+`Args` struct of its command.
+
+    cargo run -q -- command-table > /tmp/table.json
+    python3 scripts/gen_python_api.py /tmp/table.json        # rewrite
+    python3 scripts/gen_python_api.py /tmp/table.json --check  # CI: up to date?
+
+What is written here by hand is only the shape of each Python function:
+which command it runs, its leading positional parameters, the options a
+wrapper handles itself (output files, `json`), keyword renames, how the
+result is returned, and its summary. Every other option of the command
+becomes a keyword, named after its long flag (`--torch-version` →
+`torch_version`; a `--no-X` switch → `X: bool = True`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+PACKAGE = Path(__file__).resolve().parents[1] / "python" / "vramlab"
+
+# Options no Python function takes: what the wrapper decides (output
+# files, the JSON switch, progress bars), or what only the command line
+# does (reading the environment's settings is os.environ's job in Python,
+# the CUDA device replay has its own command-line output).
+NEVER = {"json", "csv", "quiet", "timeline", "plot", "merge", "shard", "format", "device", "touch"}
+
+# The Python keyword of `--trace-device`: which device of a multi-GPU
+# snapshot to replay.
+RENAMES = {"trace_device": "device"}
+
+FUNCTIONS: List[Dict[str, Any]] = [
+    {
+        "name": "stats",
+        "command": "stats",
+        "params": ["source"],
+        "result": "json_list",
+        "returns": "List[Record]",
+        "doc": """``vramlab stats --json``: one summary per device (events,
+allocations, peak live bytes, the recorded state of a mid-run snapshot, …).""",
+    },
+    {
+        "name": "replay",
+        "command": "replay",
+        "params": ["source", "conf"],
+        "result": "json_per_conf",
+        "returns": "Union[Record, List[Record]]",
+        "doc": """``vramlab replay --json``: replays ``source`` under the settings
+``conf`` (a ``PYTORCH_ALLOC_CONF`` string; default: PyTorch's defaults).
+With a list of settings, returns a list of results, one per setting.
+
+A result holds ``peak_reserved_bytes``, ``peak_allocated_bytes``,
+``waste_at_peak_bytes``, ``oom`` (``None`` or where and why), ``stats``
+(named as ``torch.cuda.memory_stats()`` names them) and the rest of the
+command line's JSON. ``peak_reserved_range_bytes`` gives the peak under
+both placement orders (they differ when a tie between equal free blocks
+decides the result; ``placement_settled`` is then false).""",
+    },
+    {
+        "name": "recommend",
+        "command": "recommend",
+        "params": ["source", "grid"],
+        "result": "json",
+        "returns": "Record",
+        "doc": """``vramlab recommend --json``: ranks the settings of ``grid`` (the
+built-in grid, a grid file, or a list of grid lines) for a card (``gpu``)
+or a memory size (``capacity``), with the verdict, the reason and the line
+to export.""",
+    },
+    {
+        "name": "oom_point",
+        "command": "oom-point",
+        "params": ["source", "conf"],
+        "result": "json_per_conf",
+        "returns": "Union[Record, List[Record]]",
+        "doc": """``vramlab oom-point --json``: the smallest capacity on which the
+trace runs without running out of memory under ``conf`` (``min_capacity``,
+with the ``lower_bound`` no setting can beat); with ``capacity`` or
+``gpu``, where and why it runs out there. A list of settings gives a list
+of results.""",
+    },
+    {
+        "name": "fidelity",
+        "command": "fidelity",
+        "params": ["source"],
+        "result": "json",
+        "returns": "Union[Record, List[Record]]",
+        "doc": """``vramlab fidelity --json``: replays a snapshot under its recorded
+settings and compares every allocation address and segment decision with
+PyTorch's. A difference is a result (``exact`` is false), not an
+exception.""",
+    },
+    {
+        "name": "oracle",
+        "command": "oracle",
+        "params": ["source", "conf"],
+        "result": "rows",
+        "returns": "Rows",
+        "doc": """``vramlab oracle --json``: PyTorch's own caching allocator (the
+official wheel of release ``torch``, installed from PyPI into a cached
+environment on first use, or the one of ``python``) replays ``source`` on
+vramlab's fake CUDA device next to vramlab's replay, under each setting of
+``conf``. Returns one row per setting: ``torch_peak_reserved_bytes``,
+``torch_num_device_alloc``, ``vramlab_peak_reserved_bytes``,
+``vramlab_num_device_alloc``, ``exact`` and, where they part,
+``first_difference``. A difference is a result, not an exception. The fake
+device's library is found next to the ``vramlab`` program, in the source
+tree's ``target/``, or at ``$VRAMLAB_FAKECUDA``.""",
+    },
+    {
+        "name": "sweep",
+        "command": "sweep",
+        "params": ["sources", "grid"],
+        "result": "rows_file",
+        "returns": "Rows",
+        "doc": """``vramlab sweep``: every source under every setting of ``grid``, in
+parallel on all cores; rows as dicts (:meth:`Rows.to_pandas` for a
+DataFrame). A single path, dict or Trace counts as one source.""",
+    },
+    {
+        "name": "matrix",
+        "command": "matrix",
+        "params": ["preset"],
+        "result": "json_file",
+        "returns": "Record",
+        "doc": """``vramlab matrix``: every recorded variant of a workload preset
+(precision, attention, checkpointing, KV cache) under allocator settings
+(``conf``; default: the defaults and four the guides recommend). The
+result holds ``cells`` (one per variant and setting: peak reserved, the
+smallest capacity and card, ``saved_vs_baseline``, whether it ``fits`` the
+card and the ``largest_fitting`` size), ``variants``, ``settings`` and the
+baseline. ``search=False`` skips the largest-size search.""",
+    },
+    {
+        "name": "report",
+        "command": "report",
+        "params": ["source", "out_dir", "grid"],
+        "result": "report",
+        "returns": "Path",
+        "doc": """``vramlab report``: writes the HTML report (``index.html``, plots as
+PNG and SVG) into ``out_dir`` and returns the path of ``index.html``.""",
+    },
+]
+
+# The leading parameters a function can take, with their type and the
+# option or positional they fill.
+PARAMS = {
+    "source": ("source: Source", "positional"),
+    "sources": ("sources: Union[Source, Sequence[Source]]", "positional"),
+    "preset": ("preset: str", "positional"),
+    "conf": ("conf: Conf = None", "conf"),
+    "grid": ("grid: Grid = None", "grid"),
+    "out_dir": ('out_dir: "Union[str, os.PathLike[str]]"', "out"),
+}
+
+TYPES = {"int": "int", "float": "float", "path": '"Union[str, os.PathLike[str]]"', "str": "str"}
+
+
+def raw_keyword(arg: Dict[str, Any]) -> str:
+    """The option's name in the OPTIONS table: its long flag as a Python
+    name (`--torch-version` → `torch_version`)."""
+    return arg["long"][2:].replace("-", "_")
+
+
+def keyword(arg: Dict[str, Any]) -> str:
+    """The option's keyword in a function's signature."""
+    name = raw_keyword(arg)
+    if arg["kind"] == "switch" and name.startswith("no_"):
+        name = name[3:]
+    return RENAMES.get(name, name)
+
+
+def annotation(arg: Dict[str, Any]) -> str:
+    if arg["kind"] == "switch":
+        return "bool"
+    if arg["value_name"] == "SIZE" and arg["value_type"] == "int":
+        base = "Size"
+        return base
+    if arg["choices"]:
+        base = "Literal[" + ", ".join(json.dumps(c) for c in arg["choices"]) + "]"
+    else:
+        base = TYPES[arg["value_type"]]
+    if arg["kind"] == "repeated":
+        return f"Union[None, {base}, Sequence[{base}]]"
+    return f"Optional[{base}]"
+
+
+def default(arg: Dict[str, Any]) -> str:
+    if arg["kind"] == "switch":
+        return "True" if arg["long"].startswith("--no-") else "False"
+    return "None"
+
+
+def option_doc(kw: str, arg: Dict[str, Any]) -> List[str]:
+    help_text = " ".join(arg["help"].split())
+    if arg["default"] is not None and arg["kind"] != "switch":
+        help_text += f" (default: {arg['default']})"
+    if arg["kind"] == "switch" and arg["long"].startswith("--no-"):
+        help_text = f"``False``: {help_text[0].lower()}{help_text[1:]}" if help_text else ""
+    words, lines, line = help_text.split(), [], f"    {kw}:"
+    for w in words:
+        if len(line) + 1 + len(w) > 76:
+            lines.append(line)
+            line = "        " + w
+        else:
+            line += " " + w
+    lines.append(line)
+    return lines
+
+
+def function(spec: Dict[str, Any], command: Dict[str, Any]) -> str:
+    taken = {PARAMS[p][1] for p in spec["params"]}
+    options = [
+        (keyword(a), a)
+        for a in command["args"]
+        if a["long"] is not None and raw_keyword(a) not in NEVER | taken
+    ]
+    sig = [PARAMS[p][0] for p in spec["params"]]
+    sig.append("*")
+    sig += [f"{kw}: {annotation(a)} = {default(a)}" for kw, a in options]
+    lines = [f"def {spec['name']}("]
+    lines += [f"    {s}," for s in sig]
+    lines.append(f") -> {spec['returns']}:")
+    doc = spec["doc"].splitlines()
+    lines.append(f'    """{doc[0]}')
+    lines += [f"    {d}" if d else "" for d in doc[1:]]
+    lines.append("")
+    lines.append(f"    Keywords (the options of ``vramlab {command['name']}``):")
+    lines.append("")
+    for kw, a in options:
+        lines += ["    " + ln for ln in option_doc(kw, a)]
+    lines.append('    """')
+    lines.append(f'    return _api._invoke(')
+    lines.append(f'        "{command["name"]}",')
+    lines.append(f'        "{spec["result"]}",')
+    lines.append("        {" + ", ".join(f'"{p}": {p}' for p in spec["params"]) + "},")
+    lines.append("        {")
+    lines += [f'            "{raw_keyword(a)}": {kw},' for kw, a in options]
+    lines.append("        },")
+    lines.append("    )")
+    return "\n".join(lines)
+
+
+def options_table(table: List[Dict[str, Any]]) -> str:
+    used = {f["command"] for f in FUNCTIONS}
+    lines = [
+        "# Every option of each command these functions run: its name (the long",
+        "# flag as a Python name) -> (flag, kind), for _api._argv.",
+        "OPTIONS = {",
+    ]
+    for c in table:
+        if c["name"] not in used:
+            continue
+        lines.append(f'    "{c["name"]}": {{')
+        for a in c["args"]:
+            if a["long"] is None:
+                continue
+            kind = a["kind"]
+            if kind == "switch" and a["long"].startswith("--no-"):
+                kind = "negated_switch"
+            lines.append(f'        "{raw_keyword(a)}": ("{a["long"]}", "{kind}"),')
+        lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def generate(table: List[Dict[str, Any]]) -> str:
+    by_name = {c["name"]: c for c in table}
+    parts = [
+        '"""The Python API\'s functions, generated by scripts/gen_python_api.py from',
+        "the command line's table (``vramlab command-table``): each keyword is an",
+        "option of the command it runs, named after its long flag. Do not edit:",
+        'rerun the script."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import os",
+        "from pathlib import Path",
+        "from typing import List, Literal, Optional, Sequence, Union",
+        "",
+        "from . import _api",
+        "from ._api import Conf, Grid, Record, Rows, Size, Source",
+        "",
+        "__all__ = [" + ", ".join(f'"{f["name"]}"' for f in FUNCTIONS) + "]",
+    ]
+    for spec in FUNCTIONS:
+        parts += ["", "", function(spec, by_name[spec["command"]])]
+    return "\n".join(parts) + "\n"
+
+
+def generate_options(table: List[Dict[str, Any]]) -> str:
+    return "\n".join(
+        [
+            '"""The flags of the commands the Python API runs, generated by',
+            "scripts/gen_python_api.py from ``vramlab command-table``. Do not edit:",
+            'rerun the script."""',
+            "",
+            options_table(table),
+        ]
+    ) + "\n"
+
+
+def outputs(table: List[Dict[str, Any]]) -> Dict[Path, str]:
+    """Each generated file and its text."""
+    return {PACKAGE / "_commands.py": generate(table), PACKAGE / "_options.py": generate_options(table)}
+
+
+def main(argv: List[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    table = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    stale = 0
+    for path, text in outputs(table).items():
+        if "--check" in argv[1:]:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                print(f"{path} is out of date: rerun scripts/gen_python_api.py", file=sys.stderr)
+                stale = 1
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    return stale
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
