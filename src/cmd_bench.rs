@@ -8,7 +8,6 @@ use clap::Args;
 use vramlab_replay::analysis::bench::bench;
 use vramlab_replay::analysis::gate::bench_grid;
 
-
 /// Arguments of `vramlab bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -60,11 +59,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
         errln!("wrote plots to {}", dir.display());
     }
     if let Some(p) = &args.csv {
-        std::fs::write(p, crate::render::bench::bench_csv(&rows)).with_context(|| format!("cannot write {}", p.display()))?;
+        std::fs::write(p, crate::render::bench::bench_csv(&rows))
+            .with_context(|| format!("cannot write {}", p.display()))?;
         errln!("wrote {}", p.display());
     }
     if let Some(p) = &args.markdown {
-        std::fs::write(p, crate::render::bench::bench_markdown(&rows)).with_context(|| format!("cannot write {}", p.display()))?;
+        std::fs::write(p, crate::render::bench::bench_markdown(&rows))
+            .with_context(|| format!("cannot write {}", p.display()))?;
         errln!("wrote {}", p.display());
     }
     Ok(())

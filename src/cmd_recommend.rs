@@ -2,8 +2,8 @@
 //! or that the defaults are fine.
 
 use anyhow::{Result, bail};
-use vramlab_replay::OomEvent;
 use clap::Args;
+use vramlab_replay::OomEvent;
 use vramlab_replay::analysis::recommend::{
     RecommendRequest, Recommendation, Verdict, recommend_trace,
 };

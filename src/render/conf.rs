@@ -44,9 +44,9 @@ pub fn print_conf(conf: &AllocConf, sizes: &[u64]) {
         "divisions".into(),
     ]);
     for &n in sizes {
-        let s = round_size(&conf, n);
+        let s = round_size(conf, n);
         let idx = interval_index(n);
-        let d = divisions(&conf, idx);
+        let d = divisions(conf, idx);
         t.row(vec![
             bytes(n),
             bytes(s),
@@ -58,7 +58,7 @@ pub fn print_conf(conf: &AllocConf, sizes: &[u64]) {
             if conf.expandable_segments {
                 "expandable".into()
             } else {
-                bytes(allocation_size(&conf, s))
+                bytes(allocation_size(conf, s))
             },
             interval_label(idx),
             if d > 1 { d.to_string() } else { "-".into() },

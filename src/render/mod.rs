@@ -21,13 +21,13 @@
 //! * `cuda_replay` (with the `cuda` feature): replays on a real GPU, with
 //!   the latency of every driver and allocator call and the leak check.
 
+pub mod bench;
+pub mod conf;
 #[cfg(feature = "cuda")]
 pub mod cuda_replay;
 pub mod fidelity;
 pub mod fit;
 pub mod gpus;
-pub mod bench;
-pub mod conf;
 pub mod json;
 pub mod matrix;
 pub mod oom;

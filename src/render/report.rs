@@ -23,7 +23,13 @@ pub fn print_demo_answer(name: &str, card: &str, rec: &Recommendation, top: usiz
 
 /// A report's outcome: the recommendation when there was a card, then the
 /// page.
-pub fn print_report(name: &str, card: Option<&str>, rec: &Recommendation, top: usize, index: &Path) {
+pub fn print_report(
+    name: &str,
+    card: Option<&str>,
+    rec: &Recommendation,
+    top: usize,
+    index: &Path,
+) {
     if let Some(card) = card {
         print_recommendation(name, card, rec, top);
     }
