@@ -8,8 +8,6 @@ use clap::Args;
 use vramlab_replay::analysis::bench::bench;
 use vramlab_replay::analysis::gate::bench_grid;
 
-use crate::render::table::{Table, bytes, count, percent};
-
 /// Arguments of `vramlab bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -40,62 +38,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let traces = crate::inputs::load_dir(&args.traces)?;
     let rows = bench(&traces, &bench_grid(), args.min_events, args.repeat)
         .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
-    let mut tab = Table::new(vec![
-        "trace".into(),
-        "policy / setting".into(),
-        "peak reserved".into(),
-        "live bound".into(),
-        "over bound".into(),
-        "utilization".into(),
-        "device calls".into(),
-        "events/s".into(),
-    ])
-    .left(1);
-    let mut md = String::from(
-        "| trace | policy / setting | peak reserved | live-bytes bound | over bound | utilization | device calls | replay events/s |\n|---|---|---|---|---|---|---|---|\n",
-    );
-    let mut csv = String::from(
-        "trace,setting,events,peak_requested_bytes,peak_reserved_bytes,utilization,num_device_alloc,num_device_free,events_per_second\n",
-    );
-    for r in &rows {
-        let s = &r.summary;
-        let over = s.peak_reserved_bytes as f64 / s.peak_requested_bytes.max(1) as f64 - 1.0;
-        let calls = s.num_device_alloc + s.num_device_free;
-        tab.row(vec![
-            r.trace.clone(),
-            r.setting.clone(),
-            bytes(s.peak_reserved_bytes),
-            bytes(s.peak_requested_bytes),
-            percent(over),
-            percent(s.utilization),
-            count(calls),
-            format!("{:.1} M", r.events_per_second / 1e6),
-        ]);
-        md.push_str(&format!(
-            "| {} | {} | {} | {} | +{} | {} | {} | {:.1} M |\n",
-            r.trace,
-            r.setting.replace('|', "\\|"),
-            bytes(s.peak_reserved_bytes),
-            bytes(s.peak_requested_bytes),
-            percent(over),
-            percent(s.utilization),
-            count(calls),
-            r.events_per_second / 1e6
-        ));
-        csv.push_str(&format!(
-            "{},{},{},{},{},{:.6},{},{},{:.0}\n",
-            crate::render::replay::csv_quote(&r.trace),
-            crate::render::replay::csv_quote(&r.setting),
-            r.events,
-            s.peak_requested_bytes,
-            s.peak_reserved_bytes,
-            s.utilization,
-            s.num_device_alloc,
-            s.num_device_free,
-            r.events_per_second
-        ));
-    }
-    out!("{}", tab.render());
+    out!("{}", crate::render::bench::bench_table(&rows));
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         for (name, _) in &traces {
@@ -116,11 +59,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
         errln!("wrote plots to {}", dir.display());
     }
     if let Some(p) = &args.csv {
-        std::fs::write(p, &csv).with_context(|| format!("cannot write {}", p.display()))?;
+        std::fs::write(p, crate::render::bench::bench_csv(&rows))
+            .with_context(|| format!("cannot write {}", p.display()))?;
         errln!("wrote {}", p.display());
     }
     if let Some(p) = &args.markdown {
-        std::fs::write(p, &md).with_context(|| format!("cannot write {}", p.display()))?;
+        std::fs::write(p, crate::render::bench::bench_markdown(&rows))
+            .with_context(|| format!("cannot write {}", p.display()))?;
         errln!("wrote {}", p.display());
     }
     Ok(())

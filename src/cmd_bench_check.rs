@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vramlab_replay::analysis::gate::{Baseline, Finding, compare, measure as measure_gate};
+use vramlab_replay::analysis::gate::{Baseline, compare, measure as measure_gate};
 
 /// Arguments of `vramlab bench-check`.
 #[derive(Debug, Args)]
@@ -71,36 +71,7 @@ pub fn run(args: BenchCheckArgs) -> Result<()> {
     let base: Baseline = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a vramlab baseline", args.baseline.display()))?;
     let findings = compare(&base, &now);
-    let mut failed = !word_problems.is_empty();
-    for w in &word_problems {
-        outln!("WORDS       {w}");
-    }
-    for f in &findings {
-        match f {
-            Finding::Regression(m) => {
-                failed = true;
-                outln!("REGRESSION  {m}");
-            }
-            Finding::Missing(m) => {
-                failed = true;
-                outln!("MISSING     {m}");
-            }
-            Finding::Improvement(m) => outln!("improved    {m}"),
-        }
-    }
-    outln!(
-        "bench-check: {} replays, {} fidelity checks against {}, the advice's words on every trace: {}",
-        now.replays.len(),
-        now.fidelity.len(),
-        args.baseline.display(),
-        if failed {
-            "FAILED"
-        } else if findings.is_empty() {
-            "identical"
-        } else {
-            "no regressions (refresh the baseline with --write to keep the improvements)"
-        }
-    );
+    let failed = crate::render::bench::print_gate(&word_problems, &findings, &now, &args.baseline);
     if failed {
         return Err(crate::CheckFailed.into());
     }

@@ -8,7 +8,7 @@ use clap::Args;
 use vramlab_reports::build::{ReportRequest, build_report};
 
 use crate::args::DeviceArgs;
-use crate::render::recommendation::print_recommendation;
+use crate::render::report::{print_demo_answer, print_demo_question};
 
 /// The trace `demo` uses: Llama-3-8B-shaped full fine-tuning (bf16, AdamW),
 /// sequence length 1024, recorded on the CPU with fake tensors.
@@ -44,10 +44,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let card = device.describe().unwrap_or_default();
     let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
     let trace = vramlab_traces::csv::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
-    outln!(
-        "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit {card}, and with which PYTORCH_ALLOC_CONF?\n",
-        trace.events.len(),
-    );
+    print_demo_question(trace.events.len(), &card);
     let target = vramlab_replay::target::release::target_of(&trace, None);
     let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
     let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
@@ -67,7 +64,6 @@ pub fn run(args: DemoArgs) -> Result<()> {
     );
     pb.finish_and_clear();
     let built = built?;
-    print_recommendation(DEMO_NAME, &card, &built.rec, 8);
-    outln!("\nreport with plots: {}", built.index.display());
+    print_demo_answer(DEMO_NAME, &card, &built.rec, 8, &built.index);
     Ok(())
 }

@@ -6,13 +6,11 @@ use std::path::PathBuf;
 use crate::progress::load_devices;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use serde_json::{Value, json};
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::analysis::fidelity::{FidelityReport, check_fidelity};
+use vramlab_replay::analysis::fidelity::check_fidelity;
 use vramlab_replay::io::load::recorded_conf;
+use vramlab_replay::results::FidelityOutcome;
 use vramlab_traces::{SegmentEventKind, Trace};
-
-use crate::render::table::{Table, count, percent};
 
 /// Arguments of `vramlab fidelity`.
 #[derive(Debug, Args)]
@@ -76,109 +74,18 @@ pub fn run(args: FidelityArgs) -> Result<()> {
             );
         }
     }
-    let Some(first) = reports.first() else {
+    let shown = args.snapshot.display().to_string();
+    let Some(outcome) = FidelityOutcome::new(&shown, reports) else {
         if let Some((d, why)) = unchecked.first() {
-            bail!(
-                "{}: device {d} cannot be checked: {why}",
-                args.snapshot.display()
-            );
+            bail!("{shown}: device {d} cannot be checked: {why}");
         }
         bail!(
-            "{}: no device{} with allocation events",
-            args.snapshot.display(),
+            "{shown}: no device{} with allocation events",
             args.device.map_or(String::new(), |d| format!(" {d}"))
         );
     };
-    let mut total = FidelityReport {
-        conf: first.conf.clone(),
-        ..Default::default()
-    };
-    for r in &reports {
-        total.add(r);
-    }
-    if args.json {
-        let Value::Object(mut v) = serde_json::to_value(&total)? else {
-            bail!("internal error: the fidelity report is not a JSON object");
-        };
-        v.insert(
-            "snapshot".into(),
-            json!(args.snapshot.display().to_string()),
-        );
-        v.insert(
-            "exact".into(),
-            json!(total.is_exact() && reports.iter().all(FidelityReport::is_exact)),
-        );
-        v.insert("devices".into(), serde_json::to_value(&reports)?);
-        outln!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        outln!("snapshot: {}", args.snapshot.display());
-        let mut t = Table::new(vec![
-            "device".into(),
-            "settings".into(),
-            "events".into(),
-            "allocs".into(),
-            "addresses matched".into(),
-            "segment events matched".into(),
-            "final state".into(),
-        ]);
-        for r in &reports {
-            t.row(vec![
-                r.device.map_or("-".into(), |d| d.to_string()),
-                r.conf.clone(),
-                count(r.events),
-                count(r.allocs),
-                format!(
-                    "{} ({})",
-                    count(r.alloc_addresses_matched),
-                    ratio(r.alloc_addresses_matched, r.allocs)
-                ),
-                format!(
-                    "{} of {} ({})",
-                    count(r.segment_events_matched),
-                    count(r.segment_events_expected),
-                    ratio(r.segment_events_matched, r.segment_events_expected)
-                ),
-                match r.final_state_matched {
-                    Some(true) => "matches".into(),
-                    Some(false) => "differs".into(),
-                    None => "-".into(),
-                },
-            ]);
-        }
-        out!("{}", t.render());
-        for r in &reports {
-            if let Some(m) = &r.first_mismatch {
-                outln!(
-                    "\ndevice {}: first mismatch at event {} ({}):\n  expected: {}\n  replayed: {}",
-                    r.device.unwrap_or(0),
-                    m.event_index,
-                    m.kind,
-                    m.expected,
-                    m.actual
-                );
-                let blocks: Vec<String> = m
-                    .free_blocks
-                    .iter()
-                    .take(20)
-                    .map(|b| format!("{:#x}+{}", b.address, b.size))
-                    .collect();
-                outln!(
-                    "  free blocks of that stream before it ({}): {}",
-                    m.free_blocks.len(),
-                    blocks.join(", ")
-                );
-            }
-        }
-        outln!(
-            "\n{}",
-            if reports.iter().all(FidelityReport::is_exact) {
-                "every allocation address and segment decision matches PyTorch"
-            } else {
-                "the replay differs from the recording"
-            }
-        );
-    }
-    if !reports.iter().all(FidelityReport::is_exact) {
+    crate::render::fidelity::print_fidelity(&outcome, args.json)?;
+    if !outcome.devices_exact() {
         return Err(crate::CheckFailed.into());
     }
     Ok(())
@@ -232,12 +139,4 @@ fn check_settings(t: &Trace, conf: &AllocConf) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn ratio(a: u64, b: u64) -> String {
-    if b == 0 {
-        "n/a".into()
-    } else {
-        percent(a as f64 / b as f64)
-    }
 }

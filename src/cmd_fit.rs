@@ -12,7 +12,7 @@ use vramlab_replay::analysis::grid::parse_grid_line;
 use vramlab_reports::{FitPoint, FitSweep};
 use vramlab_traces::r#gen::{self as vgen, GenRequest};
 
-use crate::render::table::{Table, bytes};
+use crate::render::fit::FitHeading;
 
 /// The dimension to vary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -140,37 +140,14 @@ pub fn run(args: FitArgs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
         errln!("wrote {}", dir.join("fit.png").display());
     }
-    if args.json {
-        outln!("{}", serde_json::to_string_pretty(&results)?);
-        return Ok(());
-    }
-    outln!(
-        "{} on {}: the largest {} that fits",
-        preset.name,
-        bytes(capacity),
-        sweep.dimension
-    );
-    let mut t = Table::new(vec![
-        "setting".into(),
-        "largest that fits".into(),
-        "peak reserved there".into(),
-        "first that does not".into(),
-    ]);
-    for r in &results {
-        let best = r.max_size;
-        let at = best.and_then(|b| r.probes.iter().find(|p| p.size == b));
-        let first_bad = r.probes.iter().filter(|p| !p.fits).map(|p| p.size).min();
-        t.row(vec![
-            r.setting.clone(),
-            match best {
-                None => "none".into(),
-                Some(b) if r.hit_limit => format!(">= {} (limit)", b * step),
-                Some(b) => (b * step).to_string(),
-            },
-            at.map_or("-".into(), |p| bytes(p.peak_reserved_bytes)),
-            first_bad.map_or("-".into(), |b| (b * step).to_string()),
-        ]);
-    }
-    out!("{}", t.render());
-    Ok(())
+    crate::render::fit::print_fits(
+        &results,
+        &FitHeading {
+            workload: preset.name,
+            capacity,
+            dimension: &sweep.dimension,
+            step,
+        },
+        args.json,
+    )
 }

@@ -4,11 +4,10 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
-use vramlab_replay::analysis::oom_point::{OomPoint, find_oom_point};
-use vramlab_replay::target::gpus::smallest_gpu_for;
+use vramlab_replay::analysis::oom_point::find_oom_point;
+use vramlab_replay::results::CapacityRun;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
-use crate::render::table::{Table, bytes};
 
 /// Arguments of `vramlab oom-point`.
 #[derive(Debug, Args)]
@@ -59,37 +58,7 @@ pub fn run(args: OomPointArgs) -> Result<()> {
         .into_iter()
         // The first failure in the settings' order, whichever thread hit it.
         .collect::<Result<Vec<_>>>()?;
-    if args.json {
-        outln!("{}", serde_json::to_string_pretty(&results)?);
-        return Ok(());
-    }
-    out!("{}", table(&results));
-    for r in &results {
-        if let Some(b) = r.start_reserved_bytes {
-            outln!(
-                "\nunder {}, the state at the first entry alone reserves {} ({} start)",
-                r.setting,
-                bytes(b),
-                r.start.map_or("empty", |s| s.name())
-            );
-        }
-    }
-    for r in &results {
-        if !r.not_monotone_at.is_empty() {
-            let list: Vec<String> = r.not_monotone_at.iter().map(|&c| bytes(c)).collect();
-            outln!(
-                "\nnote: under {}, feasibility is not monotone: it fits {} but not {} (less memory changes which blocks are cached and released)",
-                r.setting,
-                bytes(r.min_capacity),
-                list.join(", ")
-            );
-        }
-    }
-    outln!(
-        "\n(smallest card: the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context, holds it)",
-        bytes(vramlab_replay::target::gpus::CONTEXT_ALLOWANCE)
-    );
-    Ok(())
+    crate::render::oom_point::print_oom_points(&results, args.json)
 }
 
 /// Replays each scenario on `capacity` and shows where it fails.
@@ -109,41 +78,13 @@ fn show_state(
     for s in scenarios {
         let run = s.clone().with_capacity(Some(capacity)).run(trace, &opts)?;
         if json {
-            out_json.push(crate::render::oom::state_json(trace, &run, capacity));
+            out_json.push(CapacityRun::new(trace, &run, capacity));
         } else {
             crate::render::oom::print_state(trace, &run, capacity, start);
         }
     }
     if json {
-        outln!("{}", serde_json::to_string_pretty(&out_json)?);
+        crate::render::json::print_sorted(&out_json)?;
     }
     Ok(())
-}
-
-fn table(results: &[OomPoint]) -> String {
-    let mut tab = Table::new(vec![
-        "setting".into(),
-        "smallest capacity".into(),
-        "smallest card".into(),
-        "live peak (bound)".into(),
-        "reserved, unlimited".into(),
-        "checked".into(),
-        "replays".into(),
-    ]);
-    for r in results {
-        tab.row(vec![
-            r.setting.clone(),
-            bytes(r.min_capacity),
-            smallest_gpu_for(r.min_capacity).map_or("none listed".into(), |g| g.name.to_string()),
-            bytes(r.lower_bound),
-            bytes(r.unlimited_peak_reserved),
-            if r.verified {
-                "yes".into()
-            } else {
-                "NO".into()
-            },
-            r.replays.to_string(),
-        ]);
-    }
-    tab.render()
 }

@@ -14,7 +14,7 @@ use vramlab_traces::io::Format;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, parse_format, scenarios};
 use crate::inputs::{display_name, expand_dirs};
-use crate::render::oracle::{human, json};
+use crate::render::oracle::human;
 
 /// Arguments of `vramlab oracle`.
 #[derive(Debug, Args)]
@@ -157,7 +157,7 @@ pub fn run(args: OracleArgs) -> Result<()> {
         rows.extend(got);
     }
     if args.json {
-        outln!("{}", json(&rows)?);
+        crate::render::json::print(&rows)?;
     } else {
         out!("{}", human(&rows));
     }

@@ -3,13 +3,14 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
+use vramlab_replay::OomEvent;
 use vramlab_replay::analysis::recommend::{
     RecommendRequest, Recommendation, Verdict, recommend_trace,
 };
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
-use crate::render::recommendation::print_recommendation;
+use crate::render::recommendation::{Advice, print_advice};
 use crate::render::table::bytes;
 
 /// Arguments of `vramlab recommend`.
@@ -59,36 +60,41 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     pb.finish_and_clear();
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&rec)?);
-        return Ok(());
+        return crate::render::json::print(&rec);
     }
-    outln!("{}", target.describe());
-    if let (Some(r), true) = (rows.first(), trace.initial.is_some()) {
-        outln!(
-            "start: {}",
-            vramlab_replay::describe_start(&trace, r.start.parse().ok())
-        );
-    }
+    let start = (trace.initial.is_some())
+        .then(|| rows.first())
+        .flatten()
+        .map(|r| vramlab_replay::describe_start(&trace, r.start.parse().ok()));
     let card = args.device.describe().unwrap_or_else(|| bytes(capacity));
-    print_recommendation(&name, &card, &rec, args.top);
-    if rec.verdict == Verdict::NothingFits {
-        show_code_of_best_attempt(&trace, &grid, &rec, capacity, &rows);
-    }
+    let best_attempt = if rec.verdict == Verdict::NothingFits {
+        best_attempt(&trace, &grid, &rec, capacity, &rows)
+    } else {
+        None
+    };
+    print_advice(&Advice {
+        target: &target.describe(),
+        start: start.as_deref(),
+        trace: &trace,
+        name: &name,
+        card: &card,
+        rec: &rec,
+        top: args.top,
+        best_attempt: best_attempt.as_ref().map(|(s, o)| (s.as_str(), o)),
+    });
     Ok(())
 }
 
-/// Where the setting that got furthest ran out, in the user's code.
-fn show_code_of_best_attempt(
+/// The setting that got furthest, and where it ran out.
+fn best_attempt(
     trace: &vramlab_traces::Trace,
     grid: &[vramlab_replay::analysis::grid::GridEntry],
     rec: &Recommendation,
     capacity: u64,
     rows: &[vramlab_replay::analysis::sweep::SweepRow],
-) {
-    let Some(w) = rec.ranked.first() else { return };
-    let Some(g) = grid.iter().find(|g| g.to_line() == w.row.grid_line) else {
-        return;
-    };
+) -> Option<(String, OomEvent)> {
+    let w = rec.ranked.first()?;
+    let g = grid.iter().find(|g| g.to_line() == w.row.grid_line)?;
     let start = rows
         .first()
         .and_then(|r| r.start.parse().ok())
@@ -99,11 +105,6 @@ fn show_code_of_best_attempt(
         start,
         ..Default::default()
     };
-    if let Ok(run) = g.scenario(Some(capacity)).run(trace, &opts) {
-        if let Some(o) = &run.oom {
-            outln!();
-            outln!("where {} runs out:", w.row.setting);
-            crate::render::oom_code::print_code(trace, o, "  ");
-        }
-    }
+    let run = g.scenario(Some(capacity)).run(trace, &opts).ok()?;
+    Some((w.row.setting.clone(), run.oom?))
 }

@@ -4,12 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use serde_json::Value;
 use vramlab_replay::ReplayOptions;
-use vramlab_replay::analysis::placement::{SettingRange, placement_note, placement_range};
+use vramlab_replay::analysis::placement::{SettingRange, placement_range};
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios as scenarios_of};
-use crate::render::replay::{add_placement_json, human, latency_table, run_json, write_timeline};
+use crate::render::replay::{ReplayOutput, print_runs, write_timeline};
 
 /// Arguments of `vramlab replay`.
 #[derive(Debug, Args)]
@@ -204,57 +203,16 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         .take(scenarios.len() / releases.len().max(1))
         .map(|s| s.label())
         .collect();
-    print_runs(&args, &trace, &runs, &ranges, &latencies, &settings)
-}
-
-/// Prints the runs: JSON, or the table with the placement note, the
-/// upgrade lines (`settings`: the labels of one release's runs) and the
-/// latencies.
-fn print_runs(
-    args: &ReplayArgs,
-    trace: &vramlab_traces::Trace,
-    runs: &[vramlab_replay::Run],
-    ranges: &[SettingRange],
-    latencies: &[(
-        vramlab_allocator::latency::LatencySummary,
-        vramlab_allocator::latency::LatencySummary,
-    )],
-    settings: &[String],
-) -> Result<()> {
-    let releases = &args.conf.torch_versions;
-    if args.json {
-        let objs: Vec<Value> = runs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let mut v = run_json(trace, &args.trace.trace, r);
-                if let Some(sr) = ranges.get(i) {
-                    add_placement_json(&mut v, &sr.range);
-                }
-                v
-            })
-            .collect();
-        let v = if objs.len() == 1 {
-            objs.into_iter().next().unwrap_or(Value::Null)
-        } else {
-            Value::Array(objs)
-        };
-        outln!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        out!("{}", human(trace, &args.trace.trace, runs));
-        if let Some(note) = placement_note(ranges) {
-            outln!("\n{note}");
-        }
-        if releases.len() > 1 {
-            out!(
-                "\n{}",
-                crate::render::replay::upgrade_lines(runs, settings, releases)
-            );
-        }
-        if !latencies.is_empty() {
-            outln!();
-            out!("{}", latency_table(runs, latencies));
-        }
-    }
-    Ok(())
+    print_runs(
+        &ReplayOutput {
+            trace: &trace,
+            path: &args.trace.trace,
+            runs: &runs,
+            ranges: &ranges,
+            latencies: &latencies,
+            settings: &settings,
+            releases,
+        },
+        args.json,
+    )
 }

@@ -161,7 +161,7 @@ mod imp {
     use vramlab_replay::engine::cuda::{CudaReplayError, CudaScenario};
 
     use super::*;
-    use crate::render::cuda_replay::{human, leak_text, runs_json};
+    use crate::render::cuda_replay::{leak_text, print_runs};
 
     pub(super) fn run(
         trace: &Trace,
@@ -198,12 +198,7 @@ mod imp {
                 })?;
             runs.push(r);
         }
-        if opts.json {
-            let v = runs_json(trace, opts.trace_path, &runs, opts.touch);
-            outln!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
-            out!("{}", human(trace, opts.trace_path, &runs));
-        }
+        print_runs(trace, opts.trace_path, &runs, opts.touch, opts.json)?;
         let leaks: Vec<String> = runs.iter().filter(|r| !r.leak.ok).map(leak_text).collect();
         if !leaks.is_empty() {
             anyhow::bail!("leak check failed: {}", leaks.join("; "));

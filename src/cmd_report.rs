@@ -9,7 +9,7 @@ use vramlab_reports::build::{ReportRequest, build_report, state_report};
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
-use crate::render::recommendation::print_recommendation;
+use crate::render::report::{print_report, print_state_report};
 
 /// Arguments of `vramlab report`.
 #[derive(Debug, Args)]
@@ -43,7 +43,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         // A snapshot without history: the recorded state's numbers and
         // segment map; there is nothing to replay or compare.
         let index = state_report(&name, &trace, &args.out)?;
-        outln!("report of the allocator state: {}", index.display());
+        print_state_report(&index);
         return Ok(());
     }
     let target = args.grid.target(&trace);
@@ -65,9 +65,12 @@ pub fn run(args: ReportArgs) -> Result<()> {
     );
     pb.finish_and_clear();
     let built = built?;
-    if let Some(card) = args.device.describe() {
-        print_recommendation(&name, &card, &built.rec, 5);
-    }
-    outln!("\nreport: {}", built.index.display());
+    print_report(
+        &name,
+        args.device.describe().as_deref(),
+        &built.rec,
+        5,
+        &built.index,
+    );
     Ok(())
 }

@@ -46,8 +46,7 @@ pub fn run(args: StatsArgs) -> Result<()> {
     }
     let sums: Vec<TraceSummary> = traces.iter().map(|(_, t)| TraceSummary::of(t)).collect();
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&sums)?);
-        return Ok(());
+        return crate::render::json::print(&sums);
     }
     for ((path, t), s) in traces.iter().zip(&sums) {
         crate::render::stats::print_stats(path, t, s);

@@ -11,6 +11,9 @@
 //!   [`analysis::fidelity`] (the proof against PyTorch's recording).
 //! * [`target`]: what the user runs on — the PyTorch release
 //!   ([`target::release`]) and the card ([`target::gpus`]).
+//! * [`results`]: what each command answers, as typed values that
+//!   serialise to the CLI's `--json` ([`results::ReplayResult`],
+//!   [`results::CapacityRun`], [`results::FidelityOutcome`], …).
 //! * [`io`]: traces in with the allocator's knowledge ([`io::load`]), and a
 //!   replay out as a PyTorch snapshot ([`io::snapshot_out`]).
 //!
@@ -27,6 +30,7 @@
 pub mod analysis;
 pub mod engine;
 pub mod io;
+pub mod results;
 pub mod target;
 
 pub use analysis::fidelity::{FidelityReport, Mismatch, check_fidelity};

@@ -4,75 +4,33 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
 use vramlab_allocator::devices::cuda::LatencySummary;
 use vramlab_allocator::latency::{DeviceLatencies, LatencyHistogram};
 use vramlab_replay::engine::cuda::CudaRun;
+use vramlab_replay::results::CudaReplayResult;
 use vramlab_traces::Trace;
 
-use crate::render::replay::run_json;
 use crate::render::table::{Table, bytes, count, percent};
 
-/// The runs as `replay --device cuda --json` prints them: one object
-/// ([`cuda_run_json`]) for one setting, an array of them for several.
-pub fn runs_json(trace: &Trace, path: &Path, runs: &[CudaRun], touch: bool) -> Value {
-    let objs: Vec<Value> = runs
+/// Prints the runs: JSON ([`CudaReplayResult`] per run: one object for
+/// one setting, an array for several), or the table ([`human`]).
+pub fn print_runs(
+    trace: &Trace,
+    path: &Path,
+    runs: &[CudaRun],
+    touch: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    if !json {
+        out!("{}", human(trace, path, runs));
+        return Ok(());
+    }
+    let shown = path.display().to_string();
+    let results: Vec<CudaReplayResult> = runs
         .iter()
-        .map(|r| cuda_run_json(trace, path, r, touch))
+        .map(|r| CudaReplayResult::new(trace, &shown, r, touch))
         .collect();
-    if objs.len() == 1 {
-        objs.into_iter().next().unwrap_or(Value::Null)
-    } else {
-        Value::Array(objs)
-    }
-}
-
-/// One latency histogram's summary, in microseconds.
-fn summary_json(s: &LatencySummary) -> Value {
-    json!({
-        "count": s.count,
-        "p50_us": s.p50_ns as f64 / 1e3,
-        "p99_us": s.p99_ns as f64 / 1e3,
-        "max_us": s.max_ns as f64 / 1e3,
-        "mean_us": s.mean_ns / 1e3,
-        "total_us": s.total_ns as f64 / 1e3,
-    })
-}
-
-/// One run as the JSON object `replay --device cuda --json` documents:
-/// [`run_json`]'s object plus `device`, `latency` and `leak_check`.
-// Indexing: `Value`'s `IndexMut<&str>` panics only on a value that is
-// neither an object nor null, and `run_json` returns a `json!({..})`
-// object literal.
-#[allow(clippy::indexing_slicing)]
-fn cuda_run_json(trace: &Trace, path: &Path, r: &CudaRun, touch: bool) -> Value {
-    let mut v = run_json(trace, path, &r.run);
-    let g = &r.gpu;
-    let mut device_calls = serde_json::Map::new();
-    for (name, s) in r.device_latency.summaries() {
-        device_calls.insert(name.to_string(), summary_json(&s));
-    }
-    v["device"] = json!({
-        "kind": "cuda",
-        "gpu": g.ordinal,
-        "name": g.name,
-        "total_bytes": g.total_bytes,
-        "granularity": g.granularity,
-        "cuda_driver_version": g.driver.cuda_version(),
-        "touch": touch,
-        "device_errors": r.device_errors,
-    });
-    v["driver_time_us"] = json!(r.run.summary.device_time_us);
-    v["latency"] = json!({
-        "unit": "microseconds",
-        "device_calls": Value::Object(device_calls),
-        "allocator_calls": {
-            "malloc": summary_json(&r.alloc_latency.summary()),
-            "free": summary_json(&r.free_latency.summary()),
-        },
-    });
-    v["leak_check"] = serde_json::to_value(r.leak).unwrap_or(Value::Null);
-    v
+    crate::render::json::print_one_or_many(&results)
 }
 
 /// `p50 / p99 / max µs (calls)`, or `-` without calls.

@@ -1,45 +1,15 @@
 //! A run on a capacity, for people and programs: it fits (with headroom),
 //! or where it ran out, the code that asked, and the allocator's state
-//! there (the segments with the most free memory).
+//! there (the segments with the most free memory). Its JSON is
+//! [`vramlab_replay::results::CapacityRun`].
 
-use serde_json::{Value, json};
 use vramlab_allocator::{BlockState, SegmentView};
+use vramlab_replay::results::capacity::free_bytes;
 use vramlab_replay::{OomEvent, Run, Start};
 use vramlab_traces::Trace;
 
-use crate::render::oom_code::{print_code, stack_json};
+use crate::render::oom_code::print_code;
 use crate::render::table::{Table, bytes, count};
-
-/// Free (cached) bytes of a segment.
-fn free_bytes(s: &SegmentView) -> u64 {
-    s.blocks
-        .iter()
-        .filter(|b| b.state == BlockState::Free)
-        .map(|b| b.size)
-        .sum()
-}
-
-/// The run as the JSON object `oom-point --capacity --json` documents.
-pub fn state_json(trace: &Trace, run: &Run, capacity: u64) -> Value {
-    let Some(o) = &run.oom else {
-        return json!({"setting": run.conf, "capacity": capacity, "oom": null,
-            "peak_reserved_bytes": run.summary.peak_reserved_bytes});
-    };
-    json!({
-        "setting": run.conf, "capacity": capacity, "oom": o,
-        "failing_stack": o.alloc_id.map(|id| stack_json(trace, id)),
-        "largest_live": o.largest_live.iter().map(|&(id, size)| json!({
-            "id": id, "requested_bytes": size, "stack": stack_json(trace, id),
-        })).collect::<Vec<_>>(),
-        "cached_free_bytes": o.segments.iter().map(free_bytes).sum::<u64>(),
-        "segments": o.segments.iter().map(|s| json!({
-            "address": s.ptr, "size": s.size, "pool": s.pool.name(), "expandable": s.is_expandable,
-            "blocks": s.blocks.iter().map(|b| json!({
-                "address": b.ptr, "size": b.size, "requested": b.requested, "state": b.state.snapshot_name()
-            })).collect::<Vec<_>>()
-        })).collect::<Vec<_>>()
-    })
-}
 
 /// Prints whether the run fit `capacity`, or where and why it did not.
 pub fn print_state(trace: &Trace, run: &Run, capacity: u64, start: Start) {

@@ -7,14 +7,6 @@ use vramlab_traces::Trace;
 
 use crate::render::table::bytes;
 
-/// The Python frames of `id`'s stack, innermost first, as JSON.
-pub fn stack_json(trace: &Trace, id: u32) -> Vec<serde_json::Value> {
-    vramlab_traces::code_frames(trace.stack_of(id))
-        .into_iter()
-        .map(|f| serde_json::json!({"filename": f.filename, "line": f.line, "name": f.name}))
-        .collect()
-}
-
 /// Up to four frames of a stack: the code, then its callers.
 pub fn frames_line(trace: &Trace, id: u32) -> Option<String> {
     let frames = vramlab_traces::code_frames(trace.stack_of(id));

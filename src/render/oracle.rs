@@ -4,11 +4,6 @@ use vramlab_oracle::OracleRow;
 
 use crate::render::table::{Table, bytes};
 
-/// The rows as a JSON array.
-pub fn json(rows: &[OracleRow]) -> serde_json::Result<String> {
-    serde_json::to_string_pretty(rows)
-}
-
 fn pair(a: u64, b: u64, f: fn(u64) -> String) -> String {
     if a == b {
         f(a)

@@ -1,7 +1,9 @@
 //! A recommendation for people: the verdict and the reasons first, the
 //! lines to export, then the ranking and the other allocator designs.
 
+use vramlab_replay::OomEvent;
 use vramlab_replay::analysis::recommend::{Ranked, Recommendation, Verdict};
+use vramlab_traces::Trace;
 
 use crate::render::sweep::oom_cell;
 use crate::render::table::{Table, bytes, count, percent};
@@ -25,6 +27,41 @@ fn ranked_row(tab: &mut Table, r: &Ranked) {
         count(r.row.num_device_alloc + r.row.num_device_free),
         count(r.row.num_sync_all_streams),
     ]);
+}
+
+/// What `vramlab recommend` shows.
+pub struct Advice<'a> {
+    /// The PyTorch release(s) the advice is for, described.
+    pub target: &'a str,
+    /// How a trace recorded mid-run starts, described (`None`: it does not).
+    pub start: Option<&'a str>,
+    /// The trace.
+    pub trace: &'a Trace,
+    /// Its name.
+    pub name: &'a str,
+    /// The card, described.
+    pub card: &'a str,
+    /// The ranking.
+    pub rec: &'a Recommendation,
+    /// How many ranked settings to show.
+    pub top: usize,
+    /// When nothing fits: the setting that got furthest, and its OOM.
+    pub best_attempt: Option<(&'a str, &'a OomEvent)>,
+}
+
+/// Prints the advice: the release, the start, the recommendation, and where
+/// the best attempt ran out in the user's code when nothing fits.
+pub fn print_advice(a: &Advice<'_>) {
+    outln!("{}", a.target);
+    if let Some(start) = a.start {
+        outln!("start: {start}");
+    }
+    print_recommendation(a.name, a.card, a.rec, a.top);
+    if let Some((setting, o)) = a.best_attempt {
+        outln!();
+        outln!("where {setting} runs out:");
+        crate::render::oom_code::print_code(a.trace, o, "  ");
+    }
 }
 
 /// Prints a recommendation for people: the verdict first, then the table.

@@ -3,10 +3,10 @@
 //! timeline as CSV). Shared by the simulated and the real-GPU replay.
 
 use anyhow::{Context, Result};
-use serde_json::{Value, json};
 use vramlab_allocator::latency::LatencySummary;
 use vramlab_replay::Run;
-use vramlab_replay::analysis::placement::PlacementRange;
+use vramlab_replay::analysis::placement::{SettingRange, placement_note};
+use vramlab_replay::results::ReplayResult;
 use vramlab_traces::Trace;
 
 use crate::render::table::{Table, bytes, count, percent};
@@ -34,71 +34,52 @@ pub fn latency_table(runs: &[Run], latencies: &[(LatencySummary, LatencySummary)
     t.render()
 }
 
-/// One run as the JSON object `replay --json` documents.
-pub fn run_json(trace: &Trace, path: &std::path::Path, r: &Run) -> Value {
-    let s = &r.summary;
-    json!({
-        "trace": path.display().to_string(),
-        "policy": r.policy,
-        "conf": r.conf,
-        "capacity": r.capacity,
-        "start": r.start.map_or("empty", |s| s.name()),
-        "events": s.events,
-        "events_replayed": s.events_replayed,
-        "allocs": s.allocs,
-        "frees": s.frees,
-        "streams": trace.streams.len(),
-        "peak_requested_bytes": s.peak_requested_bytes,
-        "peak_allocated_bytes": s.peak_allocated_bytes,
-        "peak_active_bytes": s.peak_active_bytes,
-        "peak_reserved_bytes": s.peak_reserved_bytes,
-        "final_reserved_bytes": s.final_reserved_bytes,
-        "final_allocated_bytes": s.final_allocated_bytes,
-        "waste_at_peak_bytes": s.waste_at_peak_bytes,
-        "utilization": s.utilization,
-        "fragmentation": s.fragmentation,
-        "num_device_alloc": s.num_device_alloc,
-        "num_device_free": s.num_device_free,
-        "num_alloc_retries": s.num_alloc_retries,
-        "num_sync_all_streams": s.num_sync_all_streams,
-        "num_ooms": s.num_ooms,
-        "device_time_us": s.device_time_us,
-        "oom": r.oom.as_ref().map(|o| json!({
-            "event_index": o.event_index,
-            "at_start": o.at_start,
-            "requested_bytes": o.requested_bytes,
-            "rounded_bytes": o.rounded_bytes,
-            "device_request_bytes": o.device_request_bytes,
-            "reserved_bytes": o.reserved_bytes,
-            "allocated_bytes": o.allocated_bytes,
-            "live_requested_bytes": o.live_requested_bytes,
-            "largest_free_block": o.largest_free_block,
-            "device_free_bytes": o.device_free_bytes,
-            "message": o.message,
-        })),
-        "stats": r.stats.flatten(),
-    })
+/// What `vramlab replay` shows: the runs, the placement ranges (one per
+/// run, or none with `--no-placement-check`), the latencies (with
+/// `--latency`), and for an upgrade the settings of one release and the
+/// releases.
+pub struct ReplayOutput<'a> {
+    /// The trace.
+    pub trace: &'a Trace,
+    /// Its path.
+    pub path: &'a std::path::Path,
+    /// One run per setting (per release).
+    pub runs: &'a [Run],
+    /// The placement ranges, in the runs' order.
+    pub ranges: &'a [SettingRange],
+    /// malloc and free latencies per run (empty without `--latency`).
+    pub latencies: &'a [(LatencySummary, LatencySummary)],
+    /// The labels of one release's runs.
+    pub settings: &'a [String],
+    /// The releases, in the order given.
+    pub releases: &'a [vramlab_allocator::TorchVersion],
 }
 
-/// Adds the placement fields to a run's JSON object: the simulated
-/// driver's order, and peak reserved (and first OOM) under the other one.
-pub fn add_placement_json(v: &mut Value, r: &PlacementRange) {
-    if let Value::Object(m) = v {
-        m.insert("placement".into(), json!(r.placement));
-        m.insert(
-            "other_placement".into(),
-            json!({
-                "placement": r.other,
-                "peak_reserved_bytes": r.other_peak_reserved_bytes,
-                "oom_event": r.other_oom_event,
-            }),
-        );
-        m.insert(
-            "peak_reserved_range_bytes".into(),
-            json!([r.low(), r.high()]),
-        );
-        m.insert("placement_settled".into(), json!(r.settled()));
+/// Prints the runs: JSON ([`ReplayResult`] per run), or the table with the
+/// placement note, the upgrade lines and the latencies.
+pub fn print_runs(o: &ReplayOutput<'_>, json: bool) -> Result<()> {
+    if json {
+        let path = o.path.display().to_string();
+        let results: Vec<ReplayResult> = o
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ReplayResult::new(o.trace, &path, r, o.ranges.get(i).map(|s| &s.range)))
+            .collect();
+        return crate::render::json::print_one_or_many(&results);
     }
+    out!("{}", human(o.trace, o.path, o.runs));
+    if let Some(note) = placement_note(o.ranges) {
+        outln!("\n{note}");
+    }
+    if o.releases.len() > 1 {
+        out!("\n{}", upgrade_lines(o.runs, o.settings, o.releases));
+    }
+    if !o.latencies.is_empty() {
+        outln!();
+        out!("{}", latency_table(o.runs, o.latencies));
+    }
+    Ok(())
 }
 
 /// The replay table for people: one column per setting, then each OOM with
@@ -209,6 +190,7 @@ pub fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
     out
 }
 
+/// Writes the runs' timelines as CSV (`--timeline`).
 pub fn write_timeline(path: &std::path::Path, runs: &[Run]) -> Result<()> {
     use std::io::Write;
     let f =
