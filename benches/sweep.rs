@@ -14,7 +14,7 @@ use vramlab_replay::analysis::sweep::run_sweep;
 use vramlab_traces::{Event, Trace};
 
 fn trace_100k() -> Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
     let mut t = Trace::new(base.header.clone());
     t.streams = base.streams.clone();
