@@ -42,10 +42,10 @@ run() {
 }
 
 root=$PWD
-gpt=$root/traces/data/gpt-small-train.csv
-sdxl=$root/traces/data/sdxl-resolution1024.csv.gz
-llama=$root/traces/data/llama-3-8b-infer-decode-new-tokens128.csv.gz
-bundled=$root/traces/data
+gpt=$root/workloads/data/gpt-small-train.csv
+sdxl=$root/workloads/data/sdxl-resolution1024.csv.gz
+llama=$root/workloads/data/llama-3-8b-infer-decode-new-tokens128.csv.gz
+bundled=$root/workloads/data
 
 for t in gpt sdxl llama; do
     path=${!t}
