@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use vramlab_traces::r#gen::{Variant, load_template, preset};
+use vramlab_workloads::{Variant, load_template, preset};
 
 fn bench_generate(c: &mut Criterion) {
     let mut g = c.benchmark_group("gen");

@@ -18,9 +18,9 @@ fn repeated(base: &Trace, min_events: usize) -> Trace {
 }
 
 fn bench_policies(c: &mut Criterion) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("traces/data")
+        .expect("workloads/data")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| vramlab_traces::io::Format::from_path(p).is_some())
         .collect();

@@ -18,7 +18,7 @@ const EVENTS: usize = 1_000_000;
 
 /// The bundled trace repeated to [`EVENTS`] events, ids renamed per copy.
 fn million() -> Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
     // Exactly EVENTS: the last repetition is cut (its blocks stay live).
     let mut t = repeat(&base, EVENTS);
@@ -62,7 +62,7 @@ fn bench_read(c: &mut Criterion) {
     let trace = million();
     let mut csv = Vec::new();
     write_csv(&trace, &mut csv, "1m.csv").expect("write csv");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let per_copy = vramlab_traces::io::read_trace(&path, None, None)
         .expect("bundled trace")
         .num_ids;

@@ -15,7 +15,7 @@ use vramlab_traces::Trace;
 use vramlab_traces::concat::repeat;
 
 fn trace_100k() -> Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let base = vramlab_traces::io::read_trace(&path, None, None).expect("bundled trace");
     repeat(&base, 100_000)
 }

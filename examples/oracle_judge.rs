@@ -5,7 +5,7 @@
 //!
 //! ```sh
 //! cargo build --release -p vramlab-fakecuda
-//! cargo run --release --example oracle_judge -- traces/data/gpt-small-train.csv 2.15
+//! cargo run --release --example oracle_judge -- workloads/data/gpt-small-train.csv 2.15
 //! ```
 
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let path = PathBuf::from(
         args.next()
-            .unwrap_or("traces/data/gpt-small-train.csv".into()),
+            .unwrap_or("workloads/data/gpt-small-train.csv".into()),
     );
     let release = args.next().unwrap_or("2.15".into());
     let rules: TorchVersion = release.parse().unwrap_or(TorchVersion::NEWEST);

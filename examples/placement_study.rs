@@ -191,7 +191,7 @@ fn h200(dir: &Path) -> Result<(), Error> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         let src =
-            source_of(&name).unwrap_or_else(|| PathBuf::from(format!("traces/data/{name}.csv")));
+            source_of(&name).unwrap_or_else(|| PathBuf::from(format!("workloads/data/{name}.csv")));
         if !src.exists() {
             eprintln!("{name}: {} not found, skipped", src.display());
             continue;

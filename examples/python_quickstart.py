@@ -17,7 +17,7 @@ from pathlib import Path
 import vramlab
 
 GiB = 1 << 30
-trace = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[1] / "traces/data/gpt-small-train.csv")
+trace = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[1] / "workloads/data/gpt-small-train.csv")
 
 # Read it once (a snapshot dict or a list of events works too).
 t = vramlab.load(trace)

@@ -13,7 +13,7 @@ use vramlab_replay::analysis::grid::parse_grid_line;
 use vramlab_replay::analysis::matrix::{MatrixRequest, run_matrix};
 use vramlab_replay::analysis::oom_point::find_oom_point;
 use vramlab_replay::{Scenario, Start};
-use vramlab_traces::r#gen::GenRequest;
+use vramlab_workloads::GenRequest;
 
 type Error = Box<dyn std::error::Error>;
 
@@ -55,7 +55,7 @@ fn main() -> Result<(), Error> {
         );
     }
 
-    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/data");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/workloads/data");
     let read =
         |f: &str| vramlab_traces::io::read_trace(&std::path::Path::new(data).join(f), None, None);
     let (a, b) = (

@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces/data/gpt-small-train.csv")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workloads/data/gpt-small-train.csv")
         });
     let trace = read_trace(&path, None, None)?;
     let opts = ReplayOptions::default();

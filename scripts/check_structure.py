@@ -26,6 +26,7 @@ MAX_FN = 150
 CRATES = {
     "vramlab_allocator": "allocator/src",
     "vramlab_traces": "traces/src",
+    "vramlab_workloads": "workloads/src",
     "vramlab_replay": "replay/src",
     "vramlab_reports": "reports/src",
     "vramlab_cli": "src",
@@ -33,7 +34,7 @@ CRATES = {
     "vramlab_fakecuda": "fakecuda/src",
     "vramlab_oracle": "oracle/src",
 }
-PY_PACKAGES = ["traces/record/vramlab_record", "python/vramlab"]
+PY_PACKAGES = ["workloads/record/vramlab_record", "python/vramlab"]
 TEST_BLOCK = re.compile(r"\n#\[cfg\(test\)\]\s*\nmod tests \{")
 FN = re.compile(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)")
 

@@ -23,7 +23,7 @@ trap 'rm -rf "$work"' EXIT
 n=0
 root=$PWD
 # wall-clock times are the one thing that differs between two runs
-clock='s/(generated in [0-9.]* [mµ]\?s)/(generated in TIME)/'
+clock='s/(generated in [0-9.]* [mµ]\?s)/(generated in TIME)/; s/) in [0-9.]* s$/) in TIME/'
 
 # run NAME ARGS...: one command, its output in $out/NAME.txt; files it wrote
 # under $work/files end up in $out/NAME.files/.
@@ -46,10 +46,10 @@ run() {
     fi
 }
 
-gpt=$root/traces/data/gpt-small-train.csv
-sdxl=$root/traces/data/sdxl-resolution1024.csv.gz
-llama=$root/traces/data/llama-3-8b-infer-decode-new-tokens128.csv.gz
-bundled=$root/traces/data
+gpt=$root/workloads/data/gpt-small-train.csv
+sdxl=$root/workloads/data/sdxl-resolution1024.csv.gz
+llama=$root/workloads/data/llama-3-8b-infer-decode-new-tokens128.csv.gz
+bundled=$root/workloads/data
 
 for t in gpt sdxl llama; do
     path=${!t}

@@ -28,7 +28,7 @@
 # Options / environment:
 #   --prepare          build the binaries (step 1) and exit
 #   --budget SECONDS   stop starting new traces after this much time (default 360)
-#   TRACES="a.csv b.csv"  traces to check (default traces/data/*.csv)
+#   TRACES="a.csv b.csv"  traces to check (default workloads/data/*.csv)
 #   PYTHON=python3     the Python that has torch
 #
 # Exit status: 0 when every test passed, every fidelity check was exact and
@@ -157,7 +157,7 @@ fi
 if [ -n "${TRACES:-}" ]; then
     read -r -a TRACE_LIST <<<"$TRACES"
 else
-    TRACE_LIST=(traces/data/*.csv target/gpu-traces/*.csv)
+    TRACE_LIST=(workloads/data/*.csv target/gpu-traces/*.csv)
 fi
 
 # name|PYTORCH_CUDA_ALLOC_CONF|fraction ("" = none)
@@ -176,7 +176,7 @@ torch_run() { # out conf fraction extra...
     shift 3
     local fa=()
     [ -n "$frac" ] && fa=(--fraction "$frac")
-    timeout 120 "$PYTHON" traces/record/torch_replay.py "$TRACE" --out "$out" --conf "$conf" "${fa[@]}" "$@" >>"$LOG" 2>&1
+    timeout 120 "$PYTHON" workloads/record/torch_replay.py "$TRACE" --out "$out" --conf "$conf" "${fa[@]}" "$@" >>"$LOG" 2>&1
 }
 
 for TRACE in "${TRACE_LIST[@]}"; do

@@ -2,13 +2,13 @@
 # gpu-mid-run.sh: PyTorch's ground truth for snapshots recorded mid-run
 # (issue 13), in one run on a GPU machine (about 5 minutes on an H200):
 #
-#  1. traces/record/gpu_shapes.py records one small snapshot of each shape
+#  1. workloads/record/gpu_shapes.py records one small snapshot of each shape
 #     users produce (mid-run, ring buffer, empty_cache() before/after the
 #     history starts, two streams, expandable segments mid-run);
 #     `vramlab fidelity` must be exact on every one.
 #  2. For every mid-run snapshot (those shapes, and ../shared/traces/real if
 #     present) and a set of settings: PyTorch replays the trace from a
-#     *fresh* start (traces/record/torch_replay.py --start fresh: the blocks
+#     *fresh* start (workloads/record/torch_replay.py --start fresh: the blocks
 #     in use at the first entry allocated first, in address order) and
 #     `vramlab replay --start fresh` predicts it; peak reserved is compared.
 #
@@ -33,7 +33,7 @@ mkdir -p "$RES/shapes" "$RES/fidelity" "$RES/torch"
 SETTINGS=("" "expandable_segments:True" "max_split_size_mb:128" "roundup_power2_divisions:4" "max_split_size_mb:512,expandable_segments:True")
 status=0
 
-"$PYTHON" traces/record/gpu_shapes.py --out "$RES/shapes" || { [ $? = 2 ] && exit 2; status=1; }
+"$PYTHON" workloads/record/gpu_shapes.py --out "$RES/shapes" || { [ $? = 2 ] && exit 2; status=1; }
 
 echo "| snapshot | fidelity |" >"$RES/summary.md"
 echo "|---|---|" >>"$RES/summary.md"
@@ -51,7 +51,7 @@ for f in "${SNAPS[@]}"; do
     for c in "${SETTINGS[@]}"; do
         tag=$(echo "${c:-default}" | tr ':,' '__')
         d="$RES/torch/$n-$tag"
-        "$PYTHON" traces/record/torch_replay.py "$f" --conf "$c" --start fresh --no-history --quiet --out "$d" >/dev/null 2>"$d.err" || true
+        "$PYTHON" workloads/record/torch_replay.py "$f" --conf "$c" --start fresh --no-history --quiet --out "$d" >/dev/null 2>"$d.err" || true
         t=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['reserved_bytes.all.peak'])" "$d/memory_stats.json" 2>/dev/null || echo NA)
         v=$("$VRAMLAB" replay "$f" --conf "$c" --start fresh --json 2>/dev/null | "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)['peak_reserved_bytes'])" 2>/dev/null || echo NA)
         eq=no; [ "$t" = "$v" ] && [ "$t" != NA ] && eq=yes

@@ -126,7 +126,7 @@ def corpus_oom_points(bin_):
     out = RAW / "corpus-oom-points.json"
     settings = ["default", "max_split_size_mb:512", "expandable_segments:True"]
     rows = []
-    for f in sorted((ROOT / "traces" / "data").glob("*.csv.gz")):
+    for f in sorted((ROOT / "workloads" / "data").glob("*.csv.gz")):
         args = ["oom-point", f.relative_to(ROOT)]
         for s in settings:
             args += ["--conf", s]
@@ -200,7 +200,7 @@ def claim_empty_cache(bin_, cards):
             caps = {}
             for ec in (False, True):
                 f = Path(tmp) / f"ab-{ec}.csv"
-                args = ["concat", f"traces/data/{a}", f"traces/data/{b}", "-o", f]
+                args = ["concat", f"workloads/data/{a}", f"workloads/data/{b}", "-o", f]
                 if ec:
                     args.append("--empty-cache-between")
                 run(bin_, *args)
@@ -224,7 +224,7 @@ def claim_weights(bin_):
     for f, params in [("llama-1b-infer-seq1024.csv.gz", 1.24e9), ("llama-3b-infer-seq1024.csv.gz", 3.21e9),
                       ("llama-3-8b-infer-seq1024.csv.gz", 8.03e9), ("llama-13b-infer-seq1024.csv.gz", 13.0e9),
                       ("llama-70b-infer-seq1024.csv.gz", 70.6e9)]:
-        p = ROOT / "traces" / "data" / f
+        p = ROOT / "workloads" / "data" / f
         if not p.exists():
             continue
         s = js(bin_, "stats", p.relative_to(ROOT), "--json")[0]
@@ -242,14 +242,14 @@ def claim_weights(bin_):
 
 def claim_4bit_weights(bin_):
     def weights(f):
-        s = js(bin_, "stats", f"traces/data/{f}", "--json")[0]
+        s = js(bin_, "stats", f"workloads/data/{f}", "--json")[0]
         return next(ph for ph in s["phases"] if ph["label"].startswith("build"))["live_at_end_bytes"]
     bf16, nf4 = weights("llama-3-8b-infer-seq1024.csv.gz"), weights("llama-3-8b-infer-nf4-seq1024.csv.gz")
     ratio = nf4 / bf16
     return {
         "claim": "`load_in_4bit=True` cuts a 15B model from about 32 GB to about 9 GB (×0.28)",
         "source": "guide 001 (step 3)",
-        "command": "`vramlab stats traces/data/llama-3-8b-infer{,-nf4}-seq1024.csv.gz` (`build` phase)",
+        "command": "`vramlab stats workloads/data/llama-3-8b-infer{,-nf4}-seq1024.csv.gz` (`build` phase)",
         "measured": f"Llama-3-8B weights {bf16 / 1e9:.1f} GB in bf16, {nf4 / 1e9:.1f} GB in NF4 (×{ratio:.2f}); the whole generation's peak: see the 4-bit row",
         "verdict": "holds for the weights" if abs(ratio - 0.28) <= 0.05 else f"does not hold for an 8B model (×{ratio:.2f}): bitsandbytes leaves the embeddings and the output head in 16 bits, a larger share of a smaller model",
     }
@@ -258,13 +258,13 @@ def claim_4bit_weights(bin_):
 def claim_kv(bin_):
     rows = []
     for seq in (512, 1024, 2048):
-        s = js(bin_, "stats", f"traces/data/llama-3-8b-infer-seq{seq}.csv.gz", "--json")[0]
+        s = js(bin_, "stats", f"workloads/data/llama-3-8b-infer-seq{seq}.csv.gz", "--json")[0]
         build = next(ph for ph in s["phases"] if ph["label"].startswith("build"))
         rows.append(f"prompt {seq}: peak {s['peak_live_bytes'] / GIB:.2f} GiB, {(s['peak_live_bytes'] - build['live_at_end_bytes']) / GIB:.2f} GiB above the weights")
     return {
         "claim": "the KV cache grows as the conversation grows",
         "source": "guide 000",
-        "command": "`vramlab stats traces/data/llama-3-8b-infer-seqN.csv.gz` (per-phase table)",
+        "command": "`vramlab stats workloads/data/llama-3-8b-infer-seqN.csv.gz` (per-phase table)",
         "measured": "; ".join(rows),
         "verdict": "holds",
     }
@@ -328,7 +328,7 @@ def claim_offload(bin_):
         "claim": "CPU offloading saves up to 80% (`enable_model_cpu_offload`, `enable_sequential_cpu_offload`)",
         "source": "guides 000 (table) and 001 (step 4)",
         "command": "`vramlab matrix sd15 --resolution 768 --conf default --conf expandable_segments:True` (`--offload` rows; likewise sdxl)",
-        "measured": "peak reserved against no offload under the defaults: " + "; ".join(rows) + " (offload recorded by emulating accelerate's hooks on the CPU recorder: traces/record/README.md)",
+        "measured": "peak reserved against no offload under the defaults: " + "; ".join(rows) + " (offload recorded by emulating accelerate's hooks on the CPU recorder: workloads/record/README.md)",
         "verdict": verdict(saved, 0, 80, "the pipeline and the allocator setting"),
     }
 
@@ -366,7 +366,7 @@ def write_doc(claims, cards_note):
     lines += [
         "",
         "Where a row says *depends on*, `vramlab matrix PRESET` measures your case. The recordings are",
-        "made on a CPU with fake tensors (traces/record/README.md): they miss what GPU libraries",
+        "made on a CPU with fake tensors (workloads/record/README.md): they miss what GPU libraries",
         "allocate inside kernels (cuDNN and cuBLASLt workspaces), which a GPU run adds.",
         "",
     ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a 1,000,000-event native CSV trace for throughput measurements:
-traces/data/gpt-small-train.csv repeated with its ids renamed per
+workloads/data/gpt-small-train.csv repeated with its ids renamed per
 repetition (what `vramlab bench` does in memory), to stdout or a file.
 Ids are numbers, as vramlab's writer emits them; with --text-ids they are
 text (`17_3`), as other tools may write them.
@@ -9,7 +9,7 @@ text (`17_3`), as other tools may write them.
 """
 import sys
 
-SRC = "traces/data/gpt-small-train.csv"
+SRC = "workloads/data/gpt-small-train.csv"
 TARGET = 1_000_000
 
 

@@ -16,7 +16,7 @@ cache=${VRAMLAB_ORACLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vramlab/oracle}
 cargo build --release --locked -q -p vramlab -p vramlab-fakecuda
 # Installs both wheels on first use (the one-event judge run is cheap).
 for r in "$base" "$new"; do
-    target/release/vramlab oracle traces/data/gpt-small-train.csv --torch "$r" >/dev/null 2>"/tmp/vramlab-new-release-$r.log" \
+    target/release/vramlab oracle workloads/data/gpt-small-train.csv --torch "$r" >/dev/null 2>"/tmp/vramlab-new-release-$r.log" \
         || { [ $? -eq 1 ] || { echo "torch $r could not be judged:"; tail -5 "/tmp/vramlab-new-release-$r.log"; exit 2; }; }
 done
 keys() {

@@ -9,7 +9,7 @@ measured (seven settings, and the OOM point under a memory fraction).
 
 Needs target/release/vramlab and libvramlab_fakecuda.so (cargo build
 --release -p vramlab -p vramlab-fakecuda) and the oracle's torch 2.11
-(installed on first use). Traces: gpt-small-train from traces/data, the
+(installed on first use). Traces: gpt-small-train from workloads/data, the
 others from ../shared/traces/real.
 """
 import json
@@ -24,7 +24,7 @@ RUN = ROOT / "docs" / "results" / "gpu-2026-11-29"
 def trace_of(folder: str) -> pathlib.Path:
     if folder.startswith("real-"):
         return ROOT.parent / "shared" / "traces" / "real" / (folder[len("real-"):] + ".pickle")
-    return ROOT / "traces" / "data" / (folder + ".csv")
+    return ROOT / "workloads" / "data" / (folder + ".csv")
 
 
 def judge(trace: pathlib.Path, conf: str, fraction, total: int) -> dict:

@@ -4,13 +4,13 @@
 # addresses (docs/driver-placement.md). Prints one line per (trace,
 # setting) whose peak the order changes, then the count.
 #
-#   bash scripts/placement_ranges.sh [TRACE...]   (default: traces/data/*)
+#   bash scripts/placement_ranges.sh [TRACE...]   (default: workloads/data/*)
 #   TORCH_VERSION=2.11 bash scripts/placement_ranges.sh   (another release's rules;
 #   default: each trace's own, 2.15 for the bundled corpus)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q
-[ $# -gt 0 ] || set -- traces/data/*.csv*
+[ $# -gt 0 ] || set -- workloads/data/*.csv*
 echo "trace setting driver_MiB ascending_MiB"
 for f in "$@"; do
     ./target/release/vramlab replay "$f" --json --conf default --conf expandable_segments:True \

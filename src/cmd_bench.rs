@@ -12,7 +12,7 @@ use vramlab_replay::analysis::gate::bench_grid;
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Folder of traces.
-    #[arg(long, value_name = "DIR", default_value = "traces/data")]
+    #[arg(long, value_name = "DIR", default_value = "workloads/data")]
     traces: PathBuf,
     /// Repeat each trace until it has at least this many events, for stable
     /// throughput figures.

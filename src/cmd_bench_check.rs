@@ -17,7 +17,7 @@ pub struct BenchCheckArgs {
     #[arg(long)]
     write: bool,
     /// Folder of traces to replay.
-    #[arg(long, value_name = "DIR", default_value = "traces/data")]
+    #[arg(long, value_name = "DIR", default_value = "workloads/data")]
     traces: PathBuf,
     /// Folder of real PyTorch snapshots for the fidelity part (skipped, with
     /// a note, when it does not exist).

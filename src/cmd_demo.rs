@@ -12,7 +12,7 @@ use crate::render::report::{print_demo_answer, print_demo_question};
 
 /// The trace `demo` uses: Llama-3-8B-shaped full fine-tuning (bf16, AdamW),
 /// sequence length 1024, recorded on the CPU with fake tensors.
-const DEMO_TRACE: &[u8] = include_bytes!("../traces/data/llama-3-8b-train-seq1024.csv.gz");
+const DEMO_TRACE: &[u8] = include_bytes!("../workloads/data/llama-3-8b-train-seq1024.csv.gz");
 const DEMO_NAME: &str = "llama-3-8b-train-seq1024.csv.gz";
 
 /// Arguments of `vramlab demo`.

@@ -10,7 +10,7 @@ use vramlab_allocator::TorchVersion;
 use vramlab_replay::analysis::fit::max_fitting_size;
 use vramlab_replay::analysis::grid::parse_grid_line;
 use vramlab_reports::{FitPoint, FitSweep};
-use vramlab_traces::r#gen::{self as vgen, GenRequest};
+use vramlab_workloads::{GenRequest, generate};
 
 use crate::render::fit::FitHeading;
 
@@ -72,9 +72,7 @@ pub fn run(args: FitArgs) -> Result<()> {
             Vary::Seq => r.seq = Some(n),
             Vary::Resolution => r.resolution = Some(n * step),
         }
-        vgen::generate(&r)
-            .map(|(t, _)| t)
-            .map_err(|e| e.to_string())
+        generate(&r).map(|(t, _)| t).map_err(|e| e.to_string())
     };
     let confs = if args.confs.is_empty() {
         vec![

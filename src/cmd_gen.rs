@@ -1,6 +1,6 @@
 //! `vramlab gen`: generate the allocation trace of a real LLM or diffusion
 //! workload at any batch size, sequence length or resolution, from
-//! templates learned from the recorded corpus (see `vramlab_traces::r#gen`).
+//! templates learned from the recorded corpus (see `vramlab_workloads`).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -10,9 +10,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use vramlab_traces::Trace;
-use vramlab_traces::r#gen::{
-    self as vgen, Attention, CheckKind, GenRequest, KvCache, ModelSize, Offload, PRESETS,
-    Precision, Variant,
+use vramlab_workloads::{
+    Attention, CheckKind, GenRequest, KvCache, ModelSize, Offload, PRESETS, Precision, Preset,
+    Scaling, Variant, check_family, generate, learn_files, peak_live_bytes,
 };
 
 use crate::render::table::{Table, bytes, count};
@@ -184,7 +184,7 @@ pub fn run(args: GenArgs) -> Result<()> {
         bail!("give an output file with -o FILE (or --list / --check)");
     };
     let t0 = Instant::now();
-    let (trace, template) = vgen::generate(&req)?;
+    let (trace, template) = generate(&req)?;
     let took = t0.elapsed();
     write(&trace, out)?;
     errln!("template: {template}");
@@ -321,8 +321,8 @@ fn list() -> String {
     out
 }
 
-fn check_table(p: &vgen::Preset, v: &Variant) -> Result<String> {
-    let checks = vgen::check_family(p, v)?;
+fn check_table(p: &Preset, v: &Variant) -> Result<String> {
+    let checks = check_family(p, v)?;
     let mut t = Table::new(vec![
         "recording".into(),
         "kind".into(),
@@ -403,10 +403,10 @@ fn run_learned(a: &GenArgs) -> Result<()> {
     }
     let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
     let name = a.workload.clone().unwrap_or_else(|| "learned".into());
-    let template = vgen::learn_files(&name, &refs, &overrides)?;
+    let template = learn_files(&name, &refs, &overrides)?;
     let value = match template.scaling {
-        vgen::Scaling::Seq => a.seq,
-        vgen::Scaling::Resolution => a.resolution,
+        Scaling::Seq => a.seq,
+        Scaling::Resolution => a.resolution,
     }
     .with_context(|| {
         format!(
@@ -443,7 +443,7 @@ fn summary(trace: &Trace, out: &Path, took: std::time::Duration) {
         out.display(),
         count(trace.events.len() as u64),
         count(trace.num_allocs() as u64),
-        bytes(vgen::peak_live_bytes(trace)),
+        bytes(peak_live_bytes(trace)),
         took.as_secs_f64() * 1e3
     );
 }

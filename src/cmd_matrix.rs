@@ -10,7 +10,7 @@ use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::analysis::grid::parse_grid_line;
 use vramlab_replay::analysis::matrix::{MATRIX_SETTINGS, Matrix, MatrixRequest, run_matrix};
-use vramlab_traces::r#gen::GenRequest;
+use vramlab_workloads::GenRequest;
 
 use crate::args::DeviceArgs;
 use crate::render::matrix::{matrix_csv, matrix_table};

@@ -12,7 +12,7 @@
 //!   `cuMemRelease`);
 //! * the latency of the caller-level `malloc` / `free` calls (cache hits
 //!   included), comparable with `torch.cuda.caching_allocator_alloc` /
-//!   `caching_allocator_delete` timings from `traces/record/torch_replay.py`;
+//!   `caching_allocator_delete` timings from `workloads/record/torch_replay.py`;
 //! * a leak check: free device memory after the final `empty_cache` and the
 //!   allocator's drop must be back at its value before the replay.
 //!

@@ -167,7 +167,7 @@ mod tests {
     fn bad_settings_are_usage_failures() {
         let trace = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/traces/data/gpt-small-train.csv"
+            "/workloads/data/gpt-small-train.csv"
         );
         for args in [
             &["replay", trace, "--conf", "max_split_size_mb:banana"][..],

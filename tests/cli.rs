@@ -4,7 +4,7 @@
 mod common;
 use common::vramlab;
 
-const TRACE: &str = "traces/data/gpt-small-train.csv";
+const TRACE: &str = "workloads/data/gpt-small-train.csv";
 
 #[test]
 fn replay_json_has_the_documented_keys() {

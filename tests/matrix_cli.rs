@@ -127,8 +127,8 @@ fn concat_joins_two_jobs_and_stats_reads_their_phases() {
     let out = tmp("ab.csv");
     let (code, _, err) = vramlab(&[
         "concat",
-        "traces/data/gpt-small-train-seq128.csv.gz",
-        "traces/data/gpt-small-train-seq256.csv.gz",
+        "workloads/data/gpt-small-train-seq128.csv.gz",
+        "workloads/data/gpt-small-train-seq256.csv.gz",
         "--empty-cache-between",
         "-o",
         out.to_str().unwrap(),
@@ -138,12 +138,12 @@ fn concat_joins_two_jobs_and_stats_reads_their_phases() {
     let s = &s[0];
     let a = json(&[
         "stats",
-        "traces/data/gpt-small-train-seq128.csv.gz",
+        "workloads/data/gpt-small-train-seq128.csv.gz",
         "--json",
     ]);
     let b = json(&[
         "stats",
-        "traces/data/gpt-small-train-seq256.csv.gz",
+        "workloads/data/gpt-small-train-seq256.csv.gz",
         "--json",
     ]);
     let events = |v: &serde_json::Value| v[0]["events"].as_u64().unwrap();

@@ -5,7 +5,7 @@
 mod common;
 use common::vramlab;
 
-const TRACE: &str = "traces/data/gpt-small-train.csv";
+const TRACE: &str = "workloads/data/gpt-small-train.csv";
 
 #[test]
 fn a_release_that_is_not_one_is_refused() {

@@ -8,8 +8,8 @@ use common::vramlab;
 /// Llama-3-8B inference: two equal free blocks meet a request, and under
 /// PyTorch 2.11's rules (ties broken by address) the address order picks
 /// the one that ends up needing a new segment.
-const TIED: &str = "traces/data/llama-3-8b-infer-eager-seq2048.csv.gz";
-const SETTLED: &str = "traces/data/gpt-small-train.csv";
+const TIED: &str = "workloads/data/llama-3-8b-infer-eager-seq2048.csv.gz";
+const SETTLED: &str = "workloads/data/gpt-small-train.csv";
 
 fn replay_json(args: &[&str]) -> serde_json::Value {
     let (code, out, err) = vramlab(args);

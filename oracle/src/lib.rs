@@ -2,7 +2,7 @@
 //!
 //! The official torch wheel of a release is installed from PyPI into a
 //! cached virtual environment ([`install`]), and runs
-//! `traces/record/torch_replay.py` — every allocation of a trace through
+//! `workloads/record/torch_replay.py` — every allocation of a trace through
 //! `torch.cuda.caching_allocator_alloc`, every free through
 //! `caching_allocator_delete` — on vramlab's fake CUDA device
 //! (`vramlab-fakecuda`, prepared per wheel by [`fake`]). The fake answers

@@ -10,8 +10,8 @@ use crate::OracleError;
 use crate::fake::{FakeDevice, FakeDir};
 use crate::install::Interpreter;
 
-/// The replay script, as committed in `traces/record/torch_replay.py`.
-pub const TORCH_REPLAY_PY: &str = include_str!("../../traces/record/torch_replay.py");
+/// The replay script, as committed in `workloads/record/torch_replay.py`.
+pub const TORCH_REPLAY_PY: &str = include_str!("../../workloads/record/torch_replay.py");
 
 /// What PyTorch's allocator did (from the script's `summary.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

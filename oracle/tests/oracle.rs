@@ -60,7 +60,7 @@ fn oracle_torch_2_11_reproduces_the_h200() {
         &scratch("h200-cache"),
     )
     .unwrap();
-    let path = repo().join("traces/data/gpt-small-train.csv");
+    let path = repo().join("workloads/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_traces(&path, None)
         .unwrap()
         .remove(0);

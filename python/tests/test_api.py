@@ -25,7 +25,7 @@ import pytest
 import vramlab
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "traces" / "data"
+DATA = ROOT / "workloads" / "data"
 REAL = ROOT.parent / "shared" / "traces" / "real"
 GPT = DATA / "gpt-small-train.csv"
 CONFS = ["default", "expandable_segments:True", "max_split_size_mb:256"]

@@ -1,4 +1,4 @@
-"""traces/record/torch_replay.py (which replays a trace through PyTorch's
+"""workloads/record/torch_replay.py (which replays a trace through PyTorch's
 own allocator on a GPU, the judge of vramlab's exactness claims) reads a
 snapshot recorded mid-run with ``start="fresh"`` into the same requests as
 ``vramlab convert --start fresh`` writes: the GPU comparison and vramlab
@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT.parent / "shared" / "traces" / "real"
-sys.path.insert(0, str(ROOT / "traces" / "record"))
+sys.path.insert(0, str(ROOT / "workloads" / "record"))
 
 import torch_replay  # noqa: E402
 

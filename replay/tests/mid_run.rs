@@ -35,7 +35,7 @@ const V: TorchVersion = TorchVersion::new(2, 11);
 
 fn bundled(name: &str) -> Trace {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../traces/data")
+        .join("../workloads/data")
         .join(name);
     vramlab_traces::io::read_trace(&p, None, None).expect("bundled trace")
 }

@@ -18,7 +18,7 @@ use vramlab_allocator::Allocator;
 const GIB: u64 = 1 << 30;
 
 fn replay_gpt(settings: &str, capacity: Option<u64>) -> vramlab_replay::Run {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
     let conf = Config::parse(settings).expect("settings");
     let mut a = BfcAllocator::new(conf, SimDevice::with_capacity(capacity));
@@ -48,7 +48,7 @@ fn replays_the_bundled_gpt_trace() {
 #[test]
 #[ignore = "needs a CUDA GPU: cargo test -p vramlab-replay --features cuda -- --ignored"]
 fn replays_on_a_real_gpu() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
     for settings in [
         "allow_growth:true,garbage_collection:true",

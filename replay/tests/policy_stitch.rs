@@ -18,7 +18,7 @@ const MIB: u64 = 1 << 20;
 
 #[test]
 fn replays_the_bundled_gpt_trace() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
     for settings in [
         "",
@@ -122,7 +122,7 @@ fn replays_on_a_real_gpu() {
     if !ran {
         return;
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
     let conf = Config::parse("fragment_limit:2MiB").expect("settings");
     on_gpu(

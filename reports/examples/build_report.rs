@@ -5,7 +5,7 @@
 //!     cargo run -p vramlab-reports --example build_report -- [OUT_DIR] [TRACE] [CAPACITY_MIB]
 //!
 //! OUT_DIR defaults to a folder in the system's temporary directory, TRACE
-//! to the bundled `traces/data/gpt-small-train.csv`, CAPACITY_MIB to 1024.
+//! to the bundled `workloads/data/gpt-small-train.csv`, CAPACITY_MIB to 1024.
 //! The other example, `render_report.rs`, assembles a
 //! [`vramlab_reports::ReportInput`] by hand instead.
 
@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         PathBuf::from,
     );
     let path = args.next().map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv"),
         PathBuf::from,
     );
     let capacity_mib: u64 = args.next().map_or(Ok(1024), |s| s.parse())?;

@@ -3,7 +3,7 @@
 //!
 //!     cargo run -p vramlab-reports --example render_report -- OUT_DIR [TRACE] [CAPACITY_MIB]
 //!
-//! TRACE defaults to the bundled `traces/data/gpt-small-train.csv`,
+//! TRACE defaults to the bundled `workloads/data/gpt-small-train.csv`,
 //! CAPACITY_MIB to 1024. Besides the replays at that capacity, the example
 //! searches each setting's minimum capacity (OOM point) and sweeps a
 //! synthetic batch size: every allocation that is freed within the trace
@@ -100,7 +100,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             .ok_or("usage: render_report OUT_DIR [TRACE] [CAPACITY_MIB]")?,
     );
     let trace_path = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv")
     });
     let capacity_mib: u64 = match args.next() {
         Some(s) => s.parse()?,

@@ -13,7 +13,7 @@ use vramlab_reports::build::{BuildError, ReportRequest, build_report, state_repo
 use vramlab_traces::{InitialState, Trace};
 
 fn gpt() -> Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     vramlab_traces::io::read_trace(&path, None, None).unwrap()
 }
 

@@ -11,7 +11,6 @@ pub mod binary;
 pub mod concat;
 pub mod csv;
 pub mod error;
-pub mod r#gen;
 pub mod io;
 mod lines;
 pub mod model;

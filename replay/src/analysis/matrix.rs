@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use vramlab_allocator::Placement;
 use vramlab_traces::Trace;
-use vramlab_traces::r#gen::{self as vgen, GenRequest, Preset, Scaling, Variant};
+use vramlab_workloads::{GenRequest, Preset, Scaling, Variant, generate};
 
 use crate::analysis::fit::{FitError, max_fitting_size};
 use crate::analysis::grid::GridEntry;
@@ -198,7 +198,7 @@ pub fn run_matrix(
     let generated: Vec<Result<(Variant, Trace), String>> = variants
         .par_iter()
         .map(|v| {
-            vgen::generate(&req.workload.for_variant(v))
+            generate(&req.workload.for_variant(v))
                 .map(|(t, _)| (*v, t))
                 .map_err(|e| format!("{}: {e}", v.describe(preset)))
         })
@@ -312,9 +312,7 @@ fn measure(
                 Scaling::Seq => r.seq = Some(n),
                 Scaling::Resolution => r.resolution = Some(n * unit),
             }
-            vgen::generate(&r)
-                .map(|(t, _)| t)
-                .map_err(|e| e.to_string())
+            generate(&r).map(|(t, _)| t).map_err(|e| e.to_string())
         };
         let s = scenario.with_capacity(Some(capacity));
         match max_fitting_size(&make, &s, lo, hi) {

@@ -26,7 +26,7 @@ pub fn out_dir(name: &str) -> PathBuf {
 /// The phases of a bundled recording.
 pub fn phases_of(file: &str) -> Vec<vramlab_traces::summary::PhaseSummary> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../traces/data")
+        .join("../workloads/data")
         .join(file);
     let trace = vramlab_traces::io::read_trace(&path, None, None).unwrap();
     vramlab_traces::summary::TraceSummary::of(&trace).phases
@@ -34,7 +34,7 @@ pub fn phases_of(file: &str) -> Vec<vramlab_traces::summary::PhaseSummary> {
 
 /// The bundled GPT training-step trace.
 pub fn gpt_trace() -> vramlab_traces::Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     vramlab_traces::io::read_trace(&path, None, None).unwrap()
 }
 
@@ -90,7 +90,7 @@ pub fn report(settings: Vec<SettingResult>) -> ReportInput {
         .unwrap_or_default();
     ReportInput {
         title: "vramlab test report".into(),
-        trace: "traces/data/gpt-small-train.csv".into(),
+        trace: "workloads/data/gpt-small-train.csv".into(),
         capacity: Some(1 << 30),
         settings,
         oom_points,
