@@ -10,16 +10,20 @@
 #
 # Each file holds the command line, its stdout, its stderr and its exit
 # status; files a command writes (plots, CSV, snapshots, reports) are copied
-# in beside it. Paths are relative to the repository root so that the two
-# runs can come from different checkouts.
+# in beside it. The checkout's path is written ROOT so that the two runs can
+# come from different checkouts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: golden_outputs.sh OUT}
 bin=${VRAMLAB:-target/release/vramlab}
+case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 n=0
+root=$PWD
+# wall-clock times are the one thing that differs between two runs
+clock='s/(generated in [0-9.]* [mµ]\?s)/(generated in TIME)/'
 
 # run NAME ARGS...: one command, its output in $out/NAME.txt; files it wrote
 # under $work/files end up in $out/NAME.files/.
@@ -29,19 +33,19 @@ run() {
     n=$((n + 1))
     rm -rf "$work/files" && mkdir -p "$work/files"
     {
-        echo "\$ vramlab $*"
+        echo "\$ vramlab $*" | sed "s#$root#ROOT#g"
         echo "--- stdout"
-        (cd "$work/files" && NO_COLOR=1 "$OLDPWD/$bin" "$@" 2>"$work/stderr" | sed "s#$work#WORK#g")
+        (cd "${cwd:-$work/files}" && NO_COLOR=1 "$bin" "$@" 2>"$work/stderr" | sed "s#$work#WORK#g; s#$root#ROOT#g; $clock")
         echo "--- exit ${PIPESTATUS[0]}"
         echo "--- stderr"
-        sed "s#$work#WORK#g" "$work/stderr"
+        sed "s#$work#WORK#g; s#$root#ROOT#g; $clock" "$work/stderr"
     } >"$out/$name.txt" 2>&1
     if [ -n "$(ls -A "$work/files")" ]; then
         cp -r "$work/files" "$out/$name.files"
+        grep -rlI -e "$root" -e "$work" "$out/$name.files" | xargs -r sed -i "s#$work#WORK#g; s#$root#ROOT#g"
     fi
 }
 
-root=$PWD
 gpt=$root/traces/data/gpt-small-train.csv
 sdxl=$root/traces/data/sdxl-resolution1024.csv.gz
 llama=$root/traces/data/llama-3-8b-infer-decode-new-tokens128.csv.gz
@@ -68,7 +72,7 @@ run replay-oom replay "$sdxl" --capacity 2GiB
 run replay-oom-json replay "$sdxl" --capacity 2GiB --json
 run replay-snapshot-out replay "$gpt" --conf expandable_segments:True --snapshot-out what_if.pickle
 run sweep-folder sweep "$bundled" --gpu a100-80gb --csv rows.csv
-run sweep-folder-json sweep "$bundled" --gpu a100-80gb --json
+run sweep-folder-json sweep "$bundled" --gpu a100-80gb --json rows.json
 run sweep-shard sweep "$bundled" --shard 3/8 --csv part3.csv
 run conf-grammar conf "max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
 run conf-release conf "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]" --torch-version 2.9 --size 1100MiB
@@ -88,7 +92,7 @@ run convert convert "$gpt" gpt.vlt.zst
 run report report "$gpt" --gpu h100-80gb --out report/
 run demo demo --out demo/
 run missing-file replay /nonexistent/trace.csv
-run bench-check bench-check "$root/benches/baseline.json"
+cwd=$root run bench-check bench-check benches/baseline.json
 
 real=$root/../shared/traces/real
 if [ -d "$real" ]; then
@@ -105,7 +109,7 @@ if [ -d "$real" ]; then
     done
     first=$(ls "$real"/*.pickle | head -1)
     run report-real report "$first" --gpu h100-80gb --out report/
-    run sweep-real sweep "$real" --gpu h100-80gb --json
+    run sweep-real sweep "$real" --gpu h100-80gb --json rows.json
 else
     echo "skipped the real snapshots: $real is not here" >&2
 fi

@@ -64,7 +64,7 @@ mod render;
 
 use clap::{Parser, Subcommand};
 
-pub use invoke::{Captured, Failure, FailureKind, call, run_cli};
+pub use invoke::{Captured, Failure, FailureKind, Spelling, call, run_cli};
 
 /// This release of vramlab.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
