@@ -31,7 +31,7 @@ fn bench_policies(c: &mut Criterion) {
         ..Default::default()
     };
     for f in files {
-        let Ok(base) = vramlab_traces::io::read_trace(&f, None, None) else {
+        let Ok(base) = vramlab_replay::Inputs::new([&f]).trace() else {
             continue;
         };
         if base.initial.is_some() || base.events.is_empty() {

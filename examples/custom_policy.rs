@@ -19,7 +19,6 @@ use vramlab_allocator::{
     OomReport, PoolKind, SegmentView,
 };
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
-use vramlab_traces::io::read_trace;
 
 #[derive(Clone, Copy)]
 struct Slot {
@@ -273,7 +272,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workloads/data/gpt-small-train.csv")
         });
-    let trace = read_trace(&path, None, None)?;
+    let trace = vramlab_replay::Inputs::new([&path]).trace()?;
     let opts = ReplayOptions::default();
 
     let mut mine = SizeClassCache::new(SimDevice::unlimited());

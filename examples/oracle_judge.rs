@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fake = prepare(&locate()?, &interp.wheel.soname, &cache_dir())?;
 
     // The trace both allocators replay, and the settings to compare.
-    let trace = vramlab_traces::io::read_traces(&path, None)?.remove(0);
+    let trace = vramlab_replay::Inputs::new([&path]).trace()?;
     let (trace, notes) = oracle_trace(&trace);
     notes.iter().for_each(|n| eprintln!("note: {n}"));
     let scenarios: Vec<Scenario> = ["", "expandable_segments:True"]

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 
 use vramlab_allocator::devices::Device;
 use vramlab_allocator::{AllocConf, Placement, SimDevice};
-use vramlab_replay::io::load::{load_traces, recorded_conf};
 use vramlab_replay::target::release::target_of;
+use vramlab_replay::{Inputs, Pick, recorded_conf};
 use vramlab_replay::{ReplayOptions, Run, Scenario, Start, replay, start_for};
 use vramlab_traces::{SegmentEventKind, Trace};
 
@@ -113,7 +113,13 @@ fn snapshots(paths: &[PathBuf]) -> Result<(), Error> {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for path in paths {
-        let Some(trace) = load_traces(path, None, None)?.into_iter().next() else {
+        let Some(trace) = Inputs::new([path])
+            .pick(Pick::Each(None))
+            .read()?
+            .into_traces()
+            .into_iter()
+            .next()
+        else {
             continue;
         };
         let v = target_of(&trace, None).rules;
@@ -196,7 +202,13 @@ fn h200(dir: &Path) -> Result<(), Error> {
             eprintln!("{name}: {} not found, skipped", src.display());
             continue;
         }
-        let Some(trace) = load_traces(&src, None, None)?.into_iter().next() else {
+        let Some(trace) = Inputs::new([&src])
+            .pick(Pick::Each(None))
+            .read()?
+            .into_traces()
+            .into_iter()
+            .next()
+        else {
             continue;
         };
         let mut runs: Vec<_> = std::fs::read_dir(tdir)?

@@ -56,8 +56,7 @@ fn main() -> Result<(), Error> {
     }
 
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/workloads/data");
-    let read =
-        |f: &str| vramlab_traces::io::read_trace(&std::path::Path::new(data).join(f), None, None);
+    let read = |f: &str| vramlab_replay::Inputs::new([&std::path::Path::new(data).join(f)]).trace();
     let (a, b) = (
         read("gpt-small-train-seq128.csv.gz")?,
         read("gpt-small-train-seq512.csv.gz")?,

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::{ReplayOptions, Scenario};
-use vramlab_traces::io::read_trace;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args()
@@ -16,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workloads/data/gpt-small-train.csv")
         });
-    let trace = read_trace(&path, None, None)?;
+    let trace = vramlab_replay::Inputs::new([&path]).trace()?;
     let opts = ReplayOptions::default();
     for setting in ["", "expandable_segments:True"] {
         let conf = AllocConf::parse(setting, TorchVersion::NEWEST)?;

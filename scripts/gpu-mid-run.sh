@@ -8,7 +8,8 @@
 #     `vramlab fidelity` must be exact on every one.
 #  2. For every mid-run snapshot (those shapes, and ../shared/traces/real if
 #     present) and a set of settings: PyTorch replays the trace from a
-#     *fresh* start (workloads/record/torch_replay.py --start fresh: the blocks
+#     *fresh* start (workloads/record/torch_replay.py, which reads snapshots as
+#     `vramlab convert --start fresh` writes them: the blocks
 #     in use at the first entry allocated first, in address order) and
 #     `vramlab replay --start fresh` predicts it; peak reserved is compared.
 #
@@ -51,7 +52,7 @@ for f in "${SNAPS[@]}"; do
     for c in "${SETTINGS[@]}"; do
         tag=$(echo "${c:-default}" | tr ':,' '__')
         d="$RES/torch/$n-$tag"
-        "$PYTHON" workloads/record/torch_replay.py "$f" --conf "$c" --start fresh --no-history --quiet --out "$d" >/dev/null 2>"$d.err" || true
+        "$PYTHON" workloads/record/torch_replay.py "$f" --conf "$c" --no-history --quiet --out "$d" >/dev/null 2>"$d.err" || true
         t=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['reserved_bytes.all.peak'])" "$d/memory_stats.json" 2>/dev/null || echo NA)
         v=$("$VRAMLAB" replay "$f" --conf "$c" --start fresh --json 2>/dev/null | "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)['peak_reserved_bytes'])" 2>/dev/null || echo NA)
         eq=no; [ "$t" = "$v" ] && [ "$t" != NA ] && eq=yes

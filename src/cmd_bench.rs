@@ -35,7 +35,7 @@ pub struct BenchArgs {
 
 /// Runs `bench`.
 pub fn run(args: BenchArgs) -> Result<()> {
-    let traces = crate::inputs::load_dir(&args.traces)?;
+    let traces = crate::inputs::folder(&args.traces)?;
     let rows = bench(&traces, &bench_grid(), args.min_events, args.repeat)
         .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     out!("{}", crate::render::bench::bench_table(&rows));

@@ -26,9 +26,9 @@ pub struct BenchCheckArgs {
 }
 
 fn measure(args: &BenchCheckArgs) -> Result<(Baseline, Vec<String>)> {
-    let traces = crate::inputs::load_dir(&args.traces)?;
+    let traces = crate::inputs::folder(&args.traces)?;
     let snapshots = if args.snapshots.is_dir() {
-        crate::inputs::load_dir(&args.snapshots)?
+        crate::inputs::folder(&args.snapshots)?
             .into_iter()
             .filter(|(name, _)| name.contains(".pickle") || name.contains(".pkl"))
             .map(|(name, t)| {

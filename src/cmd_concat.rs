@@ -49,6 +49,7 @@ pub fn run(args: ConcatArgs) -> Result<()> {
             device: args.device,
         }
         .load(args.torch_version)
+        .map(|i| i.trace)
     };
     let (a, b) = (load(&args.first)?, load(&args.second)?);
     let t =

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
+use vramlab_replay::{Inputs, Pick};
+use vramlab_traces::Trace;
 use vramlab_traces::io::{Format, write_trace};
 
 use crate::args::parse_format;
@@ -47,8 +49,14 @@ pub struct ConvertArgs {
 
 /// Runs `convert`.
 pub fn run_convert(args: ConvertArgs) -> Result<()> {
-    let traces =
-        crate::inputs::readable_devices(&args.input, args.from, args.torch_version, args.device)?;
+    let inputs = Inputs::new([&args.input])
+        .format(args.from)
+        .pick(Pick::Each(args.device))
+        .torch(args.torch_version);
+    let traces: Vec<Trace> = crate::inputs::read_files(inputs, std::slice::from_ref(&args.input))?
+        .into_iter()
+        .map(|i| i.trace)
+        .collect();
     if traces.is_empty() {
         bail!("{}: no trace to convert", args.input.display());
     }

@@ -3,13 +3,12 @@
 
 use std::path::PathBuf;
 
-use crate::progress::load_devices;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::analysis::fidelity::check_fidelity;
-use vramlab_replay::io::load::recorded_conf;
 use vramlab_replay::results::FidelityOutcome;
+use vramlab_replay::{Inputs, recorded_conf};
 use vramlab_traces::{SegmentEventKind, Trace};
 
 /// Arguments of `vramlab fidelity`.
@@ -36,7 +35,8 @@ pub struct FidelityArgs {
 
 /// Runs the command; fails (exit 1) when the replay does not match.
 pub fn run(args: FidelityArgs) -> Result<()> {
-    let loaded = load_devices(&args.snapshot, None, args.torch_version)?;
+    let inputs = Inputs::new([&args.snapshot]).torch(args.torch_version);
+    let loaded = crate::inputs::devices(inputs, &args.snapshot)?;
     let mut reports = Vec::new();
     // Devices that cannot be checked: (device, why). They stop nothing.
     let mut unchecked: Vec<(u32, String)> = loaded

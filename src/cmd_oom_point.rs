@@ -31,7 +31,7 @@ pub struct OomPointArgs {
 /// Runs `oom-point`.
 pub fn run(args: OomPointArgs) -> Result<()> {
     args.conf.one_release("oom-point")?;
-    let trace = args.trace.load(args.conf.torch_version())?;
+    let trace = args.trace.load(args.conf.torch_version())?.trace;
     let scenarios = scenarios(&args.conf, &args.device, &trace)?;
     // Capacities are what-ifs: a mid-run trace starts fresh unless told.
     let start = vramlab_replay::choose_start(&trace, args.start.start, false);

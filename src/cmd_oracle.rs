@@ -13,7 +13,6 @@ use vramlab_replay::Start;
 use vramlab_traces::io::Format;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, parse_format, scenarios};
-use crate::inputs::{display_name, expand_dirs};
 use crate::render::oracle::human;
 
 /// Arguments of `vramlab oracle`.
@@ -98,7 +97,7 @@ pub fn run(args: OracleArgs) -> Result<()> {
         );
     }
     args.conf.one_release("oracle")?;
-    let paths = expand_dirs(&args.traces)?;
+    let paths = vramlab_replay::Inputs::new(&args.traces).files()?;
     let interp = match &args.python {
         Some(p) => Interpreter::given(p)?,
         None => Installer::default().ensure(&args.torch)?,
@@ -130,8 +129,7 @@ pub fn run(args: OracleArgs) -> Result<()> {
             format: args.format,
             device: args.trace_device,
         };
-        let trace = ta.load(Some(rules))?;
-        let label = display_name(path, &trace);
+        let vramlab_replay::Input { trace, label, .. } = ta.load(Some(rules))?;
         let (t, notes) = oracle_trace(&trace);
         for note in notes {
             errln!("note: {label}: {note}");

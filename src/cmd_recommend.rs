@@ -40,8 +40,9 @@ pub fn run(args: RecommendArgs) -> Result<()> {
             "recommend needs the card: --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
         );
     };
-    let trace = args.trace.load(args.grid.torch_version)?;
-    let name = crate::inputs::display_name(&args.trace.trace, &trace);
+    let vramlab_replay::Input {
+        trace, label: name, ..
+    } = args.trace.load(args.grid.torch_version)?;
     let target = args.grid.target(&trace);
     let grid = args.grid.entries(&target)?;
     let pb = crate::progress::replay_count_bar(grid.len() as u64, false);

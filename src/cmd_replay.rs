@@ -76,7 +76,7 @@ fn build_scenarios(
 
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> Result<()> {
-    let trace = args.trace.load(args.conf.torch_version())?;
+    let trace = args.trace.load(args.conf.torch_version())?.trace;
     if args.cuda.run_on.kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
         let settings = args.conf.settings(Some(&trace))?;
         let on_gpu: Vec<vramlab_replay::Scenario> = settings

@@ -37,8 +37,9 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<()> {
     // A report is about one device: the one asked for, or the one with the
     // most allocations (named in a note).
-    let trace = args.trace.load_any(args.grid.torch_version)?;
-    let name = crate::inputs::display_name(&args.trace.trace, &trace);
+    let vramlab_replay::Input {
+        trace, label: name, ..
+    } = args.trace.load_any(args.grid.torch_version)?;
     if trace.events.is_empty() {
         // A snapshot without history: the recorded state's numbers and
         // segment map; there is nothing to replay or compare.

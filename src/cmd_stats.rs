@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use vramlab_allocator::TorchVersion;
+use vramlab_replay::{Inputs, Pick};
+use vramlab_traces::Trace;
 use vramlab_traces::io::Format;
 use vramlab_traces::summary::TraceSummary;
 
@@ -36,14 +38,14 @@ pub struct StatsArgs {
 /// Runs `stats`.
 pub fn run(args: StatsArgs) -> Result<()> {
     // A folder stands for every trace inside it.
-    let mut traces = Vec::new();
-    for path in crate::inputs::expand_dirs(std::slice::from_ref(&args.trace))? {
-        for t in
-            crate::inputs::readable_devices(&path, args.format, args.torch_version, args.device)?
-        {
-            traces.push((path.clone(), t));
-        }
-    }
+    let inputs = Inputs::new([&args.trace])
+        .format(args.format)
+        .pick(Pick::Each(args.device))
+        .torch(args.torch_version);
+    let traces: Vec<(PathBuf, Trace)> = crate::inputs::read(inputs)?
+        .into_iter()
+        .map(|i| (i.path, i.trace))
+        .collect();
     let sums: Vec<TraceSummary> = traces.iter().map(|(_, t)| TraceSummary::of(t)).collect();
     if args.json {
         return crate::render::json::print(&sums);

@@ -3,17 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use vramlab_replay::Start;
 use vramlab_replay::analysis::grid::GridEntry;
 use vramlab_replay::analysis::sweep::{
     CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,
 };
+use vramlab_replay::{Inputs, Pick, Start};
 use vramlab_traces::Trace;
 
 use crate::args::{DeviceArgs, GridArgs};
-use crate::inputs::load_all;
 use crate::render::sweep::{print_sweep, summary};
 
 /// Arguments of `vramlab sweep`.
@@ -117,7 +116,20 @@ pub fn run(args: SweepArgs) -> Result<()> {
         }
         merge_rows(all).map_err(anyhow::Error::msg)?
     } else {
-        let traces = load_all(&args.traces, args.grid.torch_version, args.device)?;
+        let inputs = Inputs::new(&args.traces)
+            .pick(Pick::Pool(args.device))
+            .torch(args.grid.torch_version);
+        let traces: Vec<(String, Trace)> = crate::inputs::read(inputs)?
+            .into_iter()
+            .map(|i| (i.label, i.trace))
+            .collect();
+        if traces.is_empty() {
+            bail!(
+                "no traces with events to sweep{}",
+                args.device
+                    .map_or(String::new(), |d| format!(" on device {d}"))
+            );
+        }
         let target = args.grid.target_of_all(&traces);
         let grid = args.grid.entries(&target)?;
         let t0 = std::time::Instant::now();

@@ -7,6 +7,10 @@ use std::ffi::OsString;
 
 use clap::Parser;
 
+use vramlab_replay::InputError;
+pub use vramlab_traces::advice::Spelling;
+use vramlab_traces::advice::with_spelling;
+
 use crate::output::{start_capture, take_capture};
 use crate::{CheckFailed, Cli, dispatch};
 
@@ -74,8 +78,18 @@ pub struct Failure {
 }
 
 /// Runs one command (`args` without the program name, e.g. `["replay",
-/// "t.pickle", "--json"]`) in this thread with its output captured.
-pub fn call<I, T>(args: I) -> Result<Captured, Failure>
+/// "t.pickle", "--json"]`) in this thread with its output captured; the
+/// options that messages advise are spelled as `spelling` says (the
+/// Python package's keywords, or the command line's flags).
+pub fn call<I, T>(args: I, spelling: Spelling) -> Result<Captured, Failure>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    with_spelling(spelling, || call_here(args))
+}
+
+fn call_here<I, T>(args: I) -> Result<Captured, Failure>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -131,7 +145,11 @@ impl std::error::Error for BadArgument {}
 
 fn kind_of(e: &anyhow::Error) -> FailureKind {
     let has = |f: &dyn Fn(&(dyn std::error::Error + 'static)) -> bool| e.chain().any(f);
-    if has(&|c| c.is::<vramlab_traces::TraceError>()) {
+    let unreadable = |c: &(dyn std::error::Error + 'static)| {
+        c.is::<vramlab_traces::TraceError>()
+            || matches!(c.downcast_ref::<InputError>(), Some(InputError::Trace(_)))
+    };
+    if has(&unreadable) {
         FailureKind::Trace
     } else if has(&|c| {
         c.is::<vramlab_allocator::conf::ConfError>()
@@ -150,14 +168,14 @@ mod tests {
 
     #[test]
     fn a_command_runs_captured() {
-        let out = call(["gpus"]).expect("gpus runs");
+        let out = call(["gpus"], Spelling::Cli).expect("gpus runs");
         assert!(out.stdout.contains("h100"), "{}", out.stdout);
         assert!(!out.check_failed);
     }
 
     #[test]
     fn usage_errors_say_what_is_wrong() {
-        let e = call(["replay", "--no-such-option"]).expect_err("bad option");
+        let e = call(["replay", "--no-such-option"], Spelling::Cli).expect_err("bad option");
         assert_eq!(e.kind, FailureKind::Usage);
         assert!(e.message.contains("--no-such-option"), "{}", e.message);
         assert!(!e.message.starts_with("error:"), "{}", e.message);
@@ -174,14 +192,14 @@ mod tests {
             &["replay", trace, "--policy", "bfc", "--conf", "foo:1"],
             &["replay", trace, "--fraction", "1.5"],
         ] {
-            let e = call(args.iter().copied()).expect_err("bad settings");
+            let e = call(args.iter().copied(), Spelling::Cli).expect_err("bad settings");
             assert_eq!(e.kind, FailureKind::Usage, "{args:?}: {}", e.message);
         }
     }
 
     #[test]
     fn a_missing_file_is_a_trace_failure() {
-        let e = call(["stats", "/no/such/trace.csv"]).expect_err("missing file");
+        let e = call(["stats", "/no/such/trace.csv"], Spelling::Cli).expect_err("missing file");
         assert_eq!(e.kind, FailureKind::Trace, "{}", e.message);
         assert!(e.message.contains("/no/such/trace.csv"), "{}", e.message);
     }

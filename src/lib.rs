@@ -66,7 +66,7 @@ mod render;
 use clap::{Parser, Subcommand};
 
 pub use command_table::{ArgKind, ArgSpec, CommandSpec, command_table, command_table_json};
-pub use invoke::{Captured, Failure, FailureKind, call, run_cli};
+pub use invoke::{Captured, Failure, FailureKind, Spelling, call, run_cli};
 
 /// This release of vramlab.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

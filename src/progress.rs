@@ -1,15 +1,12 @@
 //! Progress bars for long reads and replays, on stderr when it is a
 //! terminal (never in pipes, files or CI logs).
 
+use std::cell::RefCell;
 use std::io::IsTerminal;
-use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use vramlab_allocator::TorchVersion;
-use vramlab_replay::ProgressHook;
-use vramlab_replay::io::load::Loaded;
-use vramlab_traces::io::Format;
-use vramlab_traces::{Trace, TraceError};
+use vramlab_replay::{ProgressHook, Reading};
+use vramlab_traces::Trace;
 
 /// Files at least this large show a reading bar.
 const READ_BAR_BYTES: u64 = 64 << 20;
@@ -25,27 +22,38 @@ fn bar(total: u64, template: &str, message: String) -> ProgressBar {
     pb
 }
 
-/// Reads every device's trace from `path`, with a bar of the bytes read
-/// for a large file on a terminal. One device's failure does not stop the
-/// others ([`Loaded::failed`]).
-pub fn load_devices(
-    path: &Path,
-    format: Option<Format>,
-    version: Option<TorchVersion>,
-) -> Result<Loaded, TraceError> {
-    let size = std::fs::metadata(path).map_or(0, |m| m.len());
-    if size < READ_BAR_BYTES || !std::io::stderr().is_terminal() {
-        return vramlab_replay::io::load::load_devices(path, format, version, None);
+/// A bar of the bytes read for each large file on a terminal, moved by
+/// [`vramlab_replay::Inputs`]'s progress ([`ReadBar::report`]).
+#[derive(Default)]
+pub struct ReadBar {
+    bar: RefCell<Option<ProgressBar>>,
+}
+
+impl ReadBar {
+    /// Starts, moves or clears the bar.
+    pub fn report(&self, reading: Reading<'_>) {
+        match reading {
+            Reading::Started { path, bytes } => {
+                if bytes >= READ_BAR_BYTES && std::io::stderr().is_terminal() {
+                    *self.bar.borrow_mut() = Some(bar(
+                        bytes,
+                        "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} (eta {eta})",
+                        format!("reading {}", path.display()),
+                    ));
+                }
+            }
+            Reading::Read(n) => {
+                if let Some(pb) = self.bar.borrow().as_ref() {
+                    pb.set_position(n);
+                }
+            }
+            Reading::Finished => {
+                if let Some(pb) = self.bar.borrow_mut().take() {
+                    pb.finish_and_clear();
+                }
+            }
+        }
     }
-    let pb = bar(
-        size,
-        "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} (eta {eta})",
-        format!("reading {}", path.display()),
-    );
-    let report = |n: u64| pb.set_position(n);
-    let out = vramlab_replay::io::load::load_devices(path, format, version, Some(&report));
-    pb.finish_and_clear();
-    out
 }
 
 /// A bar of the events replayed, and the hook that moves it, for a long

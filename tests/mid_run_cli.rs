@@ -56,7 +56,7 @@ fn list(v: &Value) -> Vec<Value> {
 /// The snapshot of the bundled small GPT trace run under `conf`.
 fn snapshot(conf: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&p, None, None).unwrap();
+    let trace = vramlab_replay::Inputs::new([&p]).trace().unwrap();
     let conf = AllocConf::parse(conf, V).unwrap();
     let run = Scenario::native(conf.clone())
         .run(

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use vramlab_replay::{ReplayOptions, Run, Scenario, Start};
 use vramlab_traces::Trace;
+use vramlab_traces::advice::Opt;
 use vramlab_traces::model::Event;
 
 use crate::OracleError;
@@ -245,9 +246,9 @@ pub fn judge_trace(
     for (i, s) in scenarios.iter().enumerate() {
         let Some(conf) = s.policy.native_conf() else {
             return Err(OracleError::Replay(format!(
-                "{}: the oracle judges PyTorch's native allocator, not --policy {}",
+                "{}: the oracle judges PyTorch's native allocator, not {}",
                 s.label(),
-                s.policy.name()
+                Opt::Policy.with_word(s.policy.name())
             )));
         };
         let out = opts.work.join(format!("{i}-{}", slug(&s.label())));

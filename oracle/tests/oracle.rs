@@ -61,9 +61,7 @@ fn oracle_torch_2_11_reproduces_the_h200() {
     )
     .unwrap();
     let path = repo().join("workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_traces(&path, None)
-        .unwrap()
-        .remove(0);
+    let trace = vramlab_replay::Inputs::new([&path]).trace().unwrap();
     let (t, notes) = oracle_trace(&trace);
     assert!(notes.is_empty());
     let v = TorchVersion::new(2, 11);

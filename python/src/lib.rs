@@ -16,10 +16,12 @@ fn main(py: Python<'_>, argv: Vec<String>) -> i32 {
 /// captured. Returns `(ok, kind, text, notes)`: on success `kind` is
 /// `"ok"` or `"check_failed"` and `text` the command's stdout; on failure
 /// `kind` is `"usage"`, `"trace"` or `"other"` and `text` the message the
-/// command line prints after `error: `.
+/// command line prints after `error: `. The options that messages and
+/// notes advise are spelled as Python keywords (`device=N`, not
+/// `--trace-device N`).
 #[pyfunction]
 fn call(py: Python<'_>, args: Vec<String>) -> (bool, &'static str, String, Vec<String>) {
-    match py.detach(|| vramlab_cli::call(args)) {
+    match py.detach(|| vramlab_cli::call(args, vramlab_cli::Spelling::Python)) {
         Ok(c) => (
             true,
             if c.check_failed { "check_failed" } else { "ok" },

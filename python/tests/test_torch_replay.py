@@ -1,8 +1,8 @@
 """workloads/record/torch_replay.py (which replays a trace through PyTorch's
 own allocator on a GPU, the judge of vramlab's exactness claims) reads a
-snapshot recorded mid-run with ``start="fresh"`` into the same requests as
-``vramlab convert --start fresh`` writes: the GPU comparison and vramlab
-replay the same thing. Needs no torch (only the readers are used)."""
+snapshot, device by device, as the requests ``vramlab convert --start
+fresh`` writes: the GPU comparison and vramlab replay the same thing.
+Needs no torch (only the readers are used)."""
 
 from __future__ import annotations
 
@@ -44,5 +44,5 @@ def test_fresh_start_reads_alike(path, tmp_path):
     for csv_path in converted:
         device = int(csv_path.stem[3:]) if csv_path.stem[3:].isdigit() else None
         _, from_csv = torch_replay.read_csv_trace(str(csv_path))
-        _, from_snapshot, _ = torch_replay.read_snapshot_trace(str(path), device, "fresh")
+        _, from_snapshot = torch_replay.read_trace(str(path), device, vramlab_exe())
         assert requests(from_snapshot) == requests(from_csv), csv_path.name

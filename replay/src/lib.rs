@@ -14,8 +14,9 @@
 //! * [`results`]: what each command answers, as typed values that
 //!   serialise to the CLI's `--json` ([`results::ReplayResult`],
 //!   [`results::CapacityRun`], [`results::FidelityOutcome`], …).
-//! * [`io`]: traces in with the allocator's knowledge ([`io::load`]), and a
-//!   replay out as a PyTorch snapshot ([`io::snapshot_out`]).
+//! * [`io`]: traces in — [`Inputs`], the one way from paths to traces,
+//!   with the allocator's knowledge ([`io::inputs`]) — and a replay out as
+//!   a PyTorch snapshot ([`io::snapshot_out`]).
 //!
 //! The simulated GPU ([`SimDevice`]) and the policies live in
 //! `vramlab-allocator`; they are re-exported here for convenience.
@@ -36,6 +37,7 @@ pub mod target;
 pub use analysis::fidelity::{FidelityReport, Mismatch, check_fidelity};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use engine::scenario::Scenario;
-pub use engine::start::{Start, choose_start, describe_start, start_for};
+pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
 pub use engine::{ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay};
+pub use io::inputs::{Input, InputError, InputNote, Inputs, Loaded, Pick, Reading};
 pub use vramlab_allocator::{CostModel, PolicySpec, SimDevice, with_policy};

@@ -19,8 +19,9 @@ use std::path::Path;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::analysis::fidelity::check_fidelity;
-use vramlab_replay::io::load::{Loaded, recorded_conf, snapshot_devices};
+use vramlab_replay::io::inputs::{DeviceTraces, snapshot_devices};
 use vramlab_replay::io::snapshot_out::snapshot_value;
+use vramlab_replay::recorded_conf;
 use vramlab_replay::{PolicySpec, ReplayOptions, Scenario, Start};
 use vramlab_traces::pickle::{PickleWriter, Value};
 use vramlab_traces::snapshot::{Action, Snapshot, read_snapshot};
@@ -37,7 +38,9 @@ fn bundled(name: &str) -> Trace {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../workloads/data")
         .join(name);
-    vramlab_traces::io::read_trace(&p, None, None).expect("bundled trace")
+    vramlab_replay::Inputs::new([&p])
+        .trace()
+        .expect("bundled trace")
 }
 
 fn quiet() -> ReplayOptions {
@@ -79,7 +82,7 @@ fn cut(snap: &Snapshot, from: usize) -> Snapshot {
     s
 }
 
-fn load(snap: &Snapshot) -> Loaded {
+fn load(snap: &Snapshot) -> DeviceTraces {
     snapshot_devices(snap, "fixture.pickle", V)
 }
 

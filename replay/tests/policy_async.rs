@@ -20,7 +20,7 @@ const MIB: u64 = 1 << 20;
 #[test]
 fn replays_the_bundled_gpt_trace() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     for settings in ["", "release_threshold:max,reuse_across_streams:true"] {
         let mut a = AsyncPoolAllocator::new(
             Config::parse(settings).unwrap(),
@@ -43,7 +43,7 @@ fn replays_the_bundled_gpt_trace() {
 #[ignore = "needs a CUDA GPU: cargo test -p vramlab-replay --features cuda -- --ignored"]
 fn replays_on_a_real_gpu() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     for settings in ["", "release_threshold:max,reuse_across_streams:true"] {
         let conf = Config::parse(settings).expect("settings");
         let ran = on_gpu(

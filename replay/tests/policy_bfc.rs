@@ -19,7 +19,7 @@ const GIB: u64 = 1 << 30;
 
 fn replay_gpt(settings: &str, capacity: Option<u64>) -> vramlab_replay::Run {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     let conf = Config::parse(settings).expect("settings");
     let mut a = BfcAllocator::new(conf, SimDevice::with_capacity(capacity));
     let opts = ReplayOptions {
@@ -49,7 +49,7 @@ fn replays_the_bundled_gpt_trace() {
 #[ignore = "needs a CUDA GPU: cargo test -p vramlab-replay --features cuda -- --ignored"]
 fn replays_on_a_real_gpu() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     for settings in [
         "allow_growth:true,garbage_collection:true",
         "memory_limit:2GiB",

@@ -18,7 +18,7 @@ use vramlab_allocator::Allocator;
 #[test]
 fn replays_the_bundled_gpt_trace() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     let mut a = DirectAllocator::new(Config::default(), SimDevice::unlimited());
     let opts = ReplayOptions {
         check_invariants: true,
@@ -41,7 +41,7 @@ fn replays_the_bundled_gpt_trace() {
 #[ignore = "needs a CUDA GPU: cargo test -p vramlab-replay --features cuda -- --ignored"]
 fn replays_on_a_real_gpu() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     on_gpu(
         &trace,
         |d| DirectAllocator::new(Config::default(), d),

@@ -19,7 +19,7 @@ const MIB: u64 = 1 << 20;
 #[test]
 fn replays_the_bundled_gpt_trace() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     for settings in [
         "",
         "fragment_limit:2MiB",
@@ -123,7 +123,7 @@ fn replays_on_a_real_gpu() {
         return;
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
+    let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     let conf = Config::parse("fragment_limit:2MiB").expect("settings");
     on_gpu(
         &trace,

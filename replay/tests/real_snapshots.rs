@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::analysis::fidelity::check_fidelity;
-use vramlab_replay::io::load::{load_traces, recorded_conf};
+use vramlab_replay::{Inputs, Pick, recorded_conf};
 
 fn real_dir() -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/real");
@@ -39,7 +39,18 @@ fn every_real_snapshot_replays_exactly() {
     let files = snapshots();
     for path in &files {
         let v = TorchVersion::NEWEST;
-        let traces = load_traces(path, None, v).expect("load");
+        let loaded = Inputs::new([path])
+            .pick(Pick::Each(None))
+            .torch(v)
+            .read()
+            .expect("load");
+        assert!(
+            loaded.notes.is_empty(),
+            "{}: {:?}",
+            path.display(),
+            loaded.notes
+        );
+        let traces = loaded.into_traces();
         assert!(!traces.is_empty(), "{}: no traces", path.display());
         for t in &traces {
             // Under the rules of the release that wrote it, as `vramlab
@@ -74,7 +85,12 @@ fn every_real_snapshot_replays_exactly() {
 fn real_snapshots_recorded_mid_run_get_an_initial_state() {
     for path in snapshots() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let t = &load_traces(&path, None, TorchVersion::NEWEST).expect("load")[0];
+        let t = &Inputs::new([&path])
+            .pick(Pick::Each(None))
+            .torch(TorchVersion::NEWEST)
+            .read()
+            .expect("load")
+            .into_traces()[0];
         // The 2.11 recordings start mid-run; the others start from an empty allocator.
         assert_eq!(t.initial.is_some(), name.contains("torch2.11"), "{name}");
     }

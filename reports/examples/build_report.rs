@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
     let capacity_mib: u64 = args.next().map_or(Ok(1024), |s| s.parse())?;
 
-    let trace = vramlab_traces::io::read_trace(&path, None, None)?;
+    let trace = vramlab_replay::Inputs::new([&path]).trace()?;
     let name = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),

@@ -107,7 +107,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         None => 1024,
     };
     let capacity = capacity_mib << 20;
-    let trace = vramlab_traces::io::read_trace(&trace_path, None, None)?;
+    let trace = vramlab_replay::Inputs::new([&trace_path]).trace()?;
 
     let opts = ReplayOptions {
         segments_at_peak: true,

@@ -14,7 +14,7 @@ use vramlab_traces::{InitialState, Trace};
 
 fn gpt() -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    vramlab_traces::io::read_trace(&path, None, None).unwrap()
+    vramlab_replay::Inputs::new([&path]).trace().unwrap()
 }
 
 #[test]

@@ -3,14 +3,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::Start;
-use vramlab_traces::Trace;
+use vramlab_replay::{Input, Inputs, Pick, Start};
 use vramlab_traces::io::Format;
-
-use crate::inputs::pick_device;
 
 /// The trace to read.
 #[derive(Debug, Clone, Args)]
@@ -54,21 +51,22 @@ pub fn parse_format(s: &str) -> Result<Format, String> {
 
 impl TraceArgs {
     /// Reads the trace; snapshots are laid out under PyTorch `version` rules.
-    pub fn load(&self, version: Option<TorchVersion>) -> Result<Trace> {
-        let t = self.load_any(version)?;
-        if t.events.is_empty() {
-            let why = t
+    pub fn load(&self, version: Option<TorchVersion>) -> Result<Input> {
+        let input = self.load_any(version)?;
+        if input.trace.events.is_empty() {
+            let why = input
+                .trace
                 .notes
                 .first()
                 .cloned()
                 .unwrap_or_else(|| "the trace has no events".into());
             bail!("{}: nothing to replay: {why}", self.trace.display());
         }
-        Ok(t)
+        Ok(input)
     }
 
     /// Reads the trace, which may have no events (a state-only snapshot).
-    pub fn load_any(&self, version: Option<TorchVersion>) -> Result<Trace> {
+    pub fn load_any(&self, version: Option<TorchVersion>) -> Result<Input> {
         if self.trace.is_dir() {
             bail!(
                 "{} is a folder: give one trace file (`vramlab sweep {}` takes every trace in a folder)",
@@ -76,17 +74,13 @@ impl TraceArgs {
                 self.trace.display()
             );
         }
-        let loaded = crate::progress::load_devices(&self.trace, self.format, version)?;
-        let t = pick_device(&self.trace, loaded, self.device)?;
-        for n in &t.notes {
-            errln!("note: {}: {n}", self.trace.display());
-        }
-        if !t.events.is_empty() && t.num_allocs() == 0 {
-            errln!(
-                "warning: {}: the trace has no allocations: every setting reserves the same",
-                self.trace.display()
-            );
-        }
-        Ok(t)
+        let inputs = Inputs::new([&self.trace])
+            .format(self.format)
+            .pick(Pick::One(self.device))
+            .torch(version);
+        crate::inputs::read(inputs)?
+            .into_iter()
+            .next()
+            .context("no trace")
     }
 }

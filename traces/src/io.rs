@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read};
 use std::path::Path;
 
+use crate::advice::Opt;
 use crate::binary::{is_binary, read_binary, write_binary};
 use crate::csv::{read_csv, write_csv};
 use crate::error::{Location, TraceError};
@@ -108,7 +109,8 @@ fn resolve(path: &Path, format: Option<Format>) -> Result<Format, TraceError> {
             path.display().to_string(),
             Location::File,
             format!(
-                "cannot tell the format from the file name; name it with --format ({})",
+                "cannot tell the format from the file name; name it with {} ({})",
+                Opt::Format.bare(),
                 names.join(", ")
             ),
         )
@@ -133,17 +135,6 @@ fn first_data_line(r: &mut impl BufRead) -> std::io::Result<Option<String>> {
         }
     }
     Ok(None)
-}
-
-/// Reads the trace(s) in a file: one per device that has events. Snapshots
-/// that start mid-run get their initial layout from `rules` (the recorded
-/// settings' rounding; [`SizeRules::default`] is PyTorch's default).
-pub fn read_traces_with(
-    path: &Path,
-    format: Option<Format>,
-    rules: &SizeRules<'_>,
-) -> Result<Vec<Trace>, TraceError> {
-    read_traces_with_progress(path, format, rules, None)
 }
 
 /// Called with the number of bytes read from the file so far (compressed
@@ -188,8 +179,13 @@ impl<R: Read> Read for Counting<'_, R> {
     }
 }
 
-/// [`read_traces_with`], reporting the bytes read to `progress`.
-pub fn read_traces_with_progress(
+/// Reads the trace(s) in a file: one per device that has events. Snapshots
+/// that start mid-run get their initial layout from `rules` (the recorded
+/// settings' rounding; [`SizeRules::default`] is PyTorch's default); the
+/// bytes read are reported to `progress`. Most callers want
+/// `vramlab_replay::Inputs`, which lays snapshots out under their recorded
+/// settings and picks devices.
+pub fn read_traces(
     path: &Path,
     format: Option<Format>,
     rules: &SizeRules<'_>,
@@ -226,21 +222,17 @@ pub fn read_traces_with_progress(
         Format::Rmm => Ok(vec![read_rmm(open()?, &name)?]),
         Format::Binary | Format::BinaryZstd => Ok(vec![read_binary(open()?, &name)?]),
         Format::Snapshot => {
-            let snap = read_snapshot_file_with_progress(path, progress)?;
+            let snap = read_snapshot_file(path, progress)?;
             snapshot_to_traces(&snap, &name, rules)
         }
     }
 }
 
-/// Reads a PyTorch memory snapshot file. A pickle is read whole, so files
-/// above [`MAX_INPUT_LEN`] (1 GiB) are refused before anything is read.
-pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, TraceError> {
-    read_snapshot_file_with_progress(path, None)
-}
-
-/// [`read_snapshot_file`], reporting the bytes read to `progress` (the
-/// parse that follows the read is not reported).
-pub fn read_snapshot_file_with_progress(
+/// Reads a PyTorch memory snapshot file, reporting the bytes read to
+/// `progress` (the parse that follows the read is not reported). A pickle
+/// is read whole, so files above [`MAX_INPUT_LEN`] (1 GiB) are refused
+/// before anything is read.
+pub fn read_snapshot_file(
     path: &Path,
     progress: Option<ReadProgress<'_>>,
 ) -> Result<Snapshot, TraceError> {
@@ -296,64 +288,6 @@ pub fn read_snapshot_file_with_progress(
         ));
     }
     read_snapshot(&bytes, &path.display().to_string())
-}
-
-/// [`read_traces_with`] PyTorch's default size rules.
-pub fn read_traces(path: &Path, format: Option<Format>) -> Result<Vec<Trace>, TraceError> {
-    read_traces_with(path, format, &SizeRules::default())
-}
-
-/// Reads a file that must hold one device's trace, or picks `device` from a
-/// multi-device file.
-pub fn read_trace(
-    path: &Path,
-    format: Option<Format>,
-    device: Option<u32>,
-) -> Result<Trace, TraceError> {
-    pick_device(read_traces(path, format)?, path, device)
-}
-
-/// Picks one device's trace: `device`, or the only one.
-pub fn pick_device(
-    mut traces: Vec<Trace>,
-    path: &Path,
-    device: Option<u32>,
-) -> Result<Trace, TraceError> {
-    let name = path.display().to_string();
-    let have = |traces: &[Trace]| {
-        traces
-            .iter()
-            .map(|t| t.header.device.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match device {
-        Some(d) => match traces.iter().position(|t| t.header.device == d) {
-            Some(pos) => Ok(traces.swap_remove(pos)),
-            None => Err(TraceError::new(
-                &name,
-                Location::File,
-                format!(
-                    "no trace for device {d} (devices with events: {})",
-                    have(&traces)
-                ),
-            )),
-        },
-        None if traces.len() == 1 => Ok(traces.swap_remove(0)),
-        None if traces.is_empty() => Err(TraceError::new(
-            &name,
-            Location::File,
-            "the file holds no allocation events",
-        )),
-        None => Err(TraceError::new(
-            &name,
-            Location::File,
-            format!(
-                "the file holds traces of several devices ({}); choose one with --trace-device N",
-                have(&traces)
-            ),
-        )),
-    }
 }
 
 /// Writes a trace in `format` (or the one the extension says).

@@ -7,6 +7,7 @@
 )]
 #![warn(missing_docs)]
 
+pub mod advice;
 pub mod binary;
 pub mod concat;
 pub mod csv;

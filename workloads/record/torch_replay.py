@@ -9,7 +9,7 @@ history on. The snapshot PyTorch writes is then compared with vramlab's
 replay by ``vramlab fidelity OUT/snapshot.pickle``, which replays the
 snapshot under its recorded ``allocator_settings``.
 
-    python traces/record/torch_replay.py traces/data/gpt-small-train.csv \\
+    python workloads/record/torch_replay.py workloads/data/gpt-small-train.csv \\
         --conf expandable_segments:True --out /tmp/run1
 
 Inputs:
@@ -18,14 +18,13 @@ Inputs:
   header comments, the header row ``action,id,size,stream``, then
   ``alloc,ID,SIZE[,STREAM]``, ``free,ID``, ``free_requested,ID``,
   ``free_completed,ID`` and ``empty_cache`` rows;
-* a PyTorch memory snapshot pickle (``torch.cuda.memory._dump_snapshot``):
-  the ``alloc`` and ``free_requested`` (or ``free``) entries of one
-  device's ``device_traces``, allocations named by address. A recording
-  that starts mid-run begins, by default (``--start fresh``), with the
-  blocks in use at its first entry allocated in address order, exactly as
-  ``vramlab replay --start fresh`` starts it, so the two can be compared;
-  ``--start skip`` skips the frees of those blocks instead (and counts
-  them).
+* a PyTorch memory snapshot pickle (``torch.cuda.memory._dump_snapshot``),
+  read as ``vramlab convert SNAPSHOT OUT.csv --start fresh`` writes it (one
+  device: ``--trace-device N``, else the first with allocations; the
+  ``vramlab`` command is ``--vramlab``, else the one next to this Python,
+  else the one on ``PATH``). A recording that starts mid-run begins with
+  the blocks in use at its first entry allocated, exactly as ``vramlab
+  replay --start fresh`` starts it, so the two can be compared.
 
 A ``free_requested`` is replayed as the ``caching_allocator_delete``;
 ``free_completed`` has no counterpart (the replay makes no cross-stream
@@ -61,9 +60,11 @@ import argparse
 import json
 import math
 import os
-import pickle
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 
 ENV_KEY = "PYTORCH_CUDA_ALLOC_CONF"
@@ -184,111 +185,51 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
     return header, events
 
 
-def live_at_start(snap: dict, device: int, entries: list) -> list:
-    """The blocks in use at the first entry of a recording that starts
-    mid-run, as vramlab's ``fresh`` start allocates them: ``(address, size,
-    stream, pending)`` in address order. They are the addresses the trace
-    frees before allocating them (size and stream from that entry; pending
-    when the first mention is a ``free_completed``), and the final blocks in
-    use that the trace never mentions (inside segments that existed when the
-    recording began)."""
-    mentioned: dict[int, tuple] = {}
-    created: set[int] = set()
-    for e in entries:
-        action = e.get("action")
-        if action in ("alloc", "free_requested", "free_completed", "free"):
-            addr = e["addr"]
-            if addr not in mentioned:
-                mentioned[addr] = (action, int(e["size"]), int(e.get("stream", 0)) & 0xFFFFFFFFFFFFFFFF)
-        elif action in ("segment_alloc", "segment_map"):
-            created.add(e["addr"])
-    out = [
-        (addr, size, stream, action == "free_completed")
-        for addr, (action, size, stream) in mentioned.items()
-        if action != "alloc"
-    ]
-    for seg in snap.get("segments", []):
-        if seg.get("device", 0) != device or (not seg.get("is_expandable") and seg["address"] in created):
-            continue
-        stream = int(seg.get("stream", 0)) & 0xFFFFFFFFFFFFFFFF
-        for b in seg.get("blocks", []):
-            if b["state"] == "inactive" or b["address"] in mentioned:
-                continue
-            size = b.get("requested_size") or b["size"]
-            out.append((b["address"], int(size), stream, b["state"] != "active_allocated"))
-    out.sort()
-    return out
+def vramlab_command() -> str:
+    """The ``vramlab`` command: the one installed next to this Python
+    interpreter, else the one on ``PATH``."""
+    beside = os.path.join(os.path.dirname(sys.executable), "vramlab")
+    return beside if os.path.exists(beside) else (shutil.which("vramlab") or "vramlab")
 
 
-def read_snapshot_trace(path: str, device: int | None, start: str = "fresh") -> tuple[dict, list, int]:
-    """Reads one device's alloc/free entries from a PyTorch snapshot pickle:
-    (header fields, events, frees skipped because their block was allocated
-    before the recording began). With ``start="fresh"`` the blocks in use at
-    the first entry are allocated first (address order, as ``vramlab replay
-    --start fresh`` does) and their frees are replayed; with ``"skip"``
-    those frees are skipped and counted."""
+def convert_snapshot(path: str, device: int | None, vramlab: str, out_dir: str) -> str:
+    """Writes the snapshot's trace as native CSV with ``vramlab convert
+    --start fresh`` (a recording that starts mid-run begins with the blocks
+    in use at its first entry allocated, as ``vramlab replay --start
+    fresh`` replays it) and returns the CSV's path: device ``device``, or
+    else the first device with allocations."""
+    target = os.path.join(out_dir, "device{device}.csv")
+    cmd = [vramlab, "convert", path, target, "--start", "fresh"]
+    if device is not None:
+        cmd += ["--trace-device", str(device)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot run {vramlab} to read the snapshot: {e}") from None
+    if done.returncode != 0:
+        raise TraceFormatError(done.stderr.strip().removeprefix("error: ") or f"{' '.join(cmd)} failed")
+    written = sorted(
+        (f for f in os.listdir(out_dir) if f.startswith("device") and f.endswith(".csv")),
+        key=lambda f: int(f[len("device") : -len(".csv")]),
+    )
+    for name in written:
+        csv_path = os.path.join(out_dir, name)
+        with open(csv_path, encoding="utf-8") as f:
+            if any(line.startswith("alloc,") for line in f):
+                return csv_path
+    raise TraceFormatError(f"{path}: no device has alloc entries")
+
+
+def read_trace(path: str, device: int | None, vramlab: str | None = None) -> tuple[dict, list]:
+    """Reads a CSV or snapshot trace (by content: a pickle starts with
+    0x80, a gzip-compressed one with 0x1f 0x8b): a snapshot through
+    ``vramlab convert --start fresh`` (see :func:`convert_snapshot`)."""
     with open(path, "rb") as f:
-        snap = pickle.load(f)
-    if not isinstance(snap, dict) or "device_traces" not in snap:
-        raise TraceFormatError(f"{path}: not a PyTorch memory snapshot (no 'device_traces')")
-    traces = snap["device_traces"]
-    if device is None:
-        device = next(
-            (i for i, t in enumerate(traces) if any(e.get("action") == "alloc" for e in t)),
-            None,
-        )
-        if device is None:
-            raise TraceFormatError(f"{path}: no device has alloc entries")
-    if device >= len(traces):
-        raise TraceFormatError(f"{path}: device {device} not in the snapshot ({len(traces)} devices)")
-    header = {"source": path, "device": str(device)}
-    settings = snap.get("allocator_settings") or {}
-    conf = settings.get(ENV_KEY) or settings.get(OTHER_ENV_KEY)
-    if conf:
-        header["alloc_conf"] = conf
-    events: list = []
-    live: dict[int, int] = {}
-    # Blocks in use at the start whose free is still pending: freed at
-    # their free_completed entry.
-    pending: dict[int, int] = {}
-    skipped = 0
-    next_id = 0
-    if start == "fresh":
-        for addr, size, stream, is_pending in live_at_start(snap, device, traces[device]):
-            events.append((ALLOC, next_id, size, stream))
-            (pending if is_pending else live)[addr] = next_id
-            next_id += 1
-        header["start"] = "fresh"
-    for n, e in enumerate(traces[device]):
-        action = e.get("action")
-        if action == "alloc":
-            addr = e["addr"]
-            if addr in live or addr in pending:
-                raise TraceFormatError(f"{path}: device_traces[{device}][{n}]: alloc of live address {addr:#x}")
-            live[addr] = next_id
-            events.append((ALLOC, next_id, int(e["size"]), int(e.get("stream", 0)) & 0xFFFFFFFFFFFFFFFF))
-            next_id += 1
-        elif action in ("free_requested", "free"):
-            i = live.pop(e["addr"], None)
-            if i is None:
-                skipped += 1
-                continue
-            events.append((FREE, i, 0, 0))
-        elif action == "free_completed":
-            i = pending.pop(e["addr"], None)
-            if i is not None:
-                events.append((FREE, i, 0, 0))
-    return header, events, skipped
-
-
-def read_trace(path: str, device: int | None, start: str = "fresh") -> tuple[dict, list, int]:
-    """Reads a CSV or snapshot trace (by content: a pickle starts with 0x80)."""
-    with open(path, "rb") as f:
-        first = f.read(1)
-    if first == b"\x80":
-        return read_snapshot_trace(path, device, start)
-    header, events = read_csv_trace(path)
-    return header, events, 0
+        first = f.read(2)
+    if first[:1] == b"\x80" or first == b"\x1f\x8b":
+        with tempfile.TemporaryDirectory(prefix="torch-replay-") as tmp:
+            return read_csv_trace(convert_snapshot(path, device, vramlab or vramlab_command(), tmp))
+    return read_csv_trace(path)
 
 
 # ---------------------------------------------------------------- helpers
@@ -354,7 +295,7 @@ def fake_device_mark():
 
 
 def replay(args: argparse.Namespace) -> int:
-    header, events, skipped = read_trace(args.trace, args.trace_device, args.start)
+    header, events = read_trace(args.trace, args.trace_device, args.vramlab)
     ensure_alloc_conf(args.conf)
 
     import torch  # noqa: PLC0415  (after the environment is set)
@@ -493,7 +434,6 @@ def replay(args: argparse.Namespace) -> int:
         "events": len(events),
         "events_replayed": replayed,
         "allocs": sum(1 for e in events if e[0] == ALLOC),
-        "frees_skipped_unknown_block": skipped,
         "streams": len(stream_ids),
         "alloc_conf": args.conf,
         "env": {k: os.environ.get(k) for k in (ENV_KEY, OTHER_ENV_KEY)},
@@ -557,12 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", type=int, default=0, help="CUDA device index")
     ap.add_argument("--trace-device", type=int, help="for snapshots: which device's trace")
     ap.add_argument(
-        "--start",
-        choices=["fresh", "skip"],
-        default="fresh",
-        help="snapshots recorded mid-run: allocate the blocks in use at the first entry first, in address "
-        "order (fresh, as `vramlab replay --start fresh`), or skip their frees (skip; before 2026-12-01 "
-        "the only behaviour)",
+        "--vramlab",
+        help="for snapshots: the vramlab command that converts them (default: next to this Python, else on PATH)",
     )
     ap.add_argument("--no-history", action="store_true", help="no memory history (clean latencies)")
     ap.add_argument("--max-entries", type=int, help="memory history ring size (default: 8 x events)")

@@ -16,7 +16,7 @@ use vramlab_traces::Trace;
 use crate::analysis::fidelity::check_fidelity;
 use crate::analysis::recommend::check_advice_words;
 use crate::analysis::sweep::run_sweep;
-use crate::io::load::recorded_conf;
+use crate::engine::start::recorded_conf;
 use crate::target::release::target_of;
 use vramlab_allocator::Placement;
 

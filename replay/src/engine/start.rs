@@ -26,6 +26,7 @@ use std::fmt;
 use vramlab_allocator::{
     AllocError, Allocator, BlockHandle, PoolKind, SeedBlock, SeedBlockState, SeedRange,
 };
+use vramlab_traces::advice::Opt;
 use vramlab_traces::{InitialBlockState, InitialSegment, InitialState, Trace};
 
 use crate::engine::{ReplayDevice, ReplayError};
@@ -305,13 +306,15 @@ where
 {
     if let Some(e) = &init.layout_error {
         return Err(ReplayError::Initial(format!(
-            "the recorded layout at the first entry could not be rebuilt ({e}); start fresh instead (--start fresh)"
+            "the recorded layout at the first entry could not be rebuilt ({e}); start fresh instead ({})",
+            Opt::Start.with_word("fresh")
         )));
     }
     let not_supported = |e: AllocError, at: u64| match e {
         AllocError::Invalid(m) if m.contains("cannot start from a recorded") => {
             ReplayError::Initial(format!(
-                "{m}: only PyTorch's native policy can hold PyTorch's recorded layout; start fresh instead (--start fresh)"
+                "{m}: only PyTorch's native policy can hold PyTorch's recorded layout; start fresh instead ({})",
+                Opt::Start.with_word("fresh")
             ))
         }
         e => ReplayError::Initial(format!("segment at {at:#x}: {e}")),
@@ -369,9 +372,10 @@ where
             .any(|r| r.stream == s.stream && r.is_small == s.is_small && r.address <= s.address)
     });
     if !seeded_expandable {
-        return Err(ReplayError::Initial(
-            "an expandable segment's mapped range belongs to no reservation; start fresh instead (--start fresh)".into(),
-        ));
+        return Err(ReplayError::Initial(format!(
+            "an expandable segment's mapped range belongs to no reservation; start fresh instead ({})",
+            Opt::Start.with_word("fresh")
+        )));
     }
     Ok(None)
 }

@@ -1,5 +1,6 @@
 //! Traces in, with the allocator's knowledge (snapshots laid out under
-//! their recorded settings), and a replay out as a PyTorch snapshot.
+//! their recorded settings, devices picked and named: [`inputs`]), and a
+//! replay out as a PyTorch snapshot ([`snapshot_out`]).
 
-pub mod load;
+pub mod inputs;
 pub mod snapshot_out;

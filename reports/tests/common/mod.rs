@@ -28,14 +28,14 @@ pub fn phases_of(file: &str) -> Vec<vramlab_traces::summary::PhaseSummary> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../workloads/data")
         .join(file);
-    let trace = vramlab_traces::io::read_trace(&path, None, None).unwrap();
+    let trace = vramlab_replay::Inputs::new([&path]).trace().unwrap();
     vramlab_traces::summary::TraceSummary::of(&trace).phases
 }
 
 /// The bundled GPT training-step trace.
 pub fn gpt_trace() -> vramlab_traces::Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    vramlab_traces::io::read_trace(&path, None, None).unwrap()
+    vramlab_replay::Inputs::new([&path]).trace().unwrap()
 }
 
 /// The bundled GPT training-step trace replayed under `settings` on a card
