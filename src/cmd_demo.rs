@@ -29,8 +29,7 @@ pub struct DemoArgs {
 
 /// Runs `demo`.
 pub fn run(args: DemoArgs) -> Result<()> {
-    let default_card =
-        vramlab_replay::target::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
+    let default_card = vramlab_replay::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
     let device = if args.device.bytes().is_some() {
         args.device.clone()
     } else {
@@ -48,7 +47,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         "Llama-3-8B full fine-tuning step (bf16, AdamW, batch 1, sequence 1024), recorded on the CPU with\nfake tensors ({} events). Does it fit {card}, and with which PYTORCH_ALLOC_CONF?\n",
         trace.events.len(),
     );
-    let target = vramlab_replay::target::release::target_of(&trace, None);
+    let target = vramlab_replay::torch_release::target_of(&trace, None);
     let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
     let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
     let built = build_report(

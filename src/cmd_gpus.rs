@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use vramlab_replay::target::gpus::{CONTEXT_ALLOWANCE, GPUS};
+use vramlab_replay::gpus::{CONTEXT_ALLOWANCE, GPUS};
 
 use crate::render::table::{Table, bytes};
 

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use vramlab_replay::analysis::oom_point::{OomPoint, find_oom_point};
-use vramlab_replay::target::gpus::smallest_gpu_for;
+use vramlab_replay::gpus::smallest_gpu_for;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
 use crate::render::table::{Table, bytes};
@@ -87,7 +87,7 @@ pub fn run(args: OomPointArgs) -> Result<()> {
     }
     outln!(
         "\n(smallest card: the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context, holds it)",
-        bytes(vramlab_replay::target::gpus::CONTEXT_ALLOWANCE)
+        bytes(vramlab_replay::gpus::CONTEXT_ALLOWANCE)
     );
     Ok(())
 }

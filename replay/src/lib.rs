@@ -9,8 +9,8 @@
 //!   capacity), [`analysis::fit`] (the largest workload), [`analysis::gate`]
 //!   (the regression gate), [`analysis::stress`] (pathological traces) and
 //!   [`analysis::fidelity`] (the proof against PyTorch's recording).
-//! * [`target`]: what the user runs on — the PyTorch release
-//!   ([`target::release`]) and the card ([`target::gpus`]).
+//! * [`torch_release`]: the PyTorch release whose rules a trace is judged
+//!   by; [`gpus`]: named cards and the memory PyTorch can use on them.
 //! * [`io`]: traces in with the allocator's knowledge ([`io::load`]), and a
 //!   replay out as a PyTorch snapshot ([`io::snapshot_out`]).
 //!
@@ -26,8 +26,9 @@
 
 pub mod analysis;
 pub mod engine;
+pub mod gpus;
 pub mod io;
-pub mod target;
+pub mod torch_release;
 
 pub use analysis::fidelity::{FidelityReport, Mismatch, check_fidelity};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
