@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use vramlab_allocator::policies::direct::{Config, DirectAllocator};
+use vramlab_allocator::policies::direct::{DirectAllocator, Settings};
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
 
 #[cfg(feature = "cuda")]
@@ -13,13 +13,13 @@ mod common;
 #[cfg(feature = "cuda")]
 use common::on_gpu;
 #[cfg(feature = "cuda")]
-use vramlab_allocator::Allocator;
+use vramlab_allocator::Inspect;
 
 #[test]
 fn replays_the_bundled_gpt_trace() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/gpt-small-train.csv");
     let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
-    let mut a = DirectAllocator::new(Config::default(), SimDevice::unlimited());
+    let mut a = DirectAllocator::new(Settings::default(), SimDevice::unlimited());
     let opts = ReplayOptions {
         check_invariants: true,
         ..Default::default()
@@ -44,7 +44,7 @@ fn replays_on_a_real_gpu() {
     let trace = vramlab_traces::io::read_trace(&path, None, None).expect("trace");
     on_gpu(
         &trace,
-        |d| DirectAllocator::new(Config::default(), d),
+        |d| DirectAllocator::new(Settings::default(), d),
         |run, a| {
             assert!(run.oom.is_none());
             assert_eq!(
