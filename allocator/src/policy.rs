@@ -209,8 +209,8 @@ pub struct SeedRange<'a> {
 /// A policy is also [`Inspect`] (what it holds), [`Seed`] (starting from a
 /// recorded state; the default refuses) and [`Invariants`] (checking
 /// itself). A layer over a policy (one that times its calls, say)
-/// implements this trait for the calls it changes and [`Wrapper`] for the
-/// rest.
+/// implements only this trait, changing the calls it is about, and
+/// [`Wrapper`], which gives it the inner policy's other parts.
 pub trait Allocator: Inspect + Seed + Invariants {
     /// Serves a request of `size` bytes on `stream` (raw stream handle).
     fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError>;
@@ -319,9 +319,9 @@ pub trait Invariants {
     fn check_invariants(&self) -> Result<(), String>;
 }
 
-/// A layer over a policy: it implements [`Allocator`] for the calls it
-/// changes, and through this trait [`Inspect`], [`Seed`] and
-/// [`Invariants`] are the inner policy's.
+/// A layer over a policy: it implements [`Allocator`] itself, and through
+/// this trait its [`Inspect`], [`Seed`] and [`Invariants`] are the inner
+/// policy's.
 pub trait Wrapper {
     /// The wrapped policy.
     type Inner: Allocator;
