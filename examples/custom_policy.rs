@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use vramlab_allocator::devices::{Device, DeviceError, DevicePtr};
 use vramlab_allocator::stats::MemoryStats;
 use vramlab_allocator::{
-    AllocConf, AllocError, Allocator, BlockHandle, BlockState, BlockView, NativeAllocator,
-    OomReport, PoolKind, SegmentView,
+    AllocConf, AllocError, Allocator, BlockHandle, BlockState, BlockView, Inspect, Invariants,
+    NativeAllocator, OomReport, PoolKind, Seed, SegmentView,
 };
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
 
@@ -84,13 +84,8 @@ impl<D: Device> SizeClassCache<D> {
     }
 }
 
+// Serving callers: what PyTorch's caching allocator answers.
 impl<D: Device> Allocator for SizeClassCache<D> {
-    type Dev = D;
-
-    fn name(&self) -> &'static str {
-        "size-class"
-    }
-
     fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError> {
         if size == 0 {
             return Ok(BlockHandle::NULL);
@@ -200,13 +195,22 @@ impl<D: Device> Allocator for SizeClassCache<D> {
     fn empty_cache(&mut self) -> Result<(), AllocError> {
         self.release_all_cached()
     }
+}
 
-    fn block_ptr(&self, h: BlockHandle) -> DevicePtr {
-        self.slots.get(h.index as usize).map_or(0, |s| s.ptr)
+// What the policy holds, and the device it owns.
+impl<D: Device> Inspect for SizeClassCache<D> {
+    type Dev = D;
+
+    fn name(&self) -> &'static str {
+        "size-class"
     }
 
     fn stats(&self) -> &MemoryStats {
         &self.stats
+    }
+
+    fn block_ptr(&self, h: BlockHandle) -> DevicePtr {
+        self.slots.get(h.index as usize).map_or(0, |s| s.ptr)
     }
 
     fn largest_free_block(&self) -> u64 {
@@ -245,6 +249,20 @@ impl<D: Device> Allocator for SizeClassCache<D> {
         v
     }
 
+    fn device(&self) -> &D {
+        &self.device
+    }
+
+    fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+}
+
+// It cannot start from a recorded allocator state (traces recorded mid-run).
+impl<D: Device> Seed for SizeClassCache<D> {}
+
+// Its consistency, checked after every event under `--check`.
+impl<D: Device> Invariants for SizeClassCache<D> {
     fn check_invariants(&self) -> Result<(), String> {
         let reserved: u64 = self.slots.iter().map(|s| s.size).sum();
         if reserved as i64 != self.stats.reserved_bytes.all.current {
@@ -254,14 +272,6 @@ impl<D: Device> Allocator for SizeClassCache<D> {
             ));
         }
         Ok(())
-    }
-
-    fn device(&self) -> &D {
-        &self.device
-    }
-
-    fn device_mut(&mut self) -> &mut D {
-        &mut self.device
     }
 }
 

@@ -29,8 +29,7 @@ pub struct DemoArgs {
 
 /// Runs `demo`.
 pub fn run(args: DemoArgs) -> Result<()> {
-    let default_card =
-        vramlab_replay::target::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
+    let default_card = vramlab_replay::gpus::find_gpu("h100-80gb").map_err(anyhow::Error::msg)?;
     let device = if args.device.bytes().is_some() {
         args.device.clone()
     } else {
@@ -45,7 +44,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
     let trace = vramlab_traces::csv::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
     print_demo_question(trace.events.len(), &card);
-    let target = vramlab_replay::target::release::target_of(&trace, None);
+    let target = vramlab_replay::torch_release::target_of(&trace, None);
     let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
     let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
     let built = build_report(

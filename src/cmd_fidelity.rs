@@ -54,7 +54,7 @@ pub fn run(args: FidelityArgs) -> Result<()> {
             unchecked.push((d, why));
             continue;
         }
-        let v = vramlab_replay::target::release::target_of(t, args.torch_version).rules;
+        let v = vramlab_replay::torch_release::target_of(t, args.torch_version).rules;
         let conf = match &args.conf {
             Some(s) => AllocConf::parse(s, v).with_context(|| format!("in --conf {s:?}"))?,
             None => recorded_conf(t, v)

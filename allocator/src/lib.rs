@@ -4,7 +4,8 @@
 //! * [`devices`]: the [`Device`] trait a policy asks for memory through, the
 //!   simulated GPU ([`SimDevice`]) and the real one (feature `cuda`).
 //! * [`stats`]: `torch.cuda.memory_stats()` statistics, with PyTorch's names.
-//! * [`policy`]: the [`Allocator`] trait every policy implements.
+//! * [`policy`]: the traits every policy implements: [`Allocator`] (serving),
+//!   [`Inspect`], [`Seed`] and [`Invariants`].
 //! * [`policies`]: the policies — PyTorch's native CUDA caching allocator
 //!   (reproduced exactly), direct, bfc, async, stitch — and their registry.
 #![warn(
@@ -31,8 +32,8 @@ pub use devices::{Device, DeviceCall, DeviceCallKind, DeviceError};
 pub use policies::native::NativeAllocator;
 pub use policies::registry::PolicySpec;
 pub use policy::{
-    AllocError, Allocator, BlockHandle, BlockState, BlockView, OomReport, SeedBlock,
-    SeedBlockState, SeedRange, SegmentView,
+    AllocError, Allocator, BlockHandle, BlockState, BlockView, Inspect, Invariants, OomReport,
+    Seed, SeedBlock, SeedBlockState, SeedRange, SegmentView, Wrapper,
 };
 pub use stats::MemoryStats;
 pub use stats::PoolKind;

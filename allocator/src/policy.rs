@@ -1,4 +1,7 @@
-//! The [`Allocator`] trait: what every allocation policy offers.
+//! What every allocation policy offers, in four parts: [`Allocator`]
+//! (serving callers), [`Inspect`] (what it holds), [`Seed`] (starting from
+//! a recorded state) and [`Invariants`] (checking itself); [`Wrapper`] lets
+//! a layer over a policy change only the calls it is about.
 //!
 //! Policies are state machines over a [`Device`] they own. The replay engine
 //! names allocations by the [`BlockHandle`] a policy returns, so no policy
@@ -199,14 +202,16 @@ pub struct SeedRange<'a> {
     pub blocks: &'a [SeedBlock],
 }
 
-/// An allocation policy over a device.
-pub trait Allocator {
-    /// The device this policy allocates from.
-    type Dev: Device;
-
-    /// Short name of the policy (`native`, …).
-    fn name(&self) -> &'static str;
-
+/// An allocation policy serving callers: the calls PyTorch's caching
+/// allocator answers (`malloc`, `free`, `record_stream`, `empty_cache`,
+/// `set_per_process_memory_fraction`).
+///
+/// A policy is also [`Inspect`] (what it holds), [`Seed`] (starting from a
+/// recorded state; the default refuses) and [`Invariants`] (checking
+/// itself). A layer over a policy (one that times its calls, say)
+/// implements only this trait, changing the calls it is about, and
+/// [`Wrapper`], which gives it the inner policy's other parts.
+pub trait Allocator: Inspect + Seed + Invariants {
     /// Serves a request of `size` bytes on `stream` (raw stream handle).
     fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError>;
 
@@ -227,11 +232,32 @@ pub trait Allocator {
     /// `torch.cuda.empty_cache()`: returns cached memory to the device.
     fn empty_cache(&mut self) -> Result<(), AllocError>;
 
-    /// The address of a live block.
-    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr;
+    /// `torch.cuda.set_per_process_memory_fraction(fraction)`: limits what
+    /// the policy may obtain from the device. Policies without such a limit
+    /// return [`AllocError::Invalid`].
+    fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
+        let _ = fraction;
+        Err(AllocError::Invalid(format!(
+            "the {} policy has no per-process memory fraction",
+            self.name()
+        )))
+    }
+}
+
+/// What a policy is and holds, read without changing it — and the device
+/// it owns.
+pub trait Inspect {
+    /// The device this policy allocates from.
+    type Dev: Device;
+
+    /// Short name of the policy (`native`, …).
+    fn name(&self) -> &'static str;
 
     /// Statistics with PyTorch's names.
     fn stats(&self) -> &MemoryStats;
+
+    /// The address of a live block.
+    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr;
 
     /// Size of the largest free (cached, reusable) block in bytes.
     fn largest_free_block(&self) -> u64;
@@ -239,10 +265,22 @@ pub trait Allocator {
     /// The current segments, in address order.
     fn segments(&self) -> Vec<SegmentView>;
 
-    /// Adds a segment that existed before a trace began (traces recorded
-    /// mid-run), laid out as `blocks` in address order. Returns a handle for
-    /// each allocated or pending block. Policies that cannot represent a
-    /// foreign layout return [`AllocError::Invalid`].
+    /// The device.
+    fn device(&self) -> &Self::Dev;
+
+    /// The device, mutably (a replay steers a simulated device through it:
+    /// where the next segment goes, which calls fail).
+    fn device_mut(&mut self) -> &mut Self::Dev;
+}
+
+/// Starting from a recorded allocator state (traces recorded mid-run).
+/// Both calls refuse by default: `impl Seed for MyPolicy {}` declares a
+/// policy that replays only from an empty state.
+pub trait Seed: Inspect {
+    /// Adds a segment that existed before a trace began, laid out as
+    /// `blocks` in address order. Returns a handle for each allocated or
+    /// pending block. Policies that cannot represent a foreign layout return
+    /// [`AllocError::Invalid`].
     fn seed_segment(
         &mut self,
         pool: PoolKind,
@@ -273,24 +311,75 @@ pub trait Allocator {
             self.name()
         )))
     }
+}
 
-    /// `torch.cuda.set_per_process_memory_fraction(fraction)`: limits what
-    /// the policy may obtain from the device. Policies without such a limit
-    /// return [`AllocError::Invalid`].
-    fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
-        let _ = fraction;
-        Err(AllocError::Invalid(format!(
-            "the {} policy has no per-process memory fraction",
-            self.name()
-        )))
-    }
-
+/// A policy checking its own consistency (tests, fuzzing, `replay --check`).
+pub trait Invariants {
     /// Checks every internal invariant; `Err` describes the first violation.
     fn check_invariants(&self) -> Result<(), String>;
+}
 
-    /// The device.
-    fn device(&self) -> &Self::Dev;
+/// A layer over a policy: it implements [`Allocator`] itself, and through
+/// this trait its [`Inspect`], [`Seed`] and [`Invariants`] are the inner
+/// policy's.
+pub trait Wrapper {
+    /// The wrapped policy.
+    type Inner: Allocator;
 
-    /// The device, mutably.
-    fn device_mut(&mut self) -> &mut Self::Dev;
+    /// The wrapped policy.
+    fn inner(&self) -> &Self::Inner;
+
+    /// The wrapped policy, mutably.
+    fn inner_mut(&mut self) -> &mut Self::Inner;
+}
+
+impl<W: Wrapper> Inspect for W {
+    type Dev = <W::Inner as Inspect>::Dev;
+
+    fn name(&self) -> &'static str {
+        self.inner().name()
+    }
+    fn stats(&self) -> &MemoryStats {
+        self.inner().stats()
+    }
+    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
+        self.inner().block_ptr(handle)
+    }
+    fn largest_free_block(&self) -> u64 {
+        self.inner().largest_free_block()
+    }
+    fn segments(&self) -> Vec<SegmentView> {
+        self.inner().segments()
+    }
+    fn device(&self) -> &Self::Dev {
+        self.inner().device()
+    }
+    fn device_mut(&mut self) -> &mut Self::Dev {
+        self.inner_mut().device_mut()
+    }
+}
+
+impl<W: Wrapper> Seed for W {
+    fn seed_segment(
+        &mut self,
+        pool: PoolKind,
+        stream: u64,
+        blocks: &[SeedBlock],
+    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
+        self.inner_mut().seed_segment(pool, stream, blocks)
+    }
+    fn seed_expandable(
+        &mut self,
+        pool: PoolKind,
+        stream: u64,
+        ranges: &[SeedRange<'_>],
+    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
+        self.inner_mut().seed_expandable(pool, stream, ranges)
+    }
+}
+
+impl<W: Wrapper> Invariants for W {
+    fn check_invariants(&self) -> Result<(), String> {
+        self.inner().check_invariants()
+    }
 }

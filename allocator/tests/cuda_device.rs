@@ -16,7 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use vramlab_allocator::devices::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu, probe};
 use vramlab_allocator::devices::{Device, DeviceCallKind, DeviceError};
-use vramlab_allocator::{AllocConf, Allocator, NativeAllocator, TorchVersion};
+use vramlab_allocator::{AllocConf, Allocator, Inspect, NativeAllocator, TorchVersion};
 
 static GPU_LOCK: Mutex<()> = Mutex::new(());
 

@@ -11,7 +11,9 @@ type Fixture = common::Fixture<NativeAllocator<SimDevice>>;
 
 use vramlab_allocator::SimDevice;
 use vramlab_allocator::devices::{Device, DeviceCallKind};
-use vramlab_allocator::{AllocConf, AllocError, Allocator, BlockHandle, NativeAllocator};
+use vramlab_allocator::{
+    AllocConf, AllocError, Allocator, BlockHandle, Inspect, Invariants, NativeAllocator,
+};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;

@@ -11,8 +11,8 @@ type Fixture = common::Fixture<AsyncPoolAllocator<SimDevice>>;
 
 use vramlab_allocator::SimDevice;
 use vramlab_allocator::devices::DeviceCallKind;
-use vramlab_allocator::policies::async_pool::{AsyncPoolAllocator, Config};
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState};
+use vramlab_allocator::policies::async_pool::{AsyncPoolAllocator, Settings};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState, Inspect, Invariants};
 
 const MIB: u64 = 1 << 20;
 
@@ -24,9 +24,9 @@ const S3: u64 = 0x3333;
 
 impl Fixture {
     fn new(settings: &str, capacity: Option<u64>) -> Self {
-        let conf = Config::parse(settings).expect("settings");
+        let parsed = Settings::parse(settings).expect("settings");
         Fixture {
-            a: AsyncPoolAllocator::new(conf, SimDevice::with_capacity(capacity)),
+            a: AsyncPoolAllocator::new(parsed, SimDevice::with_capacity(capacity)),
         }
     }
 
@@ -256,15 +256,15 @@ fn zero_exabyte_double_free_and_settings() {
     ));
     f.free(b);
     assert_eq!(
-        Config::parse("reuse_across_streams:sometimes").unwrap_err(),
+        Settings::parse("reuse_across_streams:sometimes").unwrap_err(),
         "async setting reuse_across_streams: invalid value 'sometimes' (expected true or false)"
     );
     assert!(
-        Config::parse("threshold:1GiB")
+        Settings::parse("threshold:1GiB")
             .unwrap_err()
             .starts_with("unknown async setting 'threshold'")
     );
-    let c = Config::parse("release_threshold:1GiB,reuse_across_streams:false").unwrap();
+    let c = Settings::parse("release_threshold:1GiB,reuse_across_streams:false").unwrap();
     assert_eq!(
         c.to_string(),
         "release_threshold:1GiB,reuse_across_streams:false"

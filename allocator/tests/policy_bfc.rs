@@ -10,8 +10,8 @@ type Fixture = common::Fixture<BfcAllocator<SimDevice>>;
 
 use vramlab_allocator::SimDevice;
 use vramlab_allocator::devices::DeviceCallKind;
-use vramlab_allocator::policies::bfc::{BfcAllocator, Config};
-use vramlab_allocator::{AllocError, Allocator, BlockHandle};
+use vramlab_allocator::policies::bfc::{BfcAllocator, Settings};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, Inspect, Invariants};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -20,9 +20,9 @@ use DeviceCallKind::{Free as DFree, Malloc as DMalloc};
 
 impl Fixture {
     fn new(settings: &str, capacity: Option<u64>) -> Self {
-        let conf = Config::parse(settings).expect("settings");
+        let parsed = Settings::parse(settings).expect("settings");
         Fixture {
-            a: BfcAllocator::new(conf, SimDevice::with_capacity(capacity)),
+            a: BfcAllocator::new(parsed, SimDevice::with_capacity(capacity)),
         }
     }
 }
@@ -207,7 +207,7 @@ fn preallocation_backpedals_by_ten_percent_until_the_device_accepts() {
     // to RoundedBytes(bytes * 0.9f) until it fits.
     let mut dev = SimDevice::with_capacity(Some(GIB));
     dev.set_total(2 * GIB);
-    let mut a = BfcAllocator::new(Config::default(), dev);
+    let mut a = BfcAllocator::new(Settings::default(), dev);
     assert_eq!(a.memory_limit(), 1_610_612_736);
     a.malloc(MIB, 0).unwrap();
     a.check_invariants().unwrap();
@@ -375,28 +375,28 @@ fn zero_exabyte_and_double_free() {
 #[test]
 fn settings_errors_name_key_and_value() {
     assert_eq!(
-        Config::parse("allow_growth:maybe").unwrap_err(),
+        Settings::parse("allow_growth:maybe").unwrap_err(),
         "bfc setting allow_growth: invalid value 'maybe' (expected true or false)"
     );
     assert_eq!(
-        Config::parse("memory_limit:lots").unwrap_err(),
+        Settings::parse("memory_limit:lots").unwrap_err(),
         "bfc setting memory_limit: invalid size 'lots' (expected bytes or a number with a unit such as 512MiB or 8GiB)"
     );
     assert_eq!(
-        Config::parse("memory_fraction:1.5").unwrap_err(),
+        Settings::parse("memory_fraction:1.5").unwrap_err(),
         "bfc setting memory_fraction: 1.5 is out of range (expected a number in (0, 1])"
     );
     assert!(
-        Config::parse("growth:true")
+        Settings::parse("growth:true")
             .unwrap_err()
             .starts_with("unknown bfc setting 'growth'")
     );
-    assert!(Config::parse("memory_limit:1GiB,memory_fraction:0.5").is_err());
-    assert!(Config::parse("preallocate:0.5,allow_growth:true").is_err());
-    let c = Config::parse("allow_growth:true,memory_limit:8GiB,garbage_collection:true").unwrap();
+    assert!(Settings::parse("memory_limit:1GiB,memory_fraction:0.5").is_err());
+    assert!(Settings::parse("preallocate:0.5,allow_growth:true").is_err());
+    let c = Settings::parse("allow_growth:true,memory_limit:8GiB,garbage_collection:true").unwrap();
     assert_eq!(
         c.to_string(),
         "allow_growth:true,memory_limit:8GiB,garbage_collection:true,fragmentation_fraction:0"
     );
-    assert_eq!(Config::parse(&c.to_string()), Ok(c));
+    assert_eq!(Settings::parse(&c.to_string()), Ok(c));
 }

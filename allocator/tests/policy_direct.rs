@@ -8,8 +8,8 @@ type Fixture = common::Fixture<DirectAllocator<SimDevice>>;
 
 use vramlab_allocator::SimDevice;
 use vramlab_allocator::devices::DeviceCallKind;
-use vramlab_allocator::policies::direct::{Config, DirectAllocator};
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState};
+use vramlab_allocator::policies::direct::{DirectAllocator, Settings};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState, Inspect, Invariants};
 
 const MIB: u64 = 1 << 20;
 
@@ -18,7 +18,7 @@ use DeviceCallKind::{Free as DFree, Malloc as DMalloc};
 impl Fixture {
     fn new(capacity: Option<u64>) -> Self {
         Fixture {
-            a: DirectAllocator::new(Config::default(), SimDevice::with_capacity(capacity)),
+            a: DirectAllocator::new(Settings::default(), SimDevice::with_capacity(capacity)),
         }
     }
 }
@@ -172,11 +172,11 @@ fn empty_cache_has_nothing_to_release() {
 
 #[test]
 fn settings() {
-    assert_eq!(Config::parse(""), Ok(Config::default()));
-    assert_eq!(Config::parse(" , "), Ok(Config::default()));
-    assert_eq!(Config::default().to_string(), "");
+    assert_eq!(Settings::parse(""), Ok(Settings::default()));
+    assert_eq!(Settings::parse(" , "), Ok(Settings::default()));
+    assert_eq!(Settings::default().to_string(), "");
     assert_eq!(
-        Config::parse("release_threshold:0").unwrap_err(),
+        Settings::parse("release_threshold:0").unwrap_err(),
         "unknown direct setting 'release_threshold': the direct policy takes no settings"
     );
 }

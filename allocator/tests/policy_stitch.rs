@@ -12,8 +12,8 @@ type Fixture = common::Fixture<StitchAllocator<SimDevice>>;
 
 use vramlab_allocator::SimDevice;
 use vramlab_allocator::devices::DeviceCallKind;
-use vramlab_allocator::policies::stitch::{Config, StitchAllocator};
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState};
+use vramlab_allocator::policies::stitch::{Settings, StitchAllocator};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState, Inspect, Invariants};
 
 const MIB: u64 = 1 << 20;
 
@@ -26,9 +26,9 @@ const S2: u64 = 0x2222;
 
 impl Fixture {
     fn new(settings: &str, capacity: Option<u64>) -> Self {
-        let conf = Config::parse(settings).expect("settings");
+        let parsed = Settings::parse(settings).expect("settings");
         Fixture {
-            a: StitchAllocator::new(conf, SimDevice::with_capacity(capacity)),
+            a: StitchAllocator::new(parsed, SimDevice::with_capacity(capacity)),
         }
     }
 }
@@ -399,26 +399,26 @@ fn double_frees_are_unknown_handles() {
 #[test]
 fn settings_errors_name_key_and_value() {
     assert_eq!(
-        Config::parse("defragment_level:3").unwrap_err(),
+        Settings::parse("defragment_level:3").unwrap_err(),
         "stitch setting defragment_level: invalid value '3' (expected 0, 1 or 2)"
     );
     assert_eq!(
-        Config::parse("max_pieces:1").unwrap_err(),
+        Settings::parse("max_pieces:1").unwrap_err(),
         "stitch setting max_pieces: invalid value '1' (expected an integer of at least 2, or unlimited)"
     );
     assert_eq!(
-        Config::parse("fragment_limit:big").unwrap_err(),
+        Settings::parse("fragment_limit:big").unwrap_err(),
         "stitch setting fragment_limit: invalid size 'big' (expected bytes or a number with a unit such as 512MiB or 8GiB)"
     );
     assert!(
-        Config::parse("fragLimit:1")
+        Settings::parse("fragLimit:1")
             .unwrap_err()
             .starts_with("unknown stitch setting 'fragLimit'")
     );
-    let c = Config::parse("fragment_limit:64MiB,max_pieces:8").unwrap();
+    let c = Settings::parse("fragment_limit:64MiB,max_pieces:8").unwrap();
     assert_eq!(
         c.to_string(),
         "stitch:true,fragment_limit:64MiB,reuse_limit:1,defragment_level:0,max_pieces:8,gc_limit:1000GiB"
     );
-    assert_eq!(Config::parse(&c.to_string()), Ok(c));
+    assert_eq!(Settings::parse(&c.to_string()), Ok(c));
 }

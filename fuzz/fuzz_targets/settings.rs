@@ -1,5 +1,5 @@
 //! Settings parsers: `AllocConf::parse` under every modelled release and
-//! each policy's `Config::parse`. Never panic; what parses prints a
+//! each policy's `Settings::parse`. Never panic; what parses prints a
 //! canonical string that parses back to the same settings; rounding under
 //! any accepted settings never rounds down.
 //!

@@ -153,7 +153,7 @@ impl PolicyIn {
                 n.fraction.map(|f| (f64::from(f) + 1.0) / 256.0),
             ),
             PolicyIn::Direct => (
-                PolicySpec::Direct(direct::Config::parse("").expect("empty settings")),
+                PolicySpec::Direct(direct::Settings::parse("").expect("empty settings")),
                 None,
             ),
             PolicyIn::Bfc {
@@ -179,7 +179,7 @@ impl PolicyIn {
                     ));
                 }
                 (
-                    PolicySpec::Bfc(bfc::Config::parse(&s).expect("valid bfc settings")),
+                    PolicySpec::Bfc(bfc::Settings::parse(&s).expect("valid bfc settings")),
                     None,
                 )
             }
@@ -193,7 +193,7 @@ impl PolicyIn {
                 };
                 let s = format!("release_threshold:{t},reuse_across_streams:{reuse}");
                 (
-                    PolicySpec::Async(async_pool::Config::parse(&s).expect("valid async settings")),
+                    PolicySpec::Async(async_pool::Settings::parse(&s).expect("valid async settings")),
                     None,
                 )
             }
@@ -214,7 +214,7 @@ impl PolicyIn {
                     s.push_str(&format!(",max_pieces:{}", 2 + u32::from(*p)));
                 }
                 (
-                    PolicySpec::Stitch(stitch::Config::parse(&s).expect("valid stitch settings")),
+                    PolicySpec::Stitch(stitch::Settings::parse(&s).expect("valid stitch settings")),
                     None,
                 )
             }

@@ -149,7 +149,7 @@ pub fn rmm(data: &[u8]) {
 }
 
 /// Settings parsers: `AllocConf::parse` under every modelled release and
-/// each policy's `Config::parse`. Never panic; what parses prints a
+/// each policy's `Settings::parse`. Never panic; what parses prints a
 /// canonical string that parses back to the same settings; rounding under
 /// any accepted settings never rounds down.
 pub fn settings(data: &[u8]) {
@@ -186,10 +186,10 @@ pub fn settings(data: &[u8]) {
             assert!(a >= r, "{v} '{s}': allocation_size({r}) = {a}");
         }
     }
-    round_trips("direct", &s, direct::Config::parse);
-    round_trips("bfc", &s, bfc::Config::parse);
-    round_trips("async", &s, async_pool::Config::parse);
-    round_trips("stitch", &s, stitch::Config::parse);
+    round_trips("direct", &s, direct::Settings::parse);
+    round_trips("bfc", &s, bfc::Settings::parse);
+    round_trips("async", &s, async_pool::Settings::parse);
+    round_trips("stitch", &s, stitch::Settings::parse);
 }
 
 /// Settings that `parse` accepts print as a string that parses back to

@@ -9,8 +9,8 @@
 //!   capacity), [`analysis::fit`] (the largest workload), [`analysis::gate`]
 //!   (the regression gate), [`analysis::stress`] (pathological traces) and
 //!   [`analysis::fidelity`] (the proof against PyTorch's recording).
-//! * [`target`]: what the user runs on — the PyTorch release
-//!   ([`target::release`]) and the card ([`target::gpus`]).
+//! * [`torch_release`]: the PyTorch release whose rules a trace is judged
+//!   by; [`gpus`]: named cards and the memory PyTorch can use on them.
 //! * [`results`]: what each command answers, as typed values that
 //!   serialise to the CLI's `--json` ([`results::ReplayResult`],
 //!   [`results::CapacityRun`], [`results::FidelityOutcome`], …).
@@ -30,9 +30,10 @@
 
 pub mod analysis;
 pub mod engine;
+pub mod gpus;
 pub mod io;
 pub mod results;
-pub mod target;
+pub mod torch_release;
 
 pub use analysis::fidelity::{FidelityReport, Mismatch, check_fidelity};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};

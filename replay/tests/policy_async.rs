@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use vramlab_allocator::policies::async_pool::{AsyncPoolAllocator, Config};
+use vramlab_allocator::policies::async_pool::{AsyncPoolAllocator, Settings};
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
 
 #[cfg(feature = "cuda")]
@@ -13,7 +13,7 @@ mod common;
 #[cfg(feature = "cuda")]
 use common::on_gpu;
 #[cfg(feature = "cuda")]
-use vramlab_allocator::Allocator;
+use vramlab_allocator::Inspect;
 
 const MIB: u64 = 1 << 20;
 
@@ -23,7 +23,7 @@ fn replays_the_bundled_gpt_trace() {
     let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     for settings in ["", "release_threshold:max,reuse_across_streams:true"] {
         let mut a = AsyncPoolAllocator::new(
-            Config::parse(settings).unwrap(),
+            Settings::parse(settings).unwrap(),
             SimDevice::with_capacity(Some(8 << 30)),
         );
         let opts = ReplayOptions {
@@ -45,7 +45,7 @@ fn replays_on_a_real_gpu() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     for settings in ["", "release_threshold:max,reuse_across_streams:true"] {
-        let conf = Config::parse(settings).expect("settings");
+        let conf = Settings::parse(settings).expect("settings");
         let ran = on_gpu(
             &trace,
             |d| AsyncPoolAllocator::new(conf, d),

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use vramlab_allocator::policies::bfc::{BfcAllocator, Config};
+use vramlab_allocator::policies::bfc::{BfcAllocator, Settings};
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
 
 #[cfg(feature = "cuda")]
@@ -13,14 +13,14 @@ mod common;
 #[cfg(feature = "cuda")]
 use common::on_gpu;
 #[cfg(feature = "cuda")]
-use vramlab_allocator::Allocator;
+use vramlab_allocator::Inspect;
 
 const GIB: u64 = 1 << 30;
 
 fn replay_gpt(settings: &str, capacity: Option<u64>) -> vramlab_replay::Run {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
-    let conf = Config::parse(settings).expect("settings");
+    let conf = Settings::parse(settings).expect("settings");
     let mut a = BfcAllocator::new(conf, SimDevice::with_capacity(capacity));
     let opts = ReplayOptions {
         check_invariants: true,
@@ -54,7 +54,7 @@ fn replays_on_a_real_gpu() {
         "allow_growth:true,garbage_collection:true",
         "memory_limit:2GiB",
     ] {
-        let conf = Config::parse(settings).expect("settings");
+        let conf = Settings::parse(settings).expect("settings");
         let ran = on_gpu(
             &trace,
             |d| BfcAllocator::new(conf, d),

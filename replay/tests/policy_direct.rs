@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use vramlab_allocator::policies::direct::{Config, DirectAllocator};
+use vramlab_allocator::policies::direct::{DirectAllocator, Settings};
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
 
 #[cfg(feature = "cuda")]
@@ -13,7 +13,7 @@ mod common;
 #[cfg(feature = "cuda")]
 use common::on_gpu;
 #[cfg(feature = "cuda")]
-use vramlab_allocator::Allocator;
+use vramlab_allocator::Inspect;
 
 #[test]
 fn replays_the_bundled_gpt_trace() {
@@ -44,7 +44,7 @@ fn replays_on_a_real_gpu() {
     let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
     on_gpu(
         &trace,
-        |d| DirectAllocator::new(Config::default(), d),
+        |d| DirectAllocator::new(Settings::default(), d),
         |run, a| {
             assert!(run.oom.is_none());
             assert_eq!(

@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use vramlab_allocator::Allocator;
-use vramlab_allocator::policies::stitch::{Config, StitchAllocator};
+use vramlab_allocator::Inspect;
+use vramlab_allocator::policies::stitch::{Settings, StitchAllocator};
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
 
 #[cfg(feature = "cuda")]
@@ -26,7 +26,7 @@ fn replays_the_bundled_gpt_trace() {
         "fragment_limit:2MiB,defragment_level:1",
     ] {
         let mut a = StitchAllocator::new(
-            Config::parse(settings).unwrap(),
+            Settings::parse(settings).unwrap(),
             SimDevice::with_capacity(Some(8 << 30)),
         );
         let opts = ReplayOptions {
@@ -83,12 +83,12 @@ fn replay_engine_drives_stitching() {
         ..Default::default()
     };
     let mut on = StitchAllocator::new(
-        Config::parse("fragment_limit:16MiB").unwrap(),
+        Settings::parse("fragment_limit:16MiB").unwrap(),
         SimDevice::unlimited(),
     );
     let run_on = replay(&trace, &mut on, &opts).expect("replay");
     let mut off = StitchAllocator::new(
-        Config::parse("stitch:false").unwrap(),
+        Settings::parse("stitch:false").unwrap(),
         SimDevice::unlimited(),
     );
     let run_off = replay(&trace, &mut off, &opts).expect("replay");
@@ -109,7 +109,7 @@ fn replay_engine_drives_stitching() {
 #[ignore = "needs a CUDA GPU: cargo test -p vramlab-replay --features cuda -- --ignored"]
 fn replays_on_a_real_gpu() {
     // Stitching moves real pages: unmap at home, map at the sBlock's range.
-    let conf = Config::parse("fragment_limit:16MiB").expect("settings");
+    let conf = Settings::parse("fragment_limit:16MiB").expect("settings");
     let ran = on_gpu(
         &holes_trace(),
         |d| StitchAllocator::new(conf, d),
@@ -124,7 +124,7 @@ fn replays_on_a_real_gpu() {
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
-    let conf = Config::parse("fragment_limit:2MiB").expect("settings");
+    let conf = Settings::parse("fragment_limit:2MiB").expect("settings");
     on_gpu(
         &trace,
         |d| StitchAllocator::new(conf, d),

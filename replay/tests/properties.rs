@@ -19,7 +19,7 @@
 
 use proptest::prelude::*;
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
-use vramlab_allocator::{AllocConf, Allocator, TorchVersion};
+use vramlab_allocator::{AllocConf, Allocator, Inspect, TorchVersion};
 use vramlab_replay::analysis::oom_point::{STEP, find_oom_point};
 use vramlab_replay::analysis::stress::{SHAPES, many_streams};
 use vramlab_replay::{PolicySpec, ReplayOptions, Run, Scenario, Start, replay, with_policy};
@@ -30,7 +30,7 @@ use vramlab_traces::{Event, Trace, TraceHeader};
 const MIB: u64 = 1 << 20;
 
 /// `cases`, or `PROPTEST_CASES` from the environment for a deeper run.
-fn config(cases: u32) -> ProptestConfig {
+fn settings(cases: u32) -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -194,12 +194,12 @@ fn other_policy() -> impl Strategy<Value = PolicySpec> {
             if let Some(f) = frag {
                 s.push_str(&format!(",fragmentation_fraction:0.{f}"));
             }
-            PolicySpec::Bfc(bfc::Config::parse(&s).unwrap())
+            PolicySpec::Bfc(bfc::Settings::parse(&s).unwrap())
         });
     let asynch = (prop::option::of(0u64..=64), any::<bool>()).prop_map(|(t, reuse)| {
         let t = t.map_or("max".to_string(), |m| format!("{m}MiB"));
         PolicySpec::Async(
-            async_pool::Config::parse(&format!(
+            async_pool::Settings::parse(&format!(
                 "release_threshold:{t},reuse_across_streams:{reuse}"
             ))
             .unwrap(),
@@ -219,10 +219,10 @@ fn other_policy() -> impl Strategy<Value = PolicySpec> {
             if let Some(p) = pieces {
                 s.push_str(&format!(",max_pieces:{p}"));
             }
-            PolicySpec::Stitch(stitch::Config::parse(&s).unwrap())
+            PolicySpec::Stitch(stitch::Settings::parse(&s).unwrap())
         });
     prop_oneof![
-        Just(PolicySpec::Direct(direct::Config::default())),
+        Just(PolicySpec::Direct(direct::Settings::default())),
         bfc,
         asynch,
         stitch,
@@ -263,7 +263,7 @@ fn run(t: &Trace, s: &Scenario, opts: &ReplayOptions) -> Run {
 // ---- properties ----
 
 proptest! {
-    #![proptest_config(config(96))]
+    #![proptest_config(settings(96))]
 
     /// The invariant checker passes after every event of every policy
     /// (`run` fails on `ReplayError::Invariant`), and a valid trace never
@@ -354,7 +354,7 @@ fn header() -> impl Strategy<Value = TraceHeader> {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(settings(64))]
 
     /// CSV: `read(write(t)) == t` for traces without an initial state
     /// (any sizes, any raw stream handles).
@@ -442,7 +442,7 @@ fn remap(t: &mut Trace, raw_streams: &[u64], sizes: &[u64]) {
 }
 
 proptest! {
-    #![proptest_config(config(12))]
+    #![proptest_config(settings(12))]
 
     /// The OOM point fits (always), is never below the peak of live bytes,
     /// equals the first capacity that fits by brute force where
@@ -641,7 +641,7 @@ fn advice_row(
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(settings(256))]
 
     /// Whatever the figures, every "drops/rises/falls from A to B" in the
     /// advice says what A and B do.
@@ -659,7 +659,7 @@ proptest! {
             .enumerate()
             .map(|(i, (&(peak, waste, util, oom), line))| advice_row(i as u64, line, peak, waste.min(peak), util, oom))
             .collect();
-        let target = vramlab_replay::target::release::TorchTarget::user(TorchVersion::NEWEST);
+        let target = vramlab_replay::torch_release::TorchTarget::user(TorchVersion::NEWEST);
         let rec = vramlab_replay::analysis::recommend::recommend(&rows, capacity_mib << 20, 1 << 20, &target, &[]);
         prop_assert!(
             vramlab_replay::analysis::recommend::check_direction_words(&rec.why).is_ok(),

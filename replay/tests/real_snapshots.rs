@@ -55,7 +55,7 @@ fn every_real_snapshot_replays_exactly() {
         for t in &traces {
             // Under the rules of the release that wrote it, as `vramlab
             // fidelity` does.
-            let v = vramlab_replay::target::release::target_of(t, None).rules;
+            let v = vramlab_replay::torch_release::target_of(t, None).rules;
             let conf = recorded_conf(t, v)
                 .expect("conf")
                 .expect("recorded settings");

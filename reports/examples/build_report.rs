@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use vramlab_replay::analysis::grid::parse_grid;
-use vramlab_replay::target::release::target_of;
+use vramlab_replay::torch_release::target_of;
 use vramlab_reports::build::{ReportRequest, build_report};
 
 /// The settings to compare, in grid-file syntax (`vramlab report --grid`).

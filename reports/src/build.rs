@@ -17,7 +17,7 @@ use vramlab_replay::analysis::oom_point::find_oom_point;
 use vramlab_replay::analysis::recommend::{
     RecommendRequest, Recommendation, Verdict, recommend_trace,
 };
-use vramlab_replay::target::release::TorchTarget;
+use vramlab_replay::torch_release::TorchTarget;
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::summary::TraceSummary;

@@ -10,7 +10,7 @@
 //! * [`plot_peak_reserved`]: peak reserved per setting, split into what was
 //!   allocated and the waste at the peak, against the live-bytes lower bound;
 //! * [`plot_oom_points`]: the smallest card each setting fits on, against
-//!   the usable memory of named cards ([`vramlab_replay::target::gpus`]);
+//!   the usable memory of named cards ([`vramlab_replay::gpus`]);
 //! * [`plot_fit`]: peak reserved as a workload dimension (batch, sequence,
 //!   resolution) grows, against the capacity;
 //! * [`plot_segment_map`]: every segment as a bar, its blocks coloured by

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::out_dir;
 use vramlab_replay::analysis::grid::parse_grid;
-use vramlab_replay::target::release::target_of;
+use vramlab_replay::torch_release::target_of;
 use vramlab_reports::build::{BuildError, ReportRequest, build_report, state_report};
 use vramlab_traces::{InitialState, Trace};
 

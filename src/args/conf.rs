@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::target::release::{TorchTarget, target_of};
+use vramlab_replay::torch_release::{TorchTarget, target_of};
 use vramlab_replay::{PolicySpec, Scenario};
 use vramlab_traces::Trace;
 

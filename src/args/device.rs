@@ -3,7 +3,7 @@
 use clap::Args;
 use vramlab_allocator::Placement;
 use vramlab_allocator::format::parse_size;
-use vramlab_replay::target::gpus::{Gpu, find_gpu};
+use vramlab_replay::gpus::{Gpu, find_gpu};
 
 /// The simulated device: a card by name, or a capacity in bytes.
 #[derive(Debug, Clone, Args)]

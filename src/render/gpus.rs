@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use vramlab_replay::results::GpuMemory;
-use vramlab_replay::target::gpus::CONTEXT_ALLOWANCE;
+use vramlab_replay::gpus::CONTEXT_ALLOWANCE;
 
 use crate::render::table::{Table, bytes};
 

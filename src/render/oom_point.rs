@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use vramlab_replay::analysis::oom_point::OomPoint;
-use vramlab_replay::target::gpus::{CONTEXT_ALLOWANCE, smallest_gpu_for};
+use vramlab_replay::gpus::{CONTEXT_ALLOWANCE, smallest_gpu_for};
 
 use crate::render::table::{Table, bytes};
 

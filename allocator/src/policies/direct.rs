@@ -42,33 +42,36 @@ use super::checks::{compare_stats, ensure};
 use super::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
 use super::settings::split_settings;
 use crate::devices::{Device, DeviceError, DevicePtr};
-use crate::policy::{AllocError, Allocator, BlockHandle, BlockState, BlockView, SegmentView};
+use crate::policy::{
+    AllocError, Allocator, BlockHandle, BlockState, BlockView, Inspect, Invariants, Seed,
+    SegmentView,
+};
 use crate::stats::{MemoryStats, PoolKind};
 
 /// Settings of the `direct` policy. It has none: the only valid settings
-/// string is the empty one, and [`Config`] displays as the empty string.
+/// string is the empty one, and [`Settings`] displays as the empty string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Config {}
+pub struct Settings {}
 
-impl Config {
+impl Settings {
     /// Parses a settings string; any key is an error.
-    pub fn parse(s: &str) -> Result<Config, String> {
+    pub fn parse(s: &str) -> Result<Settings, String> {
         split_settings("direct", s, &[])?;
-        Ok(Config {})
+        Ok(Settings {})
     }
 }
 
-impl fmt::Display for Config {
+impl fmt::Display for Settings {
     /// The canonical (empty) settings string.
     fn fmt(&self, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
         Ok(())
     }
 }
 
-impl FromStr for Config {
+impl FromStr for Settings {
     type Err = String;
-    fn from_str(s: &str) -> Result<Config, String> {
-        Config::parse(s)
+    fn from_str(s: &str) -> Result<Settings, String> {
+        Settings::parse(s)
     }
 }
 
@@ -83,7 +86,7 @@ struct Alloc {
 /// free.
 #[derive(Debug, Clone)]
 pub struct DirectAllocator<D: Device> {
-    config: Config,
+    settings: Settings,
     device: D,
     allocs: Arena<Alloc>,
     stats: MemoryStats,
@@ -93,9 +96,9 @@ const POOL: PoolKind = PoolKind::Large;
 
 impl<D: Device> DirectAllocator<D> {
     /// A fresh allocator over `device`.
-    pub fn new(config: Config, device: D) -> Self {
+    pub fn new(settings: Settings, device: D) -> Self {
         DirectAllocator {
-            config,
+            settings,
             device,
             allocs: Arena::default(),
             stats: MemoryStats::new(u64::MAX),
@@ -103,8 +106,8 @@ impl<D: Device> DirectAllocator<D> {
     }
 
     /// The settings in force.
-    pub fn config(&self) -> &Config {
-        &self.config
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Consumes the allocator and returns its device (live allocations are
@@ -149,12 +152,6 @@ impl<D: Device> DirectAllocator<D> {
 }
 
 impl<D: Device> Allocator for DirectAllocator<D> {
-    type Dev = D;
-
-    fn name(&self) -> &'static str {
-        "direct"
-    }
-
     fn malloc(&mut self, size: u64, _stream: u64) -> Result<BlockHandle, AllocError> {
         if size == 0 {
             return Ok(BlockHandle::NULL);
@@ -221,16 +218,24 @@ impl<D: Device> Allocator for DirectAllocator<D> {
     fn empty_cache(&mut self) -> Result<(), AllocError> {
         Ok(())
     }
+}
+
+impl<D: Device> Inspect for DirectAllocator<D> {
+    type Dev = D;
+
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+
+    fn stats(&self) -> &MemoryStats {
+        &self.stats
+    }
 
     fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
         if handle.is_null() || !self.allocs.is_current(handle.index, handle.generation) {
             return 0;
         }
         self.allocs[handle.index].ptr
-    }
-
-    fn stats(&self) -> &MemoryStats {
-        &self.stats
     }
 
     fn largest_free_block(&self) -> u64 {
@@ -262,6 +267,19 @@ impl<D: Device> Allocator for DirectAllocator<D> {
         out
     }
 
+    fn device(&self) -> &D {
+        &self.device
+    }
+
+    fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+}
+
+/// Replays start from an empty state only.
+impl<D: Device> Seed for DirectAllocator<D> {}
+
+impl<D: Device> Invariants for DirectAllocator<D> {
     fn check_invariants(&self) -> Result<(), String> {
         let mut want = MemoryStats::new(u64::MAX);
         let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(self.allocs.len());
@@ -290,13 +308,5 @@ impl<D: Device> Allocator for DirectAllocator<D> {
             "direct allocations are never split"
         );
         Ok(())
-    }
-
-    fn device(&self) -> &D {
-        &self.device
-    }
-
-    fn device_mut(&mut self) -> &mut D {
-        &mut self.device
     }
 }

@@ -1,5 +1,7 @@
-//! Every allocation policy, behind the same [`Allocator`](crate::Allocator)
-//! trait, and the [`registry`] that names and builds them.
+//! Every allocation policy, behind the same traits
+//! ([`Allocator`](crate::Allocator), [`Inspect`](crate::Inspect),
+//! [`Seed`](crate::Seed), [`Invariants`](crate::Invariants)), and the
+//! [`registry`] that names and builds them.
 //!
 //! | name | type | what it models | settings keys (defaults) |
 //! |---|---|---|---|
@@ -10,10 +12,10 @@
 //! | `stitch` | [`stitch::StitchAllocator`] | GMLake's virtual-memory stitching of free blocks | `stitch` (true), `fragment_limit` (512MiB), `reuse_limit` (1), `defragment_level` (0), `max_pieces` (unlimited), `gc_limit` (1000GiB) |
 //!
 //! Each policy module documents the rules it implements and the source each
-//! rule was read from, and has a `Config` with `parse` (a `key:value,…`
+//! rule was read from, and has a `Settings` with `parse` (a `key:value,…`
 //! settings string; errors name the key and the value), `Display` (the
 //! canonical string, which `parse` reads back to the same value) and
-//! `Default`. Each allocator is built with `new(config, device)`, reports
+//! `Default`. Each allocator is built with `new(settings, device)`, reports
 //! statistics with PyTorch's names, detects double frees through handle
 //! generations, reports out-of-memory conditions as
 //! [`AllocError::OutOfMemory`](crate::AllocError::OutOfMemory) and checks
@@ -54,7 +56,7 @@ pub const POLICY_NAMES: &[&str] = registry::POLICIES;
 mod tests {
     use super::*;
     use crate::devices::{Device, DeviceCall, DeviceError, DevicePtr, MemInfo};
-    use crate::{AllocConf, Allocator};
+    use crate::{AllocConf, Allocator, Inspect, Invariants};
 
     /// A device that refuses everything; enough to build each policy.
     struct NoDevice;
@@ -100,32 +102,32 @@ mod tests {
     fn names_match_the_list() {
         let names = [
             NativeAllocator::new(AllocConf::default(), NoDevice).name(),
-            DirectAllocator::new(direct::Config::default(), NoDevice).name(),
-            BfcAllocator::new(bfc::Config::default(), NoDevice).name(),
-            AsyncPoolAllocator::new(async_pool::Config::default(), NoDevice).name(),
-            StitchAllocator::new(stitch::Config::default(), NoDevice).name(),
+            DirectAllocator::new(direct::Settings::default(), NoDevice).name(),
+            BfcAllocator::new(bfc::Settings::default(), NoDevice).name(),
+            AsyncPoolAllocator::new(async_pool::Settings::default(), NoDevice).name(),
+            StitchAllocator::new(stitch::Settings::default(), NoDevice).name(),
         ];
         assert_eq!(names.as_slice(), POLICY_NAMES);
     }
 
     #[test]
     fn ooms_are_errors_not_panics() {
-        let mut d = DirectAllocator::new(direct::Config::default(), NoDevice);
+        let mut d = DirectAllocator::new(direct::Settings::default(), NoDevice);
         assert!(matches!(
             d.malloc(1 << 20, 0),
             Err(crate::AllocError::OutOfMemory(_))
         ));
-        let mut b = BfcAllocator::new(bfc::Config::default(), NoDevice);
+        let mut b = BfcAllocator::new(bfc::Settings::default(), NoDevice);
         assert!(matches!(
             b.malloc(1 << 20, 0),
             Err(crate::AllocError::OutOfMemory(_))
         ));
-        let mut a = AsyncPoolAllocator::new(async_pool::Config::default(), NoDevice);
+        let mut a = AsyncPoolAllocator::new(async_pool::Settings::default(), NoDevice);
         assert!(matches!(
             a.malloc(1 << 20, 0),
             Err(crate::AllocError::OutOfMemory(_))
         ));
-        let mut s = StitchAllocator::new(stitch::Config::default(), NoDevice);
+        let mut s = StitchAllocator::new(stitch::Settings::default(), NoDevice);
         assert!(matches!(
             s.malloc(512, 0),
             Err(crate::AllocError::OutOfMemory(_))

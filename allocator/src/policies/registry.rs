@@ -15,13 +15,13 @@ pub enum PolicySpec {
     /// PyTorch's native caching allocator with a `PYTORCH_ALLOC_CONF`.
     Native(AllocConf),
     /// No caching (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`).
-    Direct(direct::Config),
+    Direct(direct::Settings),
     /// TensorFlow / XLA BFC allocator.
-    Bfc(bfc::Config),
+    Bfc(bfc::Settings),
     /// A stream-ordered pool like cudaMallocAsync.
-    Async(async_pool::Config),
+    Async(async_pool::Settings),
     /// GMLake-style virtual-memory stitching.
-    Stitch(stitch::Config),
+    Stitch(stitch::Settings),
 }
 
 /// The policy names `--policy` accepts, as their `Allocator::name`
@@ -37,10 +37,10 @@ impl PolicySpec {
             "native" => AllocConf::parse(s, version)
                 .map(PolicySpec::Native)
                 .map_err(|e| e.to_string()),
-            "direct" => direct::Config::parse(s).map(PolicySpec::Direct),
-            "bfc" => bfc::Config::parse(s).map(PolicySpec::Bfc),
-            "async" => async_pool::Config::parse(s).map(PolicySpec::Async),
-            "stitch" => stitch::Config::parse(s).map(PolicySpec::Stitch),
+            "direct" => direct::Settings::parse(s).map(PolicySpec::Direct),
+            "bfc" => bfc::Settings::parse(s).map(PolicySpec::Bfc),
+            "async" => async_pool::Settings::parse(s).map(PolicySpec::Async),
+            "stitch" => stitch::Settings::parse(s).map(PolicySpec::Stitch),
             other => Err(format!(
                 "unknown policy '{other}' (known: {})",
                 POLICIES.join(", ")
@@ -65,14 +65,16 @@ impl PolicySpec {
         match self {
             PolicySpec::Native(c) => c.to_string(),
             PolicySpec::Direct(c) => {
-                non_default(&c.to_string(), &direct::Config::default().to_string())
+                non_default(&c.to_string(), &direct::Settings::default().to_string())
             }
-            PolicySpec::Bfc(c) => non_default(&c.to_string(), &bfc::Config::default().to_string()),
+            PolicySpec::Bfc(c) => {
+                non_default(&c.to_string(), &bfc::Settings::default().to_string())
+            }
             PolicySpec::Async(c) => {
-                non_default(&c.to_string(), &async_pool::Config::default().to_string())
+                non_default(&c.to_string(), &async_pool::Settings::default().to_string())
             }
             PolicySpec::Stitch(c) => {
-                non_default(&c.to_string(), &stitch::Config::default().to_string())
+                non_default(&c.to_string(), &stitch::Settings::default().to_string())
             }
         }
     }

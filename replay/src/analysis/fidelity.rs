@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use vramlab_allocator::devices::DeviceCallKind;
-use vramlab_allocator::{AllocConf, Allocator, BlockState};
+use vramlab_allocator::{AllocConf, BlockState, Inspect};
 use vramlab_traces::{Event, ExpectedRecord, InitialBlockState, SegmentEventKind, Trace};
 
 use crate::engine::run::Run;

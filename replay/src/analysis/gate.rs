@@ -17,7 +17,7 @@ use crate::analysis::fidelity::check_fidelity;
 use crate::analysis::recommend::check_advice_words;
 use crate::analysis::sweep::run_sweep;
 use crate::engine::start::recorded_conf;
-use crate::target::release::target_of;
+use crate::torch_release::target_of;
 use vramlab_allocator::Placement;
 
 /// Deterministic metrics of one (trace, setting) pair.
@@ -131,7 +131,7 @@ pub fn measure(
     let mut words = advice_words(traces, &rows);
     for (name, t) in snapshots {
         // Each snapshot under the rules of the release that wrote it.
-        let rules = crate::target::release::target_of(t, None).rules;
+        let rules = crate::torch_release::target_of(t, None).rules;
         let conf = recorded_conf(t, rules)?.unwrap_or_default();
         let r = check_fidelity(t, conf).map_err(|e| format!("{name}: {e}"))?;
         b.fidelity.insert(

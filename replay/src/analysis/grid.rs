@@ -123,7 +123,7 @@ pub fn default_grid(version: TorchVersion) -> Vec<GridEntry> {
 /// release's grid that every release of the range accepts (a snapshot
 /// recorded by 2.5–2.7 gets no `max_non_split_rounding_mb`, which 2.5
 /// rejects, and no `large_segment_size_mb`).
-pub fn default_grid_for(target: &crate::target::release::TorchTarget) -> Vec<GridEntry> {
+pub fn default_grid_for(target: &crate::torch_release::TorchTarget) -> Vec<GridEntry> {
     default_grid(target.rules)
         .into_iter()
         .filter(|e| {

@@ -19,7 +19,7 @@ use crate::analysis::grid::GridEntry;
 use crate::analysis::oom_point::find_oom_point;
 use crate::engine::ReplayError;
 use crate::engine::start::Start;
-use crate::target::gpus::smallest_gpu_for;
+use crate::gpus::smallest_gpu_for;
 
 /// The allocator settings a matrix compares when none are given: the
 /// defaults and the ones the guides recommend.

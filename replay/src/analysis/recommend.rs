@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::analysis::placement::{SettingRange, placement_range};
 use crate::analysis::sweep::SweepRow;
-use crate::target::gpus::smallest_gpu_for;
-use crate::target::release::TorchTarget;
+use crate::gpus::smallest_gpu_for;
+use crate::torch_release::TorchTarget;
 
 /// Headroom, as a share of the capacity, above which the defaults are
 /// fine: a setting is recommended only when the defaults do not fit, or fit

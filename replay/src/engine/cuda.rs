@@ -10,7 +10,7 @@ use vramlab_allocator::devices::cuda::{
 };
 
 pub use crate::engine::timed::TimedAllocator;
-use vramlab_allocator::{AllocConf, Allocator, NativeAllocator};
+use vramlab_allocator::{AllocConf, Allocator, Inspect, NativeAllocator};
 use vramlab_traces::Trace;
 
 use crate::engine::run::Run;

@@ -4,11 +4,8 @@
 
 use std::time::Instant;
 
-use vramlab_allocator::devices::DevicePtr;
 use vramlab_allocator::latency::LatencyHistogram;
-use vramlab_allocator::{
-    AllocError, Allocator, BlockHandle, MemoryStats, PoolKind, SeedBlock, SegmentView,
-};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, Wrapper};
 
 /// Wraps a policy and times each caller-level call: every
 /// [`Allocator::malloc`] (cache hits included) into `malloc`, every
@@ -36,12 +33,20 @@ impl<A: Allocator> TimedAllocator<A> {
     }
 }
 
-impl<A: Allocator> Allocator for TimedAllocator<A> {
-    type Dev = A::Dev;
+/// Inspection, seeding and the invariant check are the policy's own.
+impl<A: Allocator> Wrapper for TimedAllocator<A> {
+    type Inner = A;
 
-    fn name(&self) -> &'static str {
-        self.inner.name()
+    fn inner(&self) -> &A {
+        &self.inner
     }
+    fn inner_mut(&mut self) -> &mut A {
+        &mut self.inner
+    }
+}
+
+/// Times `malloc`, `free` and `free_deferred`; passes the other calls on.
+impl<A: Allocator> Allocator for TimedAllocator<A> {
     fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError> {
         let t = Instant::now();
         let r = self.inner.malloc(size, stream);
@@ -69,44 +74,7 @@ impl<A: Allocator> Allocator for TimedAllocator<A> {
     fn empty_cache(&mut self) -> Result<(), AllocError> {
         self.inner.empty_cache()
     }
-    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
-        self.inner.block_ptr(handle)
-    }
-    fn stats(&self) -> &MemoryStats {
-        self.inner.stats()
-    }
-    fn largest_free_block(&self) -> u64 {
-        self.inner.largest_free_block()
-    }
-    fn segments(&self) -> Vec<SegmentView> {
-        self.inner.segments()
-    }
-    fn seed_segment(
-        &mut self,
-        pool: PoolKind,
-        stream: u64,
-        blocks: &[SeedBlock],
-    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
-        self.inner.seed_segment(pool, stream, blocks)
-    }
-    fn seed_expandable(
-        &mut self,
-        pool: PoolKind,
-        stream: u64,
-        ranges: &[vramlab_allocator::SeedRange<'_>],
-    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
-        self.inner.seed_expandable(pool, stream, ranges)
-    }
     fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
         self.inner.set_memory_fraction(fraction)
-    }
-    fn check_invariants(&self) -> Result<(), String> {
-        self.inner.check_invariants()
-    }
-    fn device(&self) -> &Self::Dev {
-        self.inner.device()
-    }
-    fn device_mut(&mut self) -> &mut Self::Dev {
-        self.inner.device_mut()
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::target::gpus::{GPUS, Gpu};
+use crate::gpus::{GPUS, Gpu};
 
 /// A card `--gpu NAME` knows, and the memory PyTorch can use on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -207,7 +207,7 @@ fn write_oom_table(h: &mut String, points: &[OomPointResult]) {
         } else {
             "n/a".to_string()
         };
-        let card = match vramlab_replay::target::gpus::smallest_gpu_for(p.min_capacity) {
+        let card = match vramlab_replay::gpus::smallest_gpu_for(p.min_capacity) {
             Some(g) => format!("{} ({} usable)", g.name, format_bytes(g.usable_bytes())),
             None => "none listed".to_string(),
         };

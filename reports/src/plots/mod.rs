@@ -124,10 +124,10 @@ pub fn plot_peak_reserved(
 
 /// The minimum capacity (OOM point) per setting as bars, with each
 /// setting's live-bytes lower bound, and the usable memory of the named
-/// cards of [`vramlab_replay::target::gpus::GPUS`] around the bars (the largest one
+/// cards of [`vramlab_replay::gpus::GPUS`] around the bars (the largest one
 /// below the smallest bar, those between, the smallest that holds every
 /// bar) as labelled reference lines; each bar says the smallest card it
-/// fits on ([`vramlab_replay::target::gpus::smallest_gpu_for`]). Writes `out.png`
+/// fits on ([`vramlab_replay::gpus::smallest_gpu_for`]). Writes `out.png`
 /// and `out.svg`.
 pub fn plot_oom_points(out: &Path, points: &[OomPointResult]) -> Result<PlotFiles> {
     render(out, &bars::OomPoints { points })

@@ -15,7 +15,7 @@ impl<D: Device> AsyncPoolAllocator<D> {
         self.stats.num_sync_all_streams += 1;
         self.device.synchronize();
         self.share_all();
-        self.trim_to(self.config.release_threshold)
+        self.trim_to(self.settings.release_threshold)
     }
 
     /// `cudaMemPoolTrimTo(pool, keep)`: frees chunks without a live

@@ -8,7 +8,7 @@ use crate::policy::{AllocError, BlockHandle};
 impl<D: Device> AsyncPoolAllocator<D> {
     /// `cudaFreeAsync` on the allocation stream, or on the unifying stream
     /// when `unified`.
-    pub(super) fn free_impl(&mut self, h: BlockHandle, unified: bool) -> Result<(), AllocError> {
+    pub(super) fn free_handle(&mut self, h: BlockHandle, unified: bool) -> Result<(), AllocError> {
         if h.is_null() {
             return Ok(());
         }
@@ -20,7 +20,7 @@ impl<D: Device> AsyncPoolAllocator<D> {
         s.active.decrease(POOL, 1);
         s.active_bytes.decrease(POOL, b.size);
         s.requested_bytes.decrease(POOL, b.requested);
-        let reuse = if self.config.reuse_across_streams {
+        let reuse = if self.settings.reuse_across_streams {
             Reuse::Shared
         } else if unified || b.recorded {
             Reuse::Unified

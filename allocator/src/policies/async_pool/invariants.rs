@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use super::{ALIGNMENT, AsyncPoolAllocator, Block, Chunk, NIL, POOL, Reuse, SizeKey, StreamKey};
 use crate::devices::Device;
 use crate::policies::checks::{compare_stats, ensure};
+use crate::policy::Invariants;
 use crate::stats::MemoryStats;
 
 /// What the checker recomputes from the blocks of the chunks.
@@ -23,8 +24,8 @@ struct Tally {
     visited: usize,
 }
 
-impl<D: Device> AsyncPoolAllocator<D> {
-    pub(super) fn check_invariants_impl(&self) -> Result<(), String> {
+impl<D: Device> Invariants for AsyncPoolAllocator<D> {
+    fn check_invariants(&self) -> Result<(), String> {
         let mut t = Tally {
             want: MemoryStats::new(u64::MAX),
             by_stream: BTreeSet::new(),
@@ -38,7 +39,9 @@ impl<D: Device> AsyncPoolAllocator<D> {
         self.check_free_sets(&t)?;
         compare_stats(&self.stats, &t.want)
     }
+}
 
+impl<D: Device> AsyncPoolAllocator<D> {
     /// Chunk `base`: a whole number of granules, tiled by its blocks in
     /// address order, with no two free neighbours of one reuse class left
     /// unmerged.
@@ -121,7 +124,7 @@ impl<D: Device> AsyncPoolAllocator<D> {
         match b.reuse {
             Reuse::Stream(stream) => {
                 ensure!(
-                    !self.config.reuse_across_streams,
+                    !self.settings.reuse_across_streams,
                     "block {i}: stream-private although reuse_across_streams is on"
                 );
                 t.by_stream.insert(StreamKey {
@@ -133,7 +136,7 @@ impl<D: Device> AsyncPoolAllocator<D> {
             }
             Reuse::Unified => {
                 ensure!(
-                    !self.config.reuse_across_streams,
+                    !self.settings.reuse_across_streams,
                     "block {i}: unified although reuse_across_streams is on"
                 );
                 t.unified.insert(sk);

@@ -57,28 +57,29 @@
 //! `allocated_bytes` = live block bytes, `UsedMemCurrent`); there is one
 //! pool, counted in `large_pool`.
 //!
-//! Module map: `config` (the settings string), `reuse` (the free sets by
+//! Module map: this file (the allocator and the calls it serves), `settings`
+//! (the settings string), `reuse` (the free sets by
 //! reuse class and the best fit), `blocks` (handing out and merging
 //! blocks), `chunks` (growing the pool and trimming it), `free` (frees),
-//! `view` (segment views), `invariants` (the consistency checker).
+//! `view` (what it holds: segment views), `invariants` (the consistency checker).
 
 mod blocks;
 mod chunks;
-mod config;
 mod free;
 mod invariants;
 mod reuse;
+mod settings;
 mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use config::Config;
+pub use settings::Settings;
 
 use super::arena::{Arena, NIL};
 use super::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
 use super::rounding::round_up;
-use crate::devices::{Device, DevicePtr};
-use crate::policy::{AllocError, Allocator, BlockHandle, SegmentView};
+use crate::devices::Device;
+use crate::policy::{AllocError, Allocator, BlockHandle, Seed};
 use crate::stats::{MemoryStats, PoolKind};
 
 /// Requests are rounded up to this many bytes.
@@ -151,7 +152,7 @@ struct Chunk {
 /// The stream-ordered pool over a device.
 #[derive(Debug, Clone)]
 pub struct AsyncPoolAllocator<D: Device> {
-    config: Config,
+    settings: Settings,
     device: D,
     granularity: u64,
     blocks: Arena<Block>,
@@ -165,10 +166,10 @@ pub struct AsyncPoolAllocator<D: Device> {
 
 impl<D: Device> AsyncPoolAllocator<D> {
     /// A fresh, empty pool over `device`.
-    pub fn new(config: Config, device: D) -> Self {
+    pub fn new(settings: Settings, device: D) -> Self {
         let g = device.granularity();
         AsyncPoolAllocator {
-            config,
+            settings,
             device,
             granularity: if g == 0 { DEFAULT_GRANULARITY } else { g },
             blocks: Arena::default(),
@@ -182,8 +183,8 @@ impl<D: Device> AsyncPoolAllocator<D> {
     }
 
     /// The settings in force.
-    pub fn config(&self) -> &Config {
-        &self.config
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The growth granularity in bytes.
@@ -211,12 +212,6 @@ impl<D: Device> AsyncPoolAllocator<D> {
 }
 
 impl<D: Device> Allocator for AsyncPoolAllocator<D> {
-    type Dev = D;
-
-    fn name(&self) -> &'static str {
-        "async"
-    }
-
     fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError> {
         if size == 0 {
             return Ok(BlockHandle::NULL);
@@ -246,13 +241,13 @@ impl<D: Device> Allocator for AsyncPoolAllocator<D> {
     }
 
     fn free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.free_impl(handle, false)
+        self.free_handle(handle, false)
     }
 
     /// The block was used on other streams: PyTorch frees it on its
     /// unifying stream at once.
     fn free_deferred(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.free_impl(handle, true)
+        self.free_handle(handle, true)
     }
 
     /// Nothing is pending (see [`Allocator::free_deferred`]); a handle that
@@ -286,41 +281,7 @@ impl<D: Device> Allocator for AsyncPoolAllocator<D> {
         self.share_all();
         self.trim_to(0)
     }
-
-    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
-        if handle.is_null()
-            || !self.blocks.is_current(handle.index, handle.generation)
-            || !self.blocks[handle.index].allocated
-        {
-            return 0;
-        }
-        self.blocks[handle.index].ptr
-    }
-
-    fn stats(&self) -> &MemoryStats {
-        &self.stats
-    }
-
-    fn largest_free_block(&self) -> u64 {
-        let a = self.shared.last().map_or(0, |k| k.size);
-        let b = self.unified.last().map_or(0, |k| k.size);
-        let c = self.by_stream.iter().map(|k| k.size).max().unwrap_or(0);
-        a.max(b).max(c)
-    }
-
-    fn segments(&self) -> Vec<SegmentView> {
-        self.segments_impl()
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        self.check_invariants_impl()
-    }
-
-    fn device(&self) -> &D {
-        &self.device
-    }
-
-    fn device_mut(&mut self) -> &mut D {
-        &mut self.device
-    }
 }
+
+/// Replays start from an empty state only.
+impl<D: Device> Seed for AsyncPoolAllocator<D> {}

@@ -7,6 +7,7 @@ use super::bins::{BinKey, MIN_ALLOCATION_SIZE, NUM_BINS, bin_for};
 use super::{BfcAllocator, Chunk, ChunkState, NIL, POOL, Region};
 use crate::devices::Device;
 use crate::policies::checks::{compare_stats, ensure};
+use crate::policy::Invariants;
 use crate::stats::MemoryStats;
 
 /// What the checker recomputes from the chunks of the regions.
@@ -56,8 +57,8 @@ impl Tally {
     }
 }
 
-impl<D: Device> BfcAllocator<D> {
-    pub(super) fn check_invariants_impl(&self) -> Result<(), String> {
+impl<D: Device> Invariants for BfcAllocator<D> {
+    fn check_invariants(&self) -> Result<(), String> {
         let mut t = Tally {
             want: MemoryStats::new(u64::MAX),
             free_keys: std::array::from_fn(|_| BTreeSet::new()),
@@ -71,7 +72,9 @@ impl<D: Device> BfcAllocator<D> {
         self.check_totals(&t)?;
         compare_stats(&self.stats, &t.want)
     }
+}
 
+impl<D: Device> BfcAllocator<D> {
     /// Region `base`: its first chunk starts it and its chunks tile it, in
     /// address order, with no two free neighbours left unmerged.
     fn check_region(&self, base: u64, r: &Region, t: &mut Tally) -> Result<(), String> {

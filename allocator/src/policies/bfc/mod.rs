@@ -69,28 +69,29 @@
 //!   collections that freed regions, `num_sync_all_streams` = `empty_cache`
 //!   calls. There is one pool: everything is counted in `large_pool`.
 //!
-//! Module map: `config` (the settings string), `bins` (rounding, bins and
+//! Module map: this file (the allocator and the calls it serves), `settings`
+//! (the settings string), `bins` (rounding, bins and
 //! their free chunks), `find` (best fit and splitting), `free` (frees and
-//! coalescing), `regions` (growing and freeing regions), `view` (segment
-//! views), `invariants` (the consistency checker).
+//! coalescing), `regions` (growing and freeing regions), `view` (what it
+//! holds: segment views), `invariants` (the consistency checker).
 
 mod bins;
-mod config;
 mod find;
 mod free;
 mod invariants;
 mod regions;
+mod settings;
 mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use bins::{MIN_ALLOCATION_SIZE, NUM_BINS, bin_num_for_size, rounded_bytes};
-pub use config::Config;
+pub use settings::Settings;
 
 use super::arena::{Arena, NIL};
 use super::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
-use crate::devices::{Device, DevicePtr};
-use crate::policy::{AllocError, Allocator, BlockHandle, SegmentView};
+use crate::devices::Device;
+use crate::policy::{AllocError, Allocator, BlockHandle, Seed};
 use crate::stats::{MemoryStats, PoolKind};
 use bins::BinKey;
 
@@ -142,7 +143,7 @@ struct Region {
 /// TensorFlow's / XLA's BFC allocator over a device.
 #[derive(Debug, Clone)]
 pub struct BfcAllocator<D: Device> {
-    config: Config,
+    settings: Settings,
     device: D,
     chunks: Arena<Chunk>,
     bins: [BTreeSet<BinKey>; NUM_BINS],
@@ -165,23 +166,23 @@ impl<D: Device> BfcAllocator<D> {
     /// A fresh allocator: the memory limit is fixed here (`memory_limit`, or
     /// `memory_fraction` of the device total). No memory is obtained before
     /// the first request.
-    pub fn new(config: Config, device: D) -> Self {
+    pub fn new(settings: Settings, device: D) -> Self {
         let total = device.mem_info().total;
-        let memory_limit = config
+        let memory_limit = settings
             .memory_limit
-            .unwrap_or((config.memory_fraction * total as f64) as u64);
-        let curr = if config.allow_growth {
+            .unwrap_or((settings.memory_fraction * total as f64) as u64);
+        let curr = if settings.allow_growth {
             rounded_bytes(memory_limit.min(INITIAL_GROWTH_REGION))
         } else {
             rounded_bytes(memory_limit)
         };
-        let max_frag = if config.fragmentation_fraction > 0.0 {
-            (config.fragmentation_fraction * memory_limit as f64) as u64
+        let max_frag = if settings.fragmentation_fraction > 0.0 {
+            (settings.fragmentation_fraction * memory_limit as f64) as u64
         } else {
             DEFAULT_MAX_INTERNAL_FRAGMENTATION
         };
         BfcAllocator {
-            config,
+            settings,
             device,
             chunks: Arena::default(),
             bins: std::array::from_fn(|_| BTreeSet::new()),
@@ -198,8 +199,8 @@ impl<D: Device> BfcAllocator<D> {
     }
 
     /// The settings in force.
-    pub fn config(&self) -> &Config {
-        &self.config
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The memory limit in bytes (`memory_limit_`).
@@ -243,12 +244,6 @@ impl<D: Device> BfcAllocator<D> {
 }
 
 impl<D: Device> Allocator for BfcAllocator<D> {
-    type Dev = D;
-
-    fn name(&self) -> &'static str {
-        "bfc"
-    }
-
     fn malloc(&mut self, size: u64, _stream: u64) -> Result<BlockHandle, AllocError> {
         if size == 0 {
             return Ok(BlockHandle::NULL);
@@ -337,39 +332,7 @@ impl<D: Device> Allocator for BfcAllocator<D> {
         self.complete_pending();
         self.release_free_regions().map(|_| ())
     }
-
-    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
-        if handle.is_null()
-            || !self.chunks.is_current(handle.index, handle.generation)
-            || self.chunks[handle.index].state == ChunkState::Free
-        {
-            return 0;
-        }
-        self.chunks[handle.index].ptr
-    }
-
-    fn stats(&self) -> &MemoryStats {
-        &self.stats
-    }
-
-    /// `LargestFreeChunk`.
-    fn largest_free_block(&self) -> u64 {
-        self.largest_free_chunk()
-    }
-
-    fn segments(&self) -> Vec<SegmentView> {
-        self.segments_impl()
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        self.check_invariants_impl()
-    }
-
-    fn device(&self) -> &D {
-        &self.device
-    }
-
-    fn device_mut(&mut self) -> &mut D {
-        &mut self.device
-    }
 }
+
+/// Replays start from an empty state only.
+impl<D: Device> Seed for BfcAllocator<D> {}

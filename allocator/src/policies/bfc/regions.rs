@@ -123,7 +123,7 @@ impl<D: Device> BfcAllocator<D> {
     /// `DeallocateFreeRegions`: with `garbage_collection`, frees the unused
     /// regions when that can make room for `rounded` bytes.
     pub(super) fn deallocate_free_regions(&mut self, rounded: u64) -> Result<bool, AllocError> {
-        if !self.config.garbage_collection {
+        if !self.settings.garbage_collection {
             return Ok(false);
         }
         let free_bytes: u64 = self

@@ -1,12 +1,38 @@
-//! Segment views: one segment per region, its chunks in address order.
+//! What the policy holds ([`Inspect`]); segment views: one segment per region, its chunks in address order.
 
 use super::{BfcAllocator, ChunkState, NIL, POOL};
-use crate::devices::Device;
-use crate::policy::{BlockState, BlockView, SegmentView};
+use crate::devices::{Device, DevicePtr};
+use crate::policy::{BlockHandle, BlockState, BlockView, Inspect, SegmentView};
+use crate::stats::MemoryStats;
 
-impl<D: Device> BfcAllocator<D> {
+impl<D: Device> Inspect for BfcAllocator<D> {
+    type Dev = D;
+
+    fn name(&self) -> &'static str {
+        "bfc"
+    }
+
+    fn stats(&self) -> &MemoryStats {
+        &self.stats
+    }
+
+    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
+        if handle.is_null()
+            || !self.chunks.is_current(handle.index, handle.generation)
+            || self.chunks[handle.index].state == ChunkState::Free
+        {
+            return 0;
+        }
+        self.chunks[handle.index].ptr
+    }
+
+    /// `LargestFreeChunk`.
+    fn largest_free_block(&self) -> u64 {
+        self.largest_free_chunk()
+    }
+
     /// Every region as a segment, in address order.
-    pub(super) fn segments_impl(&self) -> Vec<SegmentView> {
+    fn segments(&self) -> Vec<SegmentView> {
         let mut out = Vec::with_capacity(self.regions.len());
         for (&base, r) in &self.regions {
             let mut seg = SegmentView {
@@ -35,5 +61,13 @@ impl<D: Device> BfcAllocator<D> {
             out.push(seg);
         }
         out
+    }
+
+    fn device(&self) -> &D {
+        &self.device
+    }
+
+    fn device_mut(&mut self) -> &mut D {
+        &mut self.device
     }
 }

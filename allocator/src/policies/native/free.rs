@@ -13,7 +13,7 @@ impl<D: Device> NativeAllocator<D> {
     /// `free(ptr)`. With `deferred`, the block stays active until
     /// [`crate::Allocator::complete_free`] (a trace recorded its completion
     /// later); otherwise it is deferred only if it was used on other streams.
-    pub(super) fn free_impl(&mut self, h: BlockHandle, deferred: bool) -> Result<(), AllocError> {
+    pub(super) fn free_handle(&mut self, h: BlockHandle, deferred: bool) -> Result<(), AllocError> {
         if h.is_null() {
             return Ok(());
         }
@@ -45,35 +45,6 @@ impl<D: Device> NativeAllocator<D> {
             self.free_block(idx);
         }
         Ok(())
-    }
-
-    /// Completes a free a trace deferred. A handle whose free already
-    /// completed at a synchronisation (empty_cache, OOM flush) is accepted
-    /// and ignored, as PyTorch would have emitted the completion there.
-    pub(super) fn complete_free_impl(&mut self, h: BlockHandle) -> Result<(), AllocError> {
-        if h.is_null() {
-            return Ok(());
-        }
-        if !self.arena.is_current(h.index, h.generation) {
-            return Ok(());
-        }
-        match self.arena[h.index].state {
-            State::PendingFree => {
-                if self.trace_pending.remove(h.index) {
-                    // Deferred by the trace.
-                } else if let Some(pos) = self.stream_event_queue.iter().position(|&i| i == h.index)
-                {
-                    // Deferred by `record_stream` (never in a replay; the
-                    // queue empties at every malloc).
-                    self.stream_event_queue.remove(pos);
-                }
-                self.arena[h.index].event_count = 0;
-                self.free_block(h.index);
-                Ok(())
-            }
-            State::Allocated => Err(AllocError::UnknownHandle(h)),
-            State::Free => Ok(()),
-        }
     }
 
     /// `process_events`: stream events recorded at free time are complete by

@@ -8,6 +8,7 @@ use super::block::{Block, NIL, State};
 use super::pool::{FreeKey, UnmappedKey};
 use crate::devices::Device;
 use crate::policies::checks::{ensure, stat_pairs};
+use crate::policy::Invariants;
 use crate::stats::{MemoryStats, PoolKind};
 
 /// What the checker recomputes from the blocks.
@@ -72,8 +73,8 @@ impl Tally {
     }
 }
 
-impl<D: Device> NativeAllocator<D> {
-    pub(super) fn check_invariants_impl(&self) -> Result<(), String> {
+impl<D: Device> Invariants for NativeAllocator<D> {
+    fn check_invariants(&self) -> Result<(), String> {
         let mss = self.max_split_size();
         let mut t = Tally {
             expect: MemoryStats::new(mss),
@@ -92,7 +93,9 @@ impl<D: Device> NativeAllocator<D> {
         self.check_totals(&t)?;
         self.check_stats(&t.expect)
     }
+}
 
+impl<D: Device> NativeAllocator<D> {
     /// Block `idx`: a positive multiple of 512 bytes, linked both ways to
     /// its neighbours, which touch it without gap or overlap, share its
     /// pool, stream and segment, and are not a free block left unmerged.

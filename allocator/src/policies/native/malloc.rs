@@ -1,13 +1,14 @@
-//! The allocation path: `malloc`, `get_free_block`, `alloc_block`,
-//! `should_split`, `alloc_found_block` of `DeviceCachingAllocator` in
+//! The steps of the allocation path ([`Allocator::malloc`](crate::Allocator::malloc)
+//! in `mod.rs` runs them): `get_free_block`, `alloc_block`, `should_split`,
+//! `alloc_found_block` of `DeviceCachingAllocator` in
 //! c10/cuda/CUDACachingAllocator.cpp.
 
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
-use super::rounding::{self, MIN_BLOCK_SIZE, SMALL_SIZE};
+use super::rounding::{MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::devices::{Device, DeviceError};
-use crate::policies::oom::{MAX_REQUEST, exceeds_limit, out_of_memory, preemptive};
-use crate::policy::{AllocError, BlockHandle};
+use crate::policies::oom::{out_of_memory, preemptive};
+use crate::policy::AllocError;
 use crate::stats::PoolKind;
 
 /// One request on its way through `malloc` (PyTorch's `AllocParams`).
@@ -24,66 +25,8 @@ pub(super) struct Params {
 }
 
 impl<D: Device> NativeAllocator<D> {
-    pub(super) fn malloc_impl(
-        &mut self,
-        orig: u64,
-        stream: u64,
-    ) -> Result<BlockHandle, AllocError> {
-        if orig == 0 {
-            // PyTorch returns a null DataPtr without touching the allocator.
-            return Ok(BlockHandle::NULL);
-        }
-        if orig >= MAX_REQUEST {
-            // `TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes, ...)`
-            // before the lock: no trace entry, no statistics.
-            return Err(exceeds_limit(
-                &self.device,
-                &self.stats,
-                orig,
-                self.allowed_memory_maximum,
-            ));
-        }
-        self.process_events();
-        let size = rounding::round_size(&self.conf, orig);
-        let pool = if size <= SMALL_SIZE {
-            PoolKind::Small
-        } else {
-            PoolKind::Large
-        };
-        let p = Params {
-            size,
-            stream,
-            pool,
-            alloc_size: rounding::allocation_size(&self.conf, size),
-        };
-        // The free-memory callbacks (CUDA IPC collection) never free anything
-        // in a replay, so the second search of PyTorch's malloc is skipped.
-        let mut found = self.get_free_block(&p);
-        // A cached block is still in its pool's set; a new one is not.
-        let cached = found.is_some();
-        if found.is_none() {
-            if self.gc_enabled() {
-                self.garbage_collect()?;
-            }
-            found = self.alloc_block(&p, false)?;
-            if found.is_none() && self.release_available_cached_blocks(&p)? {
-                found = self.alloc_block(&p, false)?;
-            }
-            if found.is_none() {
-                self.release_cached_blocks()?;
-                found = self.alloc_block(&p, true)?;
-            }
-        }
-        let Some(idx) = found else {
-            return Err(self.raise_oom(orig, &p));
-        };
-        let split = self.should_split(idx, size);
-        let idx = self.alloc_found_block(idx, &p, orig, split, cached);
-        Ok(self.handle_of(idx))
-    }
-
     /// Records the OOM (`num_ooms`) and builds PyTorch's report.
-    fn raise_oom(&mut self, orig: u64, p: &Params) -> AllocError {
+    pub(super) fn raise_oom(&mut self, orig: u64, p: &Params) -> AllocError {
         out_of_memory(
             &self.device,
             &mut self.stats,

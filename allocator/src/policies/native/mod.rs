@@ -6,11 +6,13 @@
 //! shows up as a device call, and nothing here knows whether the device is
 //! simulated or real.
 //!
-//! Module map: [`rounding`] (sizes), `block`/`pool` (data structures),
-//! `malloc` (the allocation path), `free` (frees and coalescing), `release`
-//! (cache release, garbage collection), `expandable` (expandable segments),
-//! `view` (segment views), `invariants` (the consistency checker), `seed`
-//! (initial state of traces that start mid-run).
+//! Module map: this file (the allocator and the calls it serves,
+//! [`Allocator`]), [`rounding`] (sizes), `block`/`pool` (data structures),
+//! `malloc` (the steps of the allocation path), `free` (frees and
+//! coalescing), `release` (cache release, garbage collection), `expandable`
+//! (expandable segments), `view` (what it holds, [`Inspect`](crate::Inspect)),
+//! `invariants` (the consistency checker), `seed` (initial state of traces
+//! that start mid-run, [`Seed`](crate::Seed)).
 
 mod block;
 mod expandable;
@@ -26,13 +28,16 @@ mod stream_table;
 mod view;
 
 use crate::conf::AllocConf;
-use crate::devices::{Device, DevicePtr};
-use crate::policy::{AllocError, Allocator, BlockHandle, SeedBlock, SegmentView};
+use crate::devices::Device;
+use crate::policies::oom::{MAX_REQUEST, exceeds_limit};
+use crate::policy::{AllocError, Allocator, BlockHandle};
 use crate::stats::{MemoryStats, PoolKind};
 
 use block::{Arena, State};
 use expandable::ExpandableSegment;
+use malloc::Params;
 use pool::Pool;
+use rounding::SMALL_SIZE;
 
 /// PyTorch's native caching allocator for one device.
 #[derive(Debug, Clone)]
@@ -270,26 +275,99 @@ fn free_key(b: &block::Block, idx: u32) -> pool::FreeKey {
 }
 
 impl<D: Device> Allocator for NativeAllocator<D> {
-    type Dev = D;
-
-    fn name(&self) -> &'static str {
-        "native"
-    }
-
-    fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError> {
-        self.malloc_impl(size, stream)
+    /// `DeviceCachingAllocator::malloc`: round the request, take a cached
+    /// block, else a new segment (after garbage collection, then after
+    /// releasing cached blocks), else raise out-of-memory. The steps are in
+    /// `malloc.rs`.
+    fn malloc(&mut self, orig: u64, stream: u64) -> Result<BlockHandle, AllocError> {
+        if orig == 0 {
+            // PyTorch returns a null DataPtr without touching the allocator.
+            return Ok(BlockHandle::NULL);
+        }
+        if orig >= MAX_REQUEST {
+            // `TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes, ...)`
+            // before the lock: no trace entry, no statistics.
+            return Err(exceeds_limit(
+                &self.device,
+                &self.stats,
+                orig,
+                self.allowed_memory_maximum,
+            ));
+        }
+        self.process_events();
+        let size = rounding::round_size(&self.conf, orig);
+        let pool = if size <= SMALL_SIZE {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
+        let p = Params {
+            size,
+            stream,
+            pool,
+            alloc_size: rounding::allocation_size(&self.conf, size),
+        };
+        // The free-memory callbacks (CUDA IPC collection) never free anything
+        // in a replay, so the second search of PyTorch's malloc is skipped.
+        let mut found = self.get_free_block(&p);
+        // A cached block is still in its pool's set; a new one is not.
+        let cached = found.is_some();
+        if found.is_none() {
+            if self.gc_enabled() {
+                self.garbage_collect()?;
+            }
+            found = self.alloc_block(&p, false)?;
+            if found.is_none() && self.release_available_cached_blocks(&p)? {
+                found = self.alloc_block(&p, false)?;
+            }
+            if found.is_none() {
+                self.release_cached_blocks()?;
+                found = self.alloc_block(&p, true)?;
+            }
+        }
+        let Some(idx) = found else {
+            return Err(self.raise_oom(orig, &p));
+        };
+        let split = self.should_split(idx, size);
+        let idx = self.alloc_found_block(idx, &p, orig, split, cached);
+        Ok(self.handle_of(idx))
     }
 
     fn free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.free_impl(handle, false)
+        self.free_handle(handle, false)
     }
 
     fn free_deferred(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.free_impl(handle, true)
+        self.free_handle(handle, true)
     }
 
-    fn complete_free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.complete_free_impl(handle)
+    /// Completes a free a trace deferred. A handle whose free already
+    /// completed at a synchronisation (empty_cache, OOM flush) is accepted
+    /// and ignored, as PyTorch would have emitted the completion there.
+    fn complete_free(&mut self, h: BlockHandle) -> Result<(), AllocError> {
+        if h.is_null() {
+            return Ok(());
+        }
+        if !self.arena.is_current(h.index, h.generation) {
+            return Ok(());
+        }
+        match self.arena[h.index].state {
+            State::PendingFree => {
+                if self.trace_pending.remove(h.index) {
+                    // Deferred by the trace.
+                } else if let Some(pos) = self.stream_event_queue.iter().position(|&i| i == h.index)
+                {
+                    // Deferred by `record_stream` (never in a replay; the
+                    // queue empties at every malloc).
+                    self.stream_event_queue.remove(pos);
+                }
+                self.arena[h.index].event_count = 0;
+                self.free_block(h.index);
+                Ok(())
+            }
+            State::Allocated => Err(AllocError::UnknownHandle(h)),
+            State::Free => Ok(()),
+        }
     }
 
     fn record_stream(&mut self, handle: BlockHandle, stream: u64) -> Result<(), AllocError> {
@@ -310,57 +388,8 @@ impl<D: Device> Allocator for NativeAllocator<D> {
         self.release_cached_blocks()
     }
 
-    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
-        if handle.is_null() || !self.arena.is_current(handle.index, handle.generation) {
-            return 0;
-        }
-        self.arena[handle.index].ptr
-    }
-
-    fn stats(&self) -> &MemoryStats {
-        &self.stats
-    }
-
-    fn largest_free_block(&self) -> u64 {
-        self.largest_free_block_impl()
-    }
-
-    fn segments(&self) -> Vec<SegmentView> {
-        self.segments_impl()
-    }
-
-    fn seed_segment(
-        &mut self,
-        pool: PoolKind,
-        stream: u64,
-        blocks: &[SeedBlock],
-    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
-        self.seed_segment_impl(pool, stream, blocks)
-    }
-
-    fn seed_expandable(
-        &mut self,
-        pool: PoolKind,
-        stream: u64,
-        ranges: &[crate::policy::SeedRange<'_>],
-    ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
-        self.seed_expandable_impl(pool, stream, ranges)
-    }
-
     fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
         NativeAllocator::set_memory_fraction(self, fraction);
         Ok(())
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        self.check_invariants_impl()
-    }
-
-    fn device(&self) -> &D {
-        &self.device
-    }
-
-    fn device_mut(&mut self) -> &mut D {
-        &mut self.device
     }
 }

@@ -9,17 +9,19 @@ use super::pool::UnmappedKey;
 use super::rounding::SMALL_BUFFER;
 use crate::devices::{Device, DeviceError};
 use crate::policies::oom::MAX_REQUEST;
-use crate::policy::{AllocError, BlockHandle, OomReport, SeedBlock, SeedBlockState, SeedRange};
+use crate::policy::{
+    AllocError, BlockHandle, OomReport, Seed, SeedBlock, SeedBlockState, SeedRange,
+};
 use crate::stats::PoolKind;
 
-impl<D: Device> NativeAllocator<D> {
+impl<D: Device> Seed for NativeAllocator<D> {
     /// Adds a segment that existed before the trace began: obtains `size`
     /// bytes from the device (a simulated device told to place it at the
     /// recorded address does so) and lays out `blocks` in it, updating every
     /// statistic as if the blocks had been allocated. Returns one handle per
     /// block (`None` for free ones). A device without room for it is an
     /// [`AllocError::OutOfMemory`]: the recorded state does not fit.
-    pub(super) fn seed_segment_impl(
+    fn seed_segment(
         &mut self,
         pool: PoolKind,
         stream: u64,
@@ -56,7 +58,7 @@ impl<D: Device> NativeAllocator<D> {
     /// reservation of the usual size (or larger, to hold every range), with
     /// `ranges` mapped at their offsets and laid out as their blocks say.
     /// Returns one handle per block of every range, in order.
-    pub(super) fn seed_expandable_impl(
+    fn seed_expandable(
         &mut self,
         pool: PoolKind,
         stream: u64,
@@ -125,7 +127,9 @@ impl<D: Device> NativeAllocator<D> {
         }
         Ok(handles)
     }
+}
 
+impl<D: Device> NativeAllocator<D> {
     /// Appends one seeded block after `prev`; returns its index and handle.
     #[allow(clippy::too_many_arguments)]
     fn seed_block(

@@ -1,16 +1,39 @@
-//! Segment views (what `torch.cuda.memory_snapshot()` reports) and cache
-//! queries.
+//! What the policy holds ([`Inspect`]): segment views (what
+//! `torch.cuda.memory_snapshot()` reports), blocks and cache queries.
 
 use super::NativeAllocator;
 use super::block::{NIL, State};
 use super::pool::Pool;
-use crate::devices::Device;
-use crate::policy::{BlockState, BlockView, SegmentView};
+use crate::devices::{Device, DevicePtr};
+use crate::policy::{BlockHandle, BlockState, BlockView, Inspect, SegmentView};
+use crate::stats::MemoryStats;
 
-impl<D: Device> NativeAllocator<D> {
+impl<D: Device> Inspect for NativeAllocator<D> {
+    type Dev = D;
+
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn stats(&self) -> &MemoryStats {
+        &self.stats
+    }
+
+    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
+        if handle.is_null() || !self.arena.is_current(handle.index, handle.generation) {
+            return 0;
+        }
+        self.arena[handle.index].ptr
+    }
+
+    /// Largest cached (free, mapped) block of either pool.
+    fn largest_free_block(&self) -> u64 {
+        self.pools.iter().map(Pool::max_size).max().unwrap_or(0)
+    }
+
     /// Segments in address order. Each contiguous mapped range of an
     /// expandable segment is its own segment; unmapped ranges are not shown.
-    pub(super) fn segments_impl(&self) -> Vec<SegmentView> {
+    fn segments(&self) -> Vec<SegmentView> {
         let mut out = Vec::new();
         for idx in self.arena.live() {
             let b = &self.arena[idx];
@@ -51,11 +74,16 @@ impl<D: Device> NativeAllocator<D> {
         out
     }
 
-    /// Largest cached (free, mapped) block of either pool.
-    pub(super) fn largest_free_block_impl(&self) -> u64 {
-        self.pools.iter().map(Pool::max_size).max().unwrap_or(0)
+    fn device(&self) -> &D {
+        &self.device
     }
 
+    fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+}
+
+impl<D: Device> NativeAllocator<D> {
     /// Total bytes of cached (free, mapped) blocks.
     pub fn cached_free_bytes(&self) -> u64 {
         self.pools

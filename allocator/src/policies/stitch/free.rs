@@ -52,7 +52,7 @@ impl<D: Device> StitchAllocator<D> {
         self.trace_pending.recycle(pending);
     }
 
-    pub(super) fn free_impl(&mut self, h: BlockHandle, deferred: bool) -> Result<(), AllocError> {
+    pub(super) fn free_handle(&mut self, h: BlockHandle, deferred: bool) -> Result<(), AllocError> {
         if h.is_null() {
             return Ok(());
         }
@@ -72,27 +72,5 @@ impl<D: Device> StitchAllocator<D> {
             self.free_block(idx);
         }
         Ok(())
-    }
-
-    /// Completes a free the trace (or `record_stream` uses) deferred; a
-    /// handle whose free already completed is accepted and ignored.
-    pub(super) fn complete_free_impl(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        if handle.is_null() || !self.blocks.is_current(handle.index, handle.generation) {
-            return Ok(());
-        }
-        match self.blocks[handle.index].state {
-            State::PendingFree => {
-                let i = handle.index;
-                if self.trace_pending.remove(i) {
-                    // Deferred by the trace.
-                } else if let Some(pos) = self.stream_event_queue.iter().position(|&x| x == i) {
-                    self.stream_event_queue.remove(pos);
-                }
-                self.free_block(i);
-                Ok(())
-            }
-            State::Allocated => Err(AllocError::UnknownHandle(handle)),
-            State::Free | State::Stitched(_) => Ok(()),
-        }
     }
 }

@@ -9,6 +9,7 @@ use super::rounding::{GRANULARITY, MIN_BLOCK_SIZE};
 use super::{Block, FreeKey, NIL, Segment, State, StitchAllocator};
 use crate::devices::Device;
 use crate::policies::checks::{compare_stats, ensure};
+use crate::policy::Invariants;
 use crate::stats::{MemoryStats, PoolKind};
 
 /// What the checker recomputes from the blocks.
@@ -50,8 +51,8 @@ impl Tally {
     }
 }
 
-impl<D: Device> StitchAllocator<D> {
-    pub(super) fn check_invariants_impl(&self) -> Result<(), String> {
+impl<D: Device> Invariants for StitchAllocator<D> {
+    fn check_invariants(&self) -> Result<(), String> {
         let mut t = Tally {
             want: MemoryStats::new(u64::MAX),
             free_keys: [BTreeSet::new(), BTreeSet::new()],
@@ -72,7 +73,9 @@ impl<D: Device> StitchAllocator<D> {
         self.check_sets(&t)?;
         compare_stats(&self.stats, &t.want)
     }
+}
 
+impl<D: Device> StitchAllocator<D> {
     /// Physical segment `si`: a whole number of units of its pool, tiled by
     /// its blocks in address order (same pool and stream, no two free
     /// neighbours left unmerged); a stitched piece is listed by its sBlock.

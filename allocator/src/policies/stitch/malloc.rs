@@ -1,79 +1,14 @@
-//! The allocation path: PyTorch's `malloc` sequence with GMLake's three
-//! stitching points, new physical segments and handing blocks out.
+//! The steps of the allocation path (PyTorch's `malloc` sequence with
+//! GMLake's three stitching points, run by `Allocator::malloc` in
+//! `mod.rs`): new physical segments and handing blocks out.
 
-use super::rounding::{GRANULARITY, SMALL_SIZE, allocation_size, round_size};
+use super::rounding::GRANULARITY;
 use super::{Block, NIL, Params, Segment, State, StitchAllocator};
 use crate::devices::{Device, DeviceError};
-use crate::policies::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
 use crate::policy::{AllocError, BlockHandle};
 use crate::stats::PoolKind;
 
 impl<D: Device> StitchAllocator<D> {
-    pub(super) fn malloc_impl(
-        &mut self,
-        size: u64,
-        stream: u64,
-    ) -> Result<BlockHandle, AllocError> {
-        if size == 0 {
-            return Ok(BlockHandle::NULL);
-        }
-        if size >= MAX_REQUEST {
-            return Err(exceeds_limit(&self.device, &self.stats, size, None));
-        }
-        self.process_events();
-        let rounded = round_size(size);
-        let pool = if rounded <= SMALL_SIZE {
-            PoolKind::Small
-        } else {
-            PoolKind::Large
-        };
-        let p = Params {
-            size: rounded,
-            stream,
-            pool,
-            alloc_size: allocation_size(rounded),
-        };
-        let mut found = self.get_free_block(&p);
-        if found.is_none() && pool == PoolKind::Large {
-            found = self.reuse_cached(&p);
-        }
-        if found.is_none() && self.may_stitch(&p, 0) {
-            found = self.stitch(&p)?;
-        }
-        if found.is_none() && !self.cached.is_empty() {
-            // Cached sBlocks hold pages the home segments could use.
-            self.dissolve_cached()?;
-            found = self.get_free_block(&p);
-            if found.is_none() && self.may_stitch(&p, 0) {
-                found = self.stitch(&p)?;
-            }
-        }
-        if found.is_none() {
-            found = self.alloc_segment(&p, false)?;
-        }
-        if found.is_none() && self.may_stitch(&p, 1) {
-            found = self.stitch(&p)?;
-        }
-        if found.is_none() {
-            self.release_cached()?;
-            found = self.alloc_segment(&p, true)?;
-        }
-        if found.is_none() && self.may_stitch(&p, 2) {
-            found = self.stitch(&p)?;
-        }
-        match found {
-            Some(idx) => Ok(self.hand_out(idx, &p, size)),
-            None => Err(out_of_memory(
-                &self.device,
-                &mut self.stats,
-                size,
-                rounded,
-                p.alloc_size,
-                None,
-            )),
-        }
-    }
-
     /// A new physical segment for `p`; `Ok(None)` when the device is full.
     /// The returned block is free and in no set.
     pub(super) fn alloc_segment(
@@ -160,9 +95,9 @@ impl<D: Device> StitchAllocator<D> {
 
     /// May stitching run at `point` (0, 1, 2) for `p`?
     pub(super) fn may_stitch(&self, p: &Params, point: u8) -> bool {
-        self.config.stitch
+        self.settings.stitch
             && p.pool == PoolKind::Large
-            && p.size >= self.config.fragment_limit
-            && point >= self.config.defragment_level
+            && p.size >= self.settings.fragment_limit
+            && point >= self.settings.defragment_level
     }
 }

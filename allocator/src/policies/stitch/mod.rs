@@ -85,35 +85,37 @@
 //! 16 MiB, `defragLevel` 1, `autoGC` 80 GB), `reuse_limit` 1, `max_pieces`
 //! unlimited.
 //!
-//! Module map: `config` (the settings string), `rounding` (sizes and
-//! segment sizes), `pools` (the free sets of plain blocks), `blocks`
-//! (splitting and merging), `malloc` (the allocation path and new
-//! segments), `stitching` (creating, reusing and dissolving sBlocks), `free`
+//! Module map: this file (the allocator and the calls it serves), `settings`
+//! (the settings string), `rounding` (sizes and segment sizes), `pools` (the
+//! free sets of plain blocks), `blocks` (splitting and merging), `malloc`
+//! (the steps of the allocation path and new segments), `stitching` (creating, reusing and dissolving sBlocks), `free`
 //! (frees and their completion), `release` (returning segments),
-//! `view` (segment views), `invariants` (the consistency checker).
+//! `view` (what it holds: segment views), `invariants` (the consistency
+//! checker).
 
 mod blocks;
-mod config;
 mod free;
 mod invariants;
 mod malloc;
 mod pools;
 mod release;
 mod rounding;
+mod settings;
 mod stitching;
 mod view;
 
 use std::collections::BTreeSet;
 
-pub use config::Config;
 pub use rounding::{
     GRANULARITY, LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, SMALL_BUFFER, SMALL_SIZE,
     allocation_size, round_size,
 };
+pub use settings::Settings;
 
 use super::arena::{Arena, NIL};
-use crate::devices::{Device, DevicePtr};
-use crate::policy::{AllocError, Allocator, BlockHandle, SegmentView};
+use super::oom::{MAX_REQUEST, exceeds_limit, out_of_memory};
+use crate::devices::Device;
+use crate::policy::{AllocError, Allocator, BlockHandle, Seed};
 use crate::stats::{MemoryStats, PoolKind};
 
 /// State of a block.
@@ -192,7 +194,7 @@ struct Params {
 /// The GMLake-style stitching allocator over a device.
 #[derive(Debug, Clone)]
 pub struct StitchAllocator<D: Device> {
-    config: Config,
+    settings: Settings,
     device: D,
     blocks: Arena<Block>,
     segments: Arena<Segment>,
@@ -215,9 +217,9 @@ pub struct StitchAllocator<D: Device> {
 
 impl<D: Device> StitchAllocator<D> {
     /// A fresh allocator over `device`.
-    pub fn new(config: Config, device: D) -> Self {
+    pub fn new(settings: Settings, device: D) -> Self {
         StitchAllocator {
-            config,
+            settings,
             device,
             blocks: Arena::default(),
             segments: Arena::default(),
@@ -234,8 +236,8 @@ impl<D: Device> StitchAllocator<D> {
     }
 
     /// The settings in force.
-    pub fn config(&self) -> &Config {
-        &self.config
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Consumes the allocator and returns its device (segments are not
@@ -304,26 +306,95 @@ impl<D: Device> StitchAllocator<D> {
 }
 
 impl<D: Device> Allocator for StitchAllocator<D> {
-    type Dev = D;
-
-    fn name(&self) -> &'static str {
-        "stitch"
-    }
-
     fn malloc(&mut self, size: u64, stream: u64) -> Result<BlockHandle, AllocError> {
-        self.malloc_impl(size, stream)
+        if size == 0 {
+            return Ok(BlockHandle::NULL);
+        }
+        if size >= MAX_REQUEST {
+            return Err(exceeds_limit(&self.device, &self.stats, size, None));
+        }
+        self.process_events();
+        let rounded = round_size(size);
+        let pool = if rounded <= SMALL_SIZE {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
+        let p = Params {
+            size: rounded,
+            stream,
+            pool,
+            alloc_size: allocation_size(rounded),
+        };
+        let mut found = self.get_free_block(&p);
+        if found.is_none() && pool == PoolKind::Large {
+            found = self.reuse_cached(&p);
+        }
+        if found.is_none() && self.may_stitch(&p, 0) {
+            found = self.stitch(&p)?;
+        }
+        if found.is_none() && !self.cached.is_empty() {
+            // Cached sBlocks hold pages the home segments could use.
+            self.dissolve_cached()?;
+            found = self.get_free_block(&p);
+            if found.is_none() && self.may_stitch(&p, 0) {
+                found = self.stitch(&p)?;
+            }
+        }
+        if found.is_none() {
+            found = self.alloc_segment(&p, false)?;
+        }
+        if found.is_none() && self.may_stitch(&p, 1) {
+            found = self.stitch(&p)?;
+        }
+        if found.is_none() {
+            self.release_cached()?;
+            found = self.alloc_segment(&p, true)?;
+        }
+        if found.is_none() && self.may_stitch(&p, 2) {
+            found = self.stitch(&p)?;
+        }
+        match found {
+            Some(idx) => Ok(self.hand_out(idx, &p, size)),
+            None => Err(out_of_memory(
+                &self.device,
+                &mut self.stats,
+                size,
+                rounded,
+                p.alloc_size,
+                None,
+            )),
+        }
     }
 
     fn free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.free_impl(handle, false)
+        self.free_handle(handle, false)
     }
 
     fn free_deferred(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.free_impl(handle, true)
+        self.free_handle(handle, true)
     }
 
+    /// Completes a free the trace (or `record_stream` uses) deferred; a
+    /// handle whose free already completed is accepted and ignored.
     fn complete_free(&mut self, handle: BlockHandle) -> Result<(), AllocError> {
-        self.complete_free_impl(handle)
+        if handle.is_null() || !self.blocks.is_current(handle.index, handle.generation) {
+            return Ok(());
+        }
+        match self.blocks[handle.index].state {
+            State::PendingFree => {
+                let i = handle.index;
+                if self.trace_pending.remove(i) {
+                    // Deferred by the trace.
+                } else if let Some(pos) = self.stream_event_queue.iter().position(|&x| x == i) {
+                    self.stream_event_queue.remove(pos);
+                }
+                self.free_block(i);
+                Ok(())
+            }
+            State::Allocated => Err(AllocError::UnknownHandle(handle)),
+            State::Free | State::Stitched(_) => Ok(()),
+        }
     }
 
     fn record_stream(&mut self, handle: BlockHandle, stream: u64) -> Result<(), AllocError> {
@@ -341,40 +412,7 @@ impl<D: Device> Allocator for StitchAllocator<D> {
     fn empty_cache(&mut self) -> Result<(), AllocError> {
         self.release_cached()
     }
-
-    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
-        if handle.is_null() || !self.blocks.is_current(handle.index, handle.generation) {
-            return 0;
-        }
-        let b = &self.blocks[handle.index];
-        match b.state {
-            State::Allocated | State::PendingFree => b.ptr,
-            State::Free | State::Stitched(_) => 0,
-        }
-    }
-
-    fn stats(&self) -> &MemoryStats {
-        &self.stats
-    }
-
-    /// Largest cached block: a free plain block or a cached sBlock.
-    fn largest_free_block(&self) -> u64 {
-        self.largest_free_block_impl()
-    }
-
-    fn segments(&self) -> Vec<SegmentView> {
-        self.segments_impl()
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        self.check_invariants_impl()
-    }
-
-    fn device(&self) -> &D {
-        &self.device
-    }
-
-    fn device_mut(&mut self) -> &mut D {
-        &mut self.device
-    }
 }
+
+/// Replays start from an empty state only.
+impl<D: Device> Seed for StitchAllocator<D> {}

@@ -25,7 +25,7 @@ impl<D: Device> StitchAllocator<D> {
             .next()
             .copied()
             .filter(|k| k.stream == p.stream)?;
-        if key.size as f64 > p.size as f64 * self.config.reuse_limit {
+        if key.size as f64 > p.size as f64 * self.settings.reuse_limit {
             return None;
         }
         self.cached.remove(&key);
@@ -51,7 +51,7 @@ impl<D: Device> StitchAllocator<D> {
         let mut pieces = std::mem::take(&mut self.scratch);
         pieces.clear();
         let mut sum = 0u64;
-        let limit = self.config.max_pieces.map_or(usize::MAX, |n| n as usize);
+        let limit = self.settings.max_pieces.map_or(usize::MAX, |n| n as usize);
         for k in PoolKind::Large.select(&self.pools).range(lo..=hi).rev() {
             if sum >= p.size || pieces.len() >= limit {
                 break;
@@ -113,7 +113,7 @@ impl<D: Device> StitchAllocator<D> {
         self.scratch = pieces;
         self.stitched_bytes += p.size;
         self.num_stitches += 1;
-        if self.stitched_bytes > self.config.gc_limit {
+        if self.stitched_bytes > self.settings.gc_limit {
             self.dissolve_cached()?;
         }
         Ok(Some(sidx))

@@ -1,13 +1,35 @@
-//! Segment views (physical segments; a piece shows the state of its
-//! sBlock) and cache queries.
+//! What the policy holds ([`Inspect`]): segment views (physical segments;
+//! a piece shows the state of its sBlock) and cache queries.
 
 use super::{NIL, State, StitchAllocator};
-use crate::devices::Device;
-use crate::policy::{BlockState, BlockView, SegmentView};
+use crate::devices::{Device, DevicePtr};
+use crate::policy::{BlockHandle, BlockState, BlockView, Inspect, SegmentView};
+use crate::stats::MemoryStats;
 
-impl<D: Device> StitchAllocator<D> {
+impl<D: Device> Inspect for StitchAllocator<D> {
+    type Dev = D;
+
+    fn name(&self) -> &'static str {
+        "stitch"
+    }
+
+    fn stats(&self) -> &MemoryStats {
+        &self.stats
+    }
+
+    fn block_ptr(&self, handle: BlockHandle) -> DevicePtr {
+        if handle.is_null() || !self.blocks.is_current(handle.index, handle.generation) {
+            return 0;
+        }
+        let b = &self.blocks[handle.index];
+        match b.state {
+            State::Allocated | State::PendingFree => b.ptr,
+            State::Free | State::Stitched(_) => 0,
+        }
+    }
+
     /// Largest cached block: a free plain block or a cached sBlock.
-    pub(super) fn largest_free_block_impl(&self) -> u64 {
+    fn largest_free_block(&self) -> u64 {
         self.pools
             .iter()
             .chain(std::iter::once(&self.cached))
@@ -18,7 +40,7 @@ impl<D: Device> StitchAllocator<D> {
     }
 
     /// Physical segments in address order.
-    pub(super) fn segments_impl(&self) -> Vec<SegmentView> {
+    fn segments(&self) -> Vec<SegmentView> {
         let mut out = Vec::with_capacity(self.segments.len());
         for si in self.segments.live() {
             let seg = self.segments[si];
@@ -53,5 +75,13 @@ impl<D: Device> StitchAllocator<D> {
         }
         out.sort_by_key(|s| s.ptr);
         out
+    }
+
+    fn device(&self) -> &D {
+        &self.device
+    }
+
+    fn device_mut(&mut self) -> &mut D {
+        &mut self.device
     }
 }

@@ -487,7 +487,7 @@ pub fn snapshot_devices(
 ) -> DeviceTraces {
     let version = version.into().unwrap_or_else(|| {
         let r = vramlab_traces::snapshot::releases_of(snap);
-        crate::target::release::parse_range(&r.label())
+        crate::torch_release::parse_range(&r.label())
             .and_then(|v| v.last().copied())
             .unwrap_or(TorchVersion::NEWEST)
     });

@@ -3,7 +3,7 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
-use vramlab_replay::target::gpus::{GPUS, Gpu, smallest_gpu_for};
+use vramlab_replay::gpus::{GPUS, Gpu, smallest_gpu_for};
 
 use super::{
     Categories, LINE_H, MARGIN_LEFT, MARGIN_RIGHT, Stack, Wordings, Y_LABEL_AREA, axis_top,

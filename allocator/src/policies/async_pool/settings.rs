@@ -1,4 +1,4 @@
-//! The `async` settings string: [`Config`], its parser and canonical form.
+//! The `async` settings string: [`Settings`], its parser and canonical form.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,7 +11,7 @@ use crate::policies::settings::{parse_bool, parse_bytes, size_string, split_sett
 /// `UINT64_MAX`, PyTorch's value) and `reuse_across_streams` (bool).
 /// Example: `release_threshold:1GiB,reuse_across_streams:false`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
+pub struct Settings {
     /// `cudaMemPoolAttrReleaseThreshold` in bytes (`u64::MAX` = never trim
     /// at a synchronisation).
     pub release_threshold: u64,
@@ -19,22 +19,22 @@ pub struct Config {
     pub reuse_across_streams: bool,
 }
 
-impl Default for Config {
+impl Default for Settings {
     /// CUDA's default threshold (0) and the conservative reuse bound.
     fn default() -> Self {
-        Config {
+        Settings {
             release_threshold: 0,
             reuse_across_streams: false,
         }
     }
 }
 
-impl Config {
-    /// Parses a settings string (see [`Config`] for the keys). Keys not
+impl Settings {
+    /// Parses a settings string (see [`Settings`] for the keys). Keys not
     /// given keep their default.
-    pub fn parse(s: &str) -> Result<Config, String> {
+    pub fn parse(s: &str) -> Result<Settings, String> {
         const P: &str = "async";
-        let mut c = Config::default();
+        let mut c = Settings::default();
         for (k, v) in split_settings(P, s, &["release_threshold", "reuse_across_streams"])? {
             match k {
                 "release_threshold" => {
@@ -52,7 +52,7 @@ impl Config {
     }
 }
 
-impl fmt::Display for Config {
+impl fmt::Display for Settings {
     /// The canonical settings string: `release_threshold:0,reuse_across_streams:false`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.release_threshold == u64::MAX {
@@ -68,10 +68,10 @@ impl fmt::Display for Config {
     }
 }
 
-impl FromStr for Config {
+impl FromStr for Settings {
     type Err = String;
-    fn from_str(s: &str) -> Result<Config, String> {
-        Config::parse(s)
+    fn from_str(s: &str) -> Result<Settings, String> {
+        Settings::parse(s)
     }
 }
 
@@ -81,20 +81,20 @@ mod tests {
 
     #[test]
     fn config_round_trips() {
-        let c = Config::default();
+        let c = Settings::default();
         assert_eq!(
             c.to_string(),
             "release_threshold:0,reuse_across_streams:false"
         );
-        assert_eq!(Config::parse(&c.to_string()), Ok(c));
-        let c = Config::parse("release_threshold:1GiB,reuse_across_streams:true").unwrap();
+        assert_eq!(Settings::parse(&c.to_string()), Ok(c));
+        let c = Settings::parse("release_threshold:1GiB,reuse_across_streams:true").unwrap();
         assert_eq!(c.release_threshold, 1 << 30);
-        assert_eq!(Config::parse(&c.to_string()), Ok(c));
-        let m = Config::parse("release_threshold:MAX").unwrap();
+        assert_eq!(Settings::parse(&c.to_string()), Ok(c));
+        let m = Settings::parse("release_threshold:MAX").unwrap();
         assert_eq!(
             m.to_string(),
             "release_threshold:max,reuse_across_streams:false"
         );
-        assert!(Config::parse("release_threshold:lots").is_err());
+        assert!(Settings::parse("release_threshold:lots").is_err());
     }
 }

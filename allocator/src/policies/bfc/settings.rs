@@ -1,4 +1,4 @@
-//! The `bfc` settings string: [`Config`], its parser and canonical form.
+//! The `bfc` settings string: [`Settings`], its parser and canonical form.
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,7 +17,7 @@ use crate::policies::settings::{
 /// the 128 MiB split cap). Example: `allow_growth:true,memory_limit:8GiB,
 /// garbage_collection:true`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Config {
+pub struct Settings {
     /// Grow regions on demand (`allow_growth`) instead of one region of the
     /// whole limit.
     pub allow_growth: bool,
@@ -33,10 +33,10 @@ pub struct Config {
     pub fragmentation_fraction: f64,
 }
 
-impl Default for Config {
+impl Default for Settings {
     /// JAX's defaults: preallocate 75 % of the device, no garbage collection.
     fn default() -> Self {
-        Config {
+        Settings {
             allow_growth: false,
             memory_limit: None,
             memory_fraction: 0.75,
@@ -46,10 +46,10 @@ impl Default for Config {
     }
 }
 
-impl Config {
-    /// Parses a settings string (see [`Config`] for the keys). Keys not
+impl Settings {
+    /// Parses a settings string (see [`Settings`] for the keys). Keys not
     /// given keep their default.
-    pub fn parse(s: &str) -> Result<Config, String> {
+    pub fn parse(s: &str) -> Result<Settings, String> {
         const P: &str = "bfc";
         let pairs = split_settings(
             P,
@@ -63,7 +63,7 @@ impl Config {
                 "fragmentation_fraction",
             ],
         )?;
-        let mut c = Config::default();
+        let mut c = Settings::default();
         let has = |k: &str| pairs.iter().any(|(key, _)| *key == k);
         if has("memory_limit") && has("memory_fraction") {
             return Err(
@@ -99,7 +99,7 @@ impl Config {
     }
 }
 
-impl fmt::Display for Config {
+impl fmt::Display for Settings {
     /// The canonical settings string, every key spelled out:
     /// `allow_growth:false,memory_fraction:0.75,garbage_collection:false,fragmentation_fraction:0`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -116,10 +116,10 @@ impl fmt::Display for Config {
     }
 }
 
-impl FromStr for Config {
+impl FromStr for Settings {
     type Err = String;
-    fn from_str(s: &str) -> Result<Config, String> {
-        Config::parse(s)
+    fn from_str(s: &str) -> Result<Settings, String> {
+        Settings::parse(s)
     }
 }
 
@@ -129,18 +129,18 @@ mod tests {
 
     #[test]
     fn config_round_trips() {
-        let c = Config::default();
+        let c = Settings::default();
         assert_eq!(
             c.to_string(),
             "allow_growth:false,memory_fraction:0.75,garbage_collection:false,fragmentation_fraction:0"
         );
-        assert_eq!(Config::parse(&c.to_string()), Ok(c));
+        assert_eq!(Settings::parse(&c.to_string()), Ok(c));
         let c =
-            Config::parse("allow_growth:true,memory_limit:8GiB,garbage_collection:true").unwrap();
+            Settings::parse("allow_growth:true,memory_limit:8GiB,garbage_collection:true").unwrap();
         assert!(c.allow_growth && c.garbage_collection);
         assert_eq!(c.memory_limit, Some(8 << 30));
-        assert_eq!(Config::parse(&c.to_string()), Ok(c));
-        let p = Config::parse("preallocate:0.9").unwrap();
+        assert_eq!(Settings::parse(&c.to_string()), Ok(c));
+        let p = Settings::parse("preallocate:0.9").unwrap();
         assert!(!p.allow_growth);
         assert_eq!(p.memory_fraction, 0.9);
     }

@@ -1,4 +1,4 @@
-//! The `stitch` settings string: [`Config`], its parser and canonical form.
+//! The `stitch` settings string: [`Settings`], its parser and canonical form.
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,7 +15,7 @@ use crate::policies::settings::{
 /// `max_pieces` (integer ≥ 2 or `unlimited`), `gc_limit` (size, `autoGC`).
 /// Example: `fragment_limit:64MiB,defragment_level:0,max_pieces:8`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Config {
+pub struct Settings {
     /// Stitch at all (off: a PyTorch-like allocator with 2 MiB large-pool
     /// rounding and virtual-memory segments).
     pub stitch: bool,
@@ -33,9 +33,9 @@ pub struct Config {
     pub gc_limit: u64,
 }
 
-impl Default for Config {
+impl Default for Settings {
     fn default() -> Self {
-        Config {
+        Settings {
             stitch: true,
             fragment_limit: 512 << 20,
             reuse_limit: 1.0,
@@ -46,12 +46,12 @@ impl Default for Config {
     }
 }
 
-impl Config {
-    /// Parses a settings string (see [`Config`] for the keys). Keys not
+impl Settings {
+    /// Parses a settings string (see [`Settings`] for the keys). Keys not
     /// given keep their default.
-    pub fn parse(s: &str) -> Result<Config, String> {
+    pub fn parse(s: &str) -> Result<Settings, String> {
         const P: &str = "stitch";
-        let mut c = Config::default();
+        let mut c = Settings::default();
         let known = [
             "stitch",
             "fragment_limit",
@@ -99,7 +99,7 @@ impl Config {
     }
 }
 
-impl fmt::Display for Config {
+impl fmt::Display for Settings {
     /// The canonical settings string, every key spelled out:
     /// `stitch:true,fragment_limit:512MiB,reuse_limit:1,defragment_level:0,max_pieces:unlimited,gc_limit:1000GiB`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -119,10 +119,10 @@ impl fmt::Display for Config {
     }
 }
 
-impl FromStr for Config {
+impl FromStr for Settings {
     type Err = String;
-    fn from_str(s: &str) -> Result<Config, String> {
-        Config::parse(s)
+    fn from_str(s: &str) -> Result<Settings, String> {
+        Settings::parse(s)
     }
 }
 
@@ -132,20 +132,20 @@ mod tests {
 
     #[test]
     fn config_round_trips() {
-        let c = Config::default();
+        let c = Settings::default();
         assert_eq!(
             c.to_string(),
             "stitch:true,fragment_limit:512MiB,reuse_limit:1,defragment_level:0,max_pieces:unlimited,gc_limit:1000GiB"
         );
-        assert_eq!(Config::parse(&c.to_string()), Ok(c));
+        assert_eq!(Settings::parse(&c.to_string()), Ok(c));
         let c =
-            Config::parse("fragment_limit:64MiB,max_pieces:8,reuse_limit:2.5,defragment_level:1")
+            Settings::parse("fragment_limit:64MiB,max_pieces:8,reuse_limit:2.5,defragment_level:1")
                 .unwrap();
         assert_eq!(c.fragment_limit, 64 << 20);
         assert_eq!(c.max_pieces, Some(8));
-        assert_eq!(Config::parse(&c.to_string()), Ok(c));
-        assert!(Config::parse("max_pieces:1").is_err());
-        assert!(Config::parse("defragment_level:3").is_err());
-        assert!(Config::parse("reuse_limit:0.5").is_err());
+        assert_eq!(Settings::parse(&c.to_string()), Ok(c));
+        assert!(Settings::parse("max_pieces:1").is_err());
+        assert!(Settings::parse("defragment_level:3").is_err());
+        assert!(Settings::parse("reuse_limit:0.5").is_err());
     }
 }
