@@ -145,7 +145,8 @@ enum Command {
     /// The commands and their options as JSON, for the Python package's
     /// generated wrappers (a developer command).
     #[command(hide = true)]
-    CommandTable(command_table::CommandTableArgs),
+    #[command(name = "command-table")]
+    DescribeCommands(command_table::CommandTableArgs),
 }
 
 /// Runs a parsed command line.
@@ -169,7 +170,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),
-        Command::CommandTable(a) => command_table::run(a),
+        Command::DescribeCommands(a) => command_table::run(a),
     }
 }
 

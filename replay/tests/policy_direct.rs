@@ -19,7 +19,7 @@ use vramlab_allocator::Inspect;
 fn replays_the_bundled_gpt_trace() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
     let trace = vramlab_replay::Inputs::new([&path]).trace().expect("trace");
-    let mut a = DirectAllocator::new(Config::default(), SimDevice::unlimited());
+    let mut a = DirectAllocator::new(Settings::default(), SimDevice::unlimited());
     let opts = ReplayOptions {
         check_invariants: true,
         ..Default::default()

@@ -138,6 +138,28 @@ pub fn concat(a: &Trace, b: &Trace, empty_cache_between: bool) -> Result<Trace, 
     Ok(out)
 }
 
+/// `t` repeated until it holds at least `min_events` events, ids renamed
+/// per repetition and the expected record dropped (a long trace for
+/// throughput measurements: `vramlab bench`, the criterion benches). A
+/// trace that starts mid-run, or is already long enough, comes back as it
+/// is.
+pub fn repeat(t: &Trace, min_events: usize) -> Trace {
+    if t.initial.is_some() || t.events.is_empty() || t.events.len() >= min_events {
+        return t.clone();
+    }
+    let mut out = t.clone();
+    out.expected = None;
+    out.events.clear();
+    let mut offset = 0u32;
+    while out.events.len() < min_events {
+        out.events
+            .extend(t.events.iter().map(|e| e.with_id_offset(offset)));
+        offset += t.num_ids;
+    }
+    out.num_ids = offset;
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,26 +202,4 @@ mod tests {
         assert_eq!(plain.events.len(), 5);
         assert!(!plain.events.contains(&Event::EmptyCache));
     }
-}
-
-/// `t` repeated until it holds at least `min_events` events, ids renamed
-/// per repetition and the expected record dropped (a long trace for
-/// throughput measurements: `vramlab bench`, the criterion benches). A
-/// trace that starts mid-run, or is already long enough, comes back as it
-/// is.
-pub fn repeat(t: &Trace, min_events: usize) -> Trace {
-    if t.initial.is_some() || t.events.is_empty() || t.events.len() >= min_events {
-        return t.clone();
-    }
-    let mut out = t.clone();
-    out.expected = None;
-    out.events.clear();
-    let mut offset = 0u32;
-    while out.events.len() < min_events {
-        out.events
-            .extend(t.events.iter().map(|e| e.with_id_offset(offset)));
-        offset += t.num_ids;
-    }
-    out.num_ids = offset;
-    out
 }
