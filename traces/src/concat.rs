@@ -171,6 +171,26 @@ mod tests {
     }
 
     #[test]
+    fn repeat_renames_ids_per_copy_until_long_enough() {
+        let t = trace("action,id,size,stream\nalloc,a,100,0\nalloc,b,50,0\nfree,a\nfree,b\n");
+        let r = repeat(&t, 9);
+        assert_eq!(r.events.len(), 12);
+        assert_eq!(r.num_ids, 6);
+        assert_eq!(
+            r.events[4],
+            Event::Alloc {
+                id: 2,
+                stream: 0,
+                size: 100
+            }
+        );
+        assert_eq!(r.events[11], Event::Free { id: 5 });
+        assert!(r.expected.is_none());
+        // Long enough already, or empty: as it is.
+        assert_eq!(repeat(&t, 4).events, t.events);
+    }
+
+    #[test]
     fn b_runs_after_a_with_its_leftovers_live() {
         let a = trace("action,id,size,stream\nalloc,x,100,0\nalloc,keep,40,0\nfree,x\n");
         let b = trace("action,id,size,stream\n# phase: forward\nalloc,y,70,5\nfree,y\n");
