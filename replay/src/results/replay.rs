@@ -7,7 +7,7 @@ use vramlab_allocator::Placement;
 use vramlab_traces::Trace;
 
 use crate::analysis::placement::PlacementRange;
-use crate::engine::run::{OomEvent, Run};
+use crate::engine::run::{OomEvent, Run, Summary};
 
 /// One replay of a trace under one setting: what ran, the headline figures
 /// of [`crate::Summary`], the first OOM, the final statistics and (when the
@@ -25,46 +25,12 @@ pub struct ReplayResult {
     /// How a trace that starts mid-run began (`empty`: from an empty
     /// allocator).
     pub start: &'static str,
-    /// Events in the trace.
-    pub events: u64,
-    /// Events replayed.
-    pub events_replayed: u64,
-    /// `Alloc` events replayed.
-    pub allocs: u64,
-    /// Frees replayed.
-    pub frees: u64,
     /// Streams of the trace.
     pub streams: usize,
-    /// Peak live caller bytes.
-    pub peak_requested_bytes: u64,
-    /// Peak allocated bytes.
-    pub peak_allocated_bytes: u64,
-    /// Peak active bytes.
-    pub peak_active_bytes: u64,
-    /// Peak reserved bytes.
-    pub peak_reserved_bytes: u64,
-    /// Reserved bytes at the end.
-    pub final_reserved_bytes: u64,
-    /// Allocated bytes at the end.
-    pub final_allocated_bytes: u64,
-    /// Reserved minus allocated bytes at the reserved peak.
-    pub waste_at_peak_bytes: u64,
-    /// Peak active / peak reserved.
-    pub utilization: f64,
-    /// 1 − utilization.
-    pub fragmentation: f64,
-    /// Device allocations.
-    pub num_device_alloc: u64,
-    /// Device frees.
-    pub num_device_free: u64,
-    /// Retries after a full cache flush.
-    pub num_alloc_retries: u64,
-    /// Cache flushes that synchronised all streams.
-    pub num_sync_all_streams: u64,
-    /// Out-of-memory errors raised.
-    pub num_ooms: u64,
-    /// Time spent in driver calls, microseconds.
-    pub device_time_us: f64,
+    /// The headline figures, flattened into the object (the CLI prints the
+    /// keys sorted, so their order here does not reach the JSON).
+    #[serde(flatten)]
+    pub summary: Summary,
     /// The first OOM, if one happened.
     pub oom: Option<OomFigures>,
     /// The final `torch.cuda.memory_stats()`, flattened
@@ -170,26 +136,8 @@ impl ReplayResult {
             conf: run.conf.clone(),
             capacity: run.capacity,
             start: run.start.map_or("empty", |s| s.name()),
-            events: s.events,
-            events_replayed: s.events_replayed,
-            allocs: s.allocs,
-            frees: s.frees,
             streams: trace.streams.len(),
-            peak_requested_bytes: s.peak_requested_bytes,
-            peak_allocated_bytes: s.peak_allocated_bytes,
-            peak_active_bytes: s.peak_active_bytes,
-            peak_reserved_bytes: s.peak_reserved_bytes,
-            final_reserved_bytes: s.final_reserved_bytes,
-            final_allocated_bytes: s.final_allocated_bytes,
-            waste_at_peak_bytes: s.waste_at_peak_bytes,
-            utilization: s.utilization,
-            fragmentation: s.fragmentation,
-            num_device_alloc: s.num_device_alloc,
-            num_device_free: s.num_device_free,
-            num_alloc_retries: s.num_alloc_retries,
-            num_sync_all_streams: s.num_sync_all_streams,
-            num_ooms: s.num_ooms,
-            device_time_us: s.device_time_us,
+            summary: s.clone(),
             oom: run.oom.as_ref().map(OomFigures::from),
             stats: run.stats.flatten(),
             placement: range.map(PlacementFigures::from),
