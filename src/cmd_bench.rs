@@ -42,10 +42,17 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         for (name, _) in &traces {
-            let results: Vec<vramlab_reports::SettingResult> = rows
+            // The bars need each policy's summary only.
+            let results: Vec<vramlab_reports::SettingRun> = rows
                 .iter()
                 .filter(|r| &r.trace == name)
-                .map(|r| vramlab_reports::SettingResult::new(r.setting.clone(), r.summary.clone()))
+                .map(|r| {
+                    let run = vramlab_replay::Run {
+                        summary: r.summary.clone(),
+                        ..Default::default()
+                    };
+                    vramlab_reports::SettingRun::new(r.setting.clone(), run)
+                })
                 .collect();
             let stem = name
                 .trim_end_matches(".gz")

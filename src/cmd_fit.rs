@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::analysis::fit::max_fitting_size;
 use vramlab_replay::analysis::grid::parse_grid_line;
-use vramlab_reports::{FitPoint, FitSweep};
+use vramlab_reports::FitChart;
 use vramlab_workloads::{GenRequest, generate};
 
 use crate::render::fit::FitHeading;
@@ -90,16 +90,6 @@ pub fn run(args: FitArgs) -> Result<()> {
     if lo > hi {
         bail!("--max {limit} is below the smallest size tried ({start})");
     }
-    let mut results = Vec::new();
-    let mut sweep = FitSweep {
-        dimension: match args.vary {
-            Vary::Batch => "batch size".into(),
-            Vary::Seq => "sequence length (tokens)".into(),
-            Vary::Resolution => "resolution (pixels)".into(),
-        },
-        capacity: Some(capacity),
-        points: Vec::new(),
-    };
     let entries = confs
         .iter()
         .map(|c| {
@@ -108,7 +98,7 @@ pub fn run(args: FitArgs) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     // One search per setting, on all cores; results in the settings' order.
-    let searched = entries
+    let results = entries
         .par_iter()
         .map(|entry| {
             let s = entry
@@ -121,29 +111,28 @@ pub fn run(args: FitArgs) -> Result<()> {
         .into_iter()
         // The first failure in the settings' order, whichever thread hit it.
         .collect::<Result<Vec<_>>>()?;
-    for r in searched {
-        for p in &r.probes {
-            sweep.points.push(FitPoint {
-                setting: r.setting.clone(),
-                size: p.size * step,
-                fits: p.fits,
-                peak_reserved: p.peak_reserved_bytes,
-            });
-        }
-        results.push(r);
-    }
+    let chart = FitChart {
+        dimension: match args.vary {
+            Vary::Batch => "batch size".into(),
+            Vary::Seq => "sequence length (tokens)".into(),
+            Vary::Resolution => "resolution (pixels)".into(),
+        },
+        capacity: Some(capacity),
+        size_step: step,
+        searches: results,
+    };
     if let Some(dir) = &args.plot {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        vramlab_reports::plot_fit(&dir.join("fit"), &sweep)
+        vramlab_reports::plot_fit(&dir.join("fit"), &chart)
             .map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
         errln!("wrote {}", dir.join("fit.png").display());
     }
     crate::render::fit::print_fits(
-        &results,
+        &chart.searches,
         &FitHeading {
             workload: preset.name,
             capacity,
-            dimension: &sweep.dimension,
+            dimension: &chart.dimension,
             step,
         },
         args.json,

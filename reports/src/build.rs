@@ -14,18 +14,13 @@ use vramlab_allocator::format::bytes;
 use vramlab_allocator::{AllocConf, Placement, TorchVersion};
 use vramlab_replay::analysis::grid::GridEntry;
 use vramlab_replay::analysis::oom_point::find_oom_point;
-use vramlab_replay::analysis::recommend::{
-    RecommendRequest, Recommendation, Verdict, recommend_trace,
-};
+use vramlab_replay::analysis::recommend::{RecommendRequest, Recommendation, recommend_trace};
 use vramlab_replay::torch_release::TorchTarget;
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
 use vramlab_traces::Trace;
 use vramlab_traces::summary::TraceSummary;
 
-use crate::{
-    OomPointResult, Recommendation as ReportRecommendation, ReportError, ReportInput,
-    SettingResult, write_report,
-};
+use crate::{ReportError, ReportInput, SettingRun, write_report};
 
 /// What a report covers.
 #[derive(Debug, Clone, Copy)]
@@ -214,31 +209,9 @@ pub fn build_report(
     let mut settings = Vec::new();
     let mut oom_points = Vec::new();
     for (g, run, p) in detailed {
-        settings
-            .push(SettingResult::from_run(g.label(), &run).with_min_capacity(Some(p.min_capacity)));
-        oom_points.push(OomPointResult {
-            label: g.label(),
-            min_capacity: p.min_capacity,
-            lower_bound: p.lower_bound,
-        });
+        settings.push(SettingRun::new(g.label(), run));
+        oom_points.push(p);
     }
-    let recommendation = match (rec.verdict, rec.ranked.first()) {
-        (Verdict::UseSetting, Some(w)) => Some(ReportRecommendation {
-            setting: w.row.setting.clone(),
-            reason: rec.why.clone(),
-            export_lines: rec
-                .export
-                .iter()
-                .map(|(shell, line)| format!("{line}    # {shell}"))
-                .collect(),
-        }),
-        (Verdict::DefaultsAreFine, _) => Some(ReportRecommendation {
-            setting: "PyTorch's defaults (change nothing)".into(),
-            reason: rec.why.clone(),
-            export_lines: Vec::new(),
-        }),
-        _ => None,
-    };
     let mut notes: Vec<String> = trace.notes.clone();
     notes.extend(rec.placement_note.clone());
     if trace.initial.is_some() {
@@ -261,7 +234,7 @@ pub fn build_report(
         settings,
         oom_points,
         fit: None,
-        recommendation,
+        recommendation: Some(rec.clone()),
         notes,
         phases: TraceSummary::of(trace).phases,
     };
@@ -316,7 +289,7 @@ pub fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf, Bu
         title: format!("vramlab report: {name} (allocator state)"),
         trace: name.to_string(),
         capacity: None,
-        settings: vec![SettingResult::from_run("recorded state", &run)],
+        settings: vec![SettingRun::new("recorded state", run)],
         oom_points: Vec::new(),
         fit: None,
         recommendation: None,

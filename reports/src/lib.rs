@@ -1,9 +1,15 @@
 //! vramlab-reports: plots and a self-contained HTML report of replay results.
 //!
-//! The crate turns what the replay engine produces ([`vramlab_replay::Summary`],
-//! [`vramlab_replay::TimelinePoint`], [`vramlab_replay::OomEvent`],
-//! [`vramlab_allocator::SegmentView`]) into pictures a person can read at a
-//! glance, and into one HTML page that needs nothing but a browser:
+//! The crate turns what the replay engine and its analyses produce
+//! ([`vramlab_replay::Run`] with its summary, timeline, first OOM and
+//! segments; [`OomPoint`](vramlab_replay::analysis::oom_point::OomPoint),
+//! [`FitResult`](vramlab_replay::analysis::fit::FitResult),
+//! [`Recommendation`](vramlab_replay::analysis::recommend::Recommendation),
+//! [`Matrix`](vramlab_replay::analysis::matrix::Matrix)) into pictures a
+//! person can read at a glance, and into one HTML page that needs nothing
+//! but a browser. It keeps no copies of those types: a [`SettingRun`] is a
+//! replay's [`Run`](vramlab_replay::Run) under the name the report shows,
+//! a [`FitChart`] the fit searches with the axis they are drawn on.
 //!
 //! * [`plot_memory_timeline`]: allocated vs reserved bytes over the trace,
 //!   one colour per setting, with the live (requested) bytes;
@@ -67,10 +73,7 @@ mod units;
 use std::path::PathBuf;
 
 pub use html::write_report;
-pub use input::{
-    FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SegmentMapSource,
-    SettingResult,
-};
+pub use input::{FitChart, ReportInput, SettingRun};
 pub use plots::{
     PlotFiles, plot_external_fragmentation, plot_fit, plot_matrix, plot_memory_timeline,
     plot_oom_points, plot_peak_reserved, plot_segment_map,

@@ -8,11 +8,11 @@ use std::fs;
 use std::path::Path;
 
 use common::svg::{self, Lines};
-use common::{many_segments, out_dir, replay, report, synthetic};
+use common::{fit_chart, many_segments, oom_point, out_dir, replay, report, setting, synthetic};
 use vramlab_replay::{Summary, TimelinePoint};
 use vramlab_reports::{
-    FitPoint, FitSweep, OomPointResult, PlotFiles, SettingResult, plot_external_fragmentation,
-    plot_fit, plot_memory_timeline, plot_oom_points, plot_peak_reserved, plot_segment_map,
+    FitChart, PlotFiles, plot_external_fragmentation, plot_fit, plot_memory_timeline,
+    plot_oom_points, plot_peak_reserved, plot_segment_map,
 };
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
@@ -67,7 +67,7 @@ fn render_all(dir: &Path) -> Vec<PlotFiles> {
         plot_segment_map(
             &dir.join("segments"),
             "Segments at peak reserved — default",
-            &s[0].segments_at_peak,
+            &s[0].run.segments_at_peak,
         )
         .unwrap(),
         plot_external_fragmentation(&dir.join("fragmentation"), s).unwrap(),
@@ -118,13 +118,13 @@ fn output_is_deterministic() {
 #[test]
 fn empty_data_draws_placeholders() {
     let dir = out_dir("empty");
-    let no_timeline = vec![SettingResult::new("default", Summary::default())];
+    let no_timeline = vec![setting("default", Summary::default(), Vec::new())];
     let all = [
         plot_memory_timeline(&dir.join("timeline"), &[], None).unwrap(),
         plot_memory_timeline(&dir.join("timeline-no-points"), &no_timeline, Some(1 << 30)).unwrap(),
         plot_peak_reserved(&dir.join("peak_reserved"), &[], None).unwrap(),
         plot_oom_points(&dir.join("oom_points"), &[]).unwrap(),
-        plot_fit(&dir.join("fit"), &FitSweep::default()).unwrap(),
+        plot_fit(&dir.join("fit"), &FitChart::default()).unwrap(),
         plot_segment_map(&dir.join("segments"), "Segments", &[]).unwrap(),
         plot_external_fragmentation(&dir.join("fragmentation"), &[]).unwrap(),
     ];
@@ -141,11 +141,7 @@ fn empty_data_draws_placeholders() {
 #[test]
 fn zero_and_huge_values_do_not_panic() {
     let dir = out_dir("extremes");
-    let zero = SettingResult {
-        label: "zero".into(),
-        timeline: vec![TimelinePoint::default()],
-        ..SettingResult::default()
-    };
+    let zero = setting("zero", Summary::default(), vec![TimelinePoint::default()]);
     let huge_point = TimelinePoint {
         event_index: u64::MAX,
         requested: u64::MAX,
@@ -154,18 +150,16 @@ fn zero_and_huge_values_do_not_panic() {
         reserved: u64::MAX,
         largest_free: u64::MAX,
     };
-    let huge = SettingResult {
-        label: "huge".into(),
-        summary: Summary {
+    let huge = setting(
+        "huge",
+        Summary {
             peak_requested_bytes: u64::MAX,
             peak_reserved_bytes: u64::MAX,
             waste_at_peak_bytes: u64::MAX,
             ..Summary::default()
         },
-        timeline: vec![TimelinePoint::default(), huge_point],
-        min_capacity: Some(u64::MAX),
-        ..SettingResult::default()
-    };
+        vec![TimelinePoint::default(), huge_point],
+    );
     for (name, set) in [("zero", vec![zero.clone()]), ("both", vec![zero, huge])] {
         check(&plot_memory_timeline(&dir.join(format!("timeline-{name}")), &set, Some(0)).unwrap());
         check(
@@ -174,48 +168,18 @@ fn zero_and_huge_values_do_not_panic() {
         check(&plot_external_fragmentation(&dir.join(format!("frag-{name}")), &set).unwrap());
     }
     let points = [
-        OomPointResult {
-            label: "zero".into(),
-            min_capacity: 0,
-            lower_bound: 0,
-        },
-        OomPointResult {
-            label: "huge".into(),
-            min_capacity: u64::MAX,
-            lower_bound: u64::MAX,
-        },
+        oom_point("zero", 0, 0),
+        oom_point("huge", u64::MAX, u64::MAX),
     ];
     check(&plot_oom_points(&dir.join("oom-zero"), &points[..1]).unwrap());
     check(&plot_oom_points(&dir.join("oom-huge"), &points).unwrap());
-    let fit = FitSweep {
-        dimension: String::new(),
-        capacity: Some(0),
-        points: vec![
-            FitPoint {
-                setting: "a".into(),
-                size: 0,
-                fits: true,
-                peak_reserved: 0,
-            },
-            FitPoint {
-                setting: "a".into(),
-                size: u64::MAX,
-                fits: false,
-                peak_reserved: u64::MAX,
-            },
-        ],
-    };
+    let fit = fit_chart(
+        "",
+        Some(0),
+        &[("a", 0, true, 0), ("a", u64::MAX, false, u64::MAX)],
+    );
     check(&plot_fit(&dir.join("fit-extremes"), &fit).unwrap());
-    let one = FitSweep {
-        dimension: "sequence length".into(),
-        capacity: None,
-        points: vec![FitPoint {
-            setting: "a".into(),
-            size: 512,
-            fits: true,
-            peak_reserved: 3 << 30,
-        }],
-    };
+    let one = fit_chart("sequence length", None, &[("a", 512, true, 3 << 30)]);
     check(&plot_fit(&dir.join("fit-one-point"), &one).unwrap());
     let zero_seg = many_segments(3, 4)
         .into_iter()
@@ -279,7 +243,7 @@ fn crowded_inputs_stay_readable() {
     assert!(all.contains(LONG_LABELS[3]), "the title is cut: {all}");
 
     let gib = 1u64 << 30;
-    let settings: Vec<SettingResult> = LONG_LABELS
+    let settings: Vec<_> = LONG_LABELS
         .iter()
         .enumerate()
         .map(|(i, l)| synthetic(l, (20 + 3 * i as u64) * gib, 1500))
@@ -300,14 +264,10 @@ fn crowded_inputs_stay_readable() {
             assert!(all.contains(l), "{l} is not shown whole");
         }
     }
-    let points: Vec<OomPointResult> = LONG_LABELS
+    let points: Vec<_> = LONG_LABELS
         .iter()
         .enumerate()
-        .map(|(i, l)| OomPointResult {
-            label: l.to_string(),
-            min_capacity: (30 + 9 * i as u64) * gib,
-            lower_bound: 29 * gib,
-        })
+        .map(|(i, l)| oom_point(l, (30 + 9 * i as u64) * gib, 29 * gib))
         .collect();
     let f = plot_oom_points(&dir.join("oom-8"), &points).unwrap();
     check(&f);
@@ -334,19 +294,10 @@ fn crowded_inputs_stay_readable() {
     for (i, l) in LONG_LABELS.iter().take(4).enumerate() {
         for seq in [512u64, 1024, 2048, 4096, 8192, 16384, 32768] {
             let peak = (4 + i as u64) * gib + seq * (1 + i as u64) * (1 << 20);
-            fit.push(FitPoint {
-                setting: l.to_string(),
-                size: seq,
-                fits: peak <= 24 * gib,
-                peak_reserved: peak.min(24 * gib),
-            });
+            fit.push((*l, seq, peak <= 24 * gib, peak.min(24 * gib)));
         }
     }
-    let sweep = FitSweep {
-        dimension: "sequence length".into(),
-        capacity: Some(24 * gib),
-        points: fit,
-    };
+    let sweep = fit_chart("sequence length", Some(24 * gib), &fit);
     let f = plot_fit(&dir.join("fit-seq"), &sweep).unwrap();
     check(&f);
     assert_readable(&f.svg, Lines::Never);
@@ -367,19 +318,15 @@ fn the_answers_of_a_fit_search_are_labelled_apart() {
         for size in sizes {
             let fits = size <= answer;
             let peak = base * gib + size * 5 * (1 << 20);
-            points.push(FitPoint {
-                setting: setting.into(),
+            points.push((
+                setting,
                 size,
                 fits,
-                peak_reserved: if fits { peak } else { peak.min(141 * gib) },
-            });
+                if fits { peak } else { peak.min(141 * gib) },
+            ));
         }
     }
-    let sweep = FitSweep {
-        dimension: "sequence length (tokens)".into(),
-        capacity: Some(141 * gib),
-        points,
-    };
+    let sweep = fit_chart("sequence length (tokens)", Some(141 * gib), &points);
     let dir = out_dir("fit-answers");
     let f = plot_fit(&dir.join("fit"), &sweep).unwrap();
     check(&f);
@@ -417,7 +364,7 @@ fn six_settings_get_six_colours_in_every_plot() {
     // The fit sweep lists the settings in another order: the colours
     // still follow the report's settings.
     if let Some(fit) = input.fit.as_mut() {
-        fit.points.reverse();
+        fit.searches.reverse();
     }
     let dir = out_dir("six-colours");
     vramlab_reports::write_report(&dir, &input).unwrap();

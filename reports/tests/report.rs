@@ -24,7 +24,7 @@ fn report_has_tables_figures_recommendation_and_data() {
     let dir = out_dir("report");
     let settings = replay(&["", "expandable_segments:True"], 800);
     assert!(
-        settings[0].oom.is_some(),
+        settings[0].run.oom.is_some(),
         "the default setting should OOM on 800 MiB"
     );
     let mut input = report(settings);
@@ -33,7 +33,7 @@ fn report_has_tables_figures_recommendation_and_data() {
             .into(),
     );
     if let Some(r) = input.recommendation.as_mut() {
-        r.reason = "Set `expandable_segments:True` & rerun.".into();
+        r.why = "Set `expandable_segments:True` & rerun.".into();
     }
     let index = write_report(&dir, &input).unwrap();
     assert_eq!(index, dir.join("index.html"));

@@ -142,7 +142,7 @@ pub struct OomEvent {
 }
 
 /// Everything a replay produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Run {
     /// Policy name.
     pub policy: String,

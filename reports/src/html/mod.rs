@@ -4,10 +4,14 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::input::{Recommendation, ReportInput};
+use serde::Serialize;
+use vramlab_replay::analysis::recommend::{Recommendation, Verdict};
+
+use crate::input::ReportInput;
 use crate::units::{fmt_int, format_bytes};
 use crate::{ReportError, Result};
 
+mod data;
 mod escape;
 mod sections;
 
@@ -59,8 +63,8 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     })?;
     let mut h = String::new();
     write_head(&mut h, report);
-    if let Some(r) = &report.recommendation {
-        write_recommendation(&mut h, r);
+    if let Some(a) = report.recommendation.as_ref().and_then(Advice::of) {
+        write_recommendation(&mut h, &a);
     }
     settings_table(&mut h, report);
     write_phases(&mut h, &report.phases);
@@ -114,21 +118,63 @@ fn write_head(h: &mut String, report: &ReportInput) {
     if let Some(first) = s.first() {
         meta.push(format!(
             "{} events",
-            fmt_int(first.summary.events.max(first.summary.events_replayed))
+            fmt_int(
+                first
+                    .run
+                    .summary
+                    .events
+                    .max(first.run.summary.events_replayed)
+            )
         ));
     }
     let _ = writeln!(h, "<p class=\"meta\">{}</p>", meta.join(" · "));
 }
 
+/// What the page recommends: a setting, why, and the shell lines that
+/// apply it.
+#[derive(Serialize)]
+struct Advice<'a> {
+    /// The recommended setting (a label of the report's settings), or that
+    /// PyTorch's defaults are fine.
+    setting: &'a str,
+    /// Why, in a few sentences.
+    reason: &'a str,
+    /// `LINE    # SHELL` for each shell.
+    export_lines: Vec<String>,
+}
+
+impl<'a> Advice<'a> {
+    /// What `rec` recommends (`None` when nothing fits).
+    fn of(rec: &'a Recommendation) -> Option<Self> {
+        match (rec.verdict, rec.ranked.first()) {
+            (Verdict::UseSetting, Some(w)) => Some(Advice {
+                setting: &w.row.setting,
+                reason: &rec.why,
+                export_lines: rec
+                    .export
+                    .iter()
+                    .map(|(shell, line)| format!("{line}    # {shell}"))
+                    .collect(),
+            }),
+            (Verdict::DefaultsAreFine, _) => Some(Advice {
+                setting: "PyTorch's defaults (change nothing)",
+                reason: &rec.why,
+                export_lines: Vec::new(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The recommended setting, why, and the lines that apply it.
-fn write_recommendation(h: &mut String, r: &Recommendation) {
+fn write_recommendation(h: &mut String, r: &Advice<'_>) {
     let _ = write!(
         h,
         "<section class=\"rec\" id=\"recommendation\">\n<h2>Recommended: <code>{}</code></h2>\n",
-        esc(&r.setting)
+        esc(r.setting)
     );
     if !r.reason.is_empty() {
-        let _ = writeln!(h, "<p>{}</p>", esc_inline(&r.reason));
+        let _ = writeln!(h, "<p>{}</p>", esc_inline(r.reason));
     }
     if !r.export_lines.is_empty() {
         let lines: Vec<String> = r.export_lines.iter().map(|l| esc(l)).collect();
@@ -154,7 +200,7 @@ fn write_tail(h: &mut String, report: &ReportInput) -> Result<()> {
     let _ = write!(
         h,
         "<script type=\"application/json\" id=\"vramlab-data\">\n{}\n</script>\n</main>\n</body>\n</html>\n",
-        script_json(report)?
+        script_json(&data::ReportData::of(report))?
     );
     Ok(())
 }

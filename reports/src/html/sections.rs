@@ -5,8 +5,13 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
+use vramlab_allocator::SegmentView;
+use vramlab_replay::OomEvent;
+use vramlab_replay::analysis::oom_point::OomPoint;
+
+use super::Advice;
 use super::escape::{esc, esc_inline, slug};
-use crate::input::{FitSweep, OomPointResult, ReportInput, SegmentMapSource, SettingResult};
+use crate::input::{FitChart, ReportInput, SettingRun};
 use crate::plots::{
     PlotFiles, plot_external_fragmentation, plot_fit_ordered, plot_memory_timeline,
     plot_oom_points, plot_peak_reserved, plot_segment_map,
@@ -52,15 +57,19 @@ pub(super) fn settings_table(h: &mut String, report: &ReportInput) {
         h.push_str("<p>No settings were replayed.</p>\n");
         return;
     }
-    let recommended = report.recommendation.as_ref().map(|r| r.setting.as_str());
-    let any_min = s.iter().any(|r| r.min_capacity.is_some());
+    let recommended = report
+        .recommendation
+        .as_ref()
+        .and_then(Advice::of)
+        .map(|a| a.setting);
+    let any_min = s.iter().any(|r| report.min_capacity(&r.label).is_some());
     h.push_str("<table id=\"settings\">\n<thead><tr><th>setting</th><th>peak live</th><th>peak allocated</th><th>peak reserved</th><th>waste at peak</th><th>utilization</th><th>device allocs / frees</th><th>driver time</th><th>OOM</th>");
     if any_min {
         h.push_str("<th>min capacity</th>");
     }
     h.push_str("</tr></thead>\n<tbody>\n");
     for r in s {
-        let m = &r.summary;
+        let m = &r.run.summary;
         let class = if Some(r.label.as_str()) == recommended {
             " class=\"recommended\""
         } else {
@@ -71,7 +80,7 @@ pub(super) fn settings_table(h: &mut String, report: &ReportInput) {
         } else {
             0.0
         };
-        let oom = match &r.oom {
+        let oom = match &r.run.oom {
             Some(o) => format!(
                 "<td class=\"oom\">at event {}<br><span class=\"oommsg\">{}</span></td>",
                 fmt_int(o.event_index),
@@ -99,7 +108,9 @@ pub(super) fn settings_table(h: &mut String, report: &ReportInput) {
             let _ = write!(
                 h,
                 "<td>{}</td>",
-                esc(&r.min_capacity.map_or("n/a".to_string(), format_bytes))
+                esc(&report
+                    .min_capacity(&r.label)
+                    .map_or("n/a".to_string(), format_bytes))
             );
         }
         h.push_str("</tr>\n");
@@ -141,7 +152,7 @@ pub(super) fn write_phases(h: &mut String, phases: &[vramlab_traces::summary::Ph
 pub(super) fn write_trace_plots(
     h: &mut String,
     dir: &Path,
-    s: &[SettingResult],
+    s: &[SettingRun],
     capacity: Option<u64>,
 ) -> Result<()> {
     if s.is_empty() {
@@ -174,11 +185,7 @@ pub(super) fn write_trace_plots(
 }
 
 /// The OOM points: their plot and their table (nothing without points).
-pub(super) fn write_oom_points(
-    h: &mut String,
-    dir: &Path,
-    points: &[OomPointResult],
-) -> Result<()> {
+pub(super) fn write_oom_points(h: &mut String, dir: &Path, points: &[OomPoint]) -> Result<()> {
     if points.is_empty() {
         return Ok(());
     }
@@ -196,7 +203,7 @@ pub(super) fn write_oom_points(
 
 /// The table of OOM points: minimum capacity, lower bound, how far over
 /// it, and the smallest named card each setting fits on.
-fn write_oom_table(h: &mut String, points: &[OomPointResult]) {
+fn write_oom_table(h: &mut String, points: &[OomPoint]) {
     h.push_str("<table>\n<thead><tr><th>setting</th><th>minimum capacity</th><th>live-bytes lower bound</th><th>over the bound</th><th>smallest named card</th></tr></thead>\n<tbody>\n");
     for p in points {
         let over = if p.lower_bound > 0 {
@@ -214,7 +221,7 @@ fn write_oom_table(h: &mut String, points: &[OomPointResult]) {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&p.label),
+            esc(&p.setting),
             esc(&format_bytes(p.min_capacity)),
             esc(&format_bytes(p.lower_bound)),
             esc(&over),
@@ -230,8 +237,8 @@ fn write_oom_table(h: &mut String, points: &[OomPointResult]) {
 pub(super) fn write_fit(
     h: &mut String,
     dir: &Path,
-    fit: &FitSweep,
-    s: &[SettingResult],
+    fit: &FitChart,
+    s: &[SettingRun],
 ) -> Result<()> {
     let dim = if fit.dimension.trim().is_empty() {
         "size"
@@ -256,7 +263,7 @@ pub(super) fn write_fit(
 }
 
 /// The table of the largest size of `dim` that fits under each setting.
-fn write_fit_table(h: &mut String, fit: &FitSweep, dim: &str) {
+fn write_fit_table(h: &mut String, fit: &FitChart, dim: &str) {
     let groups = fit.by_setting();
     if groups.is_empty() {
         return;
@@ -280,28 +287,44 @@ fn write_fit_table(h: &mut String, fit: &FitSweep, dim: &str) {
     h.push_str("</tbody>\n</table>\n");
 }
 
+/// The first OOM of `r`, when its segments were recorded.
+fn oom_with_segments(r: &SettingRun) -> Option<&OomEvent> {
+    r.run.oom.as_ref().filter(|o| !o.segments.is_empty())
+}
+
+/// The segments a segment map of `r` shows: those at the OOM when there
+/// was one and they were recorded, else those at peak reserved; `None`
+/// when neither was recorded.
+fn segment_map(r: &SettingRun) -> Option<&[SegmentView]> {
+    match oom_with_segments(r) {
+        Some(o) => Some(&o.segments),
+        None if r.run.segments_at_peak.is_empty() => None,
+        None => Some(&r.run.segments_at_peak),
+    }
+}
+
 /// A segment map for every setting that has one (`segments-N-LABEL`).
-pub(super) fn write_segment_maps(h: &mut String, dir: &Path, s: &[SettingResult]) -> Result<()> {
-    let maps: Vec<(usize, &SettingResult)> = s
+pub(super) fn write_segment_maps(h: &mut String, dir: &Path, s: &[SettingRun]) -> Result<()> {
+    let maps: Vec<(usize, &SettingRun)> = s
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.segment_map().is_some())
+        .filter(|(_, r)| segment_map(r).is_some())
         .collect();
     if maps.is_empty() {
         return Ok(());
     }
     h.push_str("<h2 id=\"segments\">Segment maps</h2>\n");
     for (i, r) in maps {
-        let Some((source, segs)) = r.segment_map() else {
+        let Some(segs) = segment_map(r) else {
             continue;
         };
-        let title = match (source, &r.oom) {
-            (SegmentMapSource::AtOom, Some(o)) => format!(
+        let title = match oom_with_segments(r) {
+            Some(o) => format!(
                 "Segments at the OOM (request of {}) — {}",
                 format_bytes(o.requested_bytes),
                 r.label
             ),
-            _ => format!("Segments {} — {}", source.describe(), r.label),
+            None => format!("Segments at peak reserved — {}", r.label),
         };
         let base = dir.join(format!("segments-{}-{}", i + 1, slug(&r.label)));
         let f = plot_segment_map(&base, &title, segs)?;

@@ -8,13 +8,13 @@ use super::{
     Axes, Chart2d, Figure, draw_polyline, draw_polyline_phased, line_chart, mesh, pixel_polyline,
 };
 use crate::Result;
-use crate::input::{FitPoint, FitSweep};
+use crate::input::{ChartProbe, FitChart};
 use crate::style::*;
 use crate::units::{Unit, fmt_count_tick, fmt_int, fmt_tick, format_bytes, unit_for};
 
 /// The fit chart.
 pub(crate) struct Fit<'a> {
-    pub fit: &'a FitSweep,
+    pub fit: &'a FitChart,
     /// Setting labels in the order of the report's settings: a setting's
     /// colour is its index here, so it matches the other plots of the
     /// report; settings not listed come after them, in order of
@@ -149,8 +149,8 @@ fn leader(b: PxRect, p: (i32, i32)) -> ((i32, i32), (i32, i32)) {
 /// Radius of the ring around an answer.
 const RING: i32 = 11;
 
-/// A setting and its points, sorted by size ([`FitSweep::by_setting`]).
-type Group<'a> = (&'a str, Vec<&'a FitPoint>);
+/// A setting and its probes, sorted by size ([`FitChart::by_setting`]).
+type Group<'a> = (&'a str, Vec<ChartProbe>);
 
 /// The x axis: the varied size, on a log2 scale when the sizes span 8×
 /// or more.
@@ -176,9 +176,13 @@ fn scaled(log: bool, size: u64) -> f64 {
 }
 
 impl XAxis {
-    /// The axis over the sizes of `points` (`None` when there are none).
-    fn new(points: &[FitPoint]) -> Option<Self> {
-        let mut sizes: Vec<u64> = points.iter().map(|p| p.size).collect();
+    /// The axis over the sizes of the probes in `groups` (`None` when
+    /// there are none).
+    fn new(groups: &[Group<'_>]) -> Option<Self> {
+        let mut sizes: Vec<u64> = groups
+            .iter()
+            .flat_map(|(_, pts)| pts.iter().map(|p| p.size))
+            .collect();
         sizes.sort_unstable();
         sizes.dedup();
         let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) else {
@@ -243,7 +247,7 @@ impl<'g> Series<'g> {
 }
 
 /// The points of a setting in chart coordinates.
-fn chart_points(pts: &[&FitPoint], x: XAxis, unit: Unit) -> Vec<(f64, f64)> {
+fn chart_points(pts: &[ChartProbe], x: XAxis, unit: Unit) -> Vec<(f64, f64)> {
     pts.iter()
         .map(|p| (x.of(p.size), unit.of(p.peak_reserved)))
         .collect()
@@ -501,19 +505,17 @@ impl Figure for Fit<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<()> {
         let dim = self.dimension();
         let title = format!("Peak reserved memory vs {dim}");
-        if self.fit.points.is_empty() {
+        let groups = self.fit.by_setting();
+        if groups.is_empty() {
             return no_data(root, &title, "no sizes were replayed");
         }
-        let groups = self.fit.by_setting();
         let series = Series::new(&groups, self.order);
-        let Some(x) = XAxis::new(&self.fit.points) else {
+        let Some(x) = XAxis::new(&groups) else {
             return no_data(root, &title, "no sizes were replayed");
         };
-        let data_max = self
-            .fit
-            .points
+        let data_max = groups
             .iter()
-            .map(|p| p.peak_reserved)
+            .flat_map(|(_, pts)| pts.iter().map(|p| p.peak_reserved))
             .max()
             .unwrap_or(0);
         let cap = self.capacity_on_scale(data_max);

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 use vramlab_allocator::SegmentView;
+use vramlab_replay::analysis::oom_point::OomPoint;
 
-use crate::input::{FitSweep, OomPointResult, SettingResult};
+use crate::input::{FitChart, SettingRun};
 use crate::style::{Area, ensure_fonts};
 use crate::{ReportError, Result};
 
@@ -98,7 +99,7 @@ pub(crate) fn render<F: Figure>(base: &Path, fig: &F) -> Result<PlotFiles> {
 /// is on the scale. Writes `out.png` and `out.svg`.
 pub fn plot_memory_timeline(
     out: &Path,
-    settings: &[SettingResult],
+    settings: &[SettingRun],
     capacity: Option<u64>,
 ) -> Result<PlotFiles> {
     render(out, &timeline::Timeline { settings, capacity })
@@ -106,7 +107,7 @@ pub fn plot_memory_timeline(
 
 /// External fragmentation (1 − largest free block / free cached bytes) over
 /// the trace, one line per setting. Writes `out.png` and `out.svg`.
-pub fn plot_external_fragmentation(out: &Path, settings: &[SettingResult]) -> Result<PlotFiles> {
+pub fn plot_external_fragmentation(out: &Path, settings: &[SettingRun]) -> Result<PlotFiles> {
     render(out, &timeline::Fragmentation { settings })
 }
 
@@ -116,7 +117,7 @@ pub fn plot_external_fragmentation(out: &Path, settings: &[SettingResult]) -> Re
 /// scale). Writes `out.png` and `out.svg`.
 pub fn plot_peak_reserved(
     out: &Path,
-    settings: &[SettingResult],
+    settings: &[SettingRun],
     capacity: Option<u64>,
 ) -> Result<PlotFiles> {
     render(out, &bars::PeakReserved { settings, capacity })
@@ -129,20 +130,20 @@ pub fn plot_peak_reserved(
 /// bar) as labelled reference lines; each bar says the smallest card it
 /// fits on ([`vramlab_replay::gpus::smallest_gpu_for`]). Writes `out.png`
 /// and `out.svg`.
-pub fn plot_oom_points(out: &Path, points: &[OomPointResult]) -> Result<PlotFiles> {
+pub fn plot_oom_points(out: &Path, points: &[OomPoint]) -> Result<PlotFiles> {
     render(out, &bars::OomPoints { points })
 }
 
 /// Peak reserved bytes against the workload's varied size, one line per
 /// setting (dots: fits, crosses: OOM), with the capacity as a horizontal
 /// line. Writes `out.png` and `out.svg`.
-pub fn plot_fit(out: &Path, fit: &FitSweep) -> Result<PlotFiles> {
+pub fn plot_fit(out: &Path, fit: &FitChart) -> Result<PlotFiles> {
     render(out, &fit::Fit { fit, order: &[] })
 }
 
 /// [`plot_fit`] with the settings coloured as in the report's other plots:
 /// a setting's colour is its index in `order` (the report's settings).
-pub(crate) fn plot_fit_ordered(out: &Path, fit: &FitSweep, order: &[String]) -> Result<PlotFiles> {
+pub(crate) fn plot_fit_ordered(out: &Path, fit: &FitChart, order: &[String]) -> Result<PlotFiles> {
     render(out, &fit::Fit { fit, order })
 }
 

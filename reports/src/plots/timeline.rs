@@ -5,25 +5,25 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::{Axes, Chart2d, Figure, draw_polyline, draw_polyline_phased, line_chart, mesh};
 use crate::Result;
-use crate::input::SettingResult;
+use crate::input::SettingRun;
 use crate::style::*;
 use crate::units::{Unit, fmt_count_tick, fmt_tick, format_bytes, unit_for};
 
 /// Memory timeline of several settings.
 pub(crate) struct Timeline<'a> {
-    pub settings: &'a [SettingResult],
+    pub settings: &'a [SettingRun],
     pub capacity: Option<u64>,
 }
 
 /// The largest event index of any shown timeline (at least 1).
-fn x_max(shown: &[(usize, &SettingResult)]) -> f64 {
+fn x_max(shown: &[(usize, &SettingRun)]) -> f64 {
     shown
         .iter()
-        .flat_map(|(_, s)| s.timeline.last().map(|p| p.event_index))
+        .flat_map(|(_, s)| s.run.timeline.last().map(|p| p.event_index))
         .chain(
             shown
                 .iter()
-                .filter_map(|(_, s)| s.oom.as_ref().map(|o| o.event_index)),
+                .filter_map(|(_, s)| s.run.oom.as_ref().map(|o| o.event_index)),
         )
         .max()
         .unwrap_or(0)
@@ -93,16 +93,16 @@ fn swatch_of(i: usize, under: Option<usize>, width: u32) -> Swatch {
 }
 
 /// Settings that have a timeline, with their palette index.
-fn shown(settings: &[SettingResult]) -> Vec<(usize, &SettingResult)> {
+fn shown(settings: &[SettingRun]) -> Vec<(usize, &SettingRun)> {
     settings
         .iter()
         .enumerate()
-        .filter(|(_, s)| !s.timeline.is_empty())
+        .filter(|(_, s)| !s.run.timeline.is_empty())
         .collect()
 }
 
 /// A shown setting: its palette index and its results.
-type Shown<'a> = (usize, &'a SettingResult);
+type Shown<'a> = (usize, &'a SettingRun);
 
 /// For a shown setting, the earlier one its line is identical to: its
 /// index among the shown settings, and it.
@@ -114,10 +114,11 @@ fn data_max(shown: &[Shown<'_>]) -> u64 {
     shown
         .iter()
         .flat_map(|(_, s)| {
-            s.timeline
+            s.run
+                .timeline
                 .iter()
                 .map(|p| p.reserved.max(p.allocated).max(p.requested))
-                .chain(s.oom.as_ref().map(|o| o.reserved_bytes))
+                .chain(s.run.oom.as_ref().map(|o| o.reserved_bytes))
         })
         .max()
         .unwrap_or(0)
@@ -126,11 +127,12 @@ fn data_max(shown: &[Shown<'_>]) -> u64 {
 /// `f` of each of `s`'s timeline points in `unit`, as a step path (see
 /// [`steps`]).
 fn step_points(
-    s: &SettingResult,
+    s: &SettingRun,
     unit: Unit,
     f: fn(&vramlab_replay::TimelinePoint) -> u64,
 ) -> Vec<(f64, f64)> {
     let p: Vec<(f64, f64)> = s
+        .run
         .timeline
         .iter()
         .map(|p| (p.event_index as f64, unit.of(f(p))))
@@ -169,7 +171,7 @@ fn timeline_legend(shown: &[Shown<'_>], dup: &[Dup<'_, '_>], capacity: bool) -> 
         .map(|(&(i, s), d)| {
             let what = match d {
                 Some((_, (_, first))) => format!("same as {}", first.label),
-                None => format!("peak {}", format_bytes(s.summary.peak_reserved_bytes)),
+                None => format!("peak {}", format_bytes(s.run.summary.peak_reserved_bytes)),
             };
             LegendItem::new(
                 swatch_of(i, d.map(|(_, &(j, _))| j), 4),
@@ -178,7 +180,7 @@ fn timeline_legend(shown: &[Shown<'_>], dup: &[Dup<'_, '_>], capacity: bool) -> 
         })
         .collect();
     items.push(LegendItem::new(Swatch::Line(INK, 1), "live (requested)"));
-    if shown.iter().any(|(_, s)| s.oom.is_some()) {
+    if shown.iter().any(|(_, s)| s.run.oom.is_some()) {
         items.push(LegendItem::new(Swatch::Cross(ALERT), "out of memory"));
     }
     if capacity {
@@ -197,7 +199,7 @@ fn draw_memory_lines<DB: DrawingBackend>(
     shown: &[Shown<'_>],
     dup: &[Dup<'_, '_>],
 ) -> Result<()> {
-    let drawn: Vec<(usize, &SettingResult)> = shown
+    let drawn: Vec<(usize, &SettingRun)> = shown
         .iter()
         .zip(dup)
         .filter(|(_, d)| d.is_none())
@@ -216,7 +218,7 @@ fn draw_memory_lines<DB: DrawingBackend>(
     for (rank, &(i, s)) in drawn.iter().enumerate() {
         let look = series_look(i);
         let p = step_points(s, unit, |p| p.reserved);
-        if s.timeline.len() == 1 {
+        if s.run.timeline.len() == 1 {
             chart.draw_series(
                 p.iter()
                     .take(1)
@@ -243,7 +245,7 @@ fn draw_memory_lines<DB: DrawingBackend>(
     // from the setting that replayed furthest.
     if let Some(&(_, longest)) = shown
         .iter()
-        .max_by_key(|(i, s)| (s.timeline.last().map(|p| p.event_index), usize::MAX - i))
+        .max_by_key(|(i, s)| (s.run.timeline.last().map(|p| p.event_index), usize::MAX - i))
     {
         chart.draw_series(LineSeries::new(
             step_points(longest, unit, |p| p.requested),
@@ -285,7 +287,7 @@ fn mark_ooms<DB: DrawingBackend>(
     let (xr, yr) = chart.plotting_area().get_pixel_range();
     let mut marks: Vec<((i32, i32), Vec<&str>)> = Vec::new();
     for &(_, s) in shown {
-        if let Some(o) = &s.oom {
+        if let Some(o) = &s.run.oom {
             let p = chart.backend_coord(&(o.event_index as f64, unit.of(o.reserved_bytes)));
             match marks
                 .iter_mut()
@@ -359,7 +361,8 @@ impl Figure for Timeline<'_> {
         let keys: Vec<Vec<(u64, u64, u64)>> = shown
             .iter()
             .map(|(_, s)| {
-                s.timeline
+                s.run
+                    .timeline
                     .iter()
                     .map(|p| (p.event_index, p.reserved, p.allocated))
                     .collect()
@@ -391,7 +394,7 @@ impl Figure for Timeline<'_> {
 
 /// External fragmentation of several settings over the trace.
 pub(crate) struct Fragmentation<'a> {
-    pub settings: &'a [SettingResult],
+    pub settings: &'a [SettingRun],
 }
 
 impl Figure for Fragmentation<'_> {
@@ -409,7 +412,8 @@ impl Figure for Fragmentation<'_> {
         let series: Vec<Vec<(f64, f64)>> = shown
             .iter()
             .map(|(_, s)| {
-                s.timeline
+                s.run
+                    .timeline
                     .iter()
                     .map(|p| (p.event_index as f64, p.external_fragmentation() * 100.0))
                     .collect()

@@ -8,10 +8,12 @@ pub mod svg;
 use std::path::{Path, PathBuf};
 
 use vramlab_allocator::{AllocConf, BlockState, BlockView, PoolKind, SegmentView, TorchVersion};
-use vramlab_replay::{ReplayOptions, Scenario, Summary, TimelinePoint};
-use vramlab_reports::{
-    FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SettingResult,
-};
+use vramlab_replay::analysis::fit::{FitProbe, FitResult};
+use vramlab_replay::analysis::oom_point::OomPoint;
+use vramlab_replay::analysis::recommend::{Ranked, Recommendation, Verdict};
+use vramlab_replay::analysis::sweep::SweepRow;
+use vramlab_replay::{ReplayOptions, Run, Scenario, Summary, TimelinePoint};
+use vramlab_reports::{FitChart, ReportInput, SettingRun};
 
 /// A fresh, empty folder for one test's output.
 pub fn out_dir(name: &str) -> PathBuf {
@@ -40,7 +42,7 @@ pub fn gpt_trace() -> vramlab_traces::Trace {
 
 /// The bundled GPT training-step trace replayed under `settings` on a card
 /// of `capacity_mib`, with segments at the peak.
-pub fn replay(settings: &[&str], capacity_mib: u64) -> Vec<SettingResult> {
+pub fn replay(settings: &[&str], capacity_mib: u64) -> Vec<SettingRun> {
     let trace = gpt_trace();
     let opts = ReplayOptions {
         segments_at_peak: true,
@@ -56,54 +58,157 @@ pub fn replay(settings: &[&str], capacity_mib: u64) -> Vec<SettingResult> {
                 .run(&trace, &opts)
                 .unwrap();
             let label = if conf.is_empty() { "default" } else { conf };
-            SettingResult::from_run(label, &run)
+            SettingRun::new(label, run)
         })
         .collect()
 }
 
-/// A report over real replays, with synthetic OOM points and fit sweep.
-pub fn report(settings: Vec<SettingResult>) -> ReportInput {
-    let oom_points = settings
-        .iter()
-        .map(|s| OomPointResult {
-            label: s.label.clone(),
-            min_capacity: s.summary.peak_reserved_bytes,
-            lower_bound: s.summary.peak_requested_bytes,
-        })
-        .collect();
-    let mut points = Vec::new();
-    for s in &settings {
-        for batch in [1u64, 2, 4, 8, 16] {
-            let peak = s.summary.peak_reserved_bytes / 8 * batch;
-            points.push(FitPoint {
-                setting: s.label.clone(),
-                size: batch,
-                fits: peak <= 1 << 30,
-                peak_reserved: peak.min(1 << 30),
-            });
+/// A replay with only a summary and a timeline.
+pub fn setting(label: &str, summary: Summary, timeline: Vec<TimelinePoint>) -> SettingRun {
+    SettingRun::new(
+        label,
+        Run {
+            summary,
+            timeline,
+            ..Run::default()
+        },
+    )
+}
+
+/// An OOM point with only its answer and its lower bound.
+pub fn oom_point(label: &str, min_capacity: u64, lower_bound: u64) -> OomPoint {
+    OomPoint {
+        setting: label.into(),
+        min_capacity,
+        lower_bound,
+        unlimited_peak_reserved: min_capacity,
+        verified: true,
+        not_monotone_at: Vec::new(),
+        replays: 1,
+        start: None,
+        start_reserved_bytes: None,
+    }
+}
+
+/// Fit searches made of `(setting, size, fits, peak reserved)` probes, one
+/// search per setting in order of first appearance.
+pub fn fit_chart(
+    dimension: &str,
+    capacity: Option<u64>,
+    probes: &[(&str, u64, bool, u64)],
+) -> FitChart {
+    let mut searches: Vec<FitResult> = Vec::new();
+    for &(setting, size, fits, peak) in probes {
+        let probe = FitProbe {
+            size,
+            fits,
+            peak_reserved_bytes: peak,
+            peak_requested_bytes: peak,
+        };
+        match searches.iter_mut().find(|r| r.setting == setting) {
+            Some(r) => r.probes.push(probe),
+            None => searches.push(FitResult {
+                setting: setting.into(),
+                max_size: None,
+                hit_limit: false,
+                probes: vec![probe],
+            }),
         }
     }
+    for r in &mut searches {
+        r.probes.sort_by_key(|p| p.size);
+        r.max_size = r.probes.iter().filter(|p| p.fits).map(|p| p.size).max();
+    }
+    FitChart {
+        dimension: dimension.into(),
+        capacity,
+        size_step: 1,
+        searches,
+    }
+}
+
+/// A recommendation of the setting `label` (peak reserved `peak`), the
+/// first and only one ranked, with `why` and one export line.
+pub fn recommend(label: &str, peak: u64, why: &str) -> Recommendation {
+    let row = SweepRow {
+        index: 0,
+        trace: "gpt-small-train.csv".into(),
+        setting: label.into(),
+        policy: "native".into(),
+        grid_line: label.into(),
+        capacity: 1 << 30,
+        events: 0,
+        peak_requested_bytes: peak,
+        peak_allocated_bytes: peak,
+        peak_reserved_bytes: peak,
+        waste_at_peak_bytes: 0,
+        utilization: 1.0,
+        num_device_alloc: 0,
+        num_device_free: 0,
+        num_sync_all_streams: 0,
+        num_alloc_retries: 0,
+        device_time_us: 0.0,
+        oom_event: -1,
+        oom_requested_bytes: 0,
+        start: String::new(),
+        oom_at_start: false,
+    };
+    Recommendation {
+        ranked: vec![Ranked {
+            rank: 1,
+            row,
+            headroom_bytes: (1i64 << 30) - peak as i64,
+        }],
+        other_policies: Vec::new(),
+        verdict: Verdict::UseSetting,
+        why: why.into(),
+        torch: "2.11".into(),
+        export: vec![(
+            "bash/zsh".into(),
+            format!("export PYTORCH_ALLOC_CONF={label}"),
+        )],
+        python: None,
+        placement_ranges: Vec::new(),
+        placement_note: None,
+        min_capacities: Vec::new(),
+    }
+}
+
+/// A report over real replays, with synthetic OOM points and fit sweep.
+pub fn report(settings: Vec<SettingRun>) -> ReportInput {
+    let oom_points = settings
+        .iter()
+        .map(|s| {
+            let m = &s.run.summary;
+            oom_point(&s.label, m.peak_reserved_bytes, m.peak_requested_bytes)
+        })
+        .collect();
+    let mut probes = Vec::new();
+    for s in &settings {
+        for batch in [1u64, 2, 4, 8, 16] {
+            let peak = s.run.summary.peak_reserved_bytes / 8 * batch;
+            probes.push((s.label.as_str(), batch, peak <= 1 << 30, peak.min(1 << 30)));
+        }
+    }
+    let fit = fit_chart("batch size", Some(1 << 30), &probes);
     let best = settings
         .iter()
-        .min_by_key(|s| s.summary.peak_reserved_bytes)
-        .map(|s| s.label.clone())
-        .unwrap_or_default();
+        .min_by_key(|s| s.run.summary.peak_reserved_bytes)
+        .map(|s| {
+            recommend(
+                &s.label,
+                s.run.summary.peak_reserved_bytes,
+                "Lowest peak reserved.",
+            )
+        });
     ReportInput {
         title: "vramlab test report".into(),
         trace: "workloads/data/gpt-small-train.csv".into(),
         capacity: Some(1 << 30),
         settings,
         oom_points,
-        fit: Some(FitSweep {
-            dimension: "batch size".into(),
-            capacity: Some(1 << 30),
-            points,
-        }),
-        recommendation: Some(Recommendation {
-            setting: best.clone(),
-            reason: "Lowest peak reserved.".into(),
-            export_lines: vec![format!("export PYTORCH_ALLOC_CONF={best}")],
-        }),
+        fit: Some(fit),
+        recommendation: best,
         notes: vec!["A note with <html> & \"quotes\".".into()],
         phases: phases_of("gpt-small-train-seq256.csv.gz"),
     }
@@ -164,7 +269,7 @@ pub fn many_segments(n: usize, max_mib: u64) -> Vec<SegmentView> {
 }
 
 /// A setting result with a synthetic timeline scaled to `scale` bytes.
-pub fn synthetic(label: &str, scale: u64, points: usize) -> SettingResult {
+pub fn synthetic(label: &str, scale: u64, points: usize) -> SettingRun {
     let timeline: Vec<TimelinePoint> = (0..points)
         .map(|i| {
             let t = i as f64 / points.max(1) as f64;
@@ -179,19 +284,15 @@ pub fn synthetic(label: &str, scale: u64, points: usize) -> SettingResult {
             }
         })
         .collect();
-    SettingResult {
-        label: label.into(),
-        summary: Summary {
-            peak_requested_bytes: scale / 10 * 9,
-            peak_allocated_bytes: scale / 10 * 9,
-            peak_active_bytes: scale / 10 * 9,
-            peak_reserved_bytes: scale,
-            waste_at_peak_bytes: scale / 10,
-            utilization: 0.9,
-            fragmentation: 0.1,
-            ..Summary::default()
-        },
-        timeline,
-        ..SettingResult::default()
-    }
+    let summary = Summary {
+        peak_requested_bytes: scale / 10 * 9,
+        peak_allocated_bytes: scale / 10 * 9,
+        peak_active_bytes: scale / 10 * 9,
+        peak_reserved_bytes: scale,
+        waste_at_peak_bytes: scale / 10,
+        utilization: 0.9,
+        fragmentation: 0.1,
+        ..Summary::default()
+    };
+    setting(label, summary, timeline)
 }

@@ -3,6 +3,7 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
+use vramlab_replay::analysis::oom_point::OomPoint;
 use vramlab_replay::gpus::{GPUS, Gpu, smallest_gpu_for};
 
 use super::{
@@ -10,14 +11,13 @@ use super::{
     bar_chart, draw_stack, draw_value_axis, slot_width, stack_bottom, stack_height, stack_lines,
 };
 use crate::Result;
-use crate::input::OomPointResult;
 use crate::plots::{Chart2d, Figure, WIDTH};
 use crate::style::*;
 use crate::units::{Unit, format_bytes, unit_for};
 
 /// Minimum capacity per setting against the usable memory of named cards.
 pub(crate) struct OomPoints<'a> {
-    pub points: &'a [OomPointResult],
+    pub points: &'a [OomPoint],
 }
 
 /// `name · usable` of a card (or of several with about the same memory).
@@ -63,7 +63,7 @@ fn bracketing_cards(min_bar: u64, max_bar: u64) -> Vec<&'static Gpu> {
 
 impl OomPoints<'_> {
     fn categories(&self, right: i32) -> Categories {
-        let labels: Vec<&str> = self.points.iter().map(|q| q.label.as_str()).collect();
+        let labels: Vec<&str> = self.points.iter().map(|q| q.setting.as_str()).collect();
         Categories::new(&labels, WIDTH as i32 - MARGIN_LEFT - Y_LABEL_AREA - right)
     }
 
@@ -371,7 +371,7 @@ fn spread(ys: &[i32], gap: i32) -> Vec<i32> {
 /// The value labels of an OOM point's bar: the minimum capacity, how far
 /// over the lower bound it is and, with `show_fits`, the smallest named
 /// card it fits on.
-fn oom_value_lines(q: &OomPointResult, show_fits: bool) -> Vec<Wordings> {
+fn oom_value_lines(q: &OomPoint, show_fits: bool) -> Vec<Wordings> {
     let mut lines = vec![(vec![format_bytes(q.min_capacity)], bold(LABEL_SIZE, INK))];
     if q.lower_bound > 0 {
         let over = q.min_capacity as f64 / q.lower_bound as f64 - 1.0;

@@ -9,14 +9,14 @@ use super::{
     draw_stack, draw_value_axis, slot_width, stack_bottom, stack_height, stack_lines,
 };
 use crate::Result;
-use crate::input::SettingResult;
+use crate::input::SettingRun;
 use crate::plots::{Chart2d, Figure, WIDTH};
 use crate::style::*;
 use crate::units::{Unit, fmt_int, format_bytes, unit_for};
 
 /// Peak reserved per setting.
 pub(crate) struct PeakReserved<'a> {
-    pub settings: &'a [SettingResult],
+    pub settings: &'a [SettingRun],
     pub capacity: Option<u64>,
 }
 
@@ -47,11 +47,11 @@ impl PeakReserved<'_> {
         let s = self.settings;
         // A replay that ended at an OOM saw only part of the trace: the
         // lower bound comes from the complete ones when there are any.
-        let complete = s.iter().any(|r| r.oom.is_none());
+        let complete = s.iter().any(|r| r.run.oom.is_none());
         let lower = s
             .iter()
-            .filter(|r| r.oom.is_none() || !complete)
-            .map(|r| r.summary.peak_requested_bytes)
+            .filter(|r| r.run.oom.is_none() || !complete)
+            .map(|r| r.run.summary.peak_requested_bytes)
             .max()
             .unwrap_or(0);
         let lower_label = if complete {
@@ -61,7 +61,7 @@ impl PeakReserved<'_> {
         };
         let data_max = s
             .iter()
-            .map(|r| r.summary.peak_reserved_bytes)
+            .map(|r| r.run.summary.peak_reserved_bytes)
             .max()
             .unwrap_or(0)
             .max(lower);
@@ -99,7 +99,7 @@ impl PeakReserved<'_> {
             .zip(stacks)
             .map(|(r, st)| {
                 (
-                    unit.of(r.summary.peak_reserved_bytes),
+                    unit.of(r.run.summary.peak_reserved_bytes),
                     stack_height(st.len()),
                     Vec::new(),
                 )
@@ -123,7 +123,7 @@ impl PeakReserved<'_> {
     ) -> Result<Vec<(i32, i32)>> {
         let mut tops = Vec::with_capacity(self.settings.len());
         for (i, r) in self.settings.iter().enumerate() {
-            let sm = &r.summary;
+            let sm = &r.run.summary;
             let reserved = sm.peak_reserved_bytes;
             let waste = sm.waste_at_peak_bytes.min(reserved);
             let used = reserved - waste;
@@ -230,9 +230,9 @@ impl Figure for PeakReserved<'_> {
 
 /// The value labels of a setting's bar: its peak reserved, the waste,
 /// and the OOM when there was one.
-fn value_lines(r: &SettingResult) -> Vec<Wordings> {
-    let reserved = r.summary.peak_reserved_bytes;
-    let waste = r.summary.waste_at_peak_bytes.min(reserved);
+fn value_lines(r: &SettingRun) -> Vec<Wordings> {
+    let reserved = r.run.summary.peak_reserved_bytes;
+    let waste = r.run.summary.waste_at_peak_bytes.min(reserved);
     let pct = if reserved > 0 {
         waste as f64 / reserved as f64
     } else {
@@ -249,7 +249,7 @@ fn value_lines(r: &SettingResult) -> Vec<Wordings> {
             font(LABEL_SIZE, WASTE_TEXT),
         ),
     ];
-    if let Some(o) = &r.oom {
+    if let Some(o) = &r.run.oom {
         lines.insert(
             0,
             (
