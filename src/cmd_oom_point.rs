@@ -6,6 +6,7 @@ use clap::Args;
 use rayon::prelude::*;
 use vramlab_replay::analysis::oom_point::find_oom_point;
 use vramlab_replay::results::CapacityRun;
+use vramlab_traces::advice::with_callers_spelling;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};
 
@@ -50,10 +51,10 @@ pub fn run(args: OomPointArgs) -> Result<()> {
     // One search per setting, on all cores; results in the settings' order.
     let results = scenarios
         .par_iter()
-        .map(|s| {
+        .map(with_callers_spelling(|s: &vramlab_replay::Scenario| {
             find_oom_point(&trace, s, start.unwrap_or_default())
                 .with_context(|| format!("searching under {}", s.label()))
-        })
+        }))
         .collect::<Vec<_>>()
         .into_iter()
         // The first failure in the settings' order, whichever thread hit it.

@@ -198,6 +198,38 @@ mod tests {
     }
 
     #[test]
+    fn library_errors_name_options_in_the_front_ends_words() {
+        let trace = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/workloads/data/gpt-small-train.csv"
+        );
+        let out = std::env::temp_dir().join("vramlab-advice-test.pickle");
+        let out = out.to_str().expect("a UTF-8 temporary path");
+        let convert = ["convert", trace, out];
+        let cli = call(convert, Spelling::Cli).expect_err("no snapshot writer");
+        assert!(
+            cli.message
+                .contains("use `vramlab replay --snapshot-out FILE`"),
+            "{}",
+            cli.message
+        );
+        let py = call(convert, Spelling::Python).expect_err("no snapshot writer");
+        assert!(
+            py.message
+                .contains("use `vramlab.replay(…, snapshot_out=FILE)`"),
+            "{}",
+            py.message
+        );
+        let made = std::env::temp_dir().join("vramlab-advice-test.csv");
+        let made = made.to_str().expect("a UTF-8 temporary path");
+        let gen_ = ["gen", "sd15", "--seq", "77", "-o", made];
+        let cli = call(gen_, Spelling::Cli).expect_err("sd15 has no --seq");
+        assert_eq!(cli.message, "sd15 scales with --resolution, not --seq");
+        let py = call(gen_, Spelling::Python).expect_err("sd15 has no seq=");
+        assert_eq!(py.message, "sd15 scales with resolution=, not seq=");
+    }
+
+    #[test]
     fn a_missing_file_is_a_trace_failure() {
         let e = call(["stats", "/no/such/trace.csv"], Spelling::Cli).expect_err("missing file");
         assert_eq!(e.kind, FailureKind::Trace, "{}", e.message);

@@ -235,6 +235,22 @@ def test_bad_settings_are_conf_errors_and_value_errors():
         vramlab.replay(GPT, gpu="no-such-card")
 
 
+def test_library_errors_name_python_keywords_not_flags(tmp_path):
+    # The engine's messages advise options in Python's words.
+    with pytest.raises(vramlab.VramlabError) as e:
+        vramlab.matrix("sd15", seq=77)
+    assert "resolution=, not seq=" in str(e.value)
+    assert "--seq" not in str(e.value)
+    # The command line says the same with its flags.
+    err = cli("matrix", "sd15", "--seq", "77", check=False)
+    assert "scales with --resolution, not --seq" in err.stderr
+    # A command Python has a function for is advised as that function.
+    with pytest.raises(vramlab.TraceError) as e:
+        vramlab.run(["convert", os.fspath(GPT), os.fspath(tmp_path / "out.pickle")])
+    assert "vramlab.replay(…, snapshot_out=FILE)" in str(e.value)
+    assert "--snapshot-out" not in str(e.value)
+
+
 def test_bad_events_are_trace_errors():
     with pytest.raises(vramlab.TraceError, match="event 1"):
         vramlab.replay([("alloc", 1, 512), ("malloc", 2, 512)])

@@ -18,6 +18,8 @@ use vramlab_replay::analysis::recommend::{RecommendRequest, Recommendation, reco
 use vramlab_replay::torch_release::TorchTarget;
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
 use vramlab_traces::Trace;
+use vramlab_traces::advice::with_callers_spelling;
+use vramlab_traces::advice::{Cmd, Opt};
 use vramlab_traces::summary::TraceSummary;
 
 use crate::{ReportError, ReportInput, SettingRun, write_report};
@@ -188,7 +190,7 @@ pub fn build_report(
     // (results in the chosen order).
     let detailed = chosen
         .par_iter()
-        .map(|g| {
+        .map(with_callers_spelling(|g: &&GridEntry| {
             let s = g.scenario(capacity).with_placement(placement);
             let run = s.run(trace, &opts).map_err(|error| BuildError::Replay {
                 setting: g.label(),
@@ -201,7 +203,7 @@ pub fn build_report(
                 }
             })?;
             Ok((g, run, p))
-        })
+        }))
         .collect::<Vec<_>>()
         .into_iter()
         // The first failure in the chosen order, whichever thread hit it.
@@ -222,10 +224,16 @@ pub fn build_report(
     }
     notes.push(format!("Advice for {}.", target.describe()));
     notes.push(format!(
-        "{} settings were replayed; the table ranks {} of them. Full results: `vramlab sweep {} --gpu … --csv rows.csv`.",
+        "{} settings were replayed; the table ranks {} of them. Full results: `{}`.",
         rows.len(),
         settings.len(),
-        name
+        Cmd::Sweep.with(
+            &[name],
+            &[
+                Opt::Gpu.with_placeholder("…"),
+                Opt::Csv.with_placeholder("rows.csv")
+            ]
+        )
     ));
     let input = ReportInput {
         title: format!("vramlab report: {name}"),

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read};
 use std::path::Path;
 
-use crate::advice::Opt;
+use crate::advice::{Cmd, Opt};
 use crate::binary::{is_binary, read_binary, write_binary};
 use crate::csv::{read_csv, write_csv};
 use crate::error::{Location, TraceError};
@@ -299,10 +299,11 @@ pub fn write_trace(trace: &Trace, path: &Path, format: Option<Format>) -> Result
             &name,
             Location::File,
             match fmt {
-                Format::Snapshot => {
-                    "writing a snapshot needs a replay: use `vramlab replay --snapshot-out FILE`"
-                }
-                _ => "vramlab does not write RMM logs; write .csv or .vlt",
+                Format::Snapshot => format!(
+                    "writing a snapshot needs a replay: use `{}`",
+                    Cmd::Replay.with(&[], &[Opt::SnapshotOut.with_placeholder("FILE")])
+                ),
+                _ => "vramlab does not write RMM logs; write .csv or .vlt".to_string(),
             },
         ));
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use vramlab_traces::Trace;
+use vramlab_traces::advice::{Opt, Spelling, with_spelling};
 
 use super::GenError;
 use super::corpus::{CorpusEntry, corpus};
@@ -217,38 +218,47 @@ impl Variant {
         })
     }
 
-    /// The options that differ from the preset's defaults, as CLI flags.
+    /// The options that differ from the preset's defaults, as CLI flags:
+    /// the variant's label in results (a matrix's rows), the same from
+    /// every front end.
     pub fn describe(&self, p: &Preset) -> String {
+        with_spelling(Spelling::Cli, || self.words(p))
+    }
+
+    /// The options that differ from the preset's defaults, in the words of
+    /// the running front end (`--precision bf16`, `precision="bf16"`): the
+    /// variant as messages name it.
+    pub fn words(&self, p: &Preset) -> String {
         let mut out = Vec::new();
         if p.options.contains(&"precision") {
-            out.push(format!("--precision {}", self.precision.name()));
+            out.push(Opt::Precision.with_word(self.precision.name()).to_string());
         }
         if p.options.contains(&"attention") {
-            out.push(format!("--attention {}", self.attention.name()));
+            out.push(Opt::Attention.with_word(self.attention.name()).to_string());
         }
         if p.options.contains(&"checkpointing") && self.checkpointing {
-            out.push("--checkpointing".into());
+            out.push(Opt::Checkpointing.on().to_string());
         }
         if p.options.contains(&"kv_cache") {
-            out.push(format!("--kv-cache {}", self.kv_cache.name()));
+            out.push(Opt::KvCache.with_word(self.kv_cache.name()).to_string());
         }
         if let Some(s) = self.size {
-            out.push(format!("--size {}", s.name()));
+            out.push(Opt::Size.with_word(s.name()).to_string());
         }
         if let Some(n) = self.vae_tiling {
-            out.push(format!("--vae-tiling ({n}x{n} tiles)"));
+            out.push(format!("{} ({n}x{n} tiles)", Opt::VaeTiling.on()));
         }
         if self.vae_slicing {
-            out.push("--vae-slicing".into());
+            out.push(Opt::VaeSlicing.on().to_string());
         }
         if self.offload != Offload::None {
-            out.push(format!("--offload {}", self.offload.name()));
+            out.push(Opt::Offload.with_word(self.offload.name()).to_string());
         }
         if self.leak {
-            out.push("--leak".into());
+            out.push(Opt::Leak.on().to_string());
         }
         if self.empty_cache {
-            out.push("--empty-cache".into());
+            out.push(Opt::EmptyCache.on().to_string());
         }
         out.join(" ")
     }
@@ -380,13 +390,15 @@ impl GenRequest {
     pub fn resolve(&self) -> Result<(&'static Preset, Variant), GenError> {
         let p = preset(&self.preset)?;
         let has = |o: &str| p.options.contains(&o);
-        let no = |flag: &str| {
+        let option = |name: &str| Opt::of_workload_param(name).map(Opt::bare);
+        let no = |name: &str| {
             GenError::Request(format!(
-                "{} has no {flag} option (it has: {})",
+                "{} has no {} option (it has: {})",
                 p.name,
+                option(name).map_or_else(|| name.to_string(), |o| o.to_string()),
                 p.options
                     .iter()
-                    .map(|o| format!("--{}", o.replace('_', "-")))
+                    .map(|o| option(o).map_or_else(|| o.to_string(), |o| o.to_string()))
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
@@ -406,7 +418,7 @@ impl GenRequest {
             (self.empty_cache, "empty_cache"),
         ];
         if let Some((_, o)) = given.iter().find(|&&(g, o)| g && !has(o)) {
-            return Err(no(&format!("--{}", o.replace('_', "-"))));
+            return Err(no(o));
         }
         let d = Variant::default_for(p);
         let v = Variant {
@@ -427,21 +439,26 @@ impl GenRequest {
         };
         if p.name == "flux" && self.value(p) % 16 != 0 {
             return Err(GenError::Request(format!(
-                "flux: --resolution must be a multiple of 16 (8x VAE, 2x2 latent packing), not {}",
+                "flux: {} must be a multiple of 16 (8x VAE, 2x2 latent packing), not {}",
+                Opt::Resolution.bare(),
                 self.value(p)
             )));
         }
         match p.scaling {
             Scaling::Seq if self.resolution.is_some() => {
                 return Err(GenError::Request(format!(
-                    "{} scales with --seq, not --resolution",
-                    p.name
+                    "{} scales with {}, not {}",
+                    p.name,
+                    Opt::Seq.bare(),
+                    Opt::Resolution.bare()
                 )));
             }
             Scaling::Resolution if self.seq.is_some() => {
                 return Err(GenError::Request(format!(
-                    "{} scales with --resolution, not --seq",
-                    p.name
+                    "{} scales with {}, not {}",
+                    p.name,
+                    Opt::Resolution.bare(),
+                    Opt::Seq.bare()
                 )));
             }
             _ => {}
@@ -502,11 +519,11 @@ impl GenRequest {
 pub fn family_recordings(p: &Preset, v: &Variant) -> Result<Vec<Recording>, GenError> {
     let variants = p.variants();
     let Some(entries) = variants.get(v) else {
-        let have: Vec<String> = variants.keys().map(|k| k.describe(p)).collect();
+        let have: Vec<String> = variants.keys().map(|k| k.words(p)).collect();
         return Err(GenError::Request(format!(
             "{} was not recorded with {}; recorded variants: {}",
             p.name,
-            v.describe(p),
+            v.words(p),
             if have.is_empty() {
                 "none".into()
             } else {
@@ -591,17 +608,21 @@ pub fn generate(req: &GenRequest) -> Result<(Trace, Template), GenError> {
             .is_some_and(|n| Some(n) != t.recorded_new_tokens())
     {
         return Err(GenError::Request(format!(
-            "{}: --new-tokens: the static cache is preallocated for prompt + new tokens, so its decode steps are recorded at {} new tokens only; use --kv-cache dynamic for other lengths",
+            "{}: {}: the static cache is preallocated for prompt + new tokens, so its decode steps are recorded at {} new tokens only; use {} for other lengths",
             t.name,
-            t.recorded_new_tokens().unwrap_or(0)
+            Opt::NewTokens.bare(),
+            t.recorded_new_tokens().unwrap_or(0),
+            Opt::KvCache.with_word("dynamic")
         )));
     }
     let batch = req.batch.unwrap_or(1);
     let mut trace = if v.vae_slicing && batch > 2 {
         if req.steps.is_some() {
             return Err(GenError::Request(format!(
-                "{}: --steps with --vae-slicing beyond batch 2",
-                t.name
+                "{}: {} with {} beyond batch 2",
+                t.name,
+                Opt::Steps.bare(),
+                Opt::VaeSlicing.bare()
             )));
         }
         // One image at a time: the second image's decode, repeated.

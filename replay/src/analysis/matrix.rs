@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use vramlab_allocator::Placement;
 use vramlab_traces::Trace;
+use vramlab_traces::advice::with_callers_spelling;
 use vramlab_workloads::{GenRequest, Preset, Scaling, Variant, generate};
 
 use crate::analysis::fit::{FitError, max_fitting_size};
@@ -133,7 +134,7 @@ pub enum MatrixError {
     /// A replay failed (not an OOM: that is a result).
     #[error("{variant} under {setting}: {error}")]
     Replay {
-        /// The row.
+        /// The row, in the running front end's words.
         variant: String,
         /// The column.
         setting: String,
@@ -143,7 +144,7 @@ pub enum MatrixError {
     /// The largest-size search failed.
     #[error("{variant} under {setting}: {error}")]
     Fit {
-        /// The row.
+        /// The row, in the running front end's words.
         variant: String,
         /// The column.
         setting: String,
@@ -197,11 +198,11 @@ pub fn run_matrix(
     });
     let generated: Vec<Result<(Variant, Trace), String>> = variants
         .par_iter()
-        .map(|v| {
+        .map(with_callers_spelling(|v: &Variant| {
             generate(&req.workload.for_variant(v))
                 .map(|(t, _)| (*v, t))
-                .map_err(|e| format!("{}: {e}", v.describe(preset)))
-        })
+                .map_err(|e| format!("{}: {e}", v.words(preset)))
+        }))
         .collect();
     // A variant the generator cannot make at this size is left out with a
     // note; the baseline (first) must be made.
@@ -220,11 +221,11 @@ pub fn run_matrix(
         .collect();
     let mut cells: Vec<MatrixCell> = pairs
         .par_iter()
-        .map(|&(t, s)| {
+        .map(with_callers_spelling(|&(t, s): &(usize, usize)| {
             let cell = measure(req, preset, &traces, t, s);
             progress();
             cell
-        })
+        }))
         .collect::<Vec<_>>()
         .into_iter()
         // The first failure in cell order, whichever thread hit it.
@@ -284,7 +285,7 @@ fn measure(
     };
     let label = variant.describe(preset);
     let replay_err = |error| MatrixError::Replay {
-        variant: label.clone(),
+        variant: variant.words(preset),
         setting: entry.label(),
         error,
     };
@@ -331,7 +332,7 @@ fn measure(
             }
             Err(error) => {
                 return Err(MatrixError::Fit {
-                    variant: label.clone(),
+                    variant: variant.words(preset),
                     setting: entry.label(),
                     error,
                 });

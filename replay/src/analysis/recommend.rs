@@ -8,6 +8,7 @@
 //! fine, whatever a setting would save.
 
 use serde::Serialize;
+use vramlab_traces::advice::Cmd;
 
 use crate::analysis::placement::{SettingRange, placement_range};
 use crate::analysis::sweep::SweepRow;
@@ -218,8 +219,9 @@ fn smallest_card_words(bytes: u64) -> String {
     match smallest_gpu_for(bytes) {
         Some(g) => format!("{} (smallest card: {})", size_words(bytes), g.name),
         None => format!(
-            "{} (more than any card in `vramlab gpus`)",
-            size_words(bytes)
+            "{} (more than any card in `{}`)",
+            size_words(bytes),
+            Cmd::Gpus.alone()
         ),
     }
 }

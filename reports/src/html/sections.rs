@@ -8,6 +8,7 @@ use std::path::Path;
 use vramlab_allocator::SegmentView;
 use vramlab_replay::OomEvent;
 use vramlab_replay::analysis::oom_point::OomPoint;
+use vramlab_traces::advice::Cmd;
 
 use super::Advice;
 use super::escape::{esc, esc_inline, slug};
@@ -191,12 +192,11 @@ pub(super) fn write_oom_points(h: &mut String, dir: &Path, points: &[OomPoint]) 
     }
     h.push_str("<h2 id=\"oom-points\">OOM points</h2>\n");
     let f = plot_oom_points(&dir.join("oom_points"), points)?;
-    figure(
-        h,
-        &f,
-        "Smallest card each setting fits on",
-        "Minimum capacity per setting; black ticks: live-bytes lower bound; dashed: the memory PyTorch can use on named GPUs (what the driver reports less 512 MiB for the CUDA context; `vramlab gpus` lists them).",
-    )?;
+    let caption = format!(
+        "Minimum capacity per setting; black ticks: live-bytes lower bound; dashed: the memory PyTorch can use on named GPUs (what the driver reports less 512 MiB for the CUDA context; `{}` lists them).",
+        Cmd::Gpus.alone()
+    );
+    figure(h, &f, "Smallest card each setting fits on", &caption)?;
     write_oom_table(h, points);
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use crate::advice::{Cmd, Opt};
 use crate::csv::{HEADER_ROW, MAGIC_LINE};
 use crate::error::{Location, TraceError};
 use crate::model::{Event, Trace};
@@ -17,9 +18,10 @@ pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), T
                 path,
                 Location::File,
                 format!(
-                    "the trace starts mid-run ({} segments and {} blocks in use already existed); the CSV format cannot hold that initial state — use the binary format (.vlt), or `vramlab convert --start fresh` to write the blocks in use as the first allocations",
+                    "the trace starts mid-run ({} segments and {} blocks in use already existed); the CSV format cannot hold that initial state — use the binary format (.vlt), or `{}` to write the blocks in use as the first allocations",
                     init.segments.len(),
-                    init.live.len()
+                    init.live.len(),
+                    Cmd::Convert.with(&[], &[Opt::Start.with_word("fresh")])
                 ),
             ));
         }

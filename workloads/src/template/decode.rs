@@ -22,6 +22,7 @@
 //! freed the last one's.
 
 use crate::GenError;
+use vramlab_traces::advice::Opt;
 
 use super::{Scaling, TEvent, Template};
 
@@ -162,7 +163,7 @@ impl Template {
         let Some(want) = new_tokens else {
             return Ok(None);
         };
-        let err = |m: String| self.request_error(format!("--new-tokens: {m}"));
+        let err = |m: String| self.request_error(format!("{}: {m}", Opt::NewTokens.bare()));
         let (Some(recorded), Some(phase), Scaling::Seq) = (
             self.recorded_new_tokens(),
             self.decode_phase(),

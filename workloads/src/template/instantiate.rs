@@ -6,6 +6,7 @@
 use std::ops::Range;
 
 use crate::GenError;
+use vramlab_traces::advice::Opt;
 use vramlab_traces::{AllocId, Event, Trace, TraceHeader};
 
 use super::decode::Decode;
@@ -66,12 +67,13 @@ impl Template {
         per_item: Option<&str>,
     ) -> Result<Trace, GenError> {
         if batch == 0 {
-            return Err(self.request_error("--batch must be at least 1".into()));
+            return Err(self.request_error(format!("{} must be at least 1", Opt::Batch.bare())));
         }
         if batch != self.base_batch && self.other_batch.is_none() {
             return Err(self.request_error(format!(
-                "recorded at batch {} only; --batch {batch} needs a recording at another batch size",
-                self.base_batch
+                "recorded at batch {} only; {} needs a recording at another batch size",
+                self.base_batch,
+                Opt::Batch.with_number(batch)
             )));
         }
         let x = self
@@ -91,7 +93,11 @@ impl Template {
         let decode = self.plan_decode(new_tokens, batch, x, &present, &ev_present)?;
         let items = self.plan_per_item(per_item, batch, x, &present, &ev_present)?;
         if repeat.is_some() && decode.is_some() {
-            return Err(self.request_error("--steps and --new-tokens together".into()));
+            return Err(self.request_error(format!(
+                "{} and {} together",
+                Opt::Steps.bare(),
+                Opt::NewTokens.bare()
+            )));
         }
         let times = |start: usize, end: usize, n: u64| {
             usize::try_from(n)
@@ -112,9 +118,9 @@ impl Template {
             out: self.reserve_events(
                 extra,
                 if decode.is_some() {
-                    "--new-tokens"
+                    Opt::NewTokens
                 } else {
-                    "--steps"
+                    Opt::Steps
                 },
             )?,
             id_of: vec![0 as AllocId; self.allocs.len()],
@@ -152,15 +158,18 @@ impl Template {
     /// Room for the events to generate (`extra` beyond the template's):
     /// ids are 32-bit, and the memory is reserved up front, so a huge
     /// --steps or --new-tokens is an error, not an abort.
-    fn reserve_events(&self, extra: Option<usize>, flag: &str) -> Result<Vec<Event>, GenError> {
+    fn reserve_events(&self, extra: Option<usize>, option: Opt) -> Result<Vec<Event>, GenError> {
         let total = extra
             .and_then(|extra| extra.checked_add(self.events.len()))
             .filter(|&t| t <= u32::MAX as usize)
-            .ok_or_else(|| self.request_error(format!("{flag}: more than 4294967295 events")))?;
+            .ok_or_else(|| {
+                self.request_error(format!("{}: more than 4294967295 events", option.bare()))
+            })?;
         let mut out = Vec::new();
         out.try_reserve_exact(total).map_err(|_| {
             self.request_error(format!(
-                "{flag}: {total} events ({} bytes) do not fit in memory",
+                "{}: {total} events ({} bytes) do not fit in memory",
+                option.bare(),
                 total.saturating_mul(std::mem::size_of::<Event>())
             ))
         })?;

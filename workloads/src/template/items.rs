@@ -14,6 +14,7 @@
 //! (as a Python list releases its items).
 
 use crate::GenError;
+use vramlab_traces::advice::Opt;
 
 use super::{Presence, TEvent, Template};
 
@@ -86,7 +87,7 @@ impl Template {
         if batch <= other {
             return Ok(None);
         }
-        let err = |m: &str| self.request_error(format!("--batch {batch}: {m}"));
+        let err = |m: &str| self.request_error(format!("{}: {m}", Opt::Batch.with_number(batch)));
         let Some(p) = self.phases.iter().position(|(_, l)| l == label) else {
             return Err(err(&format!("no '{label}' phase to repeat per item")));
         };

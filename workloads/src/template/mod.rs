@@ -46,6 +46,7 @@ mod steps;
 
 use std::fmt;
 
+use vramlab_traces::advice::Opt;
 use vramlab_traces::{Event, Trace, TraceHeader};
 
 use super::fit::{FitKind, Poly, div_round};
@@ -72,17 +73,26 @@ impl Scaling {
         }
     }
 
+    /// The option that sets the parameter (`--seq`, `seq=`).
+    pub fn opt(self) -> Opt {
+        match self {
+            Scaling::Seq => Opt::Seq,
+            Scaling::Resolution => Opt::Resolution,
+        }
+    }
+
     /// The fit variable for a parameter value.
     pub fn variable(self, value: u64) -> Result<i128, String> {
         if value == 0 {
-            return Err(format!("--{} must be at least 1", self.param()));
+            return Err(format!("{} must be at least 1", self.opt().bare()));
         }
         match self {
             Scaling::Seq => Ok(value as i128),
             Scaling::Resolution => {
                 if value % 8 != 0 {
                     return Err(format!(
-                        "--resolution must be a multiple of 8 (the VAE works on 8x8 pixel latents), not {value}"
+                        "{} must be a multiple of 8 (the VAE works on 8x8 pixel latents), not {value}",
+                        Opt::Resolution.bare()
                     ));
                 }
                 let l = (value / 8) as i128;

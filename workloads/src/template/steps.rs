@@ -3,6 +3,7 @@
 //! that it can be repeated.
 
 use crate::GenError;
+use vramlab_traces::advice::Opt;
 
 use super::{TEvent, Template};
 
@@ -57,17 +58,22 @@ impl Template {
             return Ok(None);
         };
         let Some((start, end, recorded, first)) = self.step_block() else {
-            return Err(self.request_error(
-                "--steps: this workload was not recorded with repeated steps".into(),
-            ));
+            return Err(self.request_error(format!(
+                "{}: this workload was not recorded with repeated steps",
+                Opt::Steps.bare()
+            )));
         };
         if want < recorded {
             return Err(self.request_error(format!(
-                "--steps: recorded with {recorded} steps (the first differs: optimizer state, warm-up); ask for {recorded} or more"
+                "{}: recorded with {recorded} steps (the first differs: optimizer state, warm-up); ask for {recorded} or more",
+                Opt::Steps.bare()
             )));
         }
         if recorded < 2 {
-            return Err(self.request_error("--steps: needs at least two recorded steps".into()));
+            return Err(self.request_error(format!(
+                "{}: needs at least two recorded steps",
+                Opt::Steps.bare()
+            )));
         }
         if want > recorded {
             let (pairs, once, accumulated) =
@@ -162,8 +168,9 @@ impl Template {
             .collect();
         if carried_in.len() > carried_out.len() {
             return Err(GenError::Request(format!(
-                "{}: --steps: the last recorded step frees {} allocations of earlier steps but leaves {} to later ones; it cannot be repeated",
+                "{}: {}: the last recorded step frees {} allocations of earlier steps but leaves {} to later ones; it cannot be repeated",
                 self.name,
+                Opt::Steps.bare(),
                 carried_in.len(),
                 carried_out.len()
             )));
@@ -180,8 +187,10 @@ impl Template {
                 })
                 .ok_or_else(|| {
                     GenError::Request(format!(
-                        "{}: --steps: an allocation of {} bytes carried into the last step has no counterpart it leaves to the next",
-                        self.name, sizes[c as usize]
+                        "{}: {}: an allocation of {} bytes carried into the last step has no counterpart it leaves to the next",
+                        self.name,
+                        Opt::Steps.bare(),
+                        sizes[c as usize]
                     ))
                 })?;
             used[k] = true;

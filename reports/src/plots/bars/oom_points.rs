@@ -5,6 +5,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 use vramlab_replay::analysis::oom_point::OomPoint;
 use vramlab_replay::gpus::{GPUS, Gpu, smallest_gpu_for};
+use vramlab_traces::advice::Cmd;
 
 use super::{
     Categories, LINE_H, MARGIN_LEFT, MARGIN_RIGHT, Stack, Wordings, Y_LABEL_AREA, axis_top,
@@ -170,7 +171,7 @@ impl OomPoints<'_> {
         if cards {
             items.push(LegendItem::new(
                 Swatch::Dashed(MUTED, 2),
-                "usable memory of named GPUs (vramlab gpus)",
+                format!("usable memory of named GPUs ({})", Cmd::Gpus.alone()),
             ));
         }
         items
