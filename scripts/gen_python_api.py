@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "vramlab"
 # files, the JSON switch, progress bars), or what only the command line
 # does (reading the environment's settings is os.environ's job in Python,
 # the CUDA device replay has its own command-line output).
-NEVER = {"json", "csv", "quiet", "timeline", "plot", "merge", "shard", "format", "device", "touch"}
+NEVER = {"json", "csv", "quiet", "timeline", "plot", "merge", "shard", "device", "touch"}
 
 # The Python keyword of `--trace-device`: which device of a multi-GPU
 # snapshot to replay.

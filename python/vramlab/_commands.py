@@ -18,6 +18,7 @@ __all__ = ["stats", "replay", "recommend", "oom_point", "fidelity", "oracle", "s
 def stats(
     source: Source,
     *,
+    format: Optional[str] = None,
     torch_version: Optional[str] = None,
     device: Optional[int] = None,
 ) -> List[Record]:
@@ -26,6 +27,8 @@ def stats(
 
     Keywords (the options of ``vramlab stats``):
 
+        format: Input format, when the extension does not say: csv, csv.gz, vlt,
+            vlt.zst, snapshot, rmm
         torch_version: PyTorch release whose rules lay out snapshots that start
             mid-run (default: the release the snapshot was recorded with)
         device: Only this GPU of a multi-device snapshot (default: every device)
@@ -35,6 +38,7 @@ def stats(
         "json_list",
         {"source": source},
         {
+            "format": format,
             "torch_version": torch_version,
             "trace_device": device,
         },
@@ -45,6 +49,7 @@ def replay(
     source: Source,
     conf: Conf = None,
     *,
+    format: Optional[str] = None,
     device: Optional[int] = None,
     conf_from_env: bool = False,
     recorded_conf: bool = False,
@@ -74,6 +79,8 @@ def replay(
 
     Keywords (the options of ``vramlab replay``):
 
+        format: The file's format, when its extension does not say: csv, csv.gz,
+            vlt, vlt.zst, snapshot, rmm
         device: Which GPU of a multi-device snapshot to use (default: the device
             with the most allocations, named in a note)
         conf_from_env: Read the settings from PYTORCH_CUDA_ALLOC_CONF /
@@ -128,6 +135,7 @@ def replay(
         "json_per_conf",
         {"source": source, "conf": conf},
         {
+            "format": format,
             "trace_device": device,
             "conf_from_env": conf_from_env,
             "recorded_conf": recorded_conf,
@@ -151,6 +159,7 @@ def recommend(
     source: Source,
     grid: Grid = None,
     *,
+    format: Optional[str] = None,
     device: Optional[int] = None,
     gpu: Optional[str] = None,
     capacity: Size = None,
@@ -167,6 +176,8 @@ def recommend(
 
     Keywords (the options of ``vramlab recommend``):
 
+        format: The file's format, when its extension does not say: csv, csv.gz,
+            vlt, vlt.zst, snapshot, rmm
         device: Which GPU of a multi-device snapshot to use (default: the device
             with the most allocations, named in a note)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
@@ -199,6 +210,7 @@ def recommend(
         "json",
         {"source": source, "grid": grid},
         {
+            "format": format,
             "trace_device": device,
             "gpu": gpu,
             "capacity": capacity,
@@ -215,6 +227,7 @@ def oom_point(
     source: Source,
     conf: Conf = None,
     *,
+    format: Optional[str] = None,
     device: Optional[int] = None,
     conf_from_env: bool = False,
     recorded_conf: bool = False,
@@ -234,6 +247,8 @@ def oom_point(
 
     Keywords (the options of ``vramlab oom-point``):
 
+        format: The file's format, when its extension does not say: csv, csv.gz,
+            vlt, vlt.zst, snapshot, rmm
         device: Which GPU of a multi-device snapshot to use (default: the device
             with the most allocations, named in a note)
         conf_from_env: Read the settings from PYTORCH_CUDA_ALLOC_CONF /
@@ -277,6 +292,7 @@ def oom_point(
         "json_per_conf",
         {"source": source, "conf": conf},
         {
+            "format": format,
             "trace_device": device,
             "conf_from_env": conf_from_env,
             "recorded_conf": recorded_conf,
@@ -326,6 +342,7 @@ def oracle(
     source: Source,
     conf: Conf = None,
     *,
+    format: Optional[str] = None,
     device: Optional[int] = None,
     torch: Optional[str] = None,
     python: Optional["Union[str, os.PathLike[str]]"] = None,
@@ -354,6 +371,7 @@ def oracle(
 
     Keywords (the options of ``vramlab oracle``):
 
+        format: The files' format, when their extension does not say
         device: Which GPU of a multi-device snapshot to use (default: the device
             with the most allocations)
         torch: The PyTorch release that judges: its official wheel from PyPI
@@ -407,6 +425,7 @@ def oracle(
         "rows",
         {"source": source, "conf": conf},
         {
+            "format": format,
             "trace_device": device,
             "torch": torch,
             "python": python,
@@ -556,6 +575,7 @@ def report(
     out_dir: "Union[str, os.PathLike[str]]",
     grid: Grid = None,
     *,
+    format: Optional[str] = None,
     device: Optional[int] = None,
     gpu: Optional[str] = None,
     capacity: Size = None,
@@ -570,6 +590,8 @@ def report(
 
     Keywords (the options of ``vramlab report``):
 
+        format: The file's format, when its extension does not say: csv, csv.gz,
+            vlt, vlt.zst, snapshot, rmm
         device: Which GPU of a multi-device snapshot to use (default: the device
             with the most allocations, named in a note)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
@@ -603,6 +625,7 @@ def report(
         "report",
         {"source": source, "out_dir": out_dir, "grid": grid},
         {
+            "format": format,
             "trace_device": device,
             "gpu": gpu,
             "capacity": capacity,

@@ -16,6 +16,8 @@
 //! docs/results/gpu-2026-11-29; the others are the totals these boards
 //! report as commonly published by their vendors and cloud providers.
 
+use vramlab_traces::advice::{Cmd, Opt};
+
 /// Memory the CUDA context takes before PyTorch allocates (512 MiB).
 pub const CONTEXT_ALLOWANCE: u64 = 512 << 20;
 
@@ -128,8 +130,10 @@ pub fn find_gpu(name: &str) -> Result<&'static Gpu, String> {
     let want = norm(name);
     GPUS.iter().find(|g| norm(g.name) == want).ok_or_else(|| {
         format!(
-            "unknown GPU '{name}' (known: {}; `vramlab gpus` lists them; --capacity takes any size)",
-            GPUS.iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
+            "unknown GPU '{name}' (known: {}; `{}` lists them; {} takes any size)",
+            GPUS.iter().map(|g| g.name).collect::<Vec<_>>().join(", "),
+            Cmd::Gpus.alone(),
+            Opt::Capacity.bare()
         )
     })
 }

@@ -8,6 +8,8 @@
 //! settings, and the environment variable, that every release in the range
 //! accepts.
 
+use vramlab_traces::advice::Opt;
+
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_traces::Trace;
 
@@ -61,11 +63,14 @@ impl TorchTarget {
     /// …); rules of 2.7".
     pub fn describe(&self) -> String {
         let how = match &self.source {
-            ReleaseSource::User => "--torch-version".to_string(),
+            ReleaseSource::User => Opt::TorchVersion.bare().to_string(),
             ReleaseSource::Snapshot(ev) => format!("recorded by, detected from the snapshot: {ev}"),
             ReleaseSource::Header(f) => format!("the trace says {f}"),
             ReleaseSource::Assumed => {
-                "assumed: the trace does not say; name it with --torch-version".to_string()
+                format!(
+                    "assumed: the trace does not say; name it with {}",
+                    Opt::TorchVersion.bare()
+                )
             }
         };
         let rules = if self.releases.len() > 1 {

@@ -33,6 +33,8 @@ pub enum Opt {
     Policy,
     /// The GPU a job runs on, by name.
     Gpu,
+    /// The device's capacity, as a size.
+    Capacity,
     /// The file a replay writes its end state to as a snapshot.
     SnapshotOut,
     /// The CSV file `sweep` writes its rows to (the command line's only:
@@ -108,6 +110,7 @@ impl Opt {
             Opt::Start => "start",
             Opt::Policy => "policy",
             Opt::Gpu => "gpu",
+            Opt::Capacity => "capacity",
             Opt::SnapshotOut => "snapshot-out",
             Opt::Csv => "csv",
             Opt::Seq => "seq",
@@ -140,6 +143,7 @@ impl Opt {
             Opt::Start => "start",
             Opt::Policy => "policy",
             Opt::Gpu => "gpu",
+            Opt::Capacity => "capacity",
             Opt::SnapshotOut => "snapshot_out",
             Opt::Csv => return None,
             Opt::Seq => "seq",
