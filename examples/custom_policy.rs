@@ -12,12 +12,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use vramlab_allocator::devices::{Device, DeviceError, DevicePtr};
-use vramlab_allocator::stats::MemoryStats;
+use vramlab_allocator::MemoryStats;
 use vramlab_allocator::{
     AllocConf, AllocError, Allocator, BlockHandle, BlockState, BlockView, Inspect, Invariants,
     NativeAllocator, OomReport, PoolKind, Seed, SegmentView,
 };
+use vramlab_allocator::{Device, DeviceError, DevicePtr};
 use vramlab_replay::{ReplayOptions, SimDevice, replay};
 
 #[derive(Clone, Copy)]

@@ -25,7 +25,7 @@
 
 use std::path::{Path, PathBuf};
 
-use vramlab_allocator::devices::Device;
+use vramlab_allocator::Device;
 use vramlab_allocator::{AllocConf, Placement, SimDevice};
 use vramlab_replay::torch_release::target_of;
 use vramlab_replay::{Inputs, Pick, recorded_conf};

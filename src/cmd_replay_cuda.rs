@@ -156,7 +156,7 @@ mod imp {
 #[cfg(feature = "cuda")]
 mod imp {
     use anyhow::Context;
-    use vramlab_allocator::devices::cuda::Gpu;
+    use vramlab_allocator::cuda::Gpu;
     use vramlab_replay::ReplayOptions;
     use vramlab_replay::engine::cuda::{CudaReplayError, CudaScenario};
 

@@ -152,7 +152,7 @@ fn kind_of(e: &anyhow::Error) -> FailureKind {
     if has(&unreadable) {
         FailureKind::Trace
     } else if has(&|c| {
-        c.is::<vramlab_allocator::conf::ConfError>()
+        c.is::<vramlab_allocator::ConfError>()
             || c.is::<BadArgument>()
             || c.is::<vramlab_allocator::format::SizeParseError>()
     }) {

@@ -83,7 +83,7 @@ pub fn bytes_words(n: u64) -> String {
 /// The canonical spelling of a byte size in a settings string: the largest
 /// binary unit that divides it exactly (`8GiB`, `2MiB`), else plain bytes.
 /// [`parse_size`] reads it back exactly.
-pub fn size_string(n: u64) -> String {
+pub(crate) fn size_string(n: u64) -> String {
     if n == 0 {
         return "0".into();
     }

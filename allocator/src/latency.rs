@@ -45,16 +45,9 @@ impl LatencyHistogram {
 
     /// Records one call that took `ns` nanoseconds (0 is counted as 1 ns,
     /// anything above one hour as one hour).
-    pub fn record_ns(&mut self, ns: u64) {
+    pub(crate) fn record_ns(&mut self, ns: u64) {
         self.hist.saturating_record(ns.clamp(1, MAX_NS));
         self.total_ns += u128::from(ns);
-    }
-
-    /// Adds every sample of `other`.
-    pub fn add(&mut self, other: &LatencyHistogram) {
-        // Both histograms share the same bounds, so adding cannot fail.
-        let _ = self.hist.add(&other.hist);
-        self.total_ns += other.total_ns;
     }
 
     /// Number of recorded calls.
@@ -63,17 +56,12 @@ impl LatencyHistogram {
     }
 
     /// Latency at quantile `q` (0.0 ..= 1.0) in nanoseconds; 0 when empty.
-    pub fn quantile_ns(&self, q: f64) -> u64 {
+    pub(crate) fn quantile_ns(&self, q: f64) -> u64 {
         if self.hist.is_empty() {
             0
         } else {
             self.hist.value_at_quantile(q)
         }
-    }
-
-    /// The underlying HdrHistogram.
-    pub fn histogram(&self) -> &Histogram<u64> {
-        &self.hist
     }
 
     /// Count, mean, p50, p99, max and total.
@@ -160,8 +148,5 @@ mod tests {
         h.record_ns(0);
         h.record(Duration::from_secs(10_000));
         assert_eq!(h.count(), 102);
-        let mut g = LatencyHistogram::new();
-        g.add(&h);
-        assert_eq!(g.count(), 102);
     }
 }

@@ -1,39 +1,52 @@
 //! vramlab-allocator: GPU caching allocator policies over a [`Device`].
 //!
-//! * [`conf`]: `PYTORCH_ALLOC_CONF` parsing with PyTorch's grammar and quirks.
-//! * [`devices`]: the [`Device`] trait a policy asks for memory through, the
-//!   simulated GPU ([`SimDevice`]) and the real one (feature `cuda`).
-//! * [`stats`]: `torch.cuda.memory_stats()` statistics, with PyTorch's names.
-//! * [`policy`]: the traits every policy implements: [`Allocator`] (serving),
-//!   [`Inspect`], [`Seed`] and [`Invariants`].
-//! * [`policies`]: the policies — PyTorch's native CUDA caching allocator
-//!   (reproduced exactly), direct, bfc, async, stitch — and their registry.
+//! The public surface is the root's re-exports and three namespaces; every
+//! other module is private.
+//!
+//! * The contract of a policy: [`Allocator`] (serving), [`Inspect`],
+//!   [`Seed`] and [`Invariants`] (and [`Wrapper`] for a layer over one),
+//!   with the views and errors they speak in ([`BlockHandle`],
+//!   [`SegmentView`], [`AllocError`], [`OomReport`], …) and
+//!   `torch.cuda.memory_stats()` statistics ([`MemoryStats`]).
+//! * The native policy's settings: [`AllocConf`] (`PYTORCH_ALLOC_CONF`
+//!   with PyTorch's grammar and quirks) for a [`TorchVersion`].
+//! * Devices: the [`Device`] trait a policy asks for memory through, the
+//!   simulated GPU ([`SimDevice`], placed by a [`Placement`]), latency
+//!   histograms, and (feature `cuda`) the real one in `cuda`.
+//! * [`policies`]: one module per policy — `native` (PyTorch's CUDA caching
+//!   allocator, reproduced exactly; also [`NativeAllocator`] here), `direct`,
+//!   `bfc`, `async_pool`, `stitch` — each with its allocator type and its
+//!   `Settings`; [`PolicySpec`] and [`with_policy!`] name and build them.
+//! * [`format`]: one formatter per use for sizes, counts and shares.
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::indexing_slicing,
     clippy::panic
 )]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod conf;
-pub mod devices;
+mod conf;
+mod devices;
 pub mod format;
-pub mod latency;
+mod latency;
 mod pending;
 pub mod policies;
-pub mod policy;
-pub mod stats;
+mod policy;
+mod stats;
 
-pub use conf::{AllocConf, TorchVersion};
-pub use devices::placement::Placement;
-pub use devices::sim::{CostModel, SimDevice};
-pub use devices::{Device, DeviceCall, DeviceCallKind, DeviceError};
+pub use conf::{AllocConf, Backend, ConfError, ConfErrorKind, ROUNDUP_INTERVALS, TorchVersion};
+#[cfg(feature = "cuda")]
+pub use devices::cuda;
+pub use devices::{
+    CostModel, Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr, MemInfo, Placement,
+    Refusal, SimDevice,
+};
+pub use latency::{DeviceLatencies, LatencyHistogram, LatencySummary};
+pub use policies::PolicySpec;
 pub use policies::native::NativeAllocator;
-pub use policies::registry::PolicySpec;
 pub use policy::{
     AllocError, Allocator, BlockHandle, BlockState, BlockView, Inspect, Invariants, OomReport,
     Seed, SeedBlock, SeedBlockState, SeedRange, SegmentView, Wrapper,
 };
-pub use stats::MemoryStats;
-pub use stats::PoolKind;
+pub use stats::{MemoryStats, PoolKind, Stat, StatArray};

@@ -26,7 +26,7 @@ impl Stat {
     /// after a few requests near the 2^60-byte limit, which must not abort
     /// a replay (debug builds check for overflow).
     #[inline]
-    pub fn increase(&mut self, amount: u64) {
+    pub(crate) fn increase(&mut self, amount: u64) {
         let a = amount as i64;
         self.current = self.current.wrapping_add(a);
         self.allocated = self.allocated.wrapping_add(a);
@@ -37,21 +37,10 @@ impl Stat {
 
     /// Subtracts `amount` (PyTorch's `Stat::decrease`).
     #[inline]
-    pub fn decrease(&mut self, amount: u64) {
+    pub(crate) fn decrease(&mut self, amount: u64) {
         let a = amount as i64;
         self.current = self.current.wrapping_sub(a);
         self.freed = self.freed.wrapping_add(a);
-    }
-
-    /// `reset_peak_memory_stats`: peak := current.
-    pub fn reset_peak(&mut self) {
-        self.peak = self.current;
-    }
-
-    /// `reset_accumulated_memory_stats`: zero the cumulative counters.
-    pub fn reset_accumulated(&mut self) {
-        self.allocated = 0;
-        self.freed = 0;
     }
 
     fn flatten_into(&self, prefix: &str, out: &mut BTreeMap<String, i64>) {
@@ -125,27 +114,12 @@ impl StatArray {
         self.pool_mut(pool).decrease(amount);
     }
 
-    /// The entry of one pool.
-    #[inline]
-    pub fn pool(&self, pool: PoolKind) -> &Stat {
-        match pool {
-            PoolKind::Small => &self.small_pool,
-            PoolKind::Large => &self.large_pool,
-        }
-    }
-
     #[inline]
     fn pool_mut(&mut self, pool: PoolKind) -> &mut Stat {
         match pool {
             PoolKind::Small => &mut self.small_pool,
             PoolKind::Large => &mut self.large_pool,
         }
-    }
-
-    fn for_each_mut(&mut self, mut f: impl FnMut(&mut Stat)) {
-        f(&mut self.all);
-        f(&mut self.small_pool);
-        f(&mut self.large_pool);
     }
 
     fn flatten_into(&self, name: &str, out: &mut BTreeMap<String, i64>) {
@@ -233,43 +207,6 @@ impl MemoryStats {
         out.insert("num_sync_all_streams".into(), self.num_sync_all_streams);
         out
     }
-
-    /// `torch.cuda.reset_peak_memory_stats()`.
-    pub fn reset_peak(&mut self) {
-        for a in self.arrays_mut() {
-            a.for_each_mut(Stat::reset_peak);
-        }
-        self.oversize_allocations.reset_peak();
-        self.oversize_segments.reset_peak();
-    }
-
-    /// `torch.cuda.reset_accumulated_memory_stats()`.
-    pub fn reset_accumulated(&mut self) {
-        for a in self.arrays_mut() {
-            a.for_each_mut(Stat::reset_accumulated);
-        }
-        self.oversize_allocations.reset_accumulated();
-        self.oversize_segments.reset_accumulated();
-        self.num_alloc_retries = 0;
-        self.num_ooms = 0;
-        self.num_sync_all_streams = 0;
-        self.num_device_alloc = 0;
-        self.num_device_free = 0;
-    }
-
-    fn arrays_mut(&mut self) -> [&mut StatArray; 9] {
-        [
-            &mut self.allocation,
-            &mut self.segment,
-            &mut self.active,
-            &mut self.inactive_split,
-            &mut self.allocated_bytes,
-            &mut self.reserved_bytes,
-            &mut self.active_bytes,
-            &mut self.inactive_split_bytes,
-            &mut self.requested_bytes,
-        ]
-    }
 }
 
 #[cfg(test)]
@@ -291,19 +228,5 @@ mod tests {
         assert_eq!(flat["oversize_segments.peak"], 0);
         // 9 arrays x 3 pools x 4 + 2 single stats x 4 + 6 counters
         assert_eq!(flat.len(), 9 * 12 + 8 + 6);
-    }
-
-    #[test]
-    fn resets() {
-        let mut s = MemoryStats::new(512 << 20);
-        s.segment.increase(PoolKind::Small, 2);
-        s.segment.decrease(PoolKind::Small, 1);
-        s.num_ooms = 3;
-        s.reset_peak();
-        assert_eq!(s.segment.all.peak, 1);
-        s.reset_accumulated();
-        assert_eq!(s.segment.small_pool.allocated, 0);
-        assert_eq!(s.num_ooms, 0);
-        assert_eq!(s.max_split_size, 512 << 20);
     }
 }

@@ -14,9 +14,9 @@
 use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard};
 
-use vramlab_allocator::devices::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu, probe};
-use vramlab_allocator::devices::{Device, DeviceCallKind, DeviceError};
+use vramlab_allocator::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu, probe};
 use vramlab_allocator::{AllocConf, Allocator, Inspect, NativeAllocator, TorchVersion};
+use vramlab_allocator::{Device, DeviceCallKind, DeviceError};
 
 static GPU_LOCK: Mutex<()> = Mutex::new(());
 

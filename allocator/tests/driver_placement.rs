@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use vramlab_allocator::devices::Device;
+use vramlab_allocator::Device;
 use vramlab_allocator::{Placement, SimDevice};
 
 const MIB: u64 = 1 << 20;

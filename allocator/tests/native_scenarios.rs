@@ -10,10 +10,10 @@ mod common;
 type Fixture = common::Fixture<NativeAllocator<SimDevice>>;
 
 use vramlab_allocator::SimDevice;
-use vramlab_allocator::devices::{Device, DeviceCallKind};
 use vramlab_allocator::{
     AllocConf, AllocError, Allocator, BlockHandle, Inspect, Invariants, NativeAllocator,
 };
+use vramlab_allocator::{Device, DeviceCallKind};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;

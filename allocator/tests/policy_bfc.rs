@@ -8,8 +8,8 @@ mod common;
 /// The policy under test, on a simulated device.
 type Fixture = common::Fixture<BfcAllocator<SimDevice>>;
 
+use vramlab_allocator::DeviceCallKind;
 use vramlab_allocator::SimDevice;
-use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::policies::bfc::{BfcAllocator, Settings};
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, Inspect, Invariants};
 

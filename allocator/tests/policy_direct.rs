@@ -6,8 +6,8 @@ mod common;
 /// The policy under test, on a simulated device.
 type Fixture = common::Fixture<DirectAllocator<SimDevice>>;
 
+use vramlab_allocator::DeviceCallKind;
 use vramlab_allocator::SimDevice;
-use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::policies::direct::{DirectAllocator, Settings};
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState, Inspect, Invariants};
 

@@ -10,8 +10,8 @@ mod common;
 /// The policy under test, on a simulated device.
 type Fixture = common::Fixture<StitchAllocator<SimDevice>>;
 
+use vramlab_allocator::DeviceCallKind;
 use vramlab_allocator::SimDevice;
-use vramlab_allocator::devices::DeviceCallKind;
 use vramlab_allocator::policies::stitch::{Settings, StitchAllocator};
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, BlockState, Inspect, Invariants};
 

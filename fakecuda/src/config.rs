@@ -41,7 +41,7 @@ fn number(name: &str) -> Option<u64> {
 
 impl Config {
     /// The settings the environment gives.
-    pub fn from_env() -> Config {
+    pub(crate) fn from_env() -> Config {
         let placement = match var("VRAMLAB_FAKECUDA_PLACEMENT").map(|p| p.parse::<Placement>()) {
             Some(Ok(p)) => p,
             Some(Err(e)) => {
@@ -69,7 +69,7 @@ impl Config {
     }
 
     /// The CUDA major version the caller was built against (12, 13, …).
-    pub fn cuda_major(&self) -> i32 {
+    pub(crate) fn cuda_major(&self) -> i32 {
         self.runtime_version / 1000
     }
 }

@@ -24,7 +24,7 @@ static NOT_FAKED_SEEN: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
 
 /// What every runtime stub returns: 801, said once per function on
 /// stderr, and kept as the thread's last error (as the runtime does).
-pub fn not_faked(name: &'static str) -> c_int {
+pub(crate) fn not_faked(name: &'static str) -> c_int {
     say_not_faked(name);
     ret(NOT_SUPPORTED)
 }
@@ -33,7 +33,7 @@ pub fn not_faked(name: &'static str) -> c_int {
 /// stderr. The driver API has no sticky error: the runtime's last error is
 /// left alone (PyTorch calls some of these, e.g. `cuLogsRegisterCallback`,
 /// and carries on).
-pub fn driver_not_faked(name: &'static str) -> c_int {
+pub(crate) fn driver_not_faked(name: &'static str) -> c_int {
     say_not_faked(name);
     NOT_SUPPORTED
 }

@@ -11,7 +11,7 @@ use crate::ffi::{CudaError, Handle, SUCCESS, put, zero};
 /// `dim3`, passed by value.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct Dim3 {
+pub(crate) struct Dim3 {
     x: c_uint,
     y: c_uint,
     z: c_uint,

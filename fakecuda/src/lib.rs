@@ -24,7 +24,7 @@
 //! loader recognises as already loaded: one instance, one state).
 //!
 //! Every export of the real runtimes of CUDA 12.4–13.0 that is not answered
-//! here is a stub ([`stubs`]) that returns 801 (`cudaErrorNotSupported`)
+//! here is a stub (`stubs.rs`) that returns 801 (`cudaErrorNotSupported`)
 //! and says so once on stderr: that is where a run needs more fakes.
 //!
 //! Settings come from the environment (read once, at the first call):
@@ -43,6 +43,11 @@
 //! The log lines are `EVENT KIND DEVICE PTR SIZE` (`malloc`, `free`,
 //! `reserve`, `release`, `map`, `unmap`; `EVENT` is the last value given to
 //! [`vramlab_fakecuda_mark`], or `-`).
+//!
+//! Its surface is the C ABI (the `#[no_mangle] pub extern "C"` functions,
+//! exported whatever module they are in); every module is private, and
+//! the Rust names at the root are the two calls the oracle's script makes
+//! besides CUDA's, [`vramlab_fakecuda_mark`] and [`vramlab_fakecuda_flush`].
 
 #![allow(non_snake_case)]
 
@@ -58,7 +63,7 @@ mod props;
 mod runtime_device;
 mod state;
 mod streams;
-pub mod stubs;
+mod stubs;
 mod vmm;
 
 pub use state::{vramlab_fakecuda_flush, vramlab_fakecuda_mark};

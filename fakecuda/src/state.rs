@@ -52,13 +52,13 @@ impl Gpu {
     }
 
     /// Free and total bytes as `cudaMemGetInfo` reports them.
-    pub fn mem_info(&self) -> (u64, u64) {
+    pub(crate) fn mem_info(&self) -> (u64, u64) {
         let m = self.sim.mem_info();
         (m.free.min(m.total).saturating_sub(self.unmapped), m.total)
     }
 
     /// Bytes that can still be created or allocated.
-    pub fn room(&self) -> u64 {
+    pub(crate) fn room(&self) -> u64 {
         self.sim.mem_info().free.saturating_sub(self.unmapped)
     }
 }
@@ -133,12 +133,12 @@ pub(crate) fn global_address(d: u32, local: u64) -> u64 {
 
 impl State {
     /// Device `d`, if it exists.
-    pub fn gpu(&mut self, d: u32) -> Option<&mut Gpu> {
+    pub(crate) fn gpu(&mut self, d: u32) -> Option<&mut Gpu> {
         self.gpus.get_mut(d as usize)
     }
 
     /// Writes one line to the device-call log.
-    pub fn log(&mut self, kind: &str, device: u32, ptr: u64, size: u64) {
+    pub(crate) fn log(&mut self, kind: &str, device: u32, ptr: u64, size: u64) {
         let event = self.event;
         if let Some(f) = self.log.as_mut() {
             let line = match event {

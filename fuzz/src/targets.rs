@@ -6,7 +6,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use vramlab_allocator::AllocConf;
-use vramlab_allocator::policies::native::rounding::{allocation_size, round_size};
+use vramlab_allocator::policies::native::{allocation_size, round_size};
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
 use vramlab_traces::binary::{read_binary, write_binary};
 use vramlab_traces::csv::{read_csv, write_csv};

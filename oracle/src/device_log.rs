@@ -12,11 +12,11 @@ use vramlab_replay::engine::run::LoggedCall;
 use crate::OracleError;
 
 /// The event number the replay script gives the clean-up after the trace.
-pub const END_MARK: u64 = u64::MAX;
+pub(crate) const END_MARK: u64 = u64::MAX;
 
 /// One call that changed device memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Call {
+pub(crate) struct Call {
     /// The trace event that made it (`None`: before the first event).
     pub event: Option<u64>,
     /// `malloc`, `free`, `reserve`, `release`, `map` or `unmap`.
@@ -41,7 +41,7 @@ fn kind_name(k: &str) -> Option<&'static str> {
 
 /// Reads the fake device's log (lines `EVENT KIND DEVICE PTR SIZE`),
 /// leaving out the clean-up after the trace.
-pub fn read_fake_log(path: &Path) -> Result<Vec<Call>, OracleError> {
+pub(crate) fn read_fake_log(path: &Path) -> Result<Vec<Call>, OracleError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -84,7 +84,7 @@ pub fn read_fake_log(path: &Path) -> Result<Vec<Call>, OracleError> {
 }
 
 /// vramlab's device calls in the same form.
-pub fn from_replay(log: &[LoggedCall]) -> Vec<Call> {
+pub(crate) fn from_replay(log: &[LoggedCall]) -> Vec<Call> {
     let calls = log
         .iter()
         .filter_map(|c| {
@@ -129,7 +129,7 @@ fn normalize(calls: Vec<Call>) -> Vec<Call> {
 
 /// The first place where two call sequences differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Divergence {
+pub(crate) struct Divergence {
     /// Index of the call.
     pub call_index: usize,
     /// PyTorch's call there (`None`: PyTorch made no more).
@@ -140,7 +140,7 @@ pub struct Divergence {
 
 impl Divergence {
     /// The event where they part (the earlier of the two calls' events).
-    pub fn event(&self) -> Option<u64> {
+    pub(crate) fn event(&self) -> Option<u64> {
         match (
             self.torch.and_then(|c| c.event),
             self.vramlab.and_then(|c| c.event),
@@ -172,7 +172,7 @@ impl fmt::Display for Divergence {
 }
 
 /// The first difference between PyTorch's and vramlab's calls, if any.
-pub fn first_difference(torch: &[Call], vramlab: &[Call]) -> Option<Divergence> {
+pub(crate) fn first_difference(torch: &[Call], vramlab: &[Call]) -> Option<Divergence> {
     let n = torch.len().max(vramlab.len());
     (0..n).find_map(|i| {
         let (a, b) = (torch.get(i).copied(), vramlab.get(i).copied());

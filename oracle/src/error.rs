@@ -60,7 +60,7 @@ pub enum OracleError {
 
 impl OracleError {
     /// An I/O error on `path`.
-    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> OracleError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> OracleError {
         let path = path.into();
         move |source| OracleError::Io { path, source }
     }

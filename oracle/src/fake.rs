@@ -11,7 +11,7 @@ use crate::OracleError;
 use crate::elf::{patch_soname, soname};
 
 /// The library's file name as cargo builds it.
-pub const LIBRARY: &str = "libvramlab_fakecuda.so";
+pub(crate) const LIBRARY: &str = "libvramlab_fakecuda.so";
 
 /// Finds the fake CUDA library: `$VRAMLAB_FAKECUDA`, else next to the
 /// running program (cargo puts both in `target/<profile>/`), else in the
@@ -93,7 +93,7 @@ pub fn prepare(lib: &Path, soname_wanted: &str, cache: &Path) -> Result<FakeDir,
 
 /// What the fake device is for one run.
 #[derive(Debug, Clone, Default)]
-pub struct FakeDevice {
+pub(crate) struct FakeDevice {
     /// Bytes it can hold (`None`: unlimited).
     pub capacity: Option<u64>,
     /// Total memory `cudaMemGetInfo` reports (`None`: the capacity, else 1 TiB).
@@ -108,7 +108,7 @@ pub struct FakeDevice {
 
 impl FakeDir {
     /// The environment a process needs to run on the fake device.
-    pub fn env(&self, dev: &FakeDevice) -> Vec<(String, String)> {
+    pub(crate) fn env(&self, dev: &FakeDevice) -> Vec<(String, String)> {
         let mut env = vec![
             ("LD_PRELOAD".to_string(), self.runtime.display().to_string()),
             ("LD_LIBRARY_PATH".to_string(), library_path(&self.dir)),

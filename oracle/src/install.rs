@@ -46,7 +46,7 @@ impl Interpreter {
 }
 
 /// Checks a release name: `X.Y` or `X.Y.Z`, digits only.
-pub fn check_release(release: &str) -> Result<(), OracleError> {
+pub(crate) fn check_release(release: &str) -> Result<(), OracleError> {
     let parts: Vec<&str> = release.split('.').collect();
     let ok = (2..=3).contains(&parts.len())
         && parts
@@ -92,7 +92,7 @@ fn run_to_stderr(cmd: &mut Command, what: &str) -> Result<std::process::ExitStat
 
 impl Installer {
     /// The environment folder of `release`.
-    pub fn venv(&self, release: &str) -> PathBuf {
+    pub(crate) fn venv(&self, release: &str) -> PathBuf {
         self.cache.join(format!("torch-{release}"))
     }
 

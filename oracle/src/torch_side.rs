@@ -11,11 +11,11 @@ use crate::fake::{FakeDevice, FakeDir};
 use crate::install::Interpreter;
 
 /// The replay script, as committed in `workloads/record/torch_replay.py`.
-pub const TORCH_REPLAY_PY: &str = include_str!("../../workloads/record/torch_replay.py");
+pub(crate) const TORCH_REPLAY_PY: &str = include_str!("../../workloads/record/torch_replay.py");
 
 /// What PyTorch's allocator did (from the script's `summary.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TorchResult {
+pub(crate) struct TorchResult {
     /// `torch.__version__`.
     pub torch_version: String,
     /// Events the script replayed (it stops at the first OOM).
@@ -40,7 +40,7 @@ pub struct TorchResult {
 
 /// PyTorch's first out-of-memory error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TorchOom {
+pub(crate) struct TorchOom {
     /// The event that failed.
     pub event_index: u64,
     /// Its request.
@@ -49,7 +49,7 @@ pub struct TorchOom {
 
 /// One run's inputs.
 #[derive(Debug, Clone)]
-pub struct TorchRun<'a> {
+pub(crate) struct TorchRun<'a> {
     /// The trace, in the native CSV format.
     pub csv: &'a Path,
     /// What to call it in messages.
@@ -67,7 +67,7 @@ pub struct TorchRun<'a> {
 }
 
 /// Runs the script; `script` is where [`TORCH_REPLAY_PY`] was written.
-pub fn run_torch(
+pub(crate) fn run_torch(
     interp: &Interpreter,
     fake: &FakeDir,
     script: &Path,

@@ -23,7 +23,7 @@ pub struct WheelInfo {
 
 impl WheelInfo {
     /// `cudaRuntimeGetVersion` of the wheel's CUDA (`13.0` → 13000, `12.4` → 12040).
-    pub fn runtime_version(&self) -> i32 {
+    pub(crate) fn runtime_version(&self) -> i32 {
         let Some(c) = &self.cuda else { return 13000 };
         let mut it = c.split('.').map(|p| p.parse::<i32>().unwrap_or(0));
         let major = it.next().unwrap_or(13);
@@ -111,7 +111,7 @@ fn find_cudart(site: &Path) -> Option<PathBuf> {
 }
 
 /// Reads the torch wheel of `python`'s environment.
-pub fn probe(python: &Path) -> Result<WheelInfo, OracleError> {
+pub(crate) fn probe(python: &Path) -> Result<WheelInfo, OracleError> {
     let sites = site_packages(python)?;
     let site = sites
         .iter()

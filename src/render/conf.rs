@@ -2,8 +2,8 @@
 //! what every key means, and how requests are rounded under it.
 
 use vramlab_allocator::AllocConf;
-use vramlab_allocator::conf::ROUNDUP_INTERVALS;
-use vramlab_allocator::policies::native::rounding::{allocation_size, interval_index, round_size};
+use vramlab_allocator::ROUNDUP_INTERVALS;
+use vramlab_allocator::policies::native::{allocation_size, interval_index, round_size};
 
 use crate::render::table::{Table, bytes};
 

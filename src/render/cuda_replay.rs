@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use vramlab_allocator::devices::cuda::LatencySummary;
-use vramlab_allocator::latency::{DeviceLatencies, LatencyHistogram};
+use vramlab_allocator::LatencySummary;
+use vramlab_allocator::{DeviceLatencies, LatencyHistogram};
 use vramlab_replay::engine::cuda::CudaRun;
 use vramlab_replay::results::CudaReplayResult;
 use vramlab_traces::Trace;

@@ -3,7 +3,7 @@
 //! timeline as CSV). Shared by the simulated and the real-GPU replay.
 
 use anyhow::{Context, Result};
-use vramlab_allocator::latency::LatencySummary;
+use vramlab_allocator::LatencySummary;
 use vramlab_replay::Run;
 use vramlab_replay::analysis::placement::{SettingRange, placement_note};
 use vramlab_replay::results::ReplayResult;

@@ -26,7 +26,7 @@ use super::{AllocConf, TorchVersion};
 /// * ≥ 2.10: `PYTORCH_CUDA_ALLOC_CONF`, then `PYTORCH_ALLOC_CONF` (both the
 ///   generic and the CUDA instance, after PR #167659, Nov 2025, which also
 ///   dropped the deprecation warning).
-pub fn env_var_precedence(version: TorchVersion) -> &'static [&'static str] {
+pub(crate) fn env_var_precedence(version: TorchVersion) -> &'static [&'static str] {
     if version.at_least(2, 10) {
         &["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
     } else {
@@ -38,7 +38,7 @@ impl AllocConf {
     /// The settings the native CUDA allocator of `version` starts with, read
     /// through `lookup` (e.g. `|k| std::env::var(k).ok()`), and the variable
     /// they came from (`None`: no variable set, defaults). See
-    /// [`env_var_precedence`] for the order per version. Errors name the
+    /// `env_var_precedence` for the order per version. Errors name the
     /// variable ([`ConfError::variable`]).
     pub fn from_env(
         version: TorchVersion,
@@ -52,38 +52,4 @@ impl AllocConf {
         }
         Ok((AllocConf::new(version), None))
     }
-
-    /// Same as the free function [`no_caching_from_env`]: whether
-    /// `PYTORCH_NO_CUDA_MEMORY_CACHING` disables caching in `version`.
-    pub fn no_caching_from_env(
-        version: TorchVersion,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> bool {
-        no_caching_from_env(version, lookup)
-    }
-}
-
-/// `true` if `PYTORCH_NO_CUDA_MEMORY_CACHING` makes `version` bypass the
-/// cache (every allocation a raw `cudaMalloc`, every free a `cudaFree`):
-///
-/// * ≤ 2.4: set to anything, even `0` (`getenv(...) != nullptr`);
-/// * 2.5–2.6: the same, and `PYTORCH_NO_HIP_MEMORY_CACHING` counts too
-///   (`has_env` on either name; the HIP alias's first release is
-///   **inferred**);
-/// * ≥ 2.7: either variable equal to exactly `1` (`c10::utils::check_env`:
-///   `1` true, `0` false, anything else warned about and ignored) —
-///   PR #145905, merged 30 Jan 2025, fixing issue #145661.
-pub fn no_caching_from_env(version: TorchVersion, lookup: impl Fn(&str) -> Option<String>) -> bool {
-    let names: &[&str] = if version.at_least(2, 5) {
-        &[
-            "PYTORCH_NO_CUDA_MEMORY_CACHING",
-            "PYTORCH_NO_HIP_MEMORY_CACHING",
-        ]
-    } else {
-        &["PYTORCH_NO_CUDA_MEMORY_CACHING"]
-    };
-    names.iter().any(|name| match lookup(name) {
-        None => false,
-        Some(value) => !version.at_least(2, 7) || value == "1",
-    })
 }

@@ -103,14 +103,9 @@ impl ConfError {
     }
 
     /// The same error, noting the environment variable it came from.
-    pub fn with_variable(mut self, variable: &'static str) -> Self {
+    pub(crate) fn with_variable(mut self, variable: &'static str) -> Self {
         self.variable = Some(variable);
         self
-    }
-
-    /// PyTorch's message (same as the `message` field).
-    pub fn torch_message(&self) -> &str {
-        &self.message
     }
 
     fn render(&self) -> String {

@@ -13,8 +13,7 @@
 //!   `AcceleratorAllocatorConfig` + CUDA hook parsers). The version boundaries
 //!   and the evidence for them are summarised below.
 //! * `Display` for [`AllocConf`]: the canonical settings string.
-//! * [`AllocConf::from_env`], [`no_caching_from_env`]: which environment
-//!   variable PyTorch reads.
+//! * [`AllocConf::from_env`]: which environment variable PyTorch reads.
 //! * [`AllocConf::effective_rows`]: a readable description of the effect.
 //!
 //! # Version boundaries
@@ -57,13 +56,11 @@ mod modern;
 mod tests;
 mod version;
 
-pub use env::{env_var_precedence, no_caching_from_env};
 pub use error::{ConfError, ConfErrorKind};
-pub use keys::supported_keys;
 pub use version::TorchVersion;
 
 /// 1 MiB in bytes.
-pub const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
 /// Number of power-of-two intervals in the `roundup_power2_divisions` table
 /// (1 MiB … 32 GiB and above).

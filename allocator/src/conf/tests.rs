@@ -1,6 +1,8 @@
 //! Parser, printer and environment tests against PyTorch's behaviour per
 //! release (messages as read from PyTorch's sources, see `error.rs`).
 
+use super::env::env_var_precedence;
+use super::keys::supported_keys;
 use super::*;
 
 fn v(minor: u16) -> TorchVersion {
@@ -1008,31 +1010,6 @@ fn env_precedence() {
     let (c, var) = AllocConf::from_env(v(11), |_| None).unwrap();
     assert_eq!((c, var), (AllocConf::new(v(11)), None));
     assert_eq!(env_var_precedence(v(9)), ["PYTORCH_CUDA_ALLOC_CONF"]);
-}
-
-#[test]
-fn no_caching_env() {
-    let set = |name: &'static str, value: &'static str| {
-        move |k: &str| (k == name).then(|| value.to_string())
-    };
-    let cuda0 = set("PYTORCH_NO_CUDA_MEMORY_CACHING", "0");
-    let cuda1 = set("PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
-    let cuda_yes = set("PYTORCH_NO_CUDA_MEMORY_CACHING", "yes");
-    let hip1 = set("PYTORCH_NO_HIP_MEMORY_CACHING", "1");
-    for m in [1, 4, 5, 6] {
-        assert!(no_caching_from_env(v(m), cuda0), "{m}");
-        assert!(no_caching_from_env(v(m), cuda1));
-        assert!(no_caching_from_env(v(m), cuda_yes));
-    }
-    assert!(!no_caching_from_env(v(4), hip1));
-    assert!(no_caching_from_env(v(5), hip1));
-    for m in [7, 9, 11] {
-        assert!(!no_caching_from_env(v(m), cuda0), "{m}");
-        assert!(no_caching_from_env(v(m), cuda1));
-        assert!(!no_caching_from_env(v(m), cuda_yes));
-        assert!(no_caching_from_env(v(m), hip1));
-    }
-    assert!(!no_caching_from_env(v(11), |_| None));
 }
 
 #[test]

@@ -27,7 +27,7 @@ impl TorchVersion {
     /// one size by address; from 2.12 by allocation order (a block or
     /// segment counter: `policies/native/block.rs`, `TieOrder`), so that
     /// where the driver puts segments no longer changes a decision.
-    pub fn ties_by_address(self) -> bool {
+    pub(crate) fn ties_by_address(self) -> bool {
         !self.at_least(2, 12)
     }
 

@@ -10,8 +10,11 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
-pub mod placement;
-pub mod sim;
+mod placement;
+mod sim;
+
+pub use placement::Placement;
+pub use sim::{CostModel, Refusal, SimDevice};
 
 /// A device virtual address.
 pub type DevicePtr = u64;

@@ -10,7 +10,7 @@ use crate::devices::{Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr,
 /// 1 GiB.
 const GIB: u64 = 1 << 30;
 /// 2 MiB: the physical page granularity of current NVIDIA GPUs.
-pub const DEFAULT_GRANULARITY: u64 = 2 << 20;
+pub(super) const DEFAULT_GRANULARITY: u64 = 2 << 20;
 /// Where the simulated address space starts (looks like a CUDA VA).
 const ADDRESS_BASE: u64 = 0x7f00_0000_0000;
 /// Alignment of simulated cudaMalloc results (large-page aligned, as observed).
@@ -170,16 +170,6 @@ impl SimDevice {
         for (&p, r) in &self.reservations {
             self.placer.reserved(p, r.size);
         }
-    }
-
-    /// The placement policy.
-    pub fn placement(&self) -> Placement {
-        self.placement
-    }
-
-    /// Capacity in bytes (`u64::MAX` = unlimited).
-    pub fn capacity(&self) -> u64 {
-        self.capacity
     }
 
     /// Bytes of physical memory in use (segments + mapped pages).

@@ -86,7 +86,6 @@ struct Alloc {
 /// free.
 #[derive(Debug, Clone)]
 pub struct DirectAllocator<D: Device> {
-    settings: Settings,
     device: D,
     allocs: Arena<Alloc>,
     stats: MemoryStats,
@@ -95,25 +94,14 @@ pub struct DirectAllocator<D: Device> {
 const POOL: PoolKind = PoolKind::Large;
 
 impl<D: Device> DirectAllocator<D> {
-    /// A fresh allocator over `device`.
-    pub fn new(settings: Settings, device: D) -> Self {
+    /// A fresh allocator over `device` (the settings are empty: the
+    /// parameter keeps every policy's `new(settings, device)` shape).
+    pub fn new(_settings: Settings, device: D) -> Self {
         DirectAllocator {
-            settings,
             device,
             allocs: Arena::default(),
             stats: MemoryStats::new(u64::MAX),
         }
-    }
-
-    /// The settings in force.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// Consumes the allocator and returns its device (live allocations are
-    /// not freed).
-    pub fn into_device(self) -> D {
-        self.device
     }
 
     fn resolve(&self, h: BlockHandle) -> Result<u32, AllocError> {

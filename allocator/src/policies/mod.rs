@@ -1,7 +1,8 @@
 //! Every allocation policy, behind the same traits
 //! ([`Allocator`](crate::Allocator), [`Inspect`](crate::Inspect),
 //! [`Seed`](crate::Seed), [`Invariants`](crate::Invariants)), and the
-//! [`registry`] that names and builds them.
+//! registry ([`PolicySpec`], [`with_policy!`](crate::with_policy)) that
+//! names and builds them.
 //!
 //! | name | type | what it models | settings keys (defaults) |
 //! |---|---|---|---|
@@ -39,18 +40,15 @@ pub mod async_pool;
 pub mod bfc;
 pub mod direct;
 pub mod native;
-pub mod registry;
+mod registry;
 pub mod stitch;
 
 pub use async_pool::AsyncPoolAllocator;
 pub use bfc::BfcAllocator;
 pub use direct::DirectAllocator;
 pub use native::NativeAllocator;
-pub use registry::{POLICIES, PolicySpec};
+pub use registry::PolicySpec;
 pub use stitch::StitchAllocator;
-
-/// The name of every policy the crate offers (kept in the [`registry`]).
-pub const POLICY_NAMES: &[&str] = registry::POLICIES;
 
 #[cfg(test)]
 mod tests {
@@ -107,7 +105,7 @@ mod tests {
             AsyncPoolAllocator::new(async_pool::Settings::default(), NoDevice).name(),
             StitchAllocator::new(stitch::Settings::default(), NoDevice).name(),
         ];
-        assert_eq!(names.as_slice(), POLICY_NAMES);
+        assert_eq!(names.as_slice(), registry::POLICIES);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::stats::MemoryStats;
 /// (`NativeCachingAllocator::allocate` in c10/cuda/CUDACachingAllocator.cpp:
 /// `TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes, "CUDA out of
 /// memory. Tried to allocate more than 1EB memory.")`).
-pub const MAX_REQUEST: u64 = 1 << 60;
+pub(super) const MAX_REQUEST: u64 = 1 << 60;
 
 /// The report of a request of [`MAX_REQUEST`] bytes or more (PyTorch's
 /// "more than 1EB"); nothing is counted.

@@ -27,7 +27,7 @@ pub enum PolicySpec {
 /// The policy names `--policy` accepts, as their `Allocator::name`
 /// returns them: `native` first. A new policy is added here, to the enum
 /// above and to the `match` arms below (and `with_policy!`).
-pub const POLICIES: &[&str] = &["native", "direct", "bfc", "async", "stitch"];
+pub(crate) const POLICIES: &[&str] = &["native", "direct", "bfc", "async", "stitch"];
 
 impl PolicySpec {
     /// Builds the policy `name` from its settings string.
@@ -118,27 +118,27 @@ impl fmt::Display for PolicySpec {
 macro_rules! with_policy {
     ($spec:expr, $dev:expr, |$a:ident| $body:expr) => {
         match $spec {
-            $crate::policies::registry::PolicySpec::Native(c) => {
+            $crate::PolicySpec::Native(c) => {
                 #[allow(unused_mut)]
                 let mut $a = $crate::NativeAllocator::new(c.clone(), $dev);
                 $body
             }
-            $crate::policies::registry::PolicySpec::Direct(c) => {
+            $crate::PolicySpec::Direct(c) => {
                 #[allow(unused_mut)]
                 let mut $a = $crate::policies::DirectAllocator::new(c.clone(), $dev);
                 $body
             }
-            $crate::policies::registry::PolicySpec::Bfc(c) => {
+            $crate::PolicySpec::Bfc(c) => {
                 #[allow(unused_mut)]
                 let mut $a = $crate::policies::BfcAllocator::new(c.clone(), $dev);
                 $body
             }
-            $crate::policies::registry::PolicySpec::Async(c) => {
+            $crate::PolicySpec::Async(c) => {
                 #[allow(unused_mut)]
                 let mut $a = $crate::policies::AsyncPoolAllocator::new(c.clone(), $dev);
                 $body
             }
-            $crate::policies::registry::PolicySpec::Stitch(c) => {
+            $crate::PolicySpec::Stitch(c) => {
                 #[allow(unused_mut)]
                 let mut $a = $crate::policies::StitchAllocator::new(c.clone(), $dev);
                 $body

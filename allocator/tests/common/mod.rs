@@ -4,8 +4,8 @@
 // Each test file uses the part of this it needs.
 #![allow(dead_code)]
 
-use vramlab_allocator::devices::{Device, DeviceCallKind};
 use vramlab_allocator::{Allocator, BlockHandle, SimDevice};
+use vramlab_allocator::{Device, DeviceCallKind};
 
 /// A policy `a` on a [`SimDevice`]; the scenario files construct it.
 pub struct Fixture<A> {

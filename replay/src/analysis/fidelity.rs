@@ -3,7 +3,7 @@
 //! allocation address and every segment event with what PyTorch did.
 
 use serde::Serialize;
-use vramlab_allocator::devices::DeviceCallKind;
+use vramlab_allocator::DeviceCallKind;
 use vramlab_allocator::{AllocConf, BlockState, Inspect};
 use vramlab_traces::{Event, ExpectedRecord, InitialBlockState, SegmentEventKind, Trace};
 

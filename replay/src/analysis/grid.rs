@@ -17,7 +17,7 @@
 use vramlab_allocator::TorchVersion;
 
 use crate::engine::scenario::Scenario;
-use vramlab_allocator::policies::registry::PolicySpec;
+use vramlab_allocator::PolicySpec;
 
 /// One setting of a grid: a policy with its settings and an optional
 /// memory fraction.

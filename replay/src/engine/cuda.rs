@@ -5,9 +5,8 @@
 
 use std::rc::Rc;
 
-use vramlab_allocator::devices::cuda::{
-    CudaDevice, CudaDeviceOptions, CudaError, DeviceLatencies, Gpu, GpuInfo, LatencyHistogram,
-};
+use vramlab_allocator::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu, GpuInfo};
+use vramlab_allocator::{DeviceLatencies, LatencyHistogram};
 
 pub use crate::engine::timed::TimedAllocator;
 use vramlab_allocator::{AllocConf, Allocator, Inspect, NativeAllocator};
@@ -199,8 +198,8 @@ impl CudaScenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vramlab_allocator::SimDevice;
     use vramlab_allocator::TorchVersion;
-    use vramlab_allocator::devices::sim::SimDevice;
 
     #[test]
     fn timed_allocator_counts_calls() {

@@ -15,13 +15,13 @@
 //! says (see [`crate::engine::start`]).
 
 use vramlab_allocator::Allocator;
-use vramlab_allocator::devices::Device;
+use vramlab_allocator::Device;
 use vramlab_traces::Trace;
 
 use replayer::Replayer;
 use run::Run;
 use start::Start;
-use vramlab_allocator::devices::sim::{Refusal, SimDevice};
+use vramlab_allocator::{Refusal, SimDevice};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

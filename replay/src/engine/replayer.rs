@@ -2,9 +2,9 @@
 //! per allocation id, the peaks, the timeline window, the device log) and
 //! what each kind of event does to it.
 
-use vramlab_allocator::devices::sim::Refusal;
-use vramlab_allocator::devices::{Device, DeviceCallKind};
+use vramlab_allocator::Refusal;
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
+use vramlab_allocator::{Device, DeviceCallKind};
 use vramlab_traces::{Event, ExpectedOom, ExpectedSegmentEvent, SegmentEventKind, Trace};
 
 use super::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};

@@ -1,7 +1,7 @@
 //! The result of a replay: summary, timeline, device-event log, first OOM.
 
 use serde::Serialize;
-use vramlab_allocator::devices::DeviceCallKind;
+use vramlab_allocator::DeviceCallKind;
 use vramlab_allocator::{MemoryStats, SegmentView};
 
 /// Headline figures of one replay.

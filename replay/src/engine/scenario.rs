@@ -8,10 +8,10 @@ use crate::engine::run::Run;
 use crate::engine::timed::TimedAllocator;
 use crate::engine::{ReplayError, ReplayOptions, replay};
 use vramlab_allocator::Allocator;
+use vramlab_allocator::LatencySummary;
 use vramlab_allocator::Placement;
-use vramlab_allocator::devices::sim::{CostModel, SimDevice};
-use vramlab_allocator::latency::LatencySummary;
-use vramlab_allocator::policies::registry::PolicySpec;
+use vramlab_allocator::PolicySpec;
+use vramlab_allocator::{CostModel, SimDevice};
 
 /// Applies the scenario's memory fraction, if any.
 fn set_fraction(a: &mut impl Allocator, fraction: Option<f64>) -> Result<(), ReplayError> {

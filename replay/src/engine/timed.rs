@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use vramlab_allocator::latency::LatencyHistogram;
+use vramlab_allocator::LatencyHistogram;
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, Wrapper};
 
 /// Wraps a policy and times each caller-level call: every

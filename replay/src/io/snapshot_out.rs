@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use vramlab_allocator::devices::DeviceCallKind;
+use vramlab_allocator::DeviceCallKind;
 use vramlab_allocator::{AllocConf, BlockState, PoolKind, SegmentView, TorchVersion};
 use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
 use vramlab_traces::{Event, Trace};

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use vramlab_allocator::latency::LatencySummary;
+use vramlab_allocator::LatencySummary;
 use vramlab_traces::Trace;
 
 use crate::engine::cuda::{CudaRun, LeakCheck};

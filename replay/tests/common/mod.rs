@@ -10,14 +10,14 @@ use vramlab_replay::{ReplayOptions, replay};
 /// `false` (after printing why) without a CUDA driver or device.
 pub fn on_gpu<A>(
     trace: &vramlab_traces::Trace,
-    make: impl FnOnce(vramlab_allocator::devices::cuda::CudaDevice) -> A,
+    make: impl FnOnce(vramlab_allocator::cuda::CudaDevice) -> A,
     check: impl FnOnce(&vramlab_replay::Run, &A),
 ) -> bool
 where
-    A: Allocator<Dev = vramlab_allocator::devices::cuda::CudaDevice>,
+    A: Allocator<Dev = vramlab_allocator::cuda::CudaDevice>,
 {
     use std::rc::Rc;
-    use vramlab_allocator::devices::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu};
+    use vramlab_allocator::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu};
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(CudaError::NotFound(why)) => {

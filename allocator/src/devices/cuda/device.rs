@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::driver::{self, DriverError};
-use super::{CudaError, Gpu, GpuInfo};
+use super::{CudaError, Gpu};
 use crate::devices::{Device, DeviceCall, DeviceCallKind, DeviceError, DevicePtr, MemInfo};
 use crate::latency::DeviceLatencies;
 
@@ -89,16 +89,6 @@ impl CudaDevice {
             errors: 0,
             last_info: Cell::new(last),
         }
-    }
-
-    /// The GPU this device allocates on.
-    pub fn gpu(&self) -> &Rc<Gpu> {
-        &self.gpu
-    }
-
-    /// What the driver says about the GPU.
-    pub fn info(&self) -> &GpuInfo {
-        self.gpu.info()
     }
 
     /// Latency histograms of the malloc, free, map and unmap calls made so

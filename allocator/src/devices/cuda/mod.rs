@@ -30,7 +30,6 @@ mod driver;
 
 use std::rc::Rc;
 
-pub use crate::latency::{DeviceLatencies, LatencyHistogram, LatencySummary};
 pub use device::{CudaDevice, CudaDeviceOptions};
 
 use crate::devices::MemInfo;
@@ -224,7 +223,7 @@ impl Gpu {
     /// # Errors
     ///
     /// When `cuCtxSetCurrent` fails.
-    pub fn make_current(&self) -> Result<(), CudaError> {
+    pub(crate) fn make_current(&self) -> Result<(), CudaError> {
         driver::ctx_set_current(self.ctx).map_err(|e| CudaError::driver("cuCtxSetCurrent", &e))
     }
 

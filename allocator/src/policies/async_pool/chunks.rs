@@ -21,7 +21,7 @@ impl<D: Device> AsyncPoolAllocator<D> {
     /// `cudaMemPoolTrimTo(pool, keep)`: frees chunks without a live
     /// allocation, largest first, until the pool holds at most `keep` bytes.
     /// Blocks not yet reusable by every stream are kept.
-    pub fn trim_to(&mut self, keep: u64) -> Result<(), AllocError> {
+    pub(crate) fn trim_to(&mut self, keep: u64) -> Result<(), AllocError> {
         if self.reserved() <= keep {
             return Ok(());
         }

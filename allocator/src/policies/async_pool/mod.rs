@@ -83,9 +83,9 @@ use crate::policy::{AllocError, Allocator, BlockHandle, Seed};
 use crate::stats::{MemoryStats, PoolKind};
 
 /// Requests are rounded up to this many bytes.
-pub const ALIGNMENT: u64 = 256;
+pub(crate) const ALIGNMENT: u64 = 256;
 /// Growth granularity used when the device reports none.
-pub const DEFAULT_GRANULARITY: u64 = 2 << 20;
+pub(crate) const DEFAULT_GRANULARITY: u64 = 2 << 20;
 
 const POOL: PoolKind = PoolKind::Large;
 
@@ -182,19 +182,9 @@ impl<D: Device> AsyncPoolAllocator<D> {
         }
     }
 
-    /// The settings in force.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// The growth granularity in bytes.
     pub fn granularity(&self) -> u64 {
         self.granularity
-    }
-
-    /// Consumes the allocator and returns its device (chunks are not freed).
-    pub fn into_device(self) -> D {
-        self.device
     }
 
     #[inline]

@@ -6,13 +6,13 @@ use crate::devices::Device;
 use crate::policies::rounding::round_up;
 
 /// `kNumBins`.
-pub const NUM_BINS: usize = 21;
+pub(crate) const NUM_BINS: usize = 21;
 /// `kMinAllocationSize`: the rounding unit and the smallest chunk.
-pub const MIN_ALLOCATION_SIZE: u64 = 256;
+pub(crate) const MIN_ALLOCATION_SIZE: u64 = 256;
 
 /// `BinNumForSize`: the bin of a chunk of `bytes` bytes.
 #[inline]
-pub fn bin_num_for_size(bytes: u64) -> usize {
+pub(crate) fn bin_num_for_size(bytes: u64) -> usize {
     let v = bytes.max(MIN_ALLOCATION_SIZE) >> 8;
     ((63 - v.leading_zeros()) as usize).min(NUM_BINS - 1)
 }
@@ -29,7 +29,7 @@ pub(super) fn bin_for<T>(bins: &mut [T; NUM_BINS], bytes: u64) -> &mut T {
 
 /// `RoundedBytes`: `bytes` rounded up to a multiple of 256.
 #[inline]
-pub fn rounded_bytes(bytes: u64) -> u64 {
+pub(crate) fn rounded_bytes(bytes: u64) -> u64 {
     round_up(bytes, MIN_ALLOCATION_SIZE)
 }
 

@@ -85,7 +85,7 @@ mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use bins::{MIN_ALLOCATION_SIZE, NUM_BINS, bin_num_for_size, rounded_bytes};
+use bins::{NUM_BINS, bin_num_for_size, rounded_bytes};
 pub use settings::Settings;
 
 use super::arena::{Arena, NIL};
@@ -96,9 +96,9 @@ use crate::stats::{MemoryStats, PoolKind};
 use bins::BinKey;
 
 /// Default `max_internal_fragmentation_bytes` (128 MiB).
-pub const DEFAULT_MAX_INTERNAL_FRAGMENTATION: u64 = 128 << 20;
+pub(crate) const DEFAULT_MAX_INTERNAL_FRAGMENTATION: u64 = 128 << 20;
 /// Initial region size with `allow_growth` (2 MiB, or the limit if smaller).
-pub const INITIAL_GROWTH_REGION: u64 = 2 << 20;
+pub(crate) const INITIAL_GROWTH_REGION: u64 = 2 << 20;
 
 const POOL: PoolKind = PoolKind::Large;
 
@@ -198,11 +198,6 @@ impl<D: Device> BfcAllocator<D> {
         }
     }
 
-    /// The settings in force.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// The memory limit in bytes (`memory_limit_`).
     pub fn memory_limit(&self) -> u64 {
         self.memory_limit
@@ -226,12 +221,6 @@ impl<D: Device> BfcAllocator<D> {
     /// `(base, size)` of every region, in address order.
     pub fn regions(&self) -> Vec<(u64, u64)> {
         self.regions.iter().map(|(&p, r)| (p, r.size)).collect()
-    }
-
-    /// Consumes the allocator and returns its device (regions are not
-    /// freed).
-    pub fn into_device(self) -> D {
-        self.device
     }
 
     fn resolve(&self, h: BlockHandle, want: ChunkState) -> Result<u32, AllocError> {

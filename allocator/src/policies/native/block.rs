@@ -12,7 +12,7 @@ pub(crate) use crate::policies::arena::NIL;
 
 /// Allocation state of a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub(super) enum State {
     /// Cached: in its pool's free set (or unmapped set).
     Free,
     /// Handed out to a caller.
@@ -23,7 +23,7 @@ pub enum State {
 
 /// A contiguous piece of a segment.
 #[derive(Debug, Clone, Copy)]
-pub struct Block {
+pub(super) struct Block {
     /// Address.
     pub ptr: u64,
     /// Size in bytes.
@@ -57,13 +57,13 @@ pub struct Block {
 impl Block {
     /// `is_split()`: part of a segment that holds more than this block.
     #[inline]
-    pub fn is_split(&self) -> bool {
+    pub(super) fn is_split(&self) -> bool {
         self.prev != NIL || self.next != NIL
     }
 
     /// `true` for blocks of an expandable segment.
     #[inline]
-    pub fn is_expandable(&self) -> bool {
+    pub(super) fn is_expandable(&self) -> bool {
         self.expandable != NIL
     }
 }
@@ -78,7 +78,7 @@ pub(crate) type Arena = crate::policies::arena::Arena<Block>;
 /// differential tests against each release's own allocator (`vramlab
 /// oracle`; allocator/tests/native_tie_order.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TieOrder {
+pub(super) enum TieOrder {
     /// Up to 2.11: `BlockComparatorSize` — (stream, size, address).
     Address,
     /// 2.12: every new `Block` takes the next value of a global counter
@@ -95,7 +95,7 @@ pub enum TieOrder {
 
 impl TieOrder {
     /// The order of release `v`.
-    pub fn of(v: crate::conf::TorchVersion) -> TieOrder {
+    pub(super) fn of(v: crate::conf::TorchVersion) -> TieOrder {
         if v.at_least(2, 13) {
             TieOrder::SegmentCounter
         } else if v.ties_by_address() {

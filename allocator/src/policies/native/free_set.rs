@@ -28,7 +28,7 @@ const TO_ARRAY: usize = 128;
 /// counter are packed in one `u128` (a `u128` comparison compiles to two
 /// flag-setting instructions, where a tuple of three branches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Key {
+pub(super) struct Key {
     size_counter: u128,
     ptr: u64,
 }
@@ -36,7 +36,7 @@ pub struct Key {
 impl Key {
     /// The key of a block.
     #[inline]
-    pub fn new(size: u64, counter: u64, ptr: u64) -> Key {
+    pub(super) fn new(size: u64, counter: u64, ptr: u64) -> Key {
         Key {
             size_counter: (u128::from(size) << 64) | u128::from(counter),
             ptr,
@@ -45,7 +45,7 @@ impl Key {
 
     /// The first key of blocks of `size` bytes or more.
     #[inline]
-    pub fn at_least(size: u64) -> Key {
+    pub(super) fn at_least(size: u64) -> Key {
         Key::new(size, 0, 0)
     }
 
@@ -62,7 +62,7 @@ impl Key {
 
 /// One free block: its order key and arena index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
+pub(super) struct Entry {
     /// Block size.
     pub size: u64,
     /// The segment's allocation-order counter (0: order by address).
@@ -76,7 +76,7 @@ pub struct Entry {
 impl Entry {
     /// The order key.
     #[inline]
-    pub fn key(&self) -> Key {
+    pub(super) fn key(&self) -> Key {
         Key::new(self.size, self.counter, self.ptr)
     }
 }
@@ -93,7 +93,7 @@ fn unpack((k, &idx): (&Key, &u32)) -> Entry {
 
 /// A set of free blocks ordered by (size, counter, address).
 #[derive(Debug, Clone, Default)]
-pub struct FreeSet {
+pub(super) struct FreeSet {
     repr: Repr,
     /// Where [`FreeSet::from`] last found a block in the array: the block
     /// that `malloc` takes next, so that removing it needs no search.
@@ -115,7 +115,7 @@ impl Default for Repr {
 }
 
 /// Blocks of a [`FreeSet`] in order, from either representation.
-pub enum Iter<'a> {
+pub(super) enum Iter<'a> {
     /// From the array.
     Array(std::slice::Iter<'a, Entry>),
     /// From the B-tree.
@@ -146,7 +146,7 @@ impl DoubleEndedIterator for Iter<'_> {
 
 impl FreeSet {
     /// Number of blocks.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         match &self.repr {
             Repr::Array(v) => v.len(),
             Repr::Tree(t) => t.len(),
@@ -156,7 +156,7 @@ impl FreeSet {
     /// Adds a block; `false` if a block with its size and address is
     /// already there (the set is unchanged).
     #[inline]
-    pub fn insert(&mut self, e: Entry) -> bool {
+    pub(super) fn insert(&mut self, e: Entry) -> bool {
         match &mut self.repr {
             Repr::Array(v) => match v.binary_search_by_key(&e.key(), Entry::key) {
                 Ok(_) => return false,
@@ -181,7 +181,7 @@ impl FreeSet {
 
     /// Removes the block with this key; `false` if absent.
     #[inline]
-    pub fn remove(&mut self, key: Key) -> bool {
+    pub(super) fn remove(&mut self, key: Key) -> bool {
         match &mut self.repr {
             Repr::Array(v) => {
                 let hint = self.hint.get();
@@ -213,7 +213,7 @@ impl FreeSet {
     /// two places shift by one, instead of the whole tail twice). `false`,
     /// with the set unchanged, if `old` is absent or `new`'s key is already
     /// present.
-    pub fn replace(&mut self, old: Key, new: Entry) -> bool {
+    pub(super) fn replace(&mut self, old: Key, new: Entry) -> bool {
         let key = new.key();
         match &mut self.repr {
             Repr::Array(v) => {
@@ -257,7 +257,7 @@ impl FreeSet {
 
     /// Blocks at or after `key`, in order.
     #[inline]
-    pub fn from(&self, key: Key) -> Iter<'_> {
+    pub(super) fn from(&self, key: Key) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => {
                 let at = v.partition_point(|e| e.key() < key);
@@ -269,7 +269,7 @@ impl FreeSet {
     }
 
     /// Blocks strictly after `key`, in order.
-    pub fn after(&self, key: Key) -> Iter<'_> {
+    pub(super) fn after(&self, key: Key) -> Iter<'_> {
         use std::ops::Bound::{Excluded, Unbounded};
         match &self.repr {
             Repr::Array(v) => {
@@ -281,7 +281,7 @@ impl FreeSet {
     }
 
     /// Blocks smaller than `size`, in order (reverse it for largest first).
-    pub fn below_size(&self, size: u64) -> Iter<'_> {
+    pub(super) fn below_size(&self, size: u64) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => {
                 let at = v.partition_point(|e| e.size < size);
@@ -292,7 +292,7 @@ impl FreeSet {
     }
 
     /// Every block, in order.
-    pub fn iter(&self) -> Iter<'_> {
+    pub(super) fn iter(&self) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => Iter::Array(v.iter()),
             Repr::Tree(t) => Iter::Tree(t.range(..)),
@@ -301,7 +301,7 @@ impl FreeSet {
 
     /// The largest block's size (0 when empty).
     #[inline]
-    pub fn max_size(&self) -> u64 {
+    pub(super) fn max_size(&self) -> u64 {
         match &self.repr {
             Repr::Array(v) => v.last().map_or(0, |e| e.size),
             Repr::Tree(t) => t.last_key_value().map_or(0, |(k, _)| k.size()),

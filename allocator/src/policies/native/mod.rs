@@ -7,7 +7,7 @@
 //! simulated or real.
 //!
 //! Module map: this file (the allocator and the calls it serves,
-//! [`Allocator`]), [`rounding`] (sizes), `block`/`pool` (data structures),
+//! [`Allocator`]), `rounding` (sizes: [`round_size`], [`allocation_size`]), `block`/`pool` (data structures),
 //! `malloc` (the steps of the allocation path), `free` (frees and
 //! coalescing), `release` (cache release, garbage collection), `expandable`
 //! (expandable segments), `view` (what it holds, [`Inspect`](crate::Inspect)),
@@ -22,7 +22,7 @@ mod invariants;
 mod malloc;
 mod pool;
 mod release;
-pub mod rounding;
+mod rounding;
 mod seed;
 mod stream_table;
 mod view;
@@ -38,6 +38,7 @@ use expandable::ExpandableSegment;
 use malloc::Params;
 use pool::Pool;
 use rounding::SMALL_SIZE;
+pub use rounding::{allocation_size, interval_index, round_size};
 
 /// PyTorch's native caching allocator for one device.
 #[derive(Debug, Clone)]
@@ -149,11 +150,6 @@ impl<D: Device> NativeAllocator<D> {
         }
     }
 
-    /// The settings in force.
-    pub fn conf(&self) -> &AllocConf {
-        &self.conf
-    }
-
     /// `torch.cuda.set_per_process_memory_fraction(f)`: limits the bytes this
     /// allocator may obtain to `floor(f * device total)`.
     ///
@@ -173,11 +169,6 @@ impl<D: Device> NativeAllocator<D> {
     /// The memory-fraction limit in bytes, when one is set.
     pub fn allowed_memory_maximum(&self) -> Option<u64> {
         self.allowed_memory_maximum
-    }
-
-    /// Bytes currently obtained from the device.
-    pub fn total_allocated_memory(&self) -> u64 {
-        self.total_allocated_memory
     }
 
     /// Consumes the allocator and returns its device. Cached memory is not

@@ -22,7 +22,7 @@ const MANY_STREAMS: usize = 32;
 /// the segment's allocation-order counter (0 under releases that order by
 /// address alone), then address; `idx` is the block's arena index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FreeKey {
+pub(super) struct FreeKey {
     /// Raw stream handle.
     pub stream: u64,
     /// Block size.
@@ -37,7 +37,7 @@ pub struct FreeKey {
 
 /// An unmapped expandable block, ordered by (stream, address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct UnmappedKey {
+pub(super) struct UnmappedKey {
     /// Raw stream handle.
     pub stream: u64,
     /// Block address.
@@ -90,7 +90,7 @@ impl StreamBlocks {
 
 /// One of the allocator's pools (`BlockPool`).
 #[derive(Debug, Clone, Default)]
-pub struct Pool {
+pub(super) struct Pool {
     /// Per-stream block sets by raw stream handle.
     streams: StreamTable<StreamBlocks>,
     /// Number of free blocks.
@@ -123,7 +123,7 @@ fn move_max(maxima: &mut Option<BTreeMap<u64, usize>>, old: u64, new: u64) {
 
 impl Pool {
     /// An empty pool.
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Pool::default()
     }
 
@@ -153,7 +153,7 @@ impl Pool {
 
     /// Adds a free block.
     #[inline]
-    pub fn insert(&mut self, k: FreeKey) {
+    pub(super) fn insert(&mut self, k: FreeKey) {
         if self.streams.get(k.stream).is_none() {
             self.add_stream(k.stream);
         }
@@ -173,7 +173,7 @@ impl Pool {
 
     /// Removes a free block; `true` if it was there.
     #[inline]
-    pub fn remove(&mut self, k: &FreeKey) -> bool {
+    pub(super) fn remove(&mut self, k: &FreeKey) -> bool {
         let Some(s) = self.streams.get_mut(k.stream) else {
             return false;
         };
@@ -192,7 +192,7 @@ impl Pool {
     /// Replaces the free block `old` by `new` (same stream): what a remove
     /// and an insert would do, in one move of the set when possible.
     #[inline]
-    pub fn replace(&mut self, old: &FreeKey, new: FreeKey) {
+    pub(super) fn replace(&mut self, old: &FreeKey, new: FreeKey) {
         if self.maxima.is_none() && old.stream == new.stream {
             if let Some(s) = self.streams.get_mut(old.stream) {
                 if s.free.replace(old.entry().key(), new.entry()) {
@@ -207,7 +207,7 @@ impl Pool {
     /// The first free block of `stream` with size ≥ `size` (ties: lowest
     /// counter, then lowest address) — PyTorch's `lower_bound` restricted to the stream.
     #[inline]
-    pub fn lower_bound(&self, stream: u64, size: u64) -> Option<FreeKey> {
+    pub(super) fn lower_bound(&self, stream: u64, size: u64) -> Option<FreeKey> {
         let s = self.find(stream)?;
         s.free
             .from(free_set::Key::at_least(size))
@@ -216,7 +216,7 @@ impl Pool {
     }
 
     /// Free blocks of `key.stream` strictly after `key`, in order.
-    pub fn after(&self, key: FreeKey) -> impl Iterator<Item = FreeKey> + '_ {
+    pub(super) fn after(&self, key: FreeKey) -> impl Iterator<Item = FreeKey> + '_ {
         let stream = key.stream;
         self.find(stream)
             .into_iter()
@@ -225,7 +225,7 @@ impl Pool {
     }
 
     /// Free blocks of `stream` smaller than `(size, 0)`, largest first.
-    pub fn before_desc(&self, stream: u64, size: u64) -> impl Iterator<Item = FreeKey> + '_ {
+    pub(super) fn before_desc(&self, stream: u64, size: u64) -> impl Iterator<Item = FreeKey> + '_ {
         self.find(stream)
             .into_iter()
             .flat_map(move |s| s.free.below_size(size).rev())
@@ -233,19 +233,19 @@ impl Pool {
     }
 
     /// Every free block in (stream, size, counter, address) order.
-    pub fn iter(&self) -> impl Iterator<Item = FreeKey> + '_ {
+    pub(super) fn iter(&self) -> impl Iterator<Item = FreeKey> + '_ {
         self.streams
             .iter()
             .flat_map(|(stream, s)| s.free_keys(stream))
     }
 
     /// Number of free blocks.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.free_len
     }
 
     /// Largest free block size.
-    pub fn max_size(&self) -> u64 {
+    pub(super) fn max_size(&self) -> u64 {
         match &self.maxima {
             Some(m) => m.last_key_value().map_or(0, |(&k, _)| k),
             // At most MANY_STREAMS streams: a scan is cheap.
@@ -260,7 +260,7 @@ impl Pool {
 
     /// Checks the cached largest sizes (per stream, and the count of streams
     /// by largest size) against the blocks; for the invariant checker.
-    pub fn check_max(&self) -> Result<(), String> {
+    pub(super) fn check_max(&self) -> Result<(), String> {
         let Some(maxima) = &self.maxima else {
             if self.streams.len() > MANY_STREAMS {
                 return Err(format!("{} streams but no maxima", self.streams.len()));
@@ -287,7 +287,7 @@ impl Pool {
     }
 
     /// Adds an unmapped block.
-    pub fn insert_unmapped(&mut self, k: UnmappedKey) {
+    pub(super) fn insert_unmapped(&mut self, k: UnmappedKey) {
         if self.streams.get(k.stream).is_none() {
             self.add_stream(k.stream);
         }
@@ -297,14 +297,14 @@ impl Pool {
     }
 
     /// Removes an unmapped block.
-    pub fn remove_unmapped(&mut self, k: &UnmappedKey) {
+    pub(super) fn remove_unmapped(&mut self, k: &UnmappedKey) {
         if let Some(s) = self.streams.get_mut(k.stream) {
             s.unmapped.remove(&k.ptr);
         }
     }
 
     /// Unmapped blocks of `stream` in address order.
-    pub fn unmapped_of(&self, stream: u64) -> impl Iterator<Item = UnmappedKey> + '_ {
+    pub(super) fn unmapped_of(&self, stream: u64) -> impl Iterator<Item = UnmappedKey> + '_ {
         self.find(stream)
             .into_iter()
             .flat_map(|s| s.unmapped.iter())
@@ -312,7 +312,7 @@ impl Pool {
     }
 
     /// Every unmapped block in (stream, address) order.
-    pub fn unmapped_iter(&self) -> impl Iterator<Item = UnmappedKey> + '_ {
+    pub(super) fn unmapped_iter(&self) -> impl Iterator<Item = UnmappedKey> + '_ {
         self.streams.iter().flat_map(|(stream, s)| {
             s.unmapped
                 .iter()

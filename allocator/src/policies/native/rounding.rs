@@ -5,18 +5,15 @@
 use crate::conf::{AllocConf, MIB, ROUNDUP_INTERVALS};
 
 /// Every block size is a multiple of this (`kMinBlockSize`).
-pub const MIN_BLOCK_SIZE: u64 = 512;
+pub(super) const MIN_BLOCK_SIZE: u64 = 512;
 /// Rounded sizes up to this go to the small pool (`kSmallSize`).
-pub const SMALL_SIZE: u64 = MIB;
+pub(super) const SMALL_SIZE: u64 = MIB;
 /// Segment size of the small pool and its expandable page (`kSmallBuffer`).
-pub const SMALL_BUFFER: u64 = 2 * MIB;
+pub(super) const SMALL_BUFFER: u64 = 2 * MIB;
 /// Large requests below this get a whole large-buffer segment (`kMinLargeAlloc`).
-pub const MIN_LARGE_ALLOC: u64 = 10 * MIB;
+pub(super) const MIN_LARGE_ALLOC: u64 = 10 * MIB;
 /// Larger segments are rounded up to a multiple of this (`kRoundLarge`).
-pub const ROUND_LARGE: u64 = 2 * MIB;
-/// Requests of this size or more fail at once ("more than 1EB"); the limit
-/// of every policy, defined with the out-of-memory reports.
-pub use crate::policies::oom::MAX_REQUEST;
+pub(super) const ROUND_LARGE: u64 = 2 * MIB;
 
 /// Index of the `roundup_power2_divisions` interval of a request:
 /// `clamp(floor(log2(n)) - 20, 0, 15)`.
@@ -41,7 +38,7 @@ const _: () = assert!(ROUNDUP_INTERVALS == 16);
 /// If `n` or `divisions` is 0 ([`round_size`] only calls it with
 /// `n >= 512` and `divisions > 1`).
 #[inline]
-pub fn round_to_pow2_division(n: u64, divisions: u64) -> u64 {
+pub(super) fn round_to_pow2_division(n: u64, divisions: u64) -> u64 {
     if n.is_power_of_two() {
         return n;
     }
@@ -89,12 +86,6 @@ pub fn allocation_size(conf: &AllocConf, s: u64) -> u64 {
     } else {
         s.div_ceil(ROUND_LARGE).saturating_mul(ROUND_LARGE)
     }
-}
-
-/// `true` if a block of rounded size `s` belongs to the small pool.
-#[inline]
-pub fn is_small(s: u64) -> bool {
-    s <= SMALL_SIZE
 }
 
 #[cfg(test)]
@@ -176,8 +167,6 @@ mod tests {
             ..AllocConf::default()
         };
         assert_eq!(allocation_size(&big, 2 * MIB), 64 * MIB);
-        assert!(is_small(MIB));
-        assert!(!is_small(MIB + 512));
     }
 
     /// These are public and get sizes straight from users (`vramlab conf

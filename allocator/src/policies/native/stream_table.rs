@@ -4,7 +4,7 @@
 
 /// Values keyed by raw stream handle, in handle order.
 #[derive(Debug, Clone)]
-pub struct StreamTable<T> {
+pub(super) struct StreamTable<T> {
     entries: Vec<(u64, T)>,
 }
 
@@ -28,20 +28,20 @@ impl<T> StreamTable<T> {
 
     /// The value of `stream`.
     #[inline]
-    pub fn get(&self, stream: u64) -> Option<&T> {
+    pub(super) fn get(&self, stream: u64) -> Option<&T> {
         let i = self.position(stream).ok()?;
         self.entries.get(i).map(|(_, v)| v)
     }
 
     /// The value of `stream`, mutably.
     #[inline]
-    pub fn get_mut(&mut self, stream: u64) -> Option<&mut T> {
+    pub(super) fn get_mut(&mut self, stream: u64) -> Option<&mut T> {
         let i = self.position(stream).ok()?;
         self.entries.get_mut(i).map(|(_, v)| v)
     }
 
     /// Adds `stream` with `value` unless it is there; `true` if added.
-    pub fn insert(&mut self, stream: u64, value: T) -> bool {
+    pub(super) fn insert(&mut self, stream: u64, value: T) -> bool {
         match self.position(stream) {
             Ok(_) => false,
             Err(at) => {
@@ -52,22 +52,22 @@ impl<T> StreamTable<T> {
     }
 
     /// Number of streams.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Streams and values in handle order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, &T)> + '_ {
+    pub(super) fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, &T)> + '_ {
         self.entries.iter().map(|(s, v)| (*s, v))
     }
 
     /// Values in handle order, mutably.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
         self.entries.iter_mut().map(|(_, v)| v)
     }
 
     /// Values in handle order.
-    pub fn values(&self) -> impl Iterator<Item = &T> + '_ {
+    pub(super) fn values(&self) -> impl Iterator<Item = &T> + '_ {
         self.entries.iter().map(|(_, v)| v)
     }
 }

@@ -83,13 +83,4 @@ impl<D: Device> Inspect for NativeAllocator<D> {
     }
 }
 
-impl<D: Device> NativeAllocator<D> {
-    /// Total bytes of cached (free, mapped) blocks.
-    pub fn cached_free_bytes(&self) -> u64 {
-        self.pools
-            .iter()
-            .flat_map(|p| p.iter())
-            .map(|k| k.size)
-            .sum()
-    }
-}
+impl<D: Device> NativeAllocator<D> {}

@@ -106,10 +106,7 @@ mod view;
 
 use std::collections::BTreeSet;
 
-pub use rounding::{
-    GRANULARITY, LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, SMALL_BUFFER, SMALL_SIZE,
-    allocation_size, round_size,
-};
+use rounding::{SMALL_SIZE, allocation_size, round_size};
 pub use settings::Settings;
 
 use super::arena::{Arena, NIL};
@@ -233,17 +230,6 @@ impl<D: Device> StitchAllocator<D> {
             scratch: Vec::new(),
             stats: MemoryStats::new(u64::MAX),
         }
-    }
-
-    /// The settings in force.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// Consumes the allocator and returns its device (segments are not
-    /// freed).
-    pub fn into_device(self) -> D {
-        self.device
     }
 
     /// Live sBlocks (handed out, pending or cached).

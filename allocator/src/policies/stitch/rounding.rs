@@ -4,20 +4,20 @@
 use crate::policies::rounding::round_up;
 
 /// All sizes are rounded to at least this (`kMinBlockSize`).
-pub const MIN_BLOCK_SIZE: u64 = 512;
+pub(crate) const MIN_BLOCK_SIZE: u64 = 512;
 /// Largest small-pool request (`kSmallSize`).
-pub const SMALL_SIZE: u64 = 1 << 20;
+pub(crate) const SMALL_SIZE: u64 = 1 << 20;
 /// Small segment size (`kSmallBuffer`).
-pub const SMALL_BUFFER: u64 = 2 << 20;
+pub(crate) const SMALL_BUFFER: u64 = 2 << 20;
 /// Segment size of large requests below [`MIN_LARGE_ALLOC`] (`kLargeBuffer`).
-pub const LARGE_BUFFER: u64 = 20 << 20;
+pub(crate) const LARGE_BUFFER: u64 = 20 << 20;
 /// Large requests from this size get a segment of their own size.
-pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
+pub(crate) const MIN_LARGE_ALLOC: u64 = 10 << 20;
 /// Physical chunk ("pBlock") size and large-pool rounding (`kGranularity`).
-pub const GRANULARITY: u64 = 2 << 20;
+pub(crate) const GRANULARITY: u64 = 2 << 20;
 
 /// `round_size` of GMLake: 512-byte multiples, 2 MiB multiples above 1 MiB.
-pub fn round_size(size: u64) -> u64 {
+pub(crate) fn round_size(size: u64) -> u64 {
     let r = round_up(size.max(1), MIN_BLOCK_SIZE);
     if r > SMALL_SIZE {
         round_up(size, GRANULARITY)
@@ -27,7 +27,7 @@ pub fn round_size(size: u64) -> u64 {
 }
 
 /// `get_allocation_size`: the segment size for a rounded request.
-pub fn allocation_size(rounded: u64) -> u64 {
+pub(crate) fn allocation_size(rounded: u64) -> u64 {
     if rounded <= SMALL_SIZE {
         SMALL_BUFFER
     } else if rounded < MIN_LARGE_ALLOC {

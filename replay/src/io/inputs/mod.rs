@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use vramlab_allocator::policies::native::rounding::round_size;
+use vramlab_allocator::policies::native::round_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_traces::io::{Format, read_snapshot_file, read_traces};
 use vramlab_traces::snapshot::{SizeRules, Snapshot, snapshot_to_device_traces};
