@@ -20,8 +20,7 @@ use vramlab_reports::{
     FitPoint, FitSweep, OomPointResult, Recommendation, ReportInput, SettingResult, format_bytes,
     write_report,
 };
-use vramlab_traces::Trace;
-use vramlab_traces::model::Event;
+use vramlab_traces::{Event, Trace};
 
 const SETTINGS: [&str; 4] = [
     "",
@@ -185,7 +184,7 @@ fn main() -> Result<(), Box<dyn Error>> {
              (a synthetic stand-in for re-recording the workload)."
                 .to_string(),
         ],
-        phases: vramlab_traces::summary::TraceSummary::of(&trace).phases,
+        phases: vramlab_traces::TraceSummary::of(&trace).phases,
     };
     let index = write_report(&out, &report)?;
     println!("{}", index.display());

@@ -19,8 +19,7 @@ use vramlab_replay::analysis::recommend::{
 };
 use vramlab_replay::torch_release::TorchTarget;
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
-use vramlab_traces::Trace;
-use vramlab_traces::summary::TraceSummary;
+use vramlab_traces::{Trace, TraceSummary};
 
 use crate::{
     OomPointResult, Recommendation as ReportRecommendation, ReportError, ReportInput,
@@ -105,7 +104,7 @@ pub enum BuildError {
     Layout {
         /// The trace's name.
         name: String,
-        /// Why ([`vramlab_traces::model::InitialState::layout_error`]).
+        /// Why ([`vramlab_traces::InitialState::layout_error`]).
         error: String,
     },
     /// Replaying the recorded allocator state failed.

@@ -8,7 +8,7 @@ use std::path::Path;
 use flate2::read::GzDecoder;
 
 use vramlab_traces::Trace;
-use vramlab_traces::csv::read_csv;
+use vramlab_traces::read_csv;
 use vramlab_traces::{Location, TraceError};
 
 /// A recorded trace with what the generator needs besides the events.

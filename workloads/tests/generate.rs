@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use vramlab_traces::csv::{read_csv, write_csv};
 use vramlab_traces::{Event, Trace};
+use vramlab_traces::{read_csv, write_csv};
 use vramlab_workloads::{
     Attention, CheckKind, GenError, GenRequest, KvCache, MANIFEST, ModelSize, Offload, PRESETS,
     Precision, Variant, check_family, corpus, embedded_files, generate, learn_recordings,
