@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use vramlab_traces::binary::{read_binary, write_binary};
+use vramlab_traces::{read_binary, write_binary};
 use vramlab_traces::snapshot::{SizeRules, read_snapshot, snapshot_to_traces};
 
 fn bench_convert(c: &mut Criterion) {

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use vramlab_traces::pickle::{PickleDoc, PickleWriter};
+use vramlab_traces::{PickleDoc, PickleWriter};
 
 fn real_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/real")

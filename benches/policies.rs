@@ -10,8 +10,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::ReplayOptions;
 use vramlab_replay::analysis::grid::parse_grid_line;
-use vramlab_traces::Trace;
-use vramlab_traces::concat::repeat;
+use vramlab_traces::{Trace, repeat};
 
 fn repeated(base: &Trace, min_events: usize) -> Trace {
     repeat(base, min_events)
@@ -22,7 +21,7 @@ fn bench_policies(c: &mut Criterion) {
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("workloads/data")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| vramlab_traces::io::Format::from_path(p).is_some())
+        .filter(|p| vramlab_traces::Format::from_path(p).is_some())
         .collect();
     files.sort();
     let opts = ReplayOptions {

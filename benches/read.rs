@@ -9,10 +9,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use vramlab_traces::Trace;
-use vramlab_traces::binary::{read_binary, write_binary};
-use vramlab_traces::concat::repeat;
-use vramlab_traces::csv::{read_csv, write_csv};
+use vramlab_traces::{Trace, read_binary, write_binary, repeat, read_csv, write_csv};
 
 const EVENTS: usize = 1_000_000;
 

@@ -10,8 +10,7 @@ use std::path::Path;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::{ReplayOptions, Scenario};
-use vramlab_traces::Trace;
-use vramlab_traces::concat::repeat;
+use vramlab_traces::{Trace, repeat};
 
 /// The bundled trace repeated until it has at least `min_events` events.
 fn repeated_trace(min_events: usize) -> Trace {

@@ -11,8 +11,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::analysis::grid::default_grid;
 use vramlab_replay::analysis::sweep::run_sweep;
-use vramlab_traces::Trace;
-use vramlab_traces::concat::repeat;
+use vramlab_traces::{Trace, repeat};
 
 fn trace_100k() -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");

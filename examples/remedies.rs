@@ -63,7 +63,7 @@ fn main() -> Result<(), Error> {
     );
     let defaults = Scenario::native(vramlab_allocator::AllocConf::new(TorchVersion::NEWEST));
     for empty_cache in [false, true] {
-        let both = vramlab_traces::concat::concat(&a, &b, empty_cache)?;
+        let both = vramlab_traces::concat(&a, &b, empty_cache)?;
         let p = find_oom_point(&both, &defaults, Start::Fresh)?;
         println!(
             "job A then job B{}: smallest capacity {:.3} GiB",

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_traces::io::{Format, write_trace};
+use vramlab_traces::{Format, write_trace};
 
 use crate::args::parse_format;
 use crate::render::table::{bytes, count};
@@ -52,14 +52,13 @@ pub fn run(args: ConcatArgs) -> Result<()> {
         .map(|i| i.trace)
     };
     let (a, b) = (load(&args.first)?, load(&args.second)?);
-    let t =
-        vramlab_traces::concat::concat(&a, &b, args.empty_cache_between).with_context(|| {
-            format!(
-                "joining {} and {}",
-                args.first.display(),
-                args.second.display()
-            )
-        })?;
+    let t = vramlab_traces::concat(&a, &b, args.empty_cache_between).with_context(|| {
+        format!(
+            "joining {} and {}",
+            args.first.display(),
+            args.second.display()
+        )
+    })?;
     write_trace(&t, &args.output, args.to)?;
     errln!(
         "wrote {} ({} events: {} from A, {}{} from B)",
@@ -73,7 +72,7 @@ pub fn run(args: ConcatArgs) -> Result<()> {
         },
         count(b.with_fresh_start().events.len() as u64),
     );
-    let s = vramlab_traces::summary::TraceSummary::of(&t);
+    let s = vramlab_traces::TraceSummary::of(&t);
     errln!("peak live {}", bytes(s.peak_live_bytes));
     Ok(())
 }

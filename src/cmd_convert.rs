@@ -7,8 +7,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::{Inputs, Pick};
-use vramlab_traces::Trace;
-use vramlab_traces::io::{Format, write_trace};
+use vramlab_traces::{Format, Trace, write_trace};
 
 use crate::args::parse_format;
 use crate::render::table::{bytes, count};

@@ -42,7 +42,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let capacity = device.bytes().unwrap_or(default_card.usable_bytes());
     let card = device.describe().unwrap_or_default();
     let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
-    let trace = vramlab_traces::csv::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
+    let trace = vramlab_traces::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
     print_demo_question(trace.events.len(), &card);
     let target = vramlab_replay::torch_release::target_of(&trace, None);
     let grid = vramlab_replay::analysis::grid::default_grid_for(&target);

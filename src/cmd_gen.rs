@@ -430,9 +430,9 @@ fn write(trace: &Trace, out: &Path) -> Result<()> {
     let name = out.display().to_string();
     if name.to_ascii_lowercase().ends_with(".csv") {
         let f = File::create(out).with_context(|| format!("cannot create {name}"))?;
-        vramlab_traces::csv::write_csv(trace, BufWriter::new(f), &name)?;
+        vramlab_traces::write_csv(trace, BufWriter::new(f), &name)?;
     } else {
-        vramlab_traces::io::write_trace(trace, out, None)?;
+        vramlab_traces::write_trace(trace, out, None)?;
     }
     Ok(())
 }

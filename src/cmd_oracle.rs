@@ -10,7 +10,7 @@ use vramlab_allocator::TorchVersion;
 use vramlab_oracle::fake::{locate, prepare};
 use vramlab_oracle::{Installer, Interpreter, JudgeOptions, OracleRow, judge_trace, oracle_trace};
 use vramlab_replay::Start;
-use vramlab_traces::io::Format;
+use vramlab_traces::Format;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, parse_format, scenarios};
 use crate::render::oracle::human;

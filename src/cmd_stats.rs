@@ -6,9 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::{Inputs, Pick};
-use vramlab_traces::Trace;
-use vramlab_traces::io::Format;
-use vramlab_traces::summary::TraceSummary;
+use vramlab_traces::{Format, Trace, TraceSummary};
 
 use crate::args::parse_format;
 

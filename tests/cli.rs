@@ -138,7 +138,7 @@ fn sizes_accept_units() {
 /// `--trace-device` names.
 #[test]
 fn commands_about_one_device_name_the_device_of_a_two_device_snapshot() {
-    use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
+    use vramlab_traces::{DictBuilder, PickleWriter, Value};
     let entry = |action: &str, addr: i64| {
         DictBuilder::new()
             .entry("action", action)
@@ -204,7 +204,7 @@ fn commands_about_one_device_name_the_device_of_a_two_device_snapshot() {
 /// snapshot recorded stacks), and that of the largest live allocation.
 #[test]
 fn the_code_that_ran_out_of_memory_is_named() {
-    use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
+    use vramlab_traces::{DictBuilder, PickleWriter, Value};
     let frame = |file: &str, line: i64, name: &str| {
         DictBuilder::new()
             .entry("filename", file)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::io::snapshot_out::snapshot_value;
 use vramlab_replay::{ReplayOptions, Scenario};
-use vramlab_traces::pickle::{PickleWriter, Value};
+use vramlab_traces::{PickleWriter, Value};
 
 mod common;
 use common::vramlab;

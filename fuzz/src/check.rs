@@ -3,8 +3,7 @@
 
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
-use vramlab_traces::Trace;
-use vramlab_traces::binary::validate;
+use vramlab_traces::{Trace, validate};
 
 /// Every PyTorch release whose rules vramlab models.
 pub fn versions() -> impl Iterator<Item = TorchVersion> {

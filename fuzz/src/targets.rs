@@ -8,10 +8,10 @@ use arbitrary::{Arbitrary, Unstructured};
 use vramlab_allocator::AllocConf;
 use vramlab_allocator::policies::native::{allocation_size, round_size};
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
-use vramlab_traces::binary::{read_binary, write_binary};
-use vramlab_traces::csv::{read_csv, write_csv};
-use vramlab_traces::pickle::{PickleDoc, PickleWriter};
-use vramlab_traces::rmm::read_rmm;
+use vramlab_traces::{read_binary, write_binary};
+use vramlab_traces::{read_csv, write_csv};
+use vramlab_traces::{PickleDoc, PickleWriter};
+use vramlab_traces::read_rmm;
 use vramlab_traces::snapshot::{SizeRules, read_snapshot, snapshot_to_traces};
 
 use crate::check::{check_read_trace, check_read_trace_with, replay_checked, versions};

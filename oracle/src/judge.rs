@@ -5,9 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use vramlab_replay::{ReplayOptions, Run, Scenario, Start};
-use vramlab_traces::Trace;
-use vramlab_traces::advice::Opt;
-use vramlab_traces::model::Event;
+use vramlab_traces::{Event, Trace, advice::Opt};
 
 use crate::OracleError;
 use crate::device_log::{first_difference, from_replay, read_fake_log};
@@ -222,7 +220,7 @@ fn write_inputs(trace: &Trace, work: &Path) -> Result<(PathBuf, PathBuf), Oracle
     let csv = work.join("trace.csv");
     let file = std::fs::File::create(&csv).map_err(OracleError::io(&csv))?;
     let mut w = std::io::BufWriter::new(file);
-    vramlab_traces::csv::write_csv(trace, &mut w, &csv.display().to_string())
+    vramlab_traces::write_csv(trace, &mut w, &csv.display().to_string())
         .map_err(|e| OracleError::Replay(e.to_string()))?;
     std::io::Write::flush(&mut w).map_err(OracleError::io(&csv))?;
     let script = work.join("torch_replay.py");

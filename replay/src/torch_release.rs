@@ -2,7 +2,7 @@
 //! release that could have recorded it accepts.
 //!
 //! A snapshot says which releases could have written it (see
-//! `vramlab_traces::snapshot::release`); a native trace may name its
+//! `vramlab_traces::snapshot::releases_of`); a native trace may name its
 //! framework in its header. The user's `--torch-version` wins over both.
 //! Replays use the newest release of the range; recommendations use only
 //! settings, and the environment variable, that every release in the range
@@ -13,7 +13,7 @@ use vramlab_traces::advice::Opt;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_traces::Trace;
 
-pub use vramlab_traces::snapshot::release::{EVIDENCE_KEY, RELEASES_KEY};
+pub use vramlab_traces::snapshot::{EVIDENCE_KEY, RELEASES_KEY};
 
 /// Where the release came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

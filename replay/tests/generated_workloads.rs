@@ -2,7 +2,7 @@
 //! under the defaults, with no capacity limit, a replay's peak of requested
 //! bytes is the trace's own peak of live bytes, and nothing runs out of
 //! memory. The requests are those of the generator's tests
-//! (`workloads/tests/generate.rs`): unrecorded sizes, repeated steps, longer
+//! (`workloads/src/tests.rs`): unrecorded sizes, repeated steps, longer
 //! decodes, VAE tiling and slicing, offloading, a leak.
 
 use vramlab_allocator::AllocConf;
@@ -34,7 +34,7 @@ fn the_corpus_replays_to_its_live_peak() {
     }
 }
 
-/// Every request `workloads/tests/generate.rs` checks a generated trace of.
+/// Every request `workloads/src/tests.rs` checks a generated trace of.
 fn requests() -> Vec<GenRequest> {
     let mut out = Vec::new();
     let unrecorded = [

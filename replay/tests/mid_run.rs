@@ -23,9 +23,9 @@ use vramlab_replay::io::inputs::{DeviceTraces, snapshot_devices};
 use vramlab_replay::io::snapshot_out::snapshot_value;
 use vramlab_replay::recorded_conf;
 use vramlab_replay::{PolicySpec, ReplayOptions, Scenario, Start};
-use vramlab_traces::pickle::{PickleWriter, Value};
 use vramlab_traces::snapshot::{Action, Snapshot, read_snapshot};
 use vramlab_traces::{Event, Trace};
+use vramlab_traces::{PickleWriter, Value};
 
 /// 2.11, the last release that orders free blocks of one size by address:
 /// from 2.12 the order is by segment age, which a recording that starts

@@ -3,7 +3,7 @@
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_replay::analysis::oom_point::find_oom_point;
 use vramlab_replay::{Scenario, Start};
-use vramlab_traces::csv::read_csv;
+use vramlab_traces::read_csv;
 
 const MIB: u64 = 1 << 20;
 

@@ -23,9 +23,7 @@ use vramlab_allocator::{AllocConf, Allocator, Inspect, TorchVersion};
 use vramlab_replay::analysis::oom_point::{STEP, find_oom_point};
 use vramlab_replay::analysis::stress::{SHAPES, many_streams};
 use vramlab_replay::{PolicySpec, ReplayOptions, Run, Scenario, Start, replay, with_policy};
-use vramlab_traces::binary::{read_binary, write_binary};
-use vramlab_traces::csv::{read_csv, write_csv};
-use vramlab_traces::{Event, Trace, TraceHeader};
+use vramlab_traces::{Event, Trace, TraceHeader, read_binary, read_csv, write_binary, write_csv};
 
 const MIB: u64 = 1 << 20;
 

@@ -21,8 +21,7 @@ use vramlab_replay::analysis::recommend::{RecommendRequest, recommend_trace};
 use vramlab_replay::torch_release::target_of;
 use vramlab_replay::{ReplayOptions, Start};
 use vramlab_reports::{FitChart, ReportInput, SettingRun, write_report};
-use vramlab_traces::Trace;
-use vramlab_traces::model::Event;
+use vramlab_traces::{Event, Trace};
 
 const SETTINGS: [&str; 4] = [
     "default",
@@ -131,7 +130,7 @@ fn main() -> Result<(), Box<dyn Error>> {
              (a synthetic stand-in for re-recording the workload)."
                 .to_string(),
         ],
-        phases: vramlab_traces::summary::TraceSummary::of(&trace).phases,
+        phases: vramlab_traces::TraceSummary::of(&trace).phases,
     };
     let index = write_report(&out, &report)?;
     println!("{}", index.display());

@@ -17,10 +17,8 @@ use vramlab_replay::analysis::oom_point::find_oom_point;
 use vramlab_replay::analysis::recommend::{RecommendRequest, Recommendation, recommend_trace};
 use vramlab_replay::torch_release::TorchTarget;
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
-use vramlab_traces::Trace;
-use vramlab_traces::advice::with_callers_spelling;
-use vramlab_traces::advice::{Cmd, Opt};
-use vramlab_traces::summary::TraceSummary;
+use vramlab_traces::advice::{Cmd, Opt, with_callers_spelling};
+use vramlab_traces::{Trace, TraceSummary};
 
 use crate::{ReportError, ReportInput, SettingRun, write_report};
 
@@ -102,7 +100,7 @@ pub enum BuildError {
     Layout {
         /// The trace's name.
         name: String,
-        /// Why ([`vramlab_traces::model::InitialState::layout_error`]).
+        /// Why ([`vramlab_traces::InitialState::layout_error`]).
         error: String,
     },
     /// Replaying the recorded allocator state failed.

@@ -136,7 +136,7 @@ pub struct ReportInput {
     /// Remarks shown at the end of the page.
     pub notes: Vec<String>,
     /// Live memory per recorded phase of the trace (empty: no table).
-    pub phases: Vec<vramlab_traces::summary::PhaseSummary>,
+    pub phases: Vec<vramlab_traces::PhaseSummary>,
 }
 
 impl ReportInput {

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::{Input, Inputs, Pick, Start};
-use vramlab_traces::io::Format;
+use vramlab_traces::Format;
 
 /// The trace to read.
 #[derive(Debug, Clone, Args)]

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use vramlab_traces::Trace;
-use vramlab_traces::summary::TraceSummary;
+use vramlab_traces::{Trace, TraceSummary};
 
 use crate::render::table::{Table, bytes, count};
 

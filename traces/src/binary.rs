@@ -19,9 +19,9 @@ use crate::error::{Location, TraceError};
 use crate::model::*;
 
 /// File magic.
-pub const MAGIC: &[u8; 8] = b"VRAMLABT";
+pub(crate) const MAGIC: &[u8; 8] = b"VRAMLABT";
 /// Current format version.
-pub const VERSION: u16 = 3;
+pub(crate) const VERSION: u16 = 3;
 /// The previous version, still read: its initial state held only the
 /// recorded layout (the live blocks are derived from it).
 const VERSION_1: u16 = 1;
@@ -163,7 +163,7 @@ pub fn write_binary(
 }
 
 /// `true` if `bytes` start like a binary trace.
-pub fn is_binary(bytes: &[u8]) -> bool {
+pub(crate) fn is_binary(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
 }
 

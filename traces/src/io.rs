@@ -62,14 +62,6 @@ impl Format {
             .map(|(f, _, _)| *f)
     }
 
-    /// The name of the format.
-    pub fn name(self) -> &'static str {
-        Format::ALL
-            .iter()
-            .find(|(f, _, _)| *f == self)
-            .map_or("?", |(_, n, _)| n)
-    }
-
     /// The format a file name's extension says (`.csv` may still turn out
     /// to be an RMM log when read).
     pub fn from_path(path: &Path) -> Option<Format> {

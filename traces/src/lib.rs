@@ -1,4 +1,18 @@
 //! vramlab-traces: the allocation trace model and its file formats.
+//!
+//! The public surface is the crate root plus two namespaces:
+//!
+//! - the root: the trace model ([`Trace`], [`Event`], [`TraceHeader`], the
+//!   recorded start [`InitialState`], the recording's [`ExpectedRecord`]),
+//!   errors ([`TraceError`], [`Location`]), every format's reader and writer
+//!   ([`read_traces`] / [`write_trace`] by [`Format`]; [`read_csv`],
+//!   [`read_binary`], [`read_rmm`], …), what a trace holds
+//!   ([`TraceSummary`]), joining traces ([`concat`], [`repeat`]) and the
+//!   pickle document ([`PickleDoc`] to read, [`Value`] and
+//!   [`PickleWriter`] to write);
+//! - [`snapshot`]: PyTorch memory snapshots, their typed model and their
+//!   conversion to traces;
+//! - [`advice`]: options named in messages, as data.
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -8,17 +22,28 @@
 #![warn(missing_docs)]
 
 pub mod advice;
-pub mod binary;
-pub mod concat;
-pub mod csv;
-pub mod error;
-pub mod io;
+mod binary;
+mod concat;
+mod csv;
+mod error;
+mod io;
 mod lines;
-pub mod model;
-pub mod pickle;
-pub mod rmm;
+mod model;
+mod pickle;
+mod rmm;
 pub mod snapshot;
-pub mod summary;
+mod summary;
 
+pub use binary::{read_binary, validate, write_binary};
+pub use concat::{ConcatError, concat, repeat};
+pub use csv::{read_csv, write_csv};
 pub use error::{Location, TraceError};
-pub use model::*;
+pub use io::{Format, PROGRESS_STEP, ReadProgress, read_snapshot_file, read_traces, write_trace};
+pub use model::{
+    AllocId, Event, ExpectedOom, ExpectedRecord, ExpectedSegmentEvent, FinalSegment, Frame,
+    InitialBlock, InitialBlockState, InitialLive, InitialReservation, InitialSegment, InitialState,
+    PhaseMark, SegmentEventKind, StreamIndex, Trace, TraceHeader, code_frames,
+};
+pub use pickle::{BigInt, DictBuilder, PickleDoc, PickleError, PickleWriter, Value, ValueRef};
+pub use rmm::read_rmm;
+pub use summary::{PhaseSummary, SizeBucket, StateSummary, TraceSummary};

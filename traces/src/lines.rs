@@ -6,7 +6,7 @@ use std::io::{self, BufRead};
 
 /// Longest line the text readers accept (1 MiB): a trace row is a few
 /// dozen bytes, a header comment a few hundred.
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// Why a line could not be read.
 #[derive(Debug)]

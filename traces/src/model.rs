@@ -54,7 +54,7 @@ pub enum Event {
 impl Event {
     /// The same event with its allocation id shifted by `offset` (to put
     /// two traces' ids side by side: `concat`, `repeat`).
-    pub fn with_id_offset(self, offset: AllocId) -> Event {
+    pub(crate) fn with_id_offset(self, offset: AllocId) -> Event {
         match self {
             Event::Alloc { id, stream, size } => Event::Alloc {
                 id: id + offset,
@@ -69,7 +69,7 @@ impl Event {
     }
 
     /// The allocation id this event refers to, if any.
-    pub fn id(&self) -> Option<AllocId> {
+    pub(crate) fn id(&self) -> Option<AllocId> {
         match *self {
             Event::Alloc { id, .. }
             | Event::Free { id }
@@ -223,7 +223,7 @@ impl InitialState {
     }
 
     /// The blocks in use, derived from a layout's segments (address order).
-    pub fn live_of_segments(segments: &[InitialSegment]) -> Vec<InitialLive> {
+    pub(crate) fn live_of_segments(segments: &[InitialSegment]) -> Vec<InitialLive> {
         let mut live: Vec<InitialLive> = segments
             .iter()
             .flat_map(|s| {
@@ -352,19 +352,19 @@ pub struct Frame {
 impl Frame {
     /// A Python frame (a `.py` file with a line), not one of PyTorch's
     /// native (C++) frames.
-    pub fn is_python(&self) -> bool {
+    pub(crate) fn is_python(&self) -> bool {
         self.line > 0 && self.filename.ends_with(".py")
     }
 
     /// Inside the `torch` package itself.
-    pub fn is_pytorch(&self) -> bool {
+    pub(crate) fn is_pytorch(&self) -> bool {
         let f = self.filename.replace('\\', "/");
         f.contains("/torch/") || f.starts_with("torch/")
     }
 
     /// Inside Python's standard library (`…/lib/python3.X/copy.py`, or
     /// `…\\Lib\\copy.py` on Windows), not a site package.
-    pub fn is_stdlib(&self) -> bool {
+    pub(crate) fn is_stdlib(&self) -> bool {
         let f = self.filename.replace('\\', "/").to_ascii_lowercase();
         if f.contains("site-packages") || f.contains("dist-packages") {
             return false;
@@ -533,14 +533,14 @@ impl Trace {
 /// one handle per event, and a file with thousands of distinct streams
 /// must not make that a scan of the table each time.
 #[derive(Debug, Clone, Default)]
-pub struct StreamInterner {
+pub(crate) struct StreamInterner {
     index: HashMap<u64, StreamIndex>,
 }
 
 impl StreamInterner {
     /// Index of `raw` in `trace`'s stream table, appending it if new (the
     /// same answer as [`Trace::stream_index`]).
-    pub fn index(&mut self, trace: &mut Trace, raw: u64) -> StreamIndex {
+    pub(crate) fn index(&mut self, trace: &mut Trace, raw: u64) -> StreamIndex {
         if self.index.len() != trace.streams.len() {
             // First use, or the table changed behind our back: rebuild.
             self.index.clear();

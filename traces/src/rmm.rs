@@ -12,10 +12,10 @@ use crate::error::{Location, TraceError};
 use crate::model::{AllocId, Event, StreamInterner, Trace, TraceHeader};
 
 /// The columns an RMM log must have.
-pub const RMM_COLUMNS: [&str; 6] = ["Thread", "Time", "Action", "Pointer", "Size", "Stream"];
+pub(crate) const RMM_COLUMNS: [&str; 6] = ["Thread", "Time", "Action", "Pointer", "Size", "Stream"];
 
 /// `true` if `line` is an RMM log header row.
-pub fn is_rmm_header(line: &str) -> bool {
+pub(crate) fn is_rmm_header(line: &str) -> bool {
     let cols: Vec<String> = line
         .split(',')
         .map(|c| c.trim().to_ascii_lowercase())

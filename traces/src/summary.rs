@@ -129,7 +129,7 @@ pub struct StateSummary {
 
 impl StateSummary {
     /// The numbers of a recorded state.
-    pub fn of(init: &InitialState) -> StateSummary {
+    pub(crate) fn of(init: &InitialState) -> StateSummary {
         let mut s = StateSummary {
             segments: init.segments.len() as u64,
             ..Default::default()

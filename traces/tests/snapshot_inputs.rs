@@ -1,8 +1,8 @@
 //! Snapshot inputs, good and bad: each gets a clear, specific message or the
 //! documented handling, and nothing panics.
 
-use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
 use vramlab_traces::snapshot::{SizeRules, read_snapshot, snapshot_to_traces};
+use vramlab_traces::{DictBuilder, PickleWriter, Value};
 use vramlab_traces::{Event, SegmentEventKind};
 
 fn entry(action: &str, addr: u64, size: u64) -> Value {

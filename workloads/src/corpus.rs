@@ -9,7 +9,7 @@ mod files;
 
 /// `data/MANIFEST.tsv`: one line per file (file, family, workload,
 /// params, events, allocs, peak_live_bytes, versions, command).
-pub const MANIFEST: &str = include_str!("../data/MANIFEST.tsv");
+pub(crate) const MANIFEST: &str = include_str!("../data/MANIFEST.tsv");
 
 /// One recording of the corpus.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +83,7 @@ pub fn corpus() -> &'static [CorpusEntry] {
 }
 
 /// Names of the compiled-in files (for consistency checks).
-pub fn embedded_files() -> impl Iterator<Item = &'static str> {
+#[cfg(test)]
+pub(crate) fn embedded_files() -> impl Iterator<Item = &'static str> {
     files::FILES.iter().map(|(n, _)| *n)
 }

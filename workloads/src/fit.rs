@@ -8,7 +8,7 @@ use std::fmt;
 /// through every recorded point, preferring non-negative coefficients,
 /// since tensor sizes are sums of products of non-negative dimensions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FitKind {
+pub(crate) enum FitKind {
     /// `c`
     Constant,
     /// `a·x`
@@ -40,7 +40,7 @@ impl fmt::Display for FitKind {
 /// `y = (c[0] + c[1]·x + c[2]·x²) / den`, exact rational coefficients
 /// (`den > 0`, reduced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Poly {
+pub(crate) struct Poly {
     /// Numerator coefficients of x⁰, x¹, x².
     pub c: [i128; 3],
     /// Common denominator, > 0.
@@ -108,7 +108,7 @@ impl Q {
 
 impl Poly {
     /// The constant `v`.
-    pub fn constant(v: i128) -> Poly {
+    pub(crate) fn constant(v: i128) -> Poly {
         Poly {
             c: [v, 0, 0],
             den: 1,
@@ -141,7 +141,7 @@ impl Poly {
     }
 
     /// The exact value at `x` when it is an integer.
-    pub fn eval_exact(&self, x: i128) -> Option<i128> {
+    pub(crate) fn eval_exact(&self, x: i128) -> Option<i128> {
         let n = self.numerator(x)?;
         (n % self.den == 0).then_some(n / self.den)
     }
@@ -149,7 +149,7 @@ impl Poly {
     /// The value at `x`, rounded to the nearest integer (halves away from
     /// zero); falls back to floating point when the exact numerator would
     /// overflow 128 bits.
-    pub fn eval(&self, x: i128) -> i128 {
+    pub(crate) fn eval(&self, x: i128) -> i128 {
         match self.numerator(x) {
             Some(n) => div_round(n, self.den),
             None => {
@@ -184,7 +184,7 @@ fn poly(c0: Q, c1: Q, c2: Q) -> Option<Poly> {
 /// coefficients, and last any quadratic (three points) or any affine
 /// function (two points). Returns `None` only when the arithmetic
 /// overflows 128 bits or the points are degenerate.
-pub fn fit(pts: &[(i128, i128)]) -> Option<(Poly, FitKind)> {
+pub(crate) fn fit(pts: &[(i128, i128)]) -> Option<(Poly, FitKind)> {
     let (&(x1, y1), rest) = pts.split_first()?;
     if pts.iter().all(|&(_, y)| y == y1) {
         return Some((Poly::constant(y1), FitKind::Constant));

@@ -20,7 +20,7 @@ pub enum Precision {
 
 impl Precision {
     /// All precisions.
-    pub const ALL: [Precision; 5] = [
+    pub(crate) const ALL: [Precision; 5] = [
         Precision::Fp32,
         Precision::Fp16,
         Precision::Bf16,
@@ -29,7 +29,7 @@ impl Precision {
     ];
 
     /// The name the recorder and the CLI use.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Precision::Fp32 => "fp32",
             Precision::Fp16 => "fp16",
@@ -40,7 +40,7 @@ impl Precision {
     }
 
     /// Parses a name.
-    pub fn from_name(s: &str) -> Option<Precision> {
+    pub(crate) fn from_name(s: &str) -> Option<Precision> {
         Precision::ALL
             .into_iter()
             .find(|p| p.name() == s.to_ascii_lowercase())
@@ -58,7 +58,7 @@ pub enum Attention {
 
 impl Attention {
     /// The name the recorder and the CLI use.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Attention::Eager => "eager",
             Attention::Flash => "flash",
@@ -77,7 +77,7 @@ pub enum KvCache {
 
 impl KvCache {
     /// The name the recorder and the CLI use.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             KvCache::Dynamic => "dynamic",
             KvCache::Static => "static",
@@ -106,7 +106,7 @@ pub enum ModelSize {
 
 impl ModelSize {
     /// All sizes, smallest first.
-    pub const ALL: [ModelSize; 5] = [
+    pub(crate) const ALL: [ModelSize; 5] = [
         ModelSize::B1,
         ModelSize::B3,
         ModelSize::B8,
@@ -115,7 +115,7 @@ impl ModelSize {
     ];
 
     /// The name the recorder and the CLI use (`1b` … `70b`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ModelSize::B1 => "1b",
             ModelSize::B3 => "3b",
@@ -125,19 +125,8 @@ impl ModelSize {
         }
     }
 
-    /// The model whose configuration it is.
-    pub fn model(self) -> &'static str {
-        match self {
-            ModelSize::B1 => "Llama-3.2-1B",
-            ModelSize::B3 => "Llama-3.2-3B",
-            ModelSize::B8 => "Meta-Llama-3-8B",
-            ModelSize::B13 => "Llama-2-13B",
-            ModelSize::B70 => "Meta-Llama-3-70B",
-        }
-    }
-
     /// Parses a name (`70b`, `70B`, `70`).
-    pub fn from_name(s: &str) -> Option<ModelSize> {
+    pub(crate) fn from_name(s: &str) -> Option<ModelSize> {
         let low = s.trim().to_ascii_lowercase();
         let low = low.strip_suffix('b').unwrap_or(&low);
         ModelSize::ALL
@@ -158,7 +147,7 @@ impl ModelSize {
 
     /// Bytes of bf16 KV cache per token of one sequence: keys and values of
     /// every layer (`2 · layers · kv_heads · head_dim · 2`).
-    pub fn kv_bytes_per_token(self) -> u64 {
+    pub(crate) fn kv_bytes_per_token(self) -> u64 {
         let (layers, heads, dim) = self.attention_shape();
         2 * layers * heads * dim * 2
     }
@@ -169,7 +158,7 @@ impl ModelSize {
 /// last generated token's (`seq + new_tokens − 1`), a static cache is
 /// allocated for `seq + new_tokens` positions. The cache is bf16 whatever
 /// the weights' precision (int8 and nf4 quantise the weights only).
-pub fn kv_cache_bytes(
+pub(crate) fn kv_cache_bytes(
     size: ModelSize,
     cache: KvCache,
     batch: u64,
@@ -191,7 +180,7 @@ pub fn kv_cache_bytes(
 /// (64 for SD 1.5, 128 for SDXL) in tiles of that size every three quarters
 /// of it (`tiled_decode`), so `n = ⌈latent / stride⌉` per side; `1` when
 /// tiling does not engage.
-pub fn vae_tile_grid(preset: &str, resolution: u64) -> Option<u8> {
+pub(crate) fn vae_tile_grid(preset: &str, resolution: u64) -> Option<u8> {
     let tile = match preset {
         "sd15" => 64,
         "sdxl" => 128,
@@ -223,10 +212,10 @@ pub enum Offload {
 
 impl Offload {
     /// All modes.
-    pub const ALL: [Offload; 3] = [Offload::None, Offload::Model, Offload::Sequential];
+    pub(crate) const ALL: [Offload; 3] = [Offload::None, Offload::Model, Offload::Sequential];
 
     /// The name the recorder and the CLI use.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Offload::None => "none",
             Offload::Model => "model",
@@ -235,7 +224,7 @@ impl Offload {
     }
 
     /// Parses a name.
-    pub fn from_name(s: &str) -> Option<Offload> {
+    pub(crate) fn from_name(s: &str) -> Option<Offload> {
         let low = s.trim().to_ascii_lowercase();
         Offload::ALL.into_iter().find(|o| o.name() == low)
     }

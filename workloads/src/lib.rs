@@ -25,6 +25,14 @@
 //!
 //! The recordings are made by the Python recorder in `record/`
 //! (`vramlab_record`), which lives beside this crate but is not part of it.
+//!
+//! The public surface is the crate root alone (every module is private): a
+//! request ([`GenRequest`], its knobs [`Precision`], [`Attention`],
+//! [`KvCache`], [`ModelSize`], [`Offload`]) and [`generate`]; the presets
+//! ([`PRESETS`], [`preset`], [`Preset`], [`Variant`]) and their
+//! recordings ([`corpus`], [`read_recording_bytes`]); templates
+//! ([`Template`], [`load_template`], [`learn_files`]); and the checks
+//! ([`check_family`], [`peak_live_bytes`]).
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -44,15 +52,17 @@ mod template;
 use std::path::Path;
 
 pub use check::{Check, CheckKind, check_family};
-pub use corpus::{CorpusEntry, MANIFEST, corpus, embedded_files};
-pub use fit::{FitKind, Poly, fit};
-pub use knobs::{Attention, KvCache, ModelSize, Offload, Precision, kv_cache_bytes, vae_tile_grid};
-pub use preset::{
-    GenRequest, PRESETS, Preset, Variant, family_recordings, generate, load_template, preset,
-};
-pub use read::{Recording, gunzip, is_gzip, read_csv_gz, read_recording, read_recording_bytes};
-pub use template::{Presence, Sample, Scaling, SizeFn, Template, peak_live_bytes};
+pub use corpus::{CorpusEntry, corpus};
+pub use knobs::{Attention, KvCache, ModelSize, Offload, Precision};
+pub use preset::{GenRequest, PRESETS, Preset, Variant, generate, load_template, preset};
+pub use read::{Recording, read_recording_bytes};
+pub use template::{Scaling, Template, peak_live_bytes};
 
+use read::read_recording;
+use template::Sample;
+
+#[cfg(test)]
+mod tests;
 use vramlab_traces::TraceError;
 
 /// Why a trace could not be generated.
@@ -87,7 +97,7 @@ pub fn learn_files(
 }
 
 /// [`learn_files`] on recordings already read.
-pub fn learn_recordings(
+pub(crate) fn learn_recordings(
     name: &str,
     recs: &[Recording],
     overrides: &[(usize, String, u64)],

@@ -285,7 +285,7 @@ impl Preset {
     /// A variant's recordings at batch sizes beyond its two smallest (the
     /// template learns from those two), which check the per-item repetition
     /// of `--vae-slicing`.
-    pub fn batch_recordings(&self, v: &Variant) -> Vec<&'static CorpusEntry> {
+    pub(crate) fn batch_recordings(&self, v: &Variant) -> Vec<&'static CorpusEntry> {
         let all: Vec<&'static CorpusEntry> = self
             .entries()
             .filter(|(w, _)| w == v)
@@ -491,7 +491,7 @@ impl GenRequest {
     /// Bytes of KV cache at the end of the generation, for generation
     /// presets (see [`kv_cache_bytes`]); `recorded` is the number of new
     /// tokens the template was recorded with.
-    pub fn kv_cache_bytes(&self, recorded: u64) -> Option<u64> {
+    pub(crate) fn kv_cache_bytes(&self, recorded: u64) -> Option<u64> {
         let (p, v) = self.resolve().ok()?;
         if !p.options.contains(&"new_tokens") {
             return None;
@@ -516,7 +516,7 @@ impl GenRequest {
 }
 
 /// Reads the embedded recordings of one variant of a preset.
-pub fn family_recordings(p: &Preset, v: &Variant) -> Result<Vec<Recording>, GenError> {
+pub(crate) fn family_recordings(p: &Preset, v: &Variant) -> Result<Vec<Recording>, GenError> {
     let variants = p.variants();
     let Some(entries) = variants.get(v) else {
         let have: Vec<String> = variants.keys().map(|k| k.words(p)).collect();

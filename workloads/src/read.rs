@@ -7,9 +7,7 @@ use std::path::Path;
 
 use flate2::read::GzDecoder;
 
-use vramlab_traces::Trace;
-use vramlab_traces::csv::read_csv;
-use vramlab_traces::{Location, TraceError};
+use vramlab_traces::{Location, Trace, TraceError, read_csv};
 
 /// A recorded trace with what the generator needs besides the events.
 #[derive(Debug, Clone)]
@@ -28,39 +26,29 @@ pub struct Recording {
 
 impl Recording {
     /// The integer parameter `key`, if present and numeric.
-    pub fn param_u64(&self, key: &str) -> Option<u64> {
+    pub(crate) fn param_u64(&self, key: &str) -> Option<u64> {
         self.params.get(key).and_then(|v| v.parse().ok())
     }
 
     /// The recorder's workload name (`# workload:` header line).
-    pub fn workload(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn workload(&self) -> Option<&str> {
         self.trace.header.extra.get("workload").map(String::as_str)
     }
 }
 
 /// True when `bytes` start with the gzip magic number.
-pub fn is_gzip(bytes: &[u8]) -> bool {
+pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0x1f, 0x8b])
 }
 
 /// Decompresses gzip data; `name` is used in messages.
-pub fn gunzip(bytes: &[u8], name: &str) -> Result<Vec<u8>, TraceError> {
+pub(crate) fn gunzip(bytes: &[u8], name: &str) -> Result<Vec<u8>, TraceError> {
     let mut out = Vec::with_capacity(bytes.len() * 8);
     GzDecoder::new(bytes).read_to_end(&mut out).map_err(|e| {
         TraceError::new(name, Location::File, format!("cannot decompress gzip: {e}"))
     })?;
     Ok(out)
-}
-
-/// Reads a gzip-compressed native CSV trace (`.csv.gz`).
-pub fn read_csv_gz(input: impl Read, path: &str) -> Result<Trace, TraceError> {
-    let mut raw = Vec::new();
-    let mut input = input;
-    input
-        .read_to_end(&mut raw)
-        .map_err(|e| TraceError::new(path, Location::File, format!("cannot read: {e}")))?;
-    let text = gunzip(&raw, path)?;
-    read_csv(text.as_slice(), path)
 }
 
 /// Reads a recording from the bytes of a `.csv` or `.csv.gz` file (gzip is
@@ -116,7 +104,7 @@ pub fn read_recording_bytes(bytes: &[u8], name: &str) -> Result<Recording, Trace
 }
 
 /// Reads a recording from a `.csv` or `.csv.gz` file.
-pub fn read_recording(path: &Path) -> Result<Recording, TraceError> {
+pub(crate) fn read_recording(path: &Path) -> Result<Recording, TraceError> {
     let name = path.display().to_string();
     let bytes = std::fs::read(path)
         .map_err(|e| TraceError::new(&name, Location::File, format!("cannot open: {e}")))?;

@@ -44,7 +44,7 @@ pub fn bench(
     };
     let mut rows = Vec::new();
     for (name, t) in traces {
-        let timed_trace = vramlab_traces::concat::repeat(&t.with_fresh_start(), min_events);
+        let timed_trace = vramlab_traces::repeat(&t.with_fresh_start(), min_events);
         for g in grid {
             let err = |e| (name.clone(), g.label(), e);
             let s = g.scenario(None);

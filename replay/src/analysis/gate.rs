@@ -167,7 +167,7 @@ fn advice_words(
     let mut out = Vec::new();
     for (name, t) in traces {
         let mine: Vec<_> = rows.iter().filter(|r| &r.trace == name).cloned().collect();
-        let peak_live = vramlab_traces::summary::TraceSummary::of(t).peak_live_bytes;
+        let peak_live = vramlab_traces::TraceSummary::of(t).peak_live_bytes;
         let target = target_of(t, None);
         if let Err(e) = check_advice_words(&mine, peak_live, &target) {
             out.push(format!("{name}: {e}"));

@@ -528,7 +528,7 @@ pub fn recommend_trace(
         start,
         progress,
     )?;
-    let peak_live = vramlab_traces::summary::TraceSummary::of(req.trace).peak_live_bytes;
+    let peak_live = vramlab_traces::TraceSummary::of(req.trace).peak_live_bytes;
     let capacity = req.capacity.unwrap_or(0);
     let first = recommend(&rows, capacity, peak_live, req.target, &[]);
     let mut caps = Vec::new();

@@ -14,8 +14,7 @@ use std::sync::Arc;
 
 use vramlab_allocator::DeviceCallKind;
 use vramlab_allocator::{AllocConf, BlockState, PoolKind, SegmentView, TorchVersion};
-use vramlab_traces::pickle::{DictBuilder, PickleWriter, Value};
-use vramlab_traces::{Event, Trace};
+use vramlab_traces::{DictBuilder, Event, PickleWriter, Trace, Value};
 
 use crate::engine::run::Run;
 

@@ -4,8 +4,7 @@
 
 use serde::Serialize;
 use vramlab_allocator::{BlockState, SegmentView};
-use vramlab_traces::Trace;
-use vramlab_traces::model::Frame;
+use vramlab_traces::{Frame, Trace};
 
 use crate::engine::run::{OomEvent, Run};
 

@@ -120,7 +120,7 @@ pub(super) fn settings_table(h: &mut String, report: &ReportInput) {
 }
 
 /// Live memory per recorded phase of the trace (nothing without phases).
-pub(super) fn write_phases(h: &mut String, phases: &[vramlab_traces::summary::PhaseSummary]) {
+pub(super) fn write_phases(h: &mut String, phases: &[vramlab_traces::PhaseSummary]) {
     if phases.is_empty() {
         return;
     }

@@ -26,12 +26,12 @@ pub fn out_dir(name: &str) -> PathBuf {
 }
 
 /// The phases of a bundled recording.
-pub fn phases_of(file: &str) -> Vec<vramlab_traces::summary::PhaseSummary> {
+pub fn phases_of(file: &str) -> Vec<vramlab_traces::PhaseSummary> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../workloads/data")
         .join(file);
     let trace = vramlab_replay::Inputs::new([&path]).trace().unwrap();
-    vramlab_traces::summary::TraceSummary::of(&trace).phases
+    vramlab_traces::TraceSummary::of(&trace).phases
 }
 
 /// The bundled GPT training-step trace.

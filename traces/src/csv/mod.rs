@@ -34,9 +34,9 @@ pub use read::read_csv;
 pub use write::write_csv;
 
 /// The header row every file must have.
-pub const HEADER_ROW: &str = "action,id,size,stream";
+pub(crate) const HEADER_ROW: &str = "action,id,size,stream";
 /// The first comment line the writer emits.
-pub const MAGIC_LINE: &str = "# vramlab trace v1";
+pub(crate) const MAGIC_LINE: &str = "# vramlab trace v1";
 
 #[cfg(test)]
 mod tests {

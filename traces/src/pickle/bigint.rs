@@ -49,29 +49,29 @@ pub(crate) fn i64_from_le(bytes: &[u8]) -> i64 {
 impl BigInt {
     /// From little-endian two's complement bytes (any length; redundant
     /// sign bytes are dropped).
-    pub fn from_signed_le_bytes(bytes: &[u8]) -> BigInt {
+    pub(crate) fn from_signed_le_bytes(bytes: &[u8]) -> BigInt {
         BigInt {
             bytes: minimal(bytes).into(),
         }
     }
 
     /// The shortest little-endian two's complement encoding (empty for zero).
-    pub fn as_signed_le_bytes(&self) -> &[u8] {
+    pub(crate) fn as_signed_le_bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// Whether the value is below zero.
-    pub fn is_negative(&self) -> bool {
+    pub(crate) fn is_negative(&self) -> bool {
         self.bytes.last().is_some_and(|b| b & 0x80 != 0)
     }
 
     /// The value as an `i64`, if it fits.
-    pub fn to_i64(&self) -> Option<i64> {
+    pub(crate) fn to_i64(&self) -> Option<i64> {
         (self.bytes.len() <= 8).then(|| i64_from_le(&self.bytes))
     }
 
     /// The value as a `u64`, if it fits.
-    pub fn to_u64(&self) -> Option<u64> {
+    pub(crate) fn to_u64(&self) -> Option<u64> {
         if self.is_negative() {
             return None;
         }
@@ -90,7 +90,8 @@ impl BigInt {
     }
 
     /// The value as an `i128`, if it fits.
-    pub fn to_i128(&self) -> Option<i128> {
+    #[cfg(test)]
+    pub(crate) fn to_i128(&self) -> Option<i128> {
         if self.bytes.len() > 16 {
             return None;
         }
@@ -106,7 +107,7 @@ impl BigInt {
     }
 
     /// The nearest `f64` (infinite when the value is beyond `f64`'s range).
-    pub fn to_f64(&self) -> f64 {
+    pub(crate) fn to_f64(&self) -> f64 {
         let (negative, mag) = self.magnitude();
         let mut f = 0.0f64;
         for limb in mag.iter().rev() {

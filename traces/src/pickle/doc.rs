@@ -78,7 +78,7 @@ pub(crate) enum Node {
 
 /// Limits for [`PickleDoc::from_slice_with`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadOptions {
+pub(crate) struct ReadOptions {
     /// Deepest container nesting accepted in the returned value (a scalar
     /// has depth 0, a list of scalars depth 1). Documents that pass this
     /// check can be walked recursively by consumers without risk of stack
@@ -90,7 +90,7 @@ pub struct ReadOptions {
 }
 
 /// The hard cap on [`ReadOptions::max_input_len`].
-pub const MAX_INPUT_LEN: usize = 1 << 30;
+pub(crate) const MAX_INPUT_LEN: usize = 1 << 30;
 
 impl Default for ReadOptions {
     fn default() -> Self {
@@ -106,15 +106,14 @@ impl Default for ReadOptions {
 /// memory is proportional to the input.
 ///
 /// Read it through [`PickleDoc::root`]. The document is immutable, acyclic
-/// and no deeper than [`ReadOptions::max_depth`].
+/// and of bounded depth.
 ///
 /// ```
-/// use vramlab_traces::pickle::PickleDoc;
+/// use vramlab_traces::{PickleDoc, Value};
 /// // pickle.dumps({'a': [1, 2]}, protocol=2)
 /// let doc = PickleDoc::from_slice(b"\x80\x02}q\x00X\x01\x00\x00\x00aq\x01]q\x02(K\x01K\x02es.")?;
-/// let a = doc.root().get("a").and_then(|v| v.as_list()).unwrap();
-/// assert_eq!(a.iter().filter_map(|v| v.as_i64()).sum::<i64>(), 3);
-/// # Ok::<(), vramlab_traces::pickle::PickleError>(())
+/// assert_eq!(doc.root().to_value(), Value::dict([("a", Value::list([1, 2]))]));
+/// # Ok::<(), vramlab_traces::PickleError>(())
 /// ```
 pub struct PickleDoc {
     pub(crate) strings: String,
@@ -148,7 +147,8 @@ impl PickleDoc {
 
     /// The protocol named by the pickle's `PROTO` opcode, if it has one
     /// (protocols 0 and 1 have none).
-    pub fn protocol(&self) -> Option<u8> {
+    #[cfg(test)]
+    pub(crate) fn protocol(&self) -> Option<u8> {
         self.protocol
     }
 
@@ -183,11 +183,12 @@ impl PickleDoc {
 /// are the same Python object (for example one stack frame referenced from
 /// many trace entries through the memo).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(pub(crate) u32);
+pub(crate) struct NodeId(pub(crate) u32);
 
 impl NodeId {
     /// Dense index, below [`PickleDoc::node_count`].
-    pub fn index(self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn index(self) -> usize {
         self.0 as usize
     }
 }

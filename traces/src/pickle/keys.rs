@@ -284,6 +284,7 @@ impl PickleDoc {
     }
 
     /// Looks up an int key among `keys`.
+    #[cfg(test)]
     pub(crate) fn find_int_key(
         &self,
         keys: Keys<'_>,

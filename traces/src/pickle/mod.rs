@@ -5,6 +5,11 @@
 //! through the pickle memo. This module reads such files without executing
 //! anything and without copying shared objects, and writes them back.
 //!
+//! The module is private: the crate root re-exports what other crates use
+//! (reading a [`PickleDoc`] into an owned [`Value`], building values and
+//! writing them with [`PickleWriter`]); the borrowed readers below serve
+//! this crate's snapshot parser.
+//!
 //! # Reading
 //!
 //! [`PickleDoc::from_slice`] runs the pickle machine over the bytes
@@ -24,15 +29,14 @@
 //! input size; see [`ReadOptions`] for the limits.
 //!
 //! ```
-//! use vramlab_traces::pickle::PickleDoc;
+//! use vramlab_traces::{PickleDoc, Value};
 //! // pickle.dumps({'device_traces': [[{'action': 'alloc', 'size': 512}]]}, protocol=4)
 //! let bytes = b"\x80\x04\x959\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\rdevice_traces\x94]\x94]\x94}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04size\x94M\x00\x02uaas.";
 //! let doc = PickleDoc::from_slice(bytes)?;
-//! let traces = doc.root().get("device_traces").and_then(|v| v.as_list()).unwrap();
-//! let first = traces.get(0).and_then(|t| t.index(0)).unwrap();
-//! assert_eq!(first.get("action").and_then(|v| v.as_str()), Some("alloc"));
-//! assert_eq!(first.get("size").and_then(|v| v.as_u64()), Some(512));
-//! # Ok::<(), vramlab_traces::pickle::PickleError>(())
+//! let event = Value::dict([("action", Value::from("alloc")), ("size", Value::from(512))]);
+//! let expected = Value::dict([("device_traces", Value::list([Value::list([event])]))]);
+//! assert_eq!(doc.root().to_value(), expected);
+//! # Ok::<(), vramlab_traces::PickleError>(())
 //! ```
 //!
 //! Where this reader differs from Python's `pickle.loads` (never for
@@ -74,8 +78,10 @@ mod writer;
 mod tests;
 
 pub use bigint::BigInt;
-pub use doc::{MAX_INPUT_LEN, NodeId, PickleDoc, ReadOptions};
+pub use doc::PickleDoc;
+pub(crate) use doc::{MAX_INPUT_LEN, NodeId};
 pub use error::PickleError;
-pub use refs::{DictIter, DictRef, ListIter, ListRef, SetRef, ValueRef, View};
+pub use refs::ValueRef;
+pub(crate) use refs::{DictRef, ListRef, View};
 pub use value::{DictBuilder, Value};
 pub use writer::PickleWriter;

@@ -41,7 +41,7 @@ pub struct ValueRef<'d> {
 
 /// A [`ValueRef`] unpacked by type, for `match`.
 #[derive(Debug, Clone)]
-pub enum View<'d> {
+pub(crate) enum View<'d> {
     /// `None`.
     None,
     /// `bool`.
@@ -71,13 +71,8 @@ pub enum View<'d> {
 }
 
 impl<'d> ValueRef<'d> {
-    /// The document this value belongs to.
-    pub fn doc(&self) -> &'d PickleDoc {
-        self.doc
-    }
-
     /// The value unpacked by type.
-    pub fn view(&self) -> View<'d> {
+    pub(crate) fn view(&self) -> View<'d> {
         let doc = self.doc;
         match self.slot {
             Slot::None => View::None,
@@ -107,17 +102,18 @@ impl<'d> ValueRef<'d> {
     /// Python's name for the value's type: `NoneType`, `bool`, `int`,
     /// `float`, `str`, `bytes`, `bytearray`, `list`, `tuple`, `dict`,
     /// `set` or `frozenset`.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         slot_type_name(self.doc, self.slot)
     }
 
     /// Whether the value is `None`.
-    pub fn is_none(&self) -> bool {
+    pub(crate) fn is_none(&self) -> bool {
         matches!(self.slot, Slot::None)
     }
 
     /// A `bool`.
-    pub fn as_bool(&self) -> Option<bool> {
+    #[cfg(test)]
+    pub(crate) fn as_bool(&self) -> Option<bool> {
         match self.slot {
             Slot::Bool(b) => Some(b),
             _ => None,
@@ -125,7 +121,8 @@ impl<'d> ValueRef<'d> {
     }
 
     /// An `int` that fits `i64` (not a `bool`).
-    pub fn as_i64(&self) -> Option<i64> {
+    #[cfg(test)]
+    pub(crate) fn as_i64(&self) -> Option<i64> {
         match self.slot {
             Slot::Int(i) => Some(i),
             _ => None,
@@ -134,7 +131,7 @@ impl<'d> ValueRef<'d> {
 
     /// A non-negative `int` that fits `u64` (addresses above 2^63 are big
     /// ints in the pickle and are covered).
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match self.slot {
             Slot::Int(i) => u64::try_from(i).ok(),
             Slot::BigInt(sp) => BigInt::from_signed_le_bytes(self.doc.bytes_of(sp)).to_u64(),
@@ -143,7 +140,8 @@ impl<'d> ValueRef<'d> {
     }
 
     /// Any `int` as an `i128`, if it fits.
-    pub fn as_i128(&self) -> Option<i128> {
+    #[cfg(test)]
+    pub(crate) fn as_i128(&self) -> Option<i128> {
         match self.slot {
             Slot::Int(i) => Some(i128::from(i)),
             Slot::BigInt(sp) => BigInt::from_signed_le_bytes(self.doc.bytes_of(sp)).to_i128(),
@@ -152,7 +150,8 @@ impl<'d> ValueRef<'d> {
     }
 
     /// Any `int` (of any size) as a [`BigInt`].
-    pub fn as_big_int(&self) -> Option<BigInt> {
+    #[cfg(test)]
+    pub(crate) fn as_big_int(&self) -> Option<BigInt> {
         match self.slot {
             Slot::Int(i) => Some(BigInt::from(i)),
             Slot::BigInt(sp) => Some(BigInt::from_signed_le_bytes(self.doc.bytes_of(sp))),
@@ -162,7 +161,7 @@ impl<'d> ValueRef<'d> {
 
     /// A `float`, or an `int` converted to the nearest `f64` (like
     /// Python's `float(x)`; not `bool`).
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match self.slot {
             Slot::Float(f) => Some(f),
             Slot::Int(i) => Some(i as f64),
@@ -172,7 +171,7 @@ impl<'d> ValueRef<'d> {
     }
 
     /// A `str`.
-    pub fn as_str(&self) -> Option<&'d str> {
+    pub(crate) fn as_str(&self) -> Option<&'d str> {
         match self.slot {
             Slot::Str(sp) => Some(self.doc.str_of(sp)),
             _ => None,
@@ -180,7 +179,8 @@ impl<'d> ValueRef<'d> {
     }
 
     /// A `bytes` or `bytearray`.
-    pub fn as_bytes(&self) -> Option<&'d [u8]> {
+    #[cfg(test)]
+    pub(crate) fn as_bytes(&self) -> Option<&'d [u8]> {
         match self.slot {
             Slot::Bytes(sp) => Some(self.doc.bytes_of(sp)),
             Slot::Node(id) => match self.doc.node(id) {
@@ -192,7 +192,7 @@ impl<'d> ValueRef<'d> {
     }
 
     /// A `list`.
-    pub fn as_list(&self) -> Option<ListRef<'d>> {
+    pub(crate) fn as_list(&self) -> Option<ListRef<'d>> {
         match self.view() {
             View::List(l) => Some(l),
             _ => None,
@@ -200,7 +200,8 @@ impl<'d> ValueRef<'d> {
     }
 
     /// A `tuple`.
-    pub fn as_tuple(&self) -> Option<ListRef<'d>> {
+    #[cfg(test)]
+    pub(crate) fn as_tuple(&self) -> Option<ListRef<'d>> {
         match self.view() {
             View::Tuple(l) => Some(l),
             _ => None,
@@ -208,7 +209,7 @@ impl<'d> ValueRef<'d> {
     }
 
     /// A `list` or a `tuple`.
-    pub fn as_seq(&self) -> Option<ListRef<'d>> {
+    pub(crate) fn as_seq(&self) -> Option<ListRef<'d>> {
         match self.view() {
             View::List(l) | View::Tuple(l) => Some(l),
             _ => None,
@@ -216,7 +217,7 @@ impl<'d> ValueRef<'d> {
     }
 
     /// A `dict`.
-    pub fn as_dict(&self) -> Option<DictRef<'d>> {
+    pub(crate) fn as_dict(&self) -> Option<DictRef<'d>> {
         match self.slot {
             Slot::Node(id) => match self.doc.node(id) {
                 Some(Node::Dict(d)) => Some(DictRef {
@@ -231,7 +232,8 @@ impl<'d> ValueRef<'d> {
     }
 
     /// A `set` or a `frozenset`.
-    pub fn as_set(&self) -> Option<SetRef<'d>> {
+    #[cfg(test)]
+    pub(crate) fn as_set(&self) -> Option<SetRef<'d>> {
         match self.view() {
             View::Set(s) | View::FrozenSet(s) => Some(s),
             _ => None,
@@ -240,18 +242,21 @@ impl<'d> ValueRef<'d> {
 
     /// `self[key]` for a dict with `str` keys; `None` when the value is no
     /// dict or has no such key.
-    pub fn get(&self, key: &str) -> Option<ValueRef<'d>> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &str) -> Option<ValueRef<'d>> {
         self.as_dict()?.get(key)
     }
 
     /// `self[i]` for a list or tuple.
-    pub fn index(&self, i: usize) -> Option<ValueRef<'d>> {
+    #[cfg(test)]
+    pub(crate) fn index(&self, i: usize) -> Option<ValueRef<'d>> {
         self.as_seq()?.get(i)
     }
 
     /// Number of elements of a container (`len()` of a str counts bytes of
     /// its UTF-8 form); `None` for scalars.
-    pub fn len(&self) -> Option<usize> {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> Option<usize> {
         Some(match self.view() {
             View::List(l) | View::Tuple(l) => l.len(),
             View::Dict(d) => d.len(),
@@ -262,16 +267,11 @@ impl<'d> ValueRef<'d> {
         })
     }
 
-    /// Whether a container, str or bytes has no elements; `None` for
-    /// scalars.
-    pub fn is_empty(&self) -> Option<bool> {
-        self.len().map(|n| n == 0)
-    }
-
     /// Identity of the container (list, tuple, dict, set, frozenset,
     /// bytearray), `None` for other values. Values reached through the same
     /// memo entry have the same id.
-    pub fn node_id(&self) -> Option<NodeId> {
+    #[cfg(test)]
+    pub(crate) fn node_id(&self) -> Option<NodeId> {
         match self.slot {
             Slot::Node(id) => Some(NodeId(id)),
             _ => None,
@@ -280,7 +280,8 @@ impl<'d> ValueRef<'d> {
 
     /// Whether two values are the same Python object: the same container,
     /// or the same memoized string, or equal scalars.
-    pub fn same_object(&self, other: &ValueRef<'_>) -> bool {
+    #[cfg(test)]
+    pub(crate) fn same_object(&self, other: &ValueRef<'_>) -> bool {
         std::ptr::eq(self.doc, other.doc)
             && match (self.slot, other.slot) {
                 (Slot::Node(a), Slot::Node(b)) => a == b,
@@ -320,7 +321,7 @@ impl fmt::Debug for ValueRef<'_> {
 
 /// A `list` or `tuple` of a [`PickleDoc`].
 #[derive(Clone, Copy)]
-pub struct ListRef<'d> {
+pub(crate) struct ListRef<'d> {
     doc: &'d PickleDoc,
     items: &'d [Slot],
     id: u32,
@@ -328,17 +329,17 @@ pub struct ListRef<'d> {
 
 impl<'d> ListRef<'d> {
     /// Number of elements.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
     /// Whether there are no elements.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
     /// Element `i`.
-    pub fn get(&self, i: usize) -> Option<ValueRef<'d>> {
+    pub(crate) fn get(&self, i: usize) -> Option<ValueRef<'d>> {
         self.items.get(i).map(|&slot| ValueRef {
             doc: self.doc,
             slot,
@@ -346,7 +347,7 @@ impl<'d> ListRef<'d> {
     }
 
     /// The elements in order.
-    pub fn iter(&self) -> ListIter<'d> {
+    pub(crate) fn iter(&self) -> ListIter<'d> {
         ListIter {
             doc: self.doc,
             inner: self.items.iter().step_by(1),
@@ -354,7 +355,7 @@ impl<'d> ListRef<'d> {
     }
 
     /// Identity of this container.
-    pub fn node_id(&self) -> NodeId {
+    pub(crate) fn node_id(&self) -> NodeId {
         NodeId(self.id)
     }
 }
@@ -376,7 +377,7 @@ impl<'d> IntoIterator for ListRef<'d> {
 /// Iterator over the elements of a [`ListRef`] or [`SetRef`], or the keys
 /// or values of a [`DictRef`].
 #[derive(Clone)]
-pub struct ListIter<'d> {
+pub(crate) struct ListIter<'d> {
     doc: &'d PickleDoc,
     inner: std::iter::StepBy<std::slice::Iter<'d, Slot>>,
 }
@@ -403,7 +404,7 @@ impl ExactSizeIterator for ListIter<'_> {}
 
 /// A `dict` of a [`PickleDoc`]; iteration is in insertion order.
 #[derive(Clone, Copy)]
-pub struct DictRef<'d> {
+pub(crate) struct DictRef<'d> {
     doc: &'d PickleDoc,
     dict: &'d DictNode,
     id: u32,
@@ -411,13 +412,8 @@ pub struct DictRef<'d> {
 
 impl<'d> DictRef<'d> {
     /// Number of entries.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.dict.entries.len()
-    }
-
-    /// Whether there are no entries.
-    pub fn is_empty(&self) -> bool {
-        self.dict.entries.is_empty()
     }
 
     fn value_at(&self, i: usize) -> Option<ValueRef<'d>> {
@@ -428,7 +424,7 @@ impl<'d> DictRef<'d> {
     }
 
     /// The value of the `str` key `key`.
-    pub fn get(&self, key: &str) -> Option<ValueRef<'d>> {
+    pub(crate) fn get(&self, key: &str) -> Option<ValueRef<'d>> {
         let keys = Keys::of_dict(&self.dict.entries);
         let i = self
             .doc
@@ -438,7 +434,8 @@ impl<'d> DictRef<'d> {
 
     /// The value of the `int` key `key` (also finds `True`/`False` and
     /// integral float keys, as Python does).
-    pub fn get_int(&self, key: i64) -> Option<ValueRef<'d>> {
+    #[cfg(test)]
+    pub(crate) fn get_int(&self, key: i64) -> Option<ValueRef<'d>> {
         let keys = Keys::of_dict(&self.dict.entries);
         let i = self
             .doc
@@ -447,7 +444,7 @@ impl<'d> DictRef<'d> {
     }
 
     /// `(key, value)` pairs in insertion order.
-    pub fn iter(&self) -> DictIter<'d> {
+    pub(crate) fn iter(&self) -> DictIter<'d> {
         DictIter {
             doc: self.doc,
             inner: self.dict.entries.iter(),
@@ -455,7 +452,7 @@ impl<'d> DictRef<'d> {
     }
 
     /// Keys in insertion order.
-    pub fn keys(&self) -> ListIter<'d> {
+    pub(crate) fn keys(&self) -> ListIter<'d> {
         ListIter {
             doc: self.doc,
             inner: self.dict.entries.as_flattened().iter().step_by(2),
@@ -463,7 +460,8 @@ impl<'d> DictRef<'d> {
     }
 
     /// Values in insertion order.
-    pub fn values(&self) -> ListIter<'d> {
+    #[cfg(test)]
+    pub(crate) fn values(&self) -> ListIter<'d> {
         let flat = self.dict.entries.as_flattened();
         ListIter {
             doc: self.doc,
@@ -472,7 +470,7 @@ impl<'d> DictRef<'d> {
     }
 
     /// Identity of this container.
-    pub fn node_id(&self) -> NodeId {
+    pub(crate) fn node_id(&self) -> NodeId {
         NodeId(self.id)
     }
 }
@@ -493,7 +491,7 @@ impl<'d> IntoIterator for DictRef<'d> {
 
 /// Iterator over the entries of a [`DictRef`].
 #[derive(Clone)]
-pub struct DictIter<'d> {
+pub(crate) struct DictIter<'d> {
     doc: &'d PickleDoc,
     inner: std::slice::Iter<'d, [Slot; 2]>,
 }
@@ -515,7 +513,7 @@ impl ExactSizeIterator for DictIter<'_> {}
 /// A `set` or `frozenset` of a [`PickleDoc`]; iteration is in the order the
 /// pickle added the elements.
 #[derive(Clone, Copy)]
-pub struct SetRef<'d> {
+pub(crate) struct SetRef<'d> {
     doc: &'d PickleDoc,
     set: &'d SetNode,
     id: u32,
@@ -523,17 +521,13 @@ pub struct SetRef<'d> {
 
 impl<'d> SetRef<'d> {
     /// Number of elements.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.set.items.len()
     }
 
-    /// Whether there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.set.items.is_empty()
-    }
-
     /// Whether the `str` element `s` is in the set.
-    pub fn contains_str(&self, s: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains_str(&self, s: &str) -> bool {
         let keys = Keys::of_set(&self.set.items);
         self.doc
             .find_str_key(keys, self.set.index.as_deref(), s)
@@ -541,7 +535,8 @@ impl<'d> SetRef<'d> {
     }
 
     /// Whether the `int` element `i` is in the set.
-    pub fn contains_int(&self, i: i64) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains_int(&self, i: i64) -> bool {
         let keys = Keys::of_set(&self.set.items);
         self.doc
             .find_int_key(keys, self.set.index.as_deref(), i)
@@ -549,16 +544,11 @@ impl<'d> SetRef<'d> {
     }
 
     /// The elements.
-    pub fn iter(&self) -> ListIter<'d> {
+    pub(crate) fn iter(&self) -> ListIter<'d> {
         ListIter {
             doc: self.doc,
             inner: self.set.items.iter().step_by(1),
         }
-    }
-
-    /// Identity of this container.
-    pub fn node_id(&self) -> NodeId {
-        NodeId(self.id)
     }
 }
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::doc::ReadOptions;
 use super::*;
 
 fn read(b: &[u8]) -> PickleDoc {
@@ -1100,8 +1101,6 @@ fn writer_round_trip() {
     let count = |needle: &[u8]| bytes.windows(needle.len()).filter(|w| *w == needle).count();
     assert_eq!(count(b"forward"), 1);
     assert_eq!(count(b"/src/model.py"), 1);
-    let plain = PickleWriter::new().dedup_strings(false).to_vec(&v);
-    assert_eq!(read(&plain).root().to_value(), v);
     // Scalars as the root.
     for v in [
         Value::None,

@@ -58,13 +58,9 @@ pub enum Value {
 }
 
 impl Value {
-    /// A `str`.
-    pub fn str(s: impl Into<Arc<str>>) -> Value {
-        Value::Str(s.into())
-    }
-
     /// A `bytes`.
-    pub fn bytes(b: impl Into<Arc<[u8]>>) -> Value {
+    #[cfg(test)]
+    pub(crate) fn bytes(b: impl Into<Arc<[u8]>>) -> Value {
         Value::Bytes(b.into())
     }
 
@@ -79,12 +75,14 @@ impl Value {
     }
 
     /// A `set` of the items (assumed distinct).
-    pub fn set<T: Into<Value>>(items: impl IntoIterator<Item = T>) -> Value {
+    #[cfg(test)]
+    pub(crate) fn set<T: Into<Value>>(items: impl IntoIterator<Item = T>) -> Value {
         Value::Set(Arc::new(items.into_iter().map(Into::into).collect()))
     }
 
     /// A `frozenset` of the items (assumed distinct).
-    pub fn frozenset<T: Into<Value>>(items: impl IntoIterator<Item = T>) -> Value {
+    #[cfg(test)]
+    pub(crate) fn frozenset<T: Into<Value>>(items: impl IntoIterator<Item = T>) -> Value {
         Value::FrozenSet(Arc::new(items.into_iter().map(Into::into).collect()))
     }
 
@@ -99,7 +97,8 @@ impl Value {
     }
 
     /// Python's name for the value's type (see [`ValueRef::type_name`]).
-    pub fn type_name(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Value::None => "NoneType",
             Value::Bool(_) => "bool",
@@ -116,12 +115,14 @@ impl Value {
     }
 
     /// Whether the value is `None`.
-    pub fn is_none(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_none(&self) -> bool {
         matches!(self, Value::None)
     }
 
     /// A `bool`.
-    pub fn as_bool(&self) -> Option<bool> {
+    #[cfg(test)]
+    pub(crate) fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),
             _ => None,
@@ -129,7 +130,8 @@ impl Value {
     }
 
     /// An `int` that fits `i64`.
-    pub fn as_i64(&self) -> Option<i64> {
+    #[cfg(test)]
+    pub(crate) fn as_i64(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
             Value::BigInt(b) => b.to_i64(),
@@ -138,7 +140,8 @@ impl Value {
     }
 
     /// A non-negative `int` that fits `u64`.
-    pub fn as_u64(&self) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match self {
             Value::Int(i) => u64::try_from(*i).ok(),
             Value::BigInt(b) => b.to_u64(),
@@ -147,7 +150,8 @@ impl Value {
     }
 
     /// A `float`, or an `int` converted to `f64`.
-    pub fn as_f64(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match self {
             Value::Float(f) => Some(*f),
             Value::Int(i) => Some(*i as f64),
@@ -157,7 +161,8 @@ impl Value {
     }
 
     /// A `str`.
-    pub fn as_str(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
             _ => None,
@@ -165,7 +170,8 @@ impl Value {
     }
 
     /// A `bytes`.
-    pub fn as_bytes(&self) -> Option<&[u8]> {
+    #[cfg(test)]
+    pub(crate) fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             Value::Bytes(b) => Some(b),
             _ => None,
@@ -173,7 +179,8 @@ impl Value {
     }
 
     /// The items of a `list`.
-    pub fn as_list(&self) -> Option<&[Value]> {
+    #[cfg(test)]
+    pub(crate) fn as_list(&self) -> Option<&[Value]> {
         match self {
             Value::List(l) => Some(l),
             _ => None,
@@ -181,7 +188,8 @@ impl Value {
     }
 
     /// The items of a `list` or `tuple`.
-    pub fn as_seq(&self) -> Option<&[Value]> {
+    #[cfg(test)]
+    pub(crate) fn as_seq(&self) -> Option<&[Value]> {
         match self {
             Value::List(l) | Value::Tuple(l) => Some(l),
             _ => None,
@@ -189,7 +197,8 @@ impl Value {
     }
 
     /// The entries of a `dict`.
-    pub fn as_dict(&self) -> Option<&[(Value, Value)]> {
+    #[cfg(test)]
+    pub(crate) fn as_dict(&self) -> Option<&[(Value, Value)]> {
         match self {
             Value::Dict(d) => Some(d),
             _ => None,
@@ -198,7 +207,8 @@ impl Value {
 
     /// `self[key]` for a dict with `str` keys (the last entry wins, as in
     /// Python). Linear in the dict's size.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.as_dict()?
             .iter()
             .rev()
@@ -208,7 +218,7 @@ impl Value {
 
     /// Address of the shared container (`None` for scalars and strings):
     /// equal for clones of one container.
-    pub fn container_ptr(&self) -> Option<*const ()> {
+    pub(crate) fn container_ptr(&self) -> Option<*const ()> {
         Some(match self {
             Value::List(a) | Value::Tuple(a) | Value::Set(a) | Value::FrozenSet(a) => {
                 Arc::as_ptr(a).cast()
@@ -457,7 +467,7 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 /// Builds a dict entry by entry:
 ///
 /// ```
-/// use vramlab_traces::pickle::{DictBuilder, Value};
+/// use vramlab_traces::{DictBuilder, Value};
 /// let frame = DictBuilder::new()
 ///     .entry("name", "forward")
 ///     .entry("filename", "model.py")
@@ -468,7 +478,7 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 ///     DictBuilder::new().entry("action", "alloc").entry("frames", Value::list([frame.clone()])).build(),
 ///     DictBuilder::new().entry("action", "free_completed").entry("frames", Value::list([frame])).build(),
 /// ]);
-/// assert_eq!(events.as_list().map(|l| l.len()), Some(2));
+/// assert!(matches!(events, Value::List(ref l) if l.len() == 2));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct DictBuilder {
@@ -497,16 +507,6 @@ impl DictBuilder {
     /// Adds an entry.
     pub fn insert(&mut self, key: impl Into<Value>, value: impl Into<Value>) {
         self.entries.push((key.into(), value.into()));
-    }
-
-    /// Number of entries so far.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether no entry was added.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// The dict.

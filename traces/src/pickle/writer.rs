@@ -52,7 +52,7 @@ type PtrMap<V> = HashMap<*const (), V, BuildHasherDefault<PtrHasher>>;
 ///   use and the loaded objects are shared in Python too.
 /// * Equal strings of 4 bytes or more that occur more than once are also
 ///   written once and memoized (Python does the same for interned strings,
-///   such as dict keys); [`PickleWriter::dedup_strings`] turns this off.
+///   such as dict keys).
 /// * Only opcodes that PyTorch's JavaScript pickle reader (`MemoryViz.js`)
 ///   supports are used for `None`, bool, int (up to 255 bytes), float, str,
 ///   list, tuple and dict. `bytes` (`BINBYTES`), sets (`EMPTY_SET`,
@@ -60,38 +60,25 @@ type PtrMap<V> = HashMap<*const (), V, BuildHasherDefault<PtrHasher>>;
 ///   are written with opcodes Python reads but that viewer does not.
 ///
 /// ```
-/// use vramlab_traces::pickle::{PickleDoc, PickleWriter, Value};
+/// use std::sync::Arc;
+/// use vramlab_traces::{PickleDoc, PickleWriter, Value};
 /// let frame = Value::dict([("name", Value::from("f")), ("line", Value::from(3))]);
 /// let v = Value::list([frame.clone(), frame]);
 /// let bytes = PickleWriter::new().to_vec(&v);
-/// let doc = PickleDoc::from_slice(&bytes).unwrap();
-/// let l = doc.root().as_list().unwrap();
-/// assert_eq!(l.get(0).unwrap().node_id(), l.get(1).unwrap().node_id());
+/// let back = PickleDoc::from_slice(&bytes).unwrap().root().to_value();
+/// assert_eq!(back, v);
+/// // The frame was written once: read back, both elements are one object.
+/// let Value::List(l) = &back else { unreachable!() };
+/// let (Value::Dict(a), Value::Dict(b)) = (&l[0], &l[1]) else { unreachable!() };
+/// assert!(Arc::ptr_eq(a, b));
 /// ```
-#[derive(Debug, Clone)]
-pub struct PickleWriter {
-    dedup_strings: bool,
-}
-
-impl Default for PickleWriter {
-    fn default() -> Self {
-        PickleWriter::new()
-    }
-}
+#[derive(Debug, Clone, Default)]
+pub struct PickleWriter;
 
 impl PickleWriter {
     /// A writer with the defaults described on [`PickleWriter`].
     pub fn new() -> PickleWriter {
-        PickleWriter {
-            dedup_strings: true,
-        }
-    }
-
-    /// Whether equal repeated strings are written once and memoized
-    /// (default `true`). Shared containers are always memoized.
-    pub fn dedup_strings(mut self, on: bool) -> PickleWriter {
-        self.dedup_strings = on;
-        self
+        PickleWriter
     }
 
     /// The pickle of `value`.
@@ -104,7 +91,7 @@ impl PickleWriter {
 
     /// Writes the pickle of `value` to `w`, one frame at a time.
     pub fn write_to<W: Write>(&self, w: &mut W, value: &Value) -> io::Result<()> {
-        let plan = Plan::new(value, self.dedup_strings);
+        let plan = Plan::new(value);
         let mut e = Emitter {
             w,
             frame: Vec::with_capacity(FRAME_TARGET + 1024),
@@ -130,14 +117,14 @@ struct Plan<'v> {
 impl<'v> Plan<'v> {
     /// Counts references without recursion; a shared container's contents
     /// are counted once, since it is written once.
-    fn new(root: &'v Value, dedup_strings: bool) -> Plan<'v> {
+    fn new(root: &'v Value) -> Plan<'v> {
         let mut shared: PtrMap<u32> = PtrMap::default();
         let mut strs: HashMap<&'v str, u32> = HashMap::new();
         let mut work: Vec<&'v Value> = vec![root];
         while let Some(v) = work.pop() {
             match v {
                 Value::Str(s) => {
-                    if dedup_strings && s.len() >= MIN_MEMO_STR {
+                    if s.len() >= MIN_MEMO_STR {
                         *strs.entry(s).or_insert(0) += 1;
                     }
                     continue;

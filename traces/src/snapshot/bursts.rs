@@ -38,7 +38,7 @@ const SMALL_BUFFER: u64 = 2 << 20;
 
 /// What a release burst was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReleaseBurst {
+pub(crate) enum ReleaseBurst {
     /// A `torch.cuda.empty_cache()` call.
     EmptyCache,
     /// A `malloc` that released the cache and retried.
@@ -47,7 +47,7 @@ pub enum ReleaseBurst {
 
 /// Classifies the release burst that starts at entry `k`; `None` when `k`
 /// does not start one (it is not a release, or the entry before it is one).
-pub fn classify_release_burst(
+pub(crate) fn classify_release_burst(
     entries: &[TraceEntry],
     k: usize,
     rules: &SizeRules<'_>,

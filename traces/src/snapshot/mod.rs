@@ -1,20 +1,28 @@
 //! PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot()`): the
 //! typed model, reading from pickles, conversion to traces, and writing.
+//!
+//! This namespace is the typed model ([`Snapshot`] and its parts), reading
+//! ([`read_snapshot`]), conversion ([`snapshot_to_traces`],
+//! [`snapshot_to_device_traces`] under [`SizeRules`]) and the PyTorch
+//! releases that could have written a snapshot ([`releases_of`]); how a
+//! snapshot is walked stays inside the crate.
 
 mod bursts;
 mod convert;
 mod initial;
 mod model;
 mod parse;
-pub mod release;
+mod release;
 mod size_rules;
 mod walk;
 
-pub use bursts::{ReleaseBurst, classify_release_burst};
 pub use convert::{snapshot_to_device_traces, snapshot_to_traces};
-pub use model::*;
-pub use parse::{ParseProblem, snapshot_from_doc};
-pub use release::{ReleaseRange, releases_of};
+pub use model::{
+    Action, AllocatorSettings, Annotation, Frame, FramesRef, Segment, Snapshot, SnapshotBlock,
+    SnapshotBlockState, TraceEntry,
+};
+pub(crate) use parse::snapshot_from_doc;
+pub use release::{EVIDENCE_KEY, RELEASES_KEY, ReleaseRange, releases_of};
 pub use size_rules::SizeRules;
 
 use crate::error::{Location, TraceError};

@@ -23,17 +23,6 @@ pub enum SnapshotBlockState {
     Inactive,
 }
 
-impl SnapshotBlockState {
-    /// The string PyTorch writes.
-    pub fn name(self) -> &'static str {
-        match self {
-            SnapshotBlockState::ActiveAllocated => "active_allocated",
-            SnapshotBlockState::ActivePendingFree => "active_pending_free",
-            SnapshotBlockState::Inactive => "inactive",
-        }
-    }
-}
-
 /// A block of a [`Segment`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotBlock {
@@ -107,7 +96,7 @@ pub enum Action {
 
 impl Action {
     /// From PyTorch's action string.
-    pub fn from_name(s: &str) -> Action {
+    pub(crate) fn from_name(s: &str) -> Action {
         match s {
             "alloc" => Action::Alloc,
             "free_requested" => Action::FreeRequested,
@@ -124,7 +113,7 @@ impl Action {
     }
 
     /// PyTorch's action string.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Action::Alloc => "alloc",
             Action::FreeRequested => "free_requested",

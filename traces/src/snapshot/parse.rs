@@ -8,7 +8,7 @@ use crate::snapshot::model::*;
 
 /// A problem at a path such as `device_traces[0][12].size`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseProblem {
+pub(crate) struct ParseProblem {
     /// Where.
     pub path: String,
     /// What.
@@ -184,7 +184,7 @@ fn sample_keys(ctx: &mut Ctx, d: &DictRef<'_>, prefix: &'static str) {
 /// Converts a snapshot pickle's root value: the dict of
 /// `torch.cuda.memory._snapshot()`, or the segment list of
 /// `torch.cuda.memory_snapshot()`.
-pub fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
+pub(crate) fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
     let root = doc.root();
     if let Some(list) = root.as_list() {
         return legacy_segment_list(doc, list);

@@ -36,12 +36,10 @@ pub const RELEASES_KEY: &str = "torch_releases";
 pub const EVIDENCE_KEY: &str = "torch_releases_evidence";
 
 /// A PyTorch release as (major, minor).
-pub type Release = (u16, u16);
+pub(crate) type Release = (u16, u16);
 
-/// The oldest and newest releases vramlab tells apart.
-pub const OLDEST: Release = (2, 0);
-/// See [`OLDEST`].
-pub const NEWEST: Release = (2, 15);
+/// The newest release vramlab tells apart (the oldest is 2.0).
+pub(crate) const NEWEST: Release = (2, 15);
 
 /// The range of releases that could have written a snapshot, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,13 +65,6 @@ impl ReleaseRange {
         } else {
             format!("{}–{}", v(self.oldest), v(self.newest))
         }
-    }
-
-    /// Every release in the range, oldest first.
-    pub fn releases(&self) -> Vec<Release> {
-        (self.oldest.1..=self.newest.1)
-            .map(|m| (self.oldest.0, m))
-            .collect()
     }
 
     fn new(oldest: Release, newest: Release, evidence: Vec<String>) -> Self {
@@ -424,6 +415,7 @@ mod tests {
         assert_eq!(releases_of(&s).label(), "2.1–2.15");
         s.keys_seen.insert("segments[].blocks[].history".into());
         assert_eq!(releases_of(&s).label(), "2.0");
-        assert_eq!(releases_of(&s).releases(), vec![(2, 0)]);
+        let r = releases_of(&s);
+        assert_eq!((r.oldest, r.newest, r.later), ((2, 0), (2, 0), false));
     }
 }

@@ -63,7 +63,7 @@ enum Rel {
 impl Template {
     /// New tokens recorded (`# param.new_tokens:`), for generation
     /// workloads.
-    pub fn recorded_new_tokens(&self) -> Option<u64> {
+    pub(crate) fn recorded_new_tokens(&self) -> Option<u64> {
         self.header.extra.get("param.new_tokens")?.parse().ok()
     }
 

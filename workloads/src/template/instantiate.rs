@@ -35,7 +35,7 @@ impl Template {
     /// `new_tokens` in all: the last recorded decode step is repeated with
     /// its sizes one token further on each time (see the `decode` module
     /// for what is checked first); fewer (at least 3) stop it early.
-    pub fn instantiate_with(
+    pub(crate) fn instantiate_with(
         &self,
         batch: u64,
         value: u64,
@@ -49,7 +49,7 @@ impl Template {
     /// in phase `phase` (diffusers' VAE slicing: `vae decode`): beyond the
     /// recorded batches, the second item's block is repeated (see the
     /// `items` module).
-    pub fn instantiate_per_item(
+    pub(crate) fn instantiate_per_item(
         &self,
         batch: u64,
         value: u64,

@@ -14,7 +14,7 @@ use super::{Sample, Scaling, TEvent, Template};
 
 impl Template {
     /// Learns a template from samples. See the module documentation.
-    pub fn learn(
+    pub(crate) fn learn(
         name: &str,
         scaling: Scaling,
         samples: &[Sample<'_>],

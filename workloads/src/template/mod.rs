@@ -82,7 +82,7 @@ impl Scaling {
     }
 
     /// The fit variable for a parameter value.
-    pub fn variable(self, value: u64) -> Result<i128, String> {
+    pub(crate) fn variable(self, value: u64) -> Result<i128, String> {
         if value == 0 {
             return Err(format!("{} must be at least 1", self.opt().bare()));
         }
@@ -104,7 +104,7 @@ impl Scaling {
 
 /// One recording and where it sits in the parameter space.
 #[derive(Debug, Clone, Copy)]
-pub struct Sample<'a> {
+pub(crate) struct Sample<'a> {
     /// The recording.
     pub rec: &'a Recording,
     /// Its batch size.
@@ -115,7 +115,7 @@ pub struct Sample<'a> {
 
 /// For which batch sizes an allocation exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Presence {
+pub(crate) enum Presence {
     /// Every batch size.
     Always,
     /// Only the base batch size (seen only in the base recordings).
@@ -127,7 +127,7 @@ pub enum Presence {
 /// An allocation's size as a function of the batch size `b` and the fit
 /// variable `x`: `f(x) · (bden + (b − bref)·bnum) / bden`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SizeFn {
+pub(crate) struct SizeFn {
     /// `f(x)`, exact at the recorded points.
     pub poly: Poly,
     /// How `f` was fitted.
@@ -139,7 +139,7 @@ pub struct SizeFn {
 
 impl SizeFn {
     /// The size in bytes at batch `b` and variable `x` (rounded, ≥ 0).
-    pub fn eval(&self, b: u64, x: i128) -> u64 {
+    pub(crate) fn eval(&self, b: u64, x: i128) -> u64 {
         let f = self.poly.eval(x);
         let db = b as i128 - self.bref;
         let exact = db
@@ -238,16 +238,6 @@ impl fmt::Display for Template {
 }
 
 impl Template {
-    /// Events of the template (at the base batch some may be left out).
-    pub fn num_events(&self) -> usize {
-        self.events.len()
-    }
-
-    /// The template's allocations' size functions, in allocation order.
-    pub fn size_fns(&self) -> impl Iterator<Item = (&SizeFn, Presence)> + '_ {
-        self.allocs.iter().map(|a| (&a.size, a.presence))
-    }
-
     /// Number of training or denoising steps recorded (phases named
     /// `step N…` or `… step N`), if any.
     pub fn recorded_steps(&self) -> Option<u32> {

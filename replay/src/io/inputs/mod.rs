@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 
 use vramlab_allocator::policies::native::round_size;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_traces::io::{Format, read_snapshot_file, read_traces};
 use vramlab_traces::snapshot::{SizeRules, Snapshot, snapshot_to_device_traces};
+use vramlab_traces::{Format, read_snapshot_file, read_traces};
 use vramlab_traces::{Trace, TraceError};
 
 mod notes;
@@ -67,7 +67,7 @@ pub enum Reading<'p> {
         bytes: u64,
     },
     /// Bytes read from the file so far (compressed bytes for compressed
-    /// files), about every [`vramlab_traces::io::PROGRESS_STEP`].
+    /// files), about every [`vramlab_traces::PROGRESS_STEP`].
     Read(u64),
     /// The file's read (and conversion) ended.
     Finished,

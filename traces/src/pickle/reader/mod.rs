@@ -49,7 +49,7 @@ impl PickleDoc {
     /// of any size, floats, str, bytes, bytearray, lists, tuples, dicts,
     /// sets and frozensets. Opcodes that import, construct or call objects
     /// are refused with an error naming them; nothing is executed.
-    pub fn from_slice_with(input: &[u8], opts: &ReadOptions) -> Result<PickleDoc> {
+    pub(crate) fn from_slice_with(input: &[u8], opts: &ReadOptions) -> Result<PickleDoc> {
         parse(input, opts, false)
     }
 }

@@ -3,17 +3,19 @@
 //! recording's allocation count exactly and its peak live bytes within 1%;
 //! at a held-back size within 5%; generated traces are valid traces. That
 //! they replay to their live peak is replay's test
-//! (`replay/tests/generated_workloads.rs`).
+//! (`replay/tests/generated_workloads.rs`). They are unit tests, beside
+//! the generator, because they read its knobs and recordings directly.
 
 use std::collections::BTreeMap;
 
-use vramlab_traces::csv::{read_csv, write_csv};
-use vramlab_traces::{Event, Trace};
-use vramlab_workloads::{
-    Attention, CheckKind, GenError, GenRequest, KvCache, MANIFEST, ModelSize, Offload, PRESETS,
-    Precision, Variant, check_family, corpus, embedded_files, generate, learn_recordings,
-    peak_live_bytes, preset, read_recording_bytes,
+use crate::corpus::{MANIFEST, embedded_files};
+use crate::knobs::vae_tile_grid;
+use crate::{
+    Attention, CheckKind, GenError, GenRequest, KvCache, ModelSize, Offload, PRESETS, Precision,
+    Variant, check_family, corpus, generate, learn_recordings, peak_live_bytes, preset,
+    read_recording_bytes,
 };
+use vramlab_traces::{Event, Trace, read_csv, write_csv};
 
 #[test]
 fn manifest_lists_every_embedded_file_and_its_numbers() {
@@ -604,7 +606,7 @@ fn vae_tiling_and_slicing_are_recorded_knobs() {
         // Above it, each tile grid is its own recorded family.
         let p = preset(name).unwrap();
         for (res, n) in grids {
-            assert_eq!(vramlab_workloads::vae_tile_grid(name, res), Some(n));
+            assert_eq!(vae_tile_grid(name, res), Some(n));
             let v = Variant {
                 vae_tiling: Some(n),
                 ..Variant::default_for(p)
