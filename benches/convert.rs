@@ -8,8 +8,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use vramlab_traces::{read_binary, write_binary};
 use vramlab_traces::snapshot::{SizeRules, read_snapshot, snapshot_to_traces};
+use vramlab_traces::{read_binary, write_binary};
 
 fn bench_convert(c: &mut Criterion) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/real");

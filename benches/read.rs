@@ -9,14 +9,16 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use vramlab_traces::{Trace, read_binary, write_binary, repeat, read_csv, write_csv};
+use vramlab_traces::{Trace, read_binary, read_csv, repeat, write_binary, write_csv};
 
 const EVENTS: usize = 1_000_000;
 
 /// The bundled trace repeated to [`EVENTS`] events, ids renamed per copy.
 fn million() -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let base = vramlab_replay::Inputs::new([&path]).trace().expect("bundled trace");
+    let base = vramlab_replay::Inputs::new([&path])
+        .trace()
+        .expect("bundled trace");
     // Exactly EVENTS: the last repetition is cut (its blocks stay live).
     let mut t = repeat(&base, EVENTS);
     t.events.truncate(EVENTS);
@@ -60,7 +62,8 @@ fn bench_read(c: &mut Criterion) {
     let mut csv = Vec::new();
     write_csv(&trace, &mut csv, "1m.csv").expect("write csv");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let per_copy = vramlab_replay::Inputs::new([&path]).trace()
+    let per_copy = vramlab_replay::Inputs::new([&path])
+        .trace()
         .expect("bundled trace")
         .num_ids;
     let text = with_text_ids(&csv, u64::from(per_copy));

@@ -15,7 +15,9 @@ use vramlab_traces::{Trace, repeat};
 /// The bundled trace repeated until it has at least `min_events` events.
 fn repeated_trace(min_events: usize) -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let base = vramlab_replay::Inputs::new([&path]).trace().expect("bundled trace");
+    let base = vramlab_replay::Inputs::new([&path])
+        .trace()
+        .expect("bundled trace");
     repeat(&base, min_events)
 }
 

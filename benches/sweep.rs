@@ -15,7 +15,9 @@ use vramlab_traces::{Trace, repeat};
 
 fn trace_100k() -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data/gpt-small-train.csv");
-    let base = vramlab_replay::Inputs::new([&path]).trace().expect("bundled trace");
+    let base = vramlab_replay::Inputs::new([&path])
+        .trace()
+        .expect("bundled trace");
     repeat(&base, 100_000)
 }
 

@@ -193,7 +193,9 @@ impl PolicyIn {
                 };
                 let s = format!("release_threshold:{t},reuse_across_streams:{reuse}");
                 (
-                    PolicySpec::Async(async_pool::Settings::parse(&s).expect("valid async settings")),
+                    PolicySpec::Async(
+                        async_pool::Settings::parse(&s).expect("valid async settings"),
+                    ),
                     None,
                 )
             }

@@ -8,11 +8,11 @@ use arbitrary::{Arbitrary, Unstructured};
 use vramlab_allocator::AllocConf;
 use vramlab_allocator::policies::native::{allocation_size, round_size};
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
-use vramlab_traces::{read_binary, write_binary};
-use vramlab_traces::{read_csv, write_csv};
-use vramlab_traces::{PickleDoc, PickleWriter};
 use vramlab_traces::read_rmm;
 use vramlab_traces::snapshot::{SizeRules, read_snapshot, snapshot_to_traces};
+use vramlab_traces::{PickleDoc, PickleWriter};
+use vramlab_traces::{read_binary, write_binary};
+use vramlab_traces::{read_csv, write_csv};
 
 use crate::check::{check_read_trace, check_read_trace_with, replay_checked, versions};
 use crate::policy_in::PolicyIn;
