@@ -9,8 +9,8 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::analysis::grid::default_grid;
-use vramlab_replay::analysis::sweep::run_sweep;
+use vramlab_replay::default_grid;
+use vramlab_replay::run_sweep;
 use vramlab_traces::Trace;
 use vramlab_traces::concat::repeat;
 

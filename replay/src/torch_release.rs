@@ -13,7 +13,7 @@ use vramlab_traces::advice::Opt;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_traces::Trace;
 
-pub use vramlab_traces::snapshot::release::{EVIDENCE_KEY, RELEASES_KEY};
+use vramlab_traces::snapshot::release::{EVIDENCE_KEY, RELEASES_KEY};
 
 /// Where the release came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +138,7 @@ pub fn target_of(trace: &Trace, user: Option<TorchVersion>) -> TorchTarget {
 /// `2.5–2.7`, `2.9`, `2.11 or later` → the modelled releases in it
 /// (releases older than the oldest modelled one are left out; none left
 /// means the oldest).
-pub fn parse_range(s: &str) -> Option<Vec<TorchVersion>> {
+pub(crate) fn parse_range(s: &str) -> Option<Vec<TorchVersion>> {
     let s = s.trim_end_matches(" or later");
     let (a, b) = s.split_once('–').unwrap_or((s, s));
     let v = |t: &str| -> Option<TorchVersion> {

@@ -9,7 +9,7 @@ use vramlab_allocator::devices::cuda::{
     CudaDevice, CudaDeviceOptions, CudaError, DeviceLatencies, Gpu, GpuInfo, LatencyHistogram,
 };
 
-pub use crate::engine::timed::TimedAllocator;
+use crate::engine::timed::TimedAllocator;
 use vramlab_allocator::{AllocConf, Allocator, Inspect, NativeAllocator};
 use vramlab_traces::Trace;
 
