@@ -73,15 +73,11 @@ pub use io::inputs::{
     DeviceTraces, Input, InputError, InputNote, Inputs, Loaded, Pick, Reading, snapshot_devices,
 };
 pub use io::snapshot_out::{snapshot_value, write_snapshot};
-pub use results::capacity::{
-    BlockAtOom, CapacityOutcome, CapacityRun, LiveAllocation, OomState, SegmentAtOom, free_bytes,
-};
+pub use results::capacity::{CapacityRun, free_bytes};
 #[cfg(feature = "cuda")]
-pub use results::cuda::{
-    AllocatorCalls, CallLatencies, CudaDeviceFigures, CudaReplayResult, LatencyMicros,
-};
+pub use results::cuda::CudaReplayResult;
 pub use results::fidelity::FidelityOutcome;
 pub use results::gpus::{GpuMemory, gpu_memory};
-pub use results::replay::{OomFigures, OtherPlacement, PlacementFigures, ReplayResult};
+pub use results::replay::ReplayResult;
 pub use torch_release::{ReleaseSource, TorchTarget, target_of};
 pub use vramlab_allocator::{CostModel, PolicySpec, SimDevice, with_policy};

@@ -51,7 +51,7 @@ impl TorchTarget {
     }
 
     /// `2.5–2.7` or `2.11`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match (self.releases.first(), self.releases.last()) {
             (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
             (Some(a), _) => a.to_string(),
@@ -82,7 +82,7 @@ impl TorchTarget {
     }
 
     /// `true` when every release in the range accepts `conf`'s string.
-    pub fn all_accept(&self, settings: &str) -> bool {
+    pub(crate) fn all_accept(&self, settings: &str) -> bool {
         self.releases
             .iter()
             .all(|&v| AllocConf::parse(settings, v).is_ok())
@@ -92,7 +92,7 @@ impl TorchTarget {
     /// settings from: `PYTORCH_CUDA_ALLOC_CONF` while any release of the
     /// range is older than 2.10 (2.9's CUDA parser reads only that name,
     /// pytorch/pytorch#183387), else `PYTORCH_ALLOC_CONF`.
-    pub fn env_var(&self) -> &'static str {
+    pub(crate) fn env_var(&self) -> &'static str {
         if self.releases.iter().all(|v| v.at_least(2, 10)) {
             "PYTORCH_ALLOC_CONF"
         } else {

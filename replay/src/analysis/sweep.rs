@@ -135,7 +135,7 @@ impl std::str::FromStr for Shard {
 impl Shard {
     /// `true` if pair `index` belongs to this shard (round-robin, so shards
     /// get similar mixes of traces and settings).
-    pub fn contains(&self, index: u64) -> bool {
+    pub(crate) fn contains(&self, index: u64) -> bool {
         index % self.n as u64 == (self.k - 1) as u64
     }
 }
