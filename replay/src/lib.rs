@@ -79,5 +79,5 @@ pub use results::cuda::CudaReplayResult;
 pub use results::fidelity::FidelityOutcome;
 pub use results::gpus::{GpuMemory, gpu_memory};
 pub use results::replay::ReplayResult;
-pub use torch_release::{ReleaseSource, TorchTarget, target_of};
+pub use torch_release::{TorchTarget, target_of};
 pub use vramlab_allocator::{CostModel, PolicySpec, SimDevice, with_policy};

@@ -17,7 +17,7 @@ use vramlab_traces::snapshot::release::{EVIDENCE_KEY, RELEASES_KEY};
 
 /// Where the release came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReleaseSource {
+pub(crate) enum ReleaseSource {
     /// `--torch-version`.
     User,
     /// The snapshot's keys (the signals, for people).
@@ -37,7 +37,7 @@ pub struct TorchTarget {
     /// Whose rules replays use: the newest of `releases`.
     pub rules: TorchVersion,
     /// Where that came from.
-    pub source: ReleaseSource,
+    pub(crate) source: ReleaseSource,
 }
 
 impl TorchTarget {
