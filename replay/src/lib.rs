@@ -34,6 +34,7 @@
     clippy::panic
 )]
 #![warn(missing_docs)]
+// Every `pub` item is reachable from the root: the list below is the surface.
 #![warn(unreachable_pub)]
 
 mod analysis;
@@ -43,6 +44,15 @@ mod io;
 mod results;
 mod torch_release;
 
+// The engine.
+#[cfg(feature = "cuda")]
+pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
+pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
+pub use engine::scenario::Scenario;
+pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
+pub use engine::{ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay};
+
+// The analyses.
 pub use analysis::bench::{BenchRow, bench};
 pub use analysis::fidelity::{FidelityReport, FreeBlock, Mismatch, check_fidelity};
 pub use analysis::fit::{FitError, FitProbe, FitResult, max_fitting_size};
@@ -63,21 +73,21 @@ pub use analysis::stress;
 pub use analysis::sweep::{
     SWEEP_CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,
 };
-#[cfg(feature = "cuda")]
-pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
-pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
-pub use engine::scenario::Scenario;
-pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
-pub use engine::{ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay};
-pub use io::inputs::{
-    DeviceTraces, Input, InputError, InputNote, Inputs, Loaded, Pick, Reading, snapshot_devices,
-};
-pub use io::snapshot_out::{snapshot_value, write_snapshot};
+
+// What each command answers.
 pub use results::capacity::{CapacityRun, free_bytes};
 #[cfg(feature = "cuda")]
 pub use results::cuda::CudaReplayResult;
 pub use results::fidelity::FidelityOutcome;
 pub use results::gpus::{GpuMemory, gpu_memory};
 pub use results::replay::ReplayResult;
+
+// Traces in and out; the PyTorch release a trace is judged by.
+pub use io::inputs::{
+    DeviceTraces, Input, InputError, InputNote, Inputs, Loaded, Pick, Reading, snapshot_devices,
+};
+pub use io::snapshot_out::{snapshot_value, write_snapshot};
 pub use torch_release::{TorchTarget, target_of};
+
+// From vramlab-allocator, for convenience.
 pub use vramlab_allocator::{CostModel, PolicySpec, SimDevice, with_policy};
