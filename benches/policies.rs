@@ -9,7 +9,7 @@ use std::path::Path;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::ReplayOptions;
-use vramlab_replay::analysis::grid::parse_grid_line;
+use vramlab_replay::parse_grid_line;
 use vramlab_traces::{Trace, repeat};
 
 fn repeated(base: &Trace, min_events: usize) -> Trace {

@@ -1,5 +1,5 @@
 //! Does a replay stay linear on pathological traces? Replays every shape of
-//! `vramlab_replay::analysis::stress` (many deferred frees, many streams, many free
+//! `vramlab_replay::stress` (many deferred frees, many streams, many free
 //! blocks in one segment, many unmaps of one expandable reservation) under
 //! every policy at `n` and at `16 n`, and reports nanoseconds per event and
 //! the ratio of the times: about 16 for linear work, 256 for quadratic.
@@ -24,7 +24,7 @@
 use std::time::Instant;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::analysis::stress::SHAPES;
+use vramlab_replay::stress::SHAPES;
 use vramlab_replay::{PolicySpec, ReplayOptions, Scenario};
 use vramlab_traces::Trace;
 

@@ -9,8 +9,7 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::analysis::grid::default_grid;
-use vramlab_replay::analysis::sweep::run_sweep;
+use vramlab_replay::{default_grid, run_sweep};
 use vramlab_traces::{Trace, repeat};
 
 fn trace_100k() -> Trace {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use vramlab_allocator::Device;
 use vramlab_allocator::{AllocConf, Placement, SimDevice};
-use vramlab_replay::torch_release::target_of;
+use vramlab_replay::target_of;
 use vramlab_replay::{Inputs, Pick, recorded_conf};
 use vramlab_replay::{ReplayOptions, Run, Scenario, Start, replay, start_for};
 use vramlab_traces::{SegmentEventKind, Trace};

@@ -9,9 +9,9 @@
 //! with and without `torch.cuda.empty_cache()` between them.
 
 use vramlab_allocator::{Placement, TorchVersion};
-use vramlab_replay::analysis::grid::parse_grid_line;
-use vramlab_replay::analysis::matrix::{MatrixRequest, run_matrix};
-use vramlab_replay::analysis::oom_point::find_oom_point;
+use vramlab_replay::find_oom_point;
+use vramlab_replay::parse_grid_line;
+use vramlab_replay::{MatrixRequest, run_matrix};
 use vramlab_replay::{Scenario, Start};
 use vramlab_workloads::GenRequest;
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vramlab_replay::analysis::bench::bench;
-use vramlab_replay::analysis::gate::bench_grid;
+use vramlab_replay::bench;
+use vramlab_replay::gate::bench_grid;
 
 /// Arguments of `vramlab bench`.
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vramlab_replay::analysis::gate::{Baseline, compare, measure as measure_gate};
+use vramlab_replay::gate::{Baseline, compare, measure as measure_gate};
 
 /// Arguments of `vramlab bench-check`.
 #[derive(Debug, Args)]

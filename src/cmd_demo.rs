@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use vramlab_reports::build::{ReportRequest, build_report};
+use vramlab_reports::{ReportRequest, build_report};
 
 use crate::args::DeviceArgs;
 use crate::render::report::{print_demo_answer, print_demo_question};
@@ -44,8 +44,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let gz = flate2::read::MultiGzDecoder::new(DEMO_TRACE);
     let trace = vramlab_traces::read_csv(std::io::BufReader::new(gz), DEMO_NAME)?;
     print_demo_question(trace.events.len(), &card);
-    let target = vramlab_replay::torch_release::target_of(&trace, None);
-    let grid = vramlab_replay::analysis::grid::default_grid_for(&target);
+    let target = vramlab_replay::target_of(&trace, None);
+    let grid = vramlab_replay::default_grid_for(&target);
     let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
     let built = build_report(
         &ReportRequest {

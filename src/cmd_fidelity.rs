@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::analysis::fidelity::check_fidelity;
-use vramlab_replay::results::FidelityOutcome;
+use vramlab_replay::FidelityOutcome;
+use vramlab_replay::check_fidelity;
 use vramlab_replay::{Inputs, recorded_conf};
 use vramlab_traces::{SegmentEventKind, Trace};
 
@@ -54,7 +54,7 @@ pub fn run(args: FidelityArgs) -> Result<()> {
             unchecked.push((d, why));
             continue;
         }
-        let v = vramlab_replay::torch_release::target_of(t, args.torch_version).rules;
+        let v = vramlab_replay::target_of(t, args.torch_version).rules;
         let conf = match &args.conf {
             Some(s) => AllocConf::parse(s, v).with_context(|| format!("in --conf {s:?}"))?,
             None => recorded_conf(t, v)

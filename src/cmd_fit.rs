@@ -7,8 +7,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use rayon::prelude::*;
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::analysis::fit::max_fitting_size;
-use vramlab_replay::analysis::grid::parse_grid_line;
+use vramlab_replay::max_fitting_size;
+use vramlab_replay::parse_grid_line;
 use vramlab_reports::FitChart;
 use vramlab_traces::advice::with_callers_spelling;
 use vramlab_workloads::{GenRequest, generate};
@@ -102,7 +102,7 @@ pub fn run(args: FitArgs) -> Result<()> {
     let results = entries
         .par_iter()
         .map(with_callers_spelling(
-            |entry: &vramlab_replay::analysis::grid::GridEntry| {
+            |entry: &vramlab_replay::GridEntry| {
                 let s = entry
                     .scenario(Some(capacity))
                     .with_placement(args.device.placement);

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use vramlab_replay::results::gpus::gpu_memory;
+use vramlab_replay::gpu_memory;
 
 /// Arguments of `vramlab gpus`.
 #[derive(Debug, Args)]

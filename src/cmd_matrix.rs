@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::analysis::grid::parse_grid_line;
-use vramlab_replay::analysis::matrix::{MATRIX_SETTINGS, Matrix, MatrixRequest, run_matrix};
+use vramlab_replay::parse_grid_line;
+use vramlab_replay::{MATRIX_SETTINGS, Matrix, MatrixRequest, run_matrix};
 use vramlab_workloads::GenRequest;
 
 use crate::args::DeviceArgs;

@@ -4,8 +4,8 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
-use vramlab_replay::analysis::oom_point::find_oom_point;
-use vramlab_replay::results::CapacityRun;
+use vramlab_replay::CapacityRun;
+use vramlab_replay::find_oom_point;
 use vramlab_traces::advice::with_callers_spelling;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios};

@@ -4,9 +4,7 @@
 use anyhow::{Result, bail};
 use clap::Args;
 use vramlab_replay::OomEvent;
-use vramlab_replay::analysis::recommend::{
-    RecommendRequest, Recommendation, Verdict, recommend_trace,
-};
+use vramlab_replay::{RecommendRequest, Recommendation, Verdict, recommend_trace};
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
@@ -89,10 +87,10 @@ pub fn run(args: RecommendArgs) -> Result<()> {
 /// The setting that got furthest, and where it ran out.
 fn best_attempt(
     trace: &vramlab_traces::Trace,
-    grid: &[vramlab_replay::analysis::grid::GridEntry],
+    grid: &[vramlab_replay::GridEntry],
     rec: &Recommendation,
     capacity: u64,
-    rows: &[vramlab_replay::analysis::sweep::SweepRow],
+    rows: &[vramlab_replay::SweepRow],
 ) -> Option<(String, OomEvent)> {
     let w = rec.ranked.first()?;
     let g = grid.iter().find(|g| g.to_line() == w.row.grid_line)?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_replay::ReplayOptions;
-use vramlab_replay::analysis::placement::{SettingRange, placement_range};
+use vramlab_replay::{SettingRange, placement_range};
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios as scenarios_of};
 use crate::render::replay::{ReplayOutput, print_runs, write_timeline};
@@ -184,14 +184,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         let f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        vramlab_replay::io::snapshot_out::write_snapshot(
-            &trace,
-            run,
-            s.policy.native_conf(),
-            &mut w,
-        )
-        .and_then(|_| std::io::Write::flush(&mut w))
-        .with_context(|| format!("cannot write {}", path.display()))?;
+        vramlab_replay::write_snapshot(&trace, run, s.policy.native_conf(), &mut w)
+            .and_then(|_| std::io::Write::flush(&mut w))
+            .with_context(|| format!("cannot write {}", path.display()))?;
         errln!(
             "wrote {} (open it at https://pytorch.org/memory_viz)",
             path.display()

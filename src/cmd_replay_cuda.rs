@@ -2,7 +2,7 @@
 //! GPU through the CUDA driver.
 //!
 //! Each setting is replayed by the native policy on GPU `N`
-//! ([`vramlab_replay::engine::cuda::CudaScenario`]): segments and pages come from the
+//! ([`vramlab_replay::CudaScenario`]): segments and pages come from the
 //! driver, so the OOM point is the real device's (or the memory
 //! fraction's). The output adds, per setting:
 //!
@@ -158,7 +158,7 @@ mod imp {
     use anyhow::Context;
     use vramlab_allocator::cuda::Gpu;
     use vramlab_replay::ReplayOptions;
-    use vramlab_replay::engine::cuda::{CudaReplayError, CudaScenario};
+    use vramlab_replay::{CudaReplayError, CudaScenario};
 
     use super::*;
     use crate::render::cuda_replay::{leak_text, print_runs};

@@ -1,11 +1,11 @@
 //! `vramlab report`: plots and an HTML page for one trace
-//! ([`vramlab_reports::build`] does the work).
+//! ([`vramlab_reports::build_report`] does the work).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use vramlab_reports::build::{ReportRequest, build_report, state_report};
+use vramlab_reports::{ReportRequest, build_report, state_report};
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};

@@ -5,11 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use vramlab_replay::analysis::grid::GridEntry;
-use vramlab_replay::analysis::sweep::{
-    CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,
-};
+use vramlab_replay::GridEntry;
 use vramlab_replay::{Inputs, Pick, Start};
+use vramlab_replay::{SWEEP_CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep};
 use vramlab_traces::Trace;
 
 use crate::args::{DeviceArgs, GridArgs};
@@ -55,7 +53,7 @@ pub struct SweepArgs {
 
 fn write_outputs(rows: &[SweepRow], csv: Option<&Path>, json: Option<&Path>) -> Result<()> {
     if let Some(p) = csv {
-        let mut s = String::from(CSV_HEADER);
+        let mut s = String::from(SWEEP_CSV_HEADER);
         s.push('\n');
         for r in rows {
             s.push_str(&r.to_csv());

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use vramlab_replay::io::inputs::DeviceTraces;
+use vramlab_replay::DeviceTraces;
 use vramlab_replay::{Input, InputError, Inputs, Pick, Reading};
 use vramlab_traces::{Trace, TraceError};
 

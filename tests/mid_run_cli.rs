@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::io::snapshot_out::snapshot_value;
+use vramlab_replay::snapshot_value;
 use vramlab_replay::{ReplayOptions, Scenario};
 use vramlab_traces::{PickleWriter, Value};
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use vramlab_allocator::DeviceCallKind;
-use vramlab_replay::engine::run::LoggedCall;
+use vramlab_replay::LoggedCall;
 
 use crate::OracleError;
 

@@ -1,22 +1,29 @@
 //! vramlab-replay: the replay engine and the analyses built on it.
 //!
-//! * [`engine`]: [`replay`] drives a policy through a trace on a device
+//! The public surface is the crate root: every type and function users need
+//! is re-exported here, grouped as below, and the modules that define them
+//! are private. Three small namespaces stay public because their names read
+//! best qualified: [`gpus`] (named cards), [`gate`] (the regression gate)
+//! and [`stress`] (pathological traces).
+//!
+//! * The engine: [`replay`] drives a policy through a trace on a device
 //!   ([`Scenario`] picks the policy, settings and simulated device; [`Run`]
-//!   is what comes out; [`Start`] says how a trace recorded mid-run begins).
-//! * [`analysis`]: what users ask of replays — [`analysis::sweep`] (every
-//!   trace × every setting), [`analysis::grid`] (the settings),
-//!   [`analysis::recommend`], [`analysis::oom_point`] (the smallest
-//!   capacity), [`analysis::fit`] (the largest workload), [`analysis::gate`]
-//!   (the regression gate), [`analysis::stress`] (pathological traces) and
-//!   [`analysis::fidelity`] (the proof against PyTorch's recording).
-//! * [`torch_release`]: the PyTorch release whose rules a trace is judged
-//!   by; [`gpus`]: named cards and the memory PyTorch can use on them.
-//! * [`results`]: what each command answers, as typed values that
-//!   serialise to the CLI's `--json` ([`results::ReplayResult`],
-//!   [`results::CapacityRun`], [`results::FidelityOutcome`], …).
-//! * [`io`]: traces in — [`Inputs`], the one way from paths to traces,
-//!   with the allocator's knowledge ([`io::inputs`]) — and a replay out as
-//!   a PyTorch snapshot ([`io::snapshot_out`]).
+//!   is what comes out; [`Start`] says how a trace recorded mid-run begins);
+//!   with the `cuda` feature, `CudaScenario` replays on a real GPU.
+//! * The analyses: [`run_sweep`] (every trace × every setting, [`SweepRow`]),
+//!   the settings grid ([`GridEntry`], [`parse_grid`], [`default_grid`]),
+//!   [`recommend`] ([`Recommendation`]), [`find_oom_point`] (the smallest
+//!   capacity, [`OomPoint`]), [`max_fitting_size`] (the largest workload,
+//!   [`FitResult`]), [`run_matrix`] (variants × settings, [`Matrix`]),
+//!   [`placement_range`] (how much a prediction depends on the driver's
+//!   address order), [`bench`] (the policy benchmark) and
+//!   [`check_fidelity`] (the proof against PyTorch's recording).
+//! * The results: what each command answers, as typed values that
+//!   serialise to the CLI's `--json` ([`ReplayResult`], [`CapacityRun`],
+//!   [`FidelityOutcome`], [`GpuMemory`], …).
+//! * Traces in and out: [`Inputs`], the one way from paths to traces, with
+//!   the allocator's knowledge; [`target_of`], the PyTorch release a trace
+//!   is judged by; [`write_snapshot`], a replay out as a PyTorch snapshot.
 //!
 //! The simulated GPU ([`SimDevice`]) and the policies live in
 //! `vramlab-allocator`; they are re-exported here for convenience.
@@ -27,18 +34,60 @@
     clippy::panic
 )]
 #![warn(missing_docs)]
+// Every `pub` item is reachable from the root: the list below is the surface.
+#![warn(unreachable_pub)]
 
-pub mod analysis;
-pub mod engine;
+mod analysis;
+mod engine;
 pub mod gpus;
-pub mod io;
-pub mod results;
-pub mod torch_release;
+mod io;
+mod results;
+mod torch_release;
 
-pub use analysis::fidelity::{FidelityReport, Mismatch, check_fidelity};
+// The engine.
+#[cfg(feature = "cuda")]
+pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use engine::scenario::Scenario;
 pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
 pub use engine::{ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay};
-pub use io::inputs::{Input, InputError, InputNote, Inputs, Loaded, Pick, Reading};
+
+// The analyses.
+pub use analysis::bench::{BenchRow, bench};
+pub use analysis::fidelity::{FidelityReport, FreeBlock, Mismatch, check_fidelity};
+pub use analysis::fit::{FitError, FitProbe, FitResult, max_fitting_size};
+pub use analysis::gate;
+pub use analysis::grid::{GridEntry, default_grid, default_grid_for, parse_grid, parse_grid_line};
+pub use analysis::matrix::{
+    MATRIX_SETTINGS, Matrix, MatrixCell, MatrixError, MatrixRequest, run_matrix,
+};
+pub use analysis::oom_point::{OOM_POINT_STEP, OomPoint, find_oom_point};
+pub use analysis::placement::{
+    PlacementRange, Predicted, SettingRange, placement_note, placement_range,
+};
+pub use analysis::recommend::{
+    MinCapacity, Ranked, RecommendRequest, Recommendation, Verdict, check_direction_words,
+    recommend, recommend_trace,
+};
+pub use analysis::stress;
+pub use analysis::sweep::{
+    SWEEP_CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,
+};
+
+// What each command answers.
+pub use results::capacity::{CapacityRun, free_bytes};
+#[cfg(feature = "cuda")]
+pub use results::cuda::CudaReplayResult;
+pub use results::fidelity::FidelityOutcome;
+pub use results::gpus::{GpuMemory, gpu_memory};
+pub use results::replay::ReplayResult;
+
+// Traces in and out; the PyTorch release a trace is judged by.
+pub use io::inputs::{
+    DeviceTraces, Input, InputError, InputNote, Inputs, Loaded, Pick, Reading, snapshot_devices,
+};
+pub use io::snapshot_out::{snapshot_value, write_snapshot};
+pub use torch_release::{TorchTarget, target_of};
+
+// From vramlab-allocator, for convenience.
 pub use vramlab_allocator::{CostModel, PolicySpec, SimDevice, with_policy};

@@ -13,11 +13,11 @@ use vramlab_traces::advice::Opt;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_traces::Trace;
 
-pub use vramlab_traces::snapshot::{EVIDENCE_KEY, RELEASES_KEY};
+use vramlab_traces::snapshot::{EVIDENCE_KEY, RELEASES_KEY};
 
 /// Where the release came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReleaseSource {
+pub(crate) enum ReleaseSource {
     /// `--torch-version`.
     User,
     /// The snapshot's keys (the signals, for people).
@@ -37,7 +37,7 @@ pub struct TorchTarget {
     /// Whose rules replays use: the newest of `releases`.
     pub rules: TorchVersion,
     /// Where that came from.
-    pub source: ReleaseSource,
+    pub(crate) source: ReleaseSource,
 }
 
 impl TorchTarget {
@@ -51,7 +51,7 @@ impl TorchTarget {
     }
 
     /// `2.5–2.7` or `2.11`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match (self.releases.first(), self.releases.last()) {
             (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
             (Some(a), _) => a.to_string(),
@@ -82,7 +82,7 @@ impl TorchTarget {
     }
 
     /// `true` when every release in the range accepts `conf`'s string.
-    pub fn all_accept(&self, settings: &str) -> bool {
+    pub(crate) fn all_accept(&self, settings: &str) -> bool {
         self.releases
             .iter()
             .all(|&v| AllocConf::parse(settings, v).is_ok())
@@ -92,7 +92,7 @@ impl TorchTarget {
     /// settings from: `PYTORCH_CUDA_ALLOC_CONF` while any release of the
     /// range is older than 2.10 (2.9's CUDA parser reads only that name,
     /// pytorch/pytorch#183387), else `PYTORCH_ALLOC_CONF`.
-    pub fn env_var(&self) -> &'static str {
+    pub(crate) fn env_var(&self) -> &'static str {
         if self.releases.iter().all(|v| v.at_least(2, 10)) {
             "PYTORCH_ALLOC_CONF"
         } else {
@@ -138,7 +138,7 @@ pub fn target_of(trace: &Trace, user: Option<TorchVersion>) -> TorchTarget {
 /// `2.5–2.7`, `2.9`, `2.11 or later` → the modelled releases in it
 /// (releases older than the oldest modelled one are left out; none left
 /// means the oldest).
-pub fn parse_range(s: &str) -> Option<Vec<TorchVersion>> {
+pub(crate) fn parse_range(s: &str) -> Option<Vec<TorchVersion>> {
     let s = s.trim_end_matches(" or later");
     let (a, b) = s.split_once('–').unwrap_or((s, s));
     let v = |t: &str| -> Option<TorchVersion> {

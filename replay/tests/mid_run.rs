@@ -18,10 +18,10 @@
 use std::path::Path;
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::analysis::fidelity::check_fidelity;
-use vramlab_replay::io::inputs::{DeviceTraces, snapshot_devices};
-use vramlab_replay::io::snapshot_out::snapshot_value;
+use vramlab_replay::check_fidelity;
 use vramlab_replay::recorded_conf;
+use vramlab_replay::snapshot_value;
+use vramlab_replay::{DeviceTraces, snapshot_devices};
 use vramlab_replay::{PolicySpec, ReplayOptions, Scenario, Start};
 use vramlab_traces::snapshot::{Action, Snapshot, read_snapshot};
 use vramlab_traces::{Event, Trace};
@@ -261,7 +261,7 @@ fn a_malloc_that_released_the_cache_and_retried_replays_exactly() {
     // The smallest capacity the trace fits makes mallocs fail, release the
     // cache and retry.
     let s = Scenario::native(AllocConf::new(V));
-    let p = vramlab_replay::analysis::oom_point::find_oom_point(&trace, &s, Start::Fresh).unwrap();
+    let p = vramlab_replay::find_oom_point(&trace, &s, Start::Fresh).unwrap();
     let run = s
         .clone()
         .with_capacity(Some(p.min_capacity))
@@ -292,7 +292,7 @@ fn a_malloc_that_released_the_cache_and_retried_replays_exactly() {
 fn a_recorded_oom_replays_exactly() {
     let trace = bundled("gpt-small-train.csv");
     let s = Scenario::native(AllocConf::new(V));
-    let p = vramlab_replay::analysis::oom_point::find_oom_point(&trace, &s, Start::Fresh).unwrap();
+    let p = vramlab_replay::find_oom_point(&trace, &s, Start::Fresh).unwrap();
     let cap = p.min_capacity - (64 << 20);
     let full = snapshot_of(&trace, "", Some(cap));
     let t = only_device(&full);
@@ -385,7 +385,7 @@ fn the_segment_list_of_memory_snapshot_is_a_state_only_snapshot() {
     let trace = bundled("gpt-small-train.csv");
     let full = snapshot_of(&trace, "", None);
     // torch.cuda.memory_snapshot() returns the list of segment dicts.
-    let v = vramlab_replay::io::snapshot_out::snapshot_value(
+    let v = vramlab_replay::snapshot_value(
         &trace,
         &Scenario::native(AllocConf::new(V))
             .run(

@@ -1,7 +1,7 @@
 //! OOM points pinned on constructed traces where the answer is known.
 
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::analysis::oom_point::find_oom_point;
+use vramlab_replay::find_oom_point;
 use vramlab_replay::{Scenario, Start};
 use vramlab_traces::read_csv;
 

@@ -20,8 +20,8 @@
 use proptest::prelude::*;
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
 use vramlab_allocator::{AllocConf, Allocator, Inspect, TorchVersion};
-use vramlab_replay::analysis::oom_point::{STEP, find_oom_point};
-use vramlab_replay::analysis::stress::{SHAPES, many_streams};
+use vramlab_replay::stress::{SHAPES, many_streams};
+use vramlab_replay::{OOM_POINT_STEP, find_oom_point};
 use vramlab_replay::{PolicySpec, ReplayOptions, Run, Scenario, Start, replay, with_policy};
 use vramlab_traces::{Event, Trace, TraceHeader, read_binary, read_csv, write_binary, write_csv};
 
@@ -466,29 +466,29 @@ proptest! {
         // its answer fits, verified or not.
         prop_assert!(fits(p.min_capacity), "{} does not fit at {}", s.label(), p.min_capacity);
         prop_assert!(p.min_capacity >= p.lower_bound);
-        prop_assert_eq!(p.min_capacity % STEP, 0);
+        prop_assert_eq!(p.min_capacity % OOM_POINT_STEP, 0);
         // Brute force below the answer (small ranges): where feasibility is
         // monotone over the range, the first capacity that fits is the
         // answer.
         // (The search answers at least 2 MiB: a trace that needs nothing
         // still needs a device.)
-        let first = (p.lower_bound.div_ceil(STEP) * STEP).max(STEP);
-        if p.min_capacity - first.min(p.min_capacity) <= 64 * STEP {
-            let scan: Vec<bool> = (first / STEP..=p.min_capacity / STEP)
-                .map(|k| fits(k * STEP))
+        let first = (p.lower_bound.div_ceil(OOM_POINT_STEP) * OOM_POINT_STEP).max(OOM_POINT_STEP);
+        if p.min_capacity - first.min(p.min_capacity) <= 64 * OOM_POINT_STEP {
+            let scan: Vec<bool> = (first / OOM_POINT_STEP..=p.min_capacity / OOM_POINT_STEP)
+                .map(|k| fits(k * OOM_POINT_STEP))
                 .collect();
             let first_fit = scan.iter().position(|&f| f);
             let monotone = first_fit.is_some_and(|i| scan[i..].iter().all(|&f| f));
             if monotone {
                 prop_assert_eq!(
-                    first + first_fit.unwrap_or(0) as u64 * STEP,
+                    first + first_fit.unwrap_or(0) as u64 * OOM_POINT_STEP,
                     p.min_capacity,
                     "{}: a smaller capacity fits", s.label()
                 );
             }
         }
-        if p.verified && p.not_monotone_at.is_empty() && p.min_capacity >= STEP {
-            let below = s.clone().with_capacity(Some(p.min_capacity - STEP));
+        if p.verified && p.not_monotone_at.is_empty() && p.min_capacity >= OOM_POINT_STEP {
+            let below = s.clone().with_capacity(Some(p.min_capacity - OOM_POINT_STEP));
             prop_assert!(run(&t, &below, &opts).oom.is_some(),
                 "{} fits at {} - 2 MiB", s.label(), p.min_capacity);
         }
@@ -612,8 +612,8 @@ fn advice_row(
     waste_mib: u64,
     util: f64,
     oom: bool,
-) -> vramlab_replay::analysis::sweep::SweepRow {
-    vramlab_replay::analysis::sweep::SweepRow {
+) -> vramlab_replay::SweepRow {
+    vramlab_replay::SweepRow {
         index: i,
         trace: "t".into(),
         setting: line.into(),
@@ -657,10 +657,10 @@ proptest! {
             .enumerate()
             .map(|(i, (&(peak, waste, util, oom), line))| advice_row(i as u64, line, peak, waste.min(peak), util, oom))
             .collect();
-        let target = vramlab_replay::torch_release::TorchTarget::user(TorchVersion::NEWEST);
-        let rec = vramlab_replay::analysis::recommend::recommend(&rows, capacity_mib << 20, 1 << 20, &target, &[]);
+        let target = vramlab_replay::TorchTarget::user(TorchVersion::NEWEST);
+        let rec = vramlab_replay::recommend(&rows, capacity_mib << 20, 1 << 20, &target, &[]);
         prop_assert!(
-            vramlab_replay::analysis::recommend::check_direction_words(&rec.why).is_ok(),
+            vramlab_replay::check_direction_words(&rec.why).is_ok(),
             "{}",
             rec.why
         );

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::analysis::fidelity::check_fidelity;
+use vramlab_replay::check_fidelity;
 use vramlab_replay::{Inputs, Pick, recorded_conf};
 
 fn real_dir() -> Option<PathBuf> {
@@ -55,7 +55,7 @@ fn every_real_snapshot_replays_exactly() {
         for t in &traces {
             // Under the rules of the release that wrote it, as `vramlab
             // fidelity` does.
-            let v = vramlab_replay::torch_release::target_of(t, None).rules;
+            let v = vramlab_replay::target_of(t, None).rules;
             let conf = recorded_conf(t, v)
                 .expect("conf")
                 .expect("recorded settings");

@@ -13,9 +13,9 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use vramlab_replay::analysis::grid::parse_grid;
-use vramlab_replay::torch_release::target_of;
-use vramlab_reports::build::{ReportRequest, build_report};
+use vramlab_replay::parse_grid;
+use vramlab_replay::target_of;
+use vramlab_reports::{ReportRequest, build_report};
 
 /// The settings to compare, in grid-file syntax (`vramlab report --grid`).
 const GRID: &str = "\

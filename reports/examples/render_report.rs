@@ -14,11 +14,11 @@
 use std::error::Error;
 use std::path::PathBuf;
 
-use vramlab_replay::analysis::fit::max_fitting_size;
-use vramlab_replay::analysis::grid::{GridEntry, parse_grid_line};
-use vramlab_replay::analysis::oom_point::find_oom_point;
-use vramlab_replay::analysis::recommend::{RecommendRequest, recommend_trace};
-use vramlab_replay::torch_release::target_of;
+use vramlab_replay::find_oom_point;
+use vramlab_replay::max_fitting_size;
+use vramlab_replay::target_of;
+use vramlab_replay::{GridEntry, parse_grid_line};
+use vramlab_replay::{RecommendRequest, recommend_trace};
 use vramlab_replay::{ReplayOptions, Start};
 use vramlab_reports::{FitChart, ReportInput, SettingRun, write_report};
 use vramlab_traces::{Event, Trace};

@@ -3,10 +3,10 @@
 //! what a picture needs besides them (a setting's name, the axis a fit
 //! search is drawn on).
 
+use vramlab_replay::FitResult;
+use vramlab_replay::OomPoint;
+use vramlab_replay::Recommendation;
 use vramlab_replay::Run;
-use vramlab_replay::analysis::fit::FitResult;
-use vramlab_replay::analysis::oom_point::OomPoint;
-use vramlab_replay::analysis::recommend::Recommendation;
 
 /// One allocator setting's replay of the trace: replay's [`Run`] under the
 /// name the report gives the setting.
@@ -32,7 +32,7 @@ impl SettingRun {
 }
 
 /// What the fit chart draws: replay's max-scale searches
-/// ([`vramlab_replay::analysis::fit::max_fitting_size`]), one per setting,
+/// ([`vramlab_replay::max_fitting_size`]), one per setting,
 /// against the dimension they varied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FitChart {

@@ -1,11 +1,15 @@
 //! vramlab-reports: plots and a self-contained HTML report of replay results.
 //!
+//! The public surface is the crate root alone: the plot functions, the
+//! report writer and builders, and the types they take and give, all
+//! re-exported from private modules.
+//!
 //! The crate turns what the replay engine and its analyses produce
 //! ([`vramlab_replay::Run`] with its summary, timeline, first OOM and
-//! segments; [`OomPoint`](vramlab_replay::analysis::oom_point::OomPoint),
-//! [`FitResult`](vramlab_replay::analysis::fit::FitResult),
-//! [`Recommendation`](vramlab_replay::analysis::recommend::Recommendation),
-//! [`Matrix`](vramlab_replay::analysis::matrix::Matrix)) into pictures a
+//! segments; [`OomPoint`](vramlab_replay::OomPoint),
+//! [`FitResult`](vramlab_replay::FitResult),
+//! [`Recommendation`](vramlab_replay::Recommendation),
+//! [`Matrix`](vramlab_replay::Matrix)) into pictures a
 //! person can read at a glance, and into one HTML page that needs nothing
 //! but a browser. It keeps no copies of those types: a [`SettingRun`] is a
 //! replay's [`Run`](vramlab_replay::Run) under the name the report shows,
@@ -47,11 +51,11 @@
 //! recommendation (Markdown-style `` `code` `` in its reason and in the
 //! notes shown as code) and the raw data as an embedded JSON block.
 //!
-//! [`build`] does the whole job for one trace, as `vramlab report` does:
-//! it sweeps a grid of settings, ranks them, replays the defaults and the
-//! best ones in detail, finds their OOM points and writes the report
-//! ([`build::build_report`]); a snapshot that holds only the allocator
-//! state gets the report of that state ([`build::state_report`]).
+//! [`build_report`] does the whole job for one trace, as `vramlab report`
+//! does: it sweeps a grid of settings, ranks them, replays the defaults and
+//! the best ones in detail, finds their OOM points and writes the report
+//! ([`ReportRequest`] in, [`BuiltReport`] out); a snapshot that holds only
+//! the allocator state gets the report of that state ([`state_report`]).
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -59,10 +63,11 @@
     clippy::panic
 )]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod base64;
-pub mod build;
+mod build;
 mod html;
 mod input;
 mod plots;
@@ -72,6 +77,7 @@ mod units;
 
 use std::path::PathBuf;
 
+pub use build::{BuildError, BuiltReport, ReportRequest, build_report, state_report};
 pub use html::write_report;
 pub use input::{FitChart, ReportInput, SettingRun};
 pub use plots::{

@@ -32,7 +32,7 @@ pub(crate) fn unit_for(max_bytes: u64) -> Unit {
 
 impl Unit {
     /// `bytes` in this unit.
-    pub fn of(self, bytes: u64) -> f64 {
+    pub(crate) fn of(self, bytes: u64) -> f64 {
         bytes as f64 / self.div
     }
 }

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::out_dir;
-use vramlab_replay::analysis::grid::parse_grid;
-use vramlab_replay::torch_release::target_of;
-use vramlab_reports::build::{BuildError, ReportRequest, build_report, state_report};
+use vramlab_replay::parse_grid;
+use vramlab_replay::target_of;
+use vramlab_reports::{BuildError, ReportRequest, build_report, state_report};
 use vramlab_traces::{InitialState, Trace};
 
 fn gpt() -> Trace {

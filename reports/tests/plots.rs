@@ -447,8 +447,8 @@ fn an_unwritable_path_is_an_error_not_a_panic() {
 }
 
 /// A matrix of long variant and setting names, some cells not fitting.
-fn crowded_matrix() -> vramlab_replay::analysis::matrix::Matrix {
-    use vramlab_replay::analysis::matrix::{Matrix, MatrixCell};
+fn crowded_matrix() -> vramlab_replay::Matrix {
+    use vramlab_replay::{Matrix, MatrixCell};
     let variants: Vec<String> = [
         "--precision bf16 --attention flash --kv-cache dynamic",
         "--precision nf4 --attention flash --kv-cache dynamic",

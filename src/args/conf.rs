@@ -4,8 +4,8 @@
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::torch_release::{TorchTarget, target_of};
 use vramlab_replay::{PolicySpec, Scenario};
+use vramlab_replay::{TorchTarget, target_of};
 use vramlab_traces::Trace;
 
 use crate::args::DeviceArgs;

@@ -4,8 +4,8 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::analysis::grid::{GridEntry, default_grid_for, parse_grid, parse_grid_line};
-use vramlab_replay::torch_release::{TorchTarget, target_of};
+use vramlab_replay::{GridEntry, default_grid_for, parse_grid, parse_grid_line};
+use vramlab_replay::{TorchTarget, target_of};
 use vramlab_traces::Trace;
 
 /// Where a grid comes from.

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use vramlab_replay::analysis::bench::BenchRow;
-use vramlab_replay::analysis::gate::{Baseline, Finding};
+use vramlab_replay::BenchRow;
+use vramlab_replay::gate::{Baseline, Finding};
 
 use crate::render::replay::csv_quote;
 use crate::render::table::{Table, bytes, count, percent};

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use vramlab_allocator::LatencySummary;
 use vramlab_allocator::{DeviceLatencies, LatencyHistogram};
-use vramlab_replay::engine::cuda::CudaRun;
-use vramlab_replay::results::CudaReplayResult;
+use vramlab_replay::CudaReplayResult;
+use vramlab_replay::CudaRun;
 use vramlab_traces::Trace;
 
 use crate::render::table::{Table, bytes, count, percent};

@@ -2,7 +2,7 @@
 //! each, the verdict) and for programs ([`FidelityOutcome`] as JSON).
 
 use anyhow::Result;
-use vramlab_replay::results::FidelityOutcome;
+use vramlab_replay::FidelityOutcome;
 
 use crate::render::table::{Table, count, percent};
 

@@ -2,7 +2,7 @@
 //! programs (the [`FitResult`]s as JSON).
 
 use anyhow::Result;
-use vramlab_replay::analysis::fit::FitResult;
+use vramlab_replay::FitResult;
 
 use crate::render::table::{Table, bytes};
 

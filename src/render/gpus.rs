@@ -2,8 +2,8 @@
 //! and for programs (the [`GpuMemory`] list as JSON).
 
 use anyhow::Result;
+use vramlab_replay::GpuMemory;
 use vramlab_replay::gpus::CONTEXT_ALLOWANCE;
-use vramlab_replay::results::GpuMemory;
 
 use crate::render::table::{Table, bytes};
 

@@ -1,7 +1,7 @@
 //! A workload's matrix of remedies for people (a table, best cells
 //! named) and for programs (CSV, one row per cell).
 
-use vramlab_replay::analysis::matrix::{Matrix, MatrixCell};
+use vramlab_replay::{Matrix, MatrixCell};
 
 use crate::render::replay::csv_quote;
 use crate::render::table::{Table, bytes};

@@ -1,10 +1,10 @@
 //! A run on a capacity, for people and programs: it fits (with headroom),
 //! or where it ran out, the code that asked, and the allocator's state
 //! there (the segments with the most free memory). Its JSON is
-//! [`vramlab_replay::results::CapacityRun`].
+//! [`vramlab_replay::CapacityRun`].
 
 use vramlab_allocator::{BlockState, SegmentView};
-use vramlab_replay::results::capacity::free_bytes;
+use vramlab_replay::free_bytes;
 use vramlab_replay::{OomEvent, Run, Start};
 use vramlab_traces::Trace;
 

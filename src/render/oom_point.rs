@@ -3,7 +3,7 @@
 //! for programs (the [`OomPoint`]s as JSON).
 
 use anyhow::Result;
-use vramlab_replay::analysis::oom_point::OomPoint;
+use vramlab_replay::OomPoint;
 use vramlab_replay::gpus::{CONTEXT_ALLOWANCE, smallest_gpu_for};
 
 use crate::render::table::{Table, bytes};

@@ -2,7 +2,7 @@
 //! lines to export, then the ranking and the other allocator designs.
 
 use vramlab_replay::OomEvent;
-use vramlab_replay::analysis::recommend::{Ranked, Recommendation, Verdict};
+use vramlab_replay::{Ranked, Recommendation, Verdict};
 use vramlab_traces::Trace;
 
 use crate::render::sweep::oom_cell;

@@ -4,9 +4,9 @@
 
 use anyhow::{Context, Result};
 use vramlab_allocator::LatencySummary;
+use vramlab_replay::ReplayResult;
 use vramlab_replay::Run;
-use vramlab_replay::analysis::placement::{SettingRange, placement_note};
-use vramlab_replay::results::ReplayResult;
+use vramlab_replay::{SettingRange, placement_note};
 use vramlab_traces::Trace;
 
 use crate::render::table::{Table, bytes, count, percent};

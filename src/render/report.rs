@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use vramlab_replay::analysis::recommend::Recommendation;
+use vramlab_replay::Recommendation;
 
 use crate::render::recommendation::print_recommendation;
 

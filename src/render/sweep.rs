@@ -1,7 +1,7 @@
 //! Sweep rows for people: per trace, every setting best first; or, when the
 //! rows went to a file, one summary line per trace.
 
-use vramlab_replay::analysis::sweep::SweepRow;
+use vramlab_replay::SweepRow;
 
 use crate::render::table::{Table, bytes, count, percent};
 

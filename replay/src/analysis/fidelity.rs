@@ -77,7 +77,7 @@ impl FidelityReport {
     }
 
     /// Adds another device's figures (for the total).
-    pub fn add(&mut self, o: &FidelityReport) {
+    pub(crate) fn add(&mut self, o: &FidelityReport) {
         self.events += o.events;
         self.allocs += o.allocs;
         self.alloc_addresses_matched += o.alloc_addresses_matched;

@@ -72,7 +72,7 @@ pub enum Finding {
 
 /// The settings the gate and the benchmark cover: PyTorch's defaults and
 /// its most used alternatives, and every other policy.
-pub const BENCH_SETTINGS: &[&str] = &[
+pub(crate) const BENCH_SETTINGS: &[&str] = &[
     "default",
     "expandable_segments:True",
     "max_split_size_mb:128",

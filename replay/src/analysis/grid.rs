@@ -135,7 +135,7 @@ pub fn default_grid_for(target: &crate::torch_release::TorchTarget) -> Vec<GridE
 }
 
 /// The lines of [`default_grid`] in grid-file syntax.
-pub fn default_grid_lines(version: TorchVersion) -> Vec<String> {
+pub(crate) fn default_grid_lines(version: TorchVersion) -> Vec<String> {
     let mut lines: Vec<String> = vec!["default".into(), "expandable_segments:True".into()];
     let mss_min = if version.at_least(2, 10) { 20 } else { 21 };
     for mb in [mss_min, 64, 128, 256, 512, 1024] {

@@ -3,14 +3,14 @@
 //! order, the largest workload that fits, the regression gate,
 //! pathological traces, and the fidelity proof against a recording.
 
-pub mod bench;
-pub mod fidelity;
-pub mod fit;
+pub(crate) mod bench;
+pub(crate) mod fidelity;
+pub(crate) mod fit;
 pub mod gate;
-pub mod grid;
-pub mod matrix;
-pub mod oom_point;
-pub mod placement;
-pub mod recommend;
+pub(crate) mod grid;
+pub(crate) mod matrix;
+pub(crate) mod oom_point;
+pub(crate) mod placement;
+pub(crate) mod recommend;
 pub mod stress;
-pub mod sweep;
+pub(crate) mod sweep;

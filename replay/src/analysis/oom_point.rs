@@ -21,7 +21,7 @@ use crate::engine::start::Start;
 use crate::engine::{ReplayError, ReplayOptions};
 
 /// Granularity of the search.
-pub const STEP: u64 = 2 << 20;
+pub const OOM_POINT_STEP: u64 = 2 << 20;
 
 /// Result of an OOM-point search.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -94,20 +94,24 @@ pub fn find_oom_point(
         .peak_requested_bytes
         .max(start_reserved.unwrap_or(0));
     let mut replays = 1u32;
-    let mut hi = unlimited.summary.peak_reserved_bytes.div_ceil(STEP).max(1);
+    let mut hi = unlimited
+        .summary
+        .peak_reserved_bytes
+        .div_ceil(OOM_POINT_STEP)
+        .max(1);
     // A capacity also sets the device's total (memory fractions, expandable
     // reservations); make sure the upper end really fits, growing if not.
-    while !fits(trace, scenario, hi * STEP, &opts)? {
+    while !fits(trace, scenario, hi * OOM_POINT_STEP, &opts)? {
         replays += 1;
         hi = hi.saturating_mul(2);
-        if hi > (1u64 << 50) / STEP {
+        if hi > (1u64 << 50) / OOM_POINT_STEP {
             return Err(ReplayError::Initial(
                 "the trace does not fit on any capacity up to 1 PiB under this setting".into(),
             ));
         }
     }
     replays += 1;
-    let mut lo = (lower / STEP).saturating_sub(1); // lo*STEP does not fit (below the bound)
+    let mut lo = (lower / OOM_POINT_STEP).saturating_sub(1); // lo*OOM_POINT_STEP does not fit (below the bound)
     if lower == 0 {
         lo = 0;
     }
@@ -115,25 +119,29 @@ pub fn find_oom_point(
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         replays += 1;
-        if fits(trace, scenario, mid * STEP, &opts)? {
+        if fits(trace, scenario, mid * OOM_POINT_STEP, &opts)? {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    let answer = hi * STEP;
+    let answer = hi * OOM_POINT_STEP;
     let verified = {
         replays += 2;
         fits(trace, scenario, answer, &opts)?
-            && (answer < STEP || !fits(trace, scenario, answer - STEP, &opts)?)
+            && (answer < OOM_POINT_STEP || !fits(trace, scenario, answer - OOM_POINT_STEP, &opts)?)
     };
     // Probe above the answer for non-monotone feasibility.
     let mut not_monotone_at = Vec::new();
     let top = unlimited.summary.peak_reserved_bytes.max(answer);
-    let mut probes: Vec<u64> = (1..=8).map(|k| answer.saturating_add(k * STEP)).collect();
+    let mut probes: Vec<u64> = (1..=8)
+        .map(|k| answer.saturating_add(k * OOM_POINT_STEP))
+        .collect();
     let span = top.saturating_sub(answer);
     // span / 8 * k: no overflow for spans near 2^64 (requests up to 2^60).
-    probes.extend((1..=8).map(|k| answer.saturating_add((span / 8 * k) / STEP * STEP)));
+    probes.extend(
+        (1..=8).map(|k| answer.saturating_add((span / 8 * k) / OOM_POINT_STEP * OOM_POINT_STEP)),
+    );
     probes.sort_unstable();
     probes.dedup();
     for c in probes {

@@ -38,18 +38,18 @@ pub struct PlacementRange {
 impl PlacementRange {
     /// Both placements gave the same peak and the same OOM: the prediction
     /// does not depend on the driver's address order.
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         self.peak_reserved_bytes == self.other_peak_reserved_bytes
             && self.oom_event == self.other_oom_event
     }
 
     /// The lower of the two peaks.
-    pub fn low(&self) -> u64 {
+    pub(crate) fn low(&self) -> u64 {
         self.peak_reserved_bytes.min(self.other_peak_reserved_bytes)
     }
 
     /// The higher of the two peaks.
-    pub fn high(&self) -> u64 {
+    pub(crate) fn high(&self) -> u64 {
         self.peak_reserved_bytes.max(self.other_peak_reserved_bytes)
     }
 }

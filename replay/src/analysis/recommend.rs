@@ -18,14 +18,14 @@ use crate::torch_release::TorchTarget;
 /// Headroom, as a share of the capacity, above which the defaults are
 /// fine: a setting is recommended only when the defaults do not fit, or fit
 /// with less than this to spare.
-pub const COMFORTABLE_HEADROOM: f64 = 0.10;
+pub(crate) const COMFORTABLE_HEADROOM: f64 = 0.10;
 
 /// A setting must save at least this share of the defaults' peak reserved
 /// (and [`MIN_SAVING_BYTES`]) to be recommended over them.
-pub const MIN_SAVING_SHARE: f64 = 0.02;
+pub(crate) const MIN_SAVING_SHARE: f64 = 0.02;
 
 /// See [`MIN_SAVING_SHARE`]: 64 MiB.
-pub const MIN_SAVING_BYTES: u64 = 64 << 20;
+pub(crate) const MIN_SAVING_BYTES: u64 = 64 << 20;
 
 /// One ranked setting.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -131,11 +131,11 @@ fn rank(rows: &[SweepRow], capacity: u64) -> Vec<Ranked> {
 }
 
 /// Bytes for a sentence (the workspace's one formatter for sentences).
-pub use vramlab_allocator::format::bytes_words as size_words;
+use vramlab_allocator::format::bytes_words as size_words;
 
 /// "drops from A to B", "rises from A to B" or "stays at A": the word
 /// follows the sign of `to − from`, never the other way round.
-pub fn change_words(from: u64, to: u64) -> String {
+pub(crate) fn change_words(from: u64, to: u64) -> String {
     let (a, b) = (size_words(from), size_words(to));
     if a == b {
         format!("stays at {a}")
@@ -453,7 +453,7 @@ fn verdict_against_defaults(
 /// 200% of it): every direction word must follow its numbers. A row whose
 /// peak exceeds a capacity counts as not fitting there. `Err` names the
 /// capacity and the phrase.
-pub fn check_advice_words(
+pub(crate) fn check_advice_words(
     rows: &[SweepRow],
     peak_live: u64,
     target: &TorchTarget,

@@ -39,7 +39,7 @@ pub const SHAPES: [Shape; 4] = [
 ];
 
 /// `n` deferred frees requested, then completed oldest first.
-pub fn many_pending_frees(n: u32) -> Trace {
+pub(crate) fn many_pending_frees(n: u32) -> Trace {
     let mut t = Trace::new(TraceHeader::default());
     for id in 0..n {
         t.events.push(Event::Alloc {
@@ -78,7 +78,7 @@ pub fn many_streams(n: u32) -> Trace {
 
 /// `n` tiny blocks carved from one large segment, every other one freed,
 /// then the rest: many free blocks in one segment, merging on the way out.
-pub fn many_tiny_blocks(n: u32) -> Trace {
+pub(crate) fn many_tiny_blocks(n: u32) -> Trace {
     let mut t = Trace::new(TraceHeader::default());
     // One oversize block that leaves a segment of n * 2 MiB... then tiny
     // large-pool blocks (1 MiB + 512) split off its free remainder.
@@ -108,7 +108,7 @@ pub fn many_tiny_blocks(n: u32) -> Trace {
 
 /// `n` blocks of 21 MiB, every other one freed, `empty_cache` (with
 /// expandable segments: many unmaps of one reservation), then the rest.
-pub fn many_holes_then_empty_cache(n: u32) -> Trace {
+pub(crate) fn many_holes_then_empty_cache(n: u32) -> Trace {
     let mut t = Trace::new(TraceHeader::default());
     for id in 0..n {
         t.events.push(Event::Alloc {

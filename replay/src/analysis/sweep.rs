@@ -64,7 +64,7 @@ pub struct SweepRow {
 }
 
 /// The CSV header of [`SweepRow`]s, in field order.
-pub const CSV_HEADER: &str = "index,trace,setting,policy,grid_line,capacity,events,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,waste_at_peak_bytes,utilization,num_device_alloc,num_device_free,num_sync_all_streams,num_alloc_retries,device_time_us,oom_event,oom_requested_bytes,start,oom_at_start";
+pub const SWEEP_CSV_HEADER: &str = "index,trace,setting,policy,grid_line,capacity,events,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,waste_at_peak_bytes,utilization,num_device_alloc,num_device_free,num_sync_all_streams,num_alloc_retries,device_time_us,oom_event,oom_requested_bytes,start,oom_at_start";
 
 fn quote(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -75,7 +75,7 @@ fn quote(s: &str) -> String {
 }
 
 impl SweepRow {
-    /// The row as CSV (matching [`CSV_HEADER`]).
+    /// The row as CSV (matching [`SWEEP_CSV_HEADER`]).
     pub fn to_csv(&self) -> String {
         format!(
             "{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{:.1},{},{},{},{}",
@@ -135,7 +135,7 @@ impl std::str::FromStr for Shard {
 impl Shard {
     /// `true` if pair `index` belongs to this shard (round-robin, so shards
     /// get similar mixes of traces and settings).
-    pub fn contains(&self, index: u64) -> bool {
+    pub(crate) fn contains(&self, index: u64) -> bool {
         index % self.n as u64 == (self.k - 1) as u64
     }
 }
@@ -226,11 +226,11 @@ fn row_of(index: u64, name: &str, entry: &GridEntry, capacity: Option<u64>, run:
     }
 }
 
-/// Reads rows from a CSV written with [`CSV_HEADER`] (a shard's output).
+/// Reads rows from a CSV written with [`SWEEP_CSV_HEADER`] (a shard's output).
 pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
     let mut lines = text.lines();
     match lines.next() {
-        Some(h) if h.trim() == CSV_HEADER => {}
+        Some(h) if h.trim() == SWEEP_CSV_HEADER => {}
         _ => {
             return Err(format!(
                 "{path}: not a vramlab sweep CSV (the header differs)"
@@ -398,7 +398,7 @@ mod tests {
             start: "fresh".into(),
             oom_at_start: false,
         };
-        let text = format!("{CSV_HEADER}\n{}\n", r.to_csv());
+        let text = format!("{SWEEP_CSV_HEADER}\n{}\n", r.to_csv());
         assert_eq!(read_rows_csv(&text, "x.csv").unwrap(), vec![r.clone()]);
         let merged = merge_rows(vec![r.clone(), r.clone()]).unwrap();
         assert_eq!(merged.len(), 1);
@@ -410,7 +410,7 @@ mod tests {
     #[test]
     fn bad_csv_rows_name_the_file_line_and_field() {
         let row = "0,t.csv,default,native,,0,10,1,2,3,1,0.5,1,0,0,0,25.0,-1,0,,false";
-        let read = |body: &str| read_rows_csv(&format!("{CSV_HEADER}\n{body}\n"), "s.csv");
+        let read = |body: &str| read_rows_csv(&format!("{SWEEP_CSV_HEADER}\n{body}\n"), "s.csv");
         assert_eq!(read(row).unwrap().len(), 1);
         assert_eq!(
             read("1,2,3").unwrap_err(),

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use vramlab_allocator::cuda::{CudaDevice, CudaDeviceOptions, CudaError, Gpu, GpuInfo};
 use vramlab_allocator::{DeviceLatencies, LatencyHistogram};
 
-pub use crate::engine::timed::TimedAllocator;
+use crate::engine::timed::TimedAllocator;
 use vramlab_allocator::{AllocConf, Allocator, Inspect, NativeAllocator};
 use vramlab_traces::Trace;
 
@@ -88,7 +88,8 @@ pub struct CudaRun {
 pub struct CudaScenario {
     /// The native policy's settings.
     pub conf: AllocConf,
-    /// GPU ordinal.
+    /// GPU ordinal, for the caller to open ([`CudaScenario::run_on`] takes
+    /// the open GPU).
     pub gpu: u32,
     /// `torch.cuda.set_per_process_memory_fraction` applied before the
     /// first event.
@@ -118,17 +119,6 @@ impl CudaScenario {
             s.push_str(&format!(" (fraction {f})"));
         }
         s
-    }
-
-    /// Opens the GPU and replays `trace` on it ([`CudaScenario::run_on`]).
-    ///
-    /// # Errors
-    ///
-    /// [`CudaError::NotFound`] (inside [`CudaReplayError::Cuda`]) without a
-    /// driver or device; otherwise as [`CudaScenario::run_on`].
-    pub fn run(&self, trace: &Trace, opts: &ReplayOptions) -> Result<CudaRun, CudaReplayError> {
-        let gpu = Gpu::open(self.gpu)?;
-        self.run_on(&gpu, trace, opts)
     }
 
     /// Replays `trace` on an open GPU, calls `empty_cache`, drops the
@@ -221,9 +211,12 @@ mod tests {
     fn no_gpu_is_an_error_not_a_panic() {
         let s = CudaScenario::native(AllocConf::new(TorchVersion::NEWEST), 0);
         let t = Trace::new(Default::default());
-        match s.run(&t, &ReplayOptions::default()) {
-            Ok(r) => assert!(r.leak.ok, "{:?}", r.leak),
-            Err(CudaReplayError::Cuda(CudaError::NotFound(m))) => assert!(!m.is_empty()),
+        match Gpu::open(s.gpu) {
+            Ok(gpu) => match s.run_on(&gpu, &t, &ReplayOptions::default()) {
+                Ok(r) => assert!(r.leak.ok, "{:?}", r.leak),
+                Err(e) => panic!("unexpected error: {e}"),
+            },
+            Err(CudaError::NotFound(m)) => assert!(!m.is_empty()),
             Err(e) => panic!("unexpected error: {e}"),
         }
     }

@@ -24,12 +24,12 @@ use start::Start;
 use vramlab_allocator::{Refusal, SimDevice};
 
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 mod replayer;
-pub mod run;
-pub mod scenario;
-pub mod start;
-pub mod timed;
+pub(crate) mod run;
+pub(crate) mod scenario;
+pub(crate) mod start;
+pub(crate) mod timed;
 
 /// What the engine needs from a device beyond [`Device`].
 pub trait ReplayDevice: Device {

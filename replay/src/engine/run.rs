@@ -102,7 +102,7 @@ fn serialize_kind<S: serde::Serializer>(k: &DeviceCallKind, s: S) -> Result<S::O
 }
 
 /// How many of the largest live allocations an [`OomEvent`] names.
-pub const LARGEST_LIVE: usize = 5;
+pub(crate) const LARGEST_LIVE: usize = 5;
 
 /// The allocation that failed.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -13,7 +13,7 @@ use vramlab_allocator::{AllocError, Allocator, BlockHandle, Wrapper};
 /// are the figures to compare with `torch.cuda.caching_allocator_alloc` /
 /// `caching_allocator_delete` timings.
 #[derive(Debug)]
-pub struct TimedAllocator<A> {
+pub(crate) struct TimedAllocator<A> {
     /// The wrapped policy.
     pub inner: A,
     /// Latency of each malloc call (successful or not).
@@ -24,7 +24,7 @@ pub struct TimedAllocator<A> {
 
 impl<A: Allocator> TimedAllocator<A> {
     /// Wraps `inner` with empty histograms.
-    pub fn new(inner: A) -> Self {
+    pub(crate) fn new(inner: A) -> Self {
         TimedAllocator {
             inner,
             malloc: LatencyHistogram::new(),

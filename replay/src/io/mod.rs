@@ -2,5 +2,5 @@
 //! their recorded settings, devices picked and named: [`inputs`]), and a
 //! replay out as a PyTorch snapshot ([`snapshot_out`]).
 
-pub mod inputs;
-pub mod snapshot_out;
+pub(crate) mod inputs;
+pub(crate) mod snapshot_out;

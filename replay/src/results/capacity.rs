@@ -19,13 +19,13 @@ pub struct CapacityRun {
     pub oom: Option<OomEvent>,
     /// Its peak when it fits; the code and the allocator state when not.
     #[serde(flatten)]
-    pub outcome: CapacityOutcome,
+    pub(crate) outcome: CapacityOutcome,
 }
 
 /// How a replay on a capacity ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
-pub enum CapacityOutcome {
+pub(crate) enum CapacityOutcome {
     /// It fits.
     Fits {
         /// Its peak reserved bytes.
@@ -37,55 +37,55 @@ pub enum CapacityOutcome {
 
 /// The code and the allocator state at an OOM.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OomState {
+pub(crate) struct OomState {
     /// The Python frames of the failing allocation, innermost first (`None`
     /// when a recorded segment of the initial state did not fit).
-    pub failing_stack: Option<Vec<Frame>>,
+    pub(crate) failing_stack: Option<Vec<Frame>>,
     /// The largest allocations live at the failure, largest first.
-    pub largest_live: Vec<LiveAllocation>,
+    pub(crate) largest_live: Vec<LiveAllocation>,
     /// Free bytes cached in the segments.
-    pub cached_free_bytes: u64,
+    pub(crate) cached_free_bytes: u64,
     /// The allocator's segments at the failure.
-    pub segments: Vec<SegmentAtOom>,
+    pub(crate) segments: Vec<SegmentAtOom>,
 }
 
 /// An allocation live at an OOM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LiveAllocation {
+pub(crate) struct LiveAllocation {
     /// Allocation id.
-    pub id: u32,
+    pub(crate) id: u32,
     /// The caller's request.
-    pub requested_bytes: u64,
+    pub(crate) requested_bytes: u64,
     /// The Python frames that made it, innermost first.
-    pub stack: Vec<Frame>,
+    pub(crate) stack: Vec<Frame>,
 }
 
 /// A segment at an OOM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SegmentAtOom {
+pub(crate) struct SegmentAtOom {
     /// Base address.
-    pub address: u64,
+    pub(crate) address: u64,
     /// Bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// `small` or `large`.
-    pub pool: &'static str,
+    pub(crate) pool: &'static str,
     /// An expandable segment.
-    pub expandable: bool,
+    pub(crate) expandable: bool,
     /// Its blocks in address order.
-    pub blocks: Vec<BlockAtOom>,
+    pub(crate) blocks: Vec<BlockAtOom>,
 }
 
 /// A block of a segment at an OOM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BlockAtOom {
+pub(crate) struct BlockAtOom {
     /// Address.
-    pub address: u64,
+    pub(crate) address: u64,
     /// Bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// The last request it served.
-    pub requested: u64,
+    pub(crate) requested: u64,
     /// Its state as a snapshot names it (`active_allocated`, `inactive`, …).
-    pub state: &'static str,
+    pub(crate) state: &'static str,
 }
 
 /// Free (cached) bytes of a segment.
@@ -107,7 +107,7 @@ fn code_stack(trace: &Trace, id: u32) -> Vec<Frame> {
 
 impl OomState {
     /// The code and the state of `o`, an OOM of a replay of `trace`.
-    pub fn new(trace: &Trace, o: &OomEvent) -> Self {
+    pub(crate) fn new(trace: &Trace, o: &OomEvent) -> Self {
         OomState {
             failing_stack: o.alloc_id.map(|id| code_stack(trace, id)),
             largest_live: o

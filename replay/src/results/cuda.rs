@@ -18,71 +18,71 @@ pub struct CudaReplayResult {
     #[serde(flatten)]
     pub replay: ReplayResult,
     /// The GPU.
-    pub device: CudaDeviceFigures,
+    pub(crate) device: CudaDeviceFigures,
     /// Measured time in driver calls, microseconds.
     pub driver_time_us: f64,
     /// Call latencies.
-    pub latency: CallLatencies,
+    pub(crate) latency: CallLatencies,
     /// Whether the device memory came back.
     pub leak_check: LeakCheck,
 }
 
 /// The GPU a replay ran on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CudaDeviceFigures {
+pub(crate) struct CudaDeviceFigures {
     /// Always `cuda`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// Its ordinal.
-    pub gpu: u32,
+    pub(crate) gpu: u32,
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its memory.
-    pub total_bytes: u64,
+    pub(crate) total_bytes: u64,
     /// The granularity of its mappings.
-    pub granularity: u64,
+    pub(crate) granularity: u64,
     /// The driver's CUDA version (`12.8`).
-    pub cuda_driver_version: String,
+    pub(crate) cuda_driver_version: String,
     /// New segments were written over (`--touch`).
-    pub touch: bool,
+    pub(crate) touch: bool,
     /// Device calls that failed for reasons other than memory.
-    pub device_errors: u64,
+    pub(crate) device_errors: u64,
 }
 
 /// The latencies of the driver's and the policy's calls.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CallLatencies {
+pub(crate) struct CallLatencies {
     /// Always `microseconds`.
-    pub unit: &'static str,
+    pub(crate) unit: &'static str,
     /// Per driver call (`malloc`, `free`, `map`, `unmap`).
-    pub device_calls: BTreeMap<&'static str, LatencyMicros>,
+    pub(crate) device_calls: BTreeMap<&'static str, LatencyMicros>,
     /// The policy's `malloc` and `free`.
-    pub allocator_calls: AllocatorCalls,
+    pub(crate) allocator_calls: AllocatorCalls,
 }
 
 /// The policy's caller-level calls.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AllocatorCalls {
+pub(crate) struct AllocatorCalls {
     /// `malloc`.
-    pub malloc: LatencyMicros,
+    pub(crate) malloc: LatencyMicros,
     /// `free`.
-    pub free: LatencyMicros,
+    pub(crate) free: LatencyMicros,
 }
 
 /// One latency histogram's summary, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct LatencyMicros {
+pub(crate) struct LatencyMicros {
     /// Calls recorded.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Median.
-    pub p50_us: f64,
+    pub(crate) p50_us: f64,
     /// 99th percentile.
-    pub p99_us: f64,
+    pub(crate) p99_us: f64,
     /// Slowest call.
-    pub max_us: f64,
+    pub(crate) max_us: f64,
     /// Mean.
-    pub mean_us: f64,
+    pub(crate) mean_us: f64,
     /// Sum of all calls.
-    pub total_us: f64,
+    pub(crate) total_us: f64,
 }
 
 impl From<&LatencySummary> for LatencyMicros {

@@ -2,15 +2,15 @@
 //! serialisation, its tables render the same values, and the Python package
 //! returns what the JSON says.
 //!
-//! * [`replay`]: one replay ([`ReplayResult`]), with the other placement's
-//!   figures when they were computed.
-//! * [`capacity`]: a replay on a fixed capacity: it fits, or where it ran
+//! * `replay`: one replay ([`crate::ReplayResult`]), with the other
+//!   placement's figures when they were computed.
+//! * `capacity`: a replay on a fixed capacity: it fits, or where it ran
 //!   out, the code that asked and the allocator's state there
-//!   ([`CapacityRun`]).
-//! * [`fidelity`]: a snapshot's fidelity check, every device and the total
-//!   ([`FidelityOutcome`]).
-//! * [`gpus`]: the named cards and the memory PyTorch can use on each
-//!   ([`GpuMemory`]).
+//!   ([`crate::CapacityRun`]).
+//! * `fidelity`: a snapshot's fidelity check, every device and the total
+//!   ([`crate::FidelityOutcome`]).
+//! * `gpus`: the named cards and the memory PyTorch can use on each
+//!   ([`crate::GpuMemory`]).
 //! * `cuda` (with the `cuda` feature): a replay on a real GPU with its
 //!   latencies and leak check (`CudaReplayResult`).
 //!
@@ -18,16 +18,9 @@
 //! order at every level (the order of a `serde_json::Value` map); the
 //! field order here is for reading.
 
-pub mod capacity;
+pub(crate) mod capacity;
 #[cfg(feature = "cuda")]
-pub mod cuda;
-pub mod fidelity;
-pub mod gpus;
-pub mod replay;
-
-pub use capacity::CapacityRun;
-#[cfg(feature = "cuda")]
-pub use cuda::CudaReplayResult;
-pub use fidelity::FidelityOutcome;
-pub use gpus::GpuMemory;
-pub use replay::ReplayResult;
+pub(crate) mod cuda;
+pub(crate) mod fidelity;
+pub(crate) mod gpus;
+pub(crate) mod replay;

@@ -32,40 +32,40 @@ pub struct ReplayResult {
     #[serde(flatten)]
     pub summary: Summary,
     /// The first OOM, if one happened.
-    pub oom: Option<OomFigures>,
+    pub(crate) oom: Option<OomFigures>,
     /// The final `torch.cuda.memory_stats()`, flattened
     /// (`allocated_bytes.all.peak`, …).
     pub stats: BTreeMap<String, i64>,
     /// The placement range, when the other address order was replayed.
     #[serde(flatten)]
-    pub placement: Option<PlacementFigures>,
+    pub(crate) placement: Option<PlacementFigures>,
 }
 
 /// The figures of an OOM a replay result names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OomFigures {
+pub(crate) struct OomFigures {
     /// Index of the failing event.
-    pub event_index: u64,
+    pub(crate) event_index: u64,
     /// The state at the start did not fit.
-    pub at_start: bool,
+    pub(crate) at_start: bool,
     /// The caller's request.
-    pub requested_bytes: u64,
+    pub(crate) requested_bytes: u64,
     /// The rounded request.
-    pub rounded_bytes: u64,
+    pub(crate) rounded_bytes: u64,
     /// What the policy last asked the device for.
-    pub device_request_bytes: u64,
+    pub(crate) device_request_bytes: u64,
     /// Reserved bytes at the failure.
-    pub reserved_bytes: u64,
+    pub(crate) reserved_bytes: u64,
     /// Allocated bytes at the failure.
-    pub allocated_bytes: u64,
+    pub(crate) allocated_bytes: u64,
     /// Live caller bytes at the failure.
-    pub live_requested_bytes: u64,
+    pub(crate) live_requested_bytes: u64,
     /// Largest free cached block at the failure.
-    pub largest_free_block: u64,
+    pub(crate) largest_free_block: u64,
     /// Free device memory at the failure.
-    pub device_free_bytes: u64,
+    pub(crate) device_free_bytes: u64,
     /// PyTorch's error message.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl From<&OomEvent> for OomFigures {
@@ -88,26 +88,26 @@ impl From<&OomEvent> for OomFigures {
 
 /// Peak reserved under both address orders of the simulated driver.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PlacementFigures {
+pub(crate) struct PlacementFigures {
     /// The simulated driver's order.
-    pub placement: Placement,
+    pub(crate) placement: Placement,
     /// The other order's result.
-    pub other_placement: OtherPlacement,
+    pub(crate) other_placement: OtherPlacement,
     /// The lower and the higher of the two peaks.
-    pub peak_reserved_range_bytes: [u64; 2],
+    pub(crate) peak_reserved_range_bytes: [u64; 2],
     /// Both orders gave the same peak and the same OOM.
-    pub placement_settled: bool,
+    pub(crate) placement_settled: bool,
 }
 
 /// A replay's result under the other address order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OtherPlacement {
+pub(crate) struct OtherPlacement {
     /// The order.
-    pub placement: Placement,
+    pub(crate) placement: Placement,
     /// Peak reserved bytes under it.
-    pub peak_reserved_bytes: u64,
+    pub(crate) peak_reserved_bytes: u64,
     /// Its first OOM's event, if any.
-    pub oom_event: Option<u64>,
+    pub(crate) oom_event: Option<u64>,
 }
 
 impl From<&PlacementRange> for PlacementFigures {

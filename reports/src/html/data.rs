@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 use vramlab_allocator::SegmentView;
-use vramlab_replay::analysis::oom_point::OomPoint;
+use vramlab_replay::OomPoint;
 use vramlab_replay::{OomEvent, Summary, TimelinePoint};
 use vramlab_traces::PhaseSummary;
 

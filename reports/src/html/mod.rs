@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use vramlab_replay::analysis::recommend::{Recommendation, Verdict};
+use vramlab_replay::{Recommendation, Verdict};
 
 use crate::input::ReportInput;
 use crate::units::{fmt_int, format_bytes};

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use vramlab_allocator::SegmentView;
 use vramlab_replay::OomEvent;
-use vramlab_replay::analysis::oom_point::OomPoint;
+use vramlab_replay::OomPoint;
 use vramlab_traces::advice::Cmd;
 
 use super::Advice;

@@ -6,7 +6,7 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
-use vramlab_replay::analysis::matrix::{Matrix, MatrixCell};
+use vramlab_replay::{Matrix, MatrixCell};
 
 use super::{Figure, WIDTH};
 use crate::Result;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 use vramlab_allocator::SegmentView;
-use vramlab_replay::analysis::oom_point::OomPoint;
+use vramlab_replay::OomPoint;
 
 use crate::input::{FitChart, SettingRun};
 use crate::style::{Area, ensure_fonts};
@@ -161,7 +161,7 @@ pub fn plot_segment_map(out: &Path, title: &str, segments: &[SegmentView]) -> Re
 /// against the baseline and labelled with its peak, the change and the
 /// smallest card; cells that do not fit the card framed in red. Writes
 /// `out.png` and `out.svg`.
-pub fn plot_matrix(out: &Path, m: &vramlab_replay::analysis::matrix::Matrix) -> Result<PlotFiles> {
+pub fn plot_matrix(out: &Path, m: &vramlab_replay::Matrix) -> Result<PlotFiles> {
     render(out, &matrix::Heatmap { m })
 }
 

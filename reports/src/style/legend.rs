@@ -47,7 +47,7 @@ pub(crate) struct LegendItem {
 
 impl LegendItem {
     /// A legend entry.
-    pub fn new(swatch: Swatch, label: impl Into<String>) -> Self {
+    pub(crate) fn new(swatch: Swatch, label: impl Into<String>) -> Self {
         LegendItem {
             swatch,
             label: label.into(),

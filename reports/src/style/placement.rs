@@ -58,7 +58,7 @@ pub(crate) struct Placer {
 
 impl Placer {
     /// A placer that keeps labels inside `x0..x1` × `y0..y1` where it can.
-    pub fn within(x: std::ops::Range<i32>, y: std::ops::Range<i32>) -> Self {
+    pub(crate) fn within(x: std::ops::Range<i32>, y: std::ops::Range<i32>) -> Self {
         Placer {
             taken: Vec::new(),
             labels: Vec::new(),
@@ -68,12 +68,12 @@ impl Placer {
     }
 
     /// Keeps labels off the box `r`.
-    pub fn avoid(&mut self, r: PxRect) {
+    pub(crate) fn avoid(&mut self, r: PxRect) {
         self.taken.push(r);
     }
 
     /// Keeps labels off the polyline through `points`.
-    pub fn avoid_path(&mut self, points: &[(i32, i32)]) {
+    pub(crate) fn avoid_path(&mut self, points: &[(i32, i32)]) {
         for w in points.windows(2) {
             if let [a, b] = w {
                 self.segments.push((*a, *b));
@@ -83,7 +83,7 @@ impl Placer {
 
     /// Whether `b` is inside the bounds and clear of every label, box and
     /// line taken so far.
-    pub fn is_free(&self, b: PxRect) -> bool {
+    pub(crate) fn is_free(&self, b: PxRect) -> bool {
         let inside = self
             .bounds
             .is_none_or(|r| b.0 >= r.0 && b.1 >= r.1 && b.2 <= r.2 && b.3 <= r.3);
@@ -94,13 +94,13 @@ impl Placer {
 
     /// Whether the segment `a`–`b` stays clear of every label placed so
     /// far.
-    pub fn segment_is_free(&self, a: (i32, i32), b: (i32, i32)) -> bool {
+    pub(crate) fn segment_is_free(&self, a: (i32, i32), b: (i32, i32)) -> bool {
         !self.labels.iter().any(|&t| segment_hits(a, b, t))
     }
 
     /// Draws `lines` boxed at the first free candidate `(pos, h, v)` (the
     /// first candidate when none is free); returns the box.
-    pub fn place_lines<DB: DrawingBackend>(
+    pub(crate) fn place_lines<DB: DrawingBackend>(
         &mut self,
         area: &Area<DB>,
         lines: &[String],
@@ -123,7 +123,7 @@ impl Placer {
 
     /// Draws `s` boxed at the first free candidate `(pos, h, v)` (the first
     /// candidate when none is free).
-    pub fn place<DB: DrawingBackend>(
+    pub(crate) fn place<DB: DrawingBackend>(
         &mut self,
         area: &Area<DB>,
         s: &str,

@@ -22,7 +22,7 @@ pub(crate) struct RasterGuard(());
 
 impl RasterGuard {
     /// Starts bitmap text drawing on this thread.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         RASTER.with(|r| r.set(true));
         RasterGuard(())
     }

@@ -8,10 +8,10 @@ pub mod svg;
 use std::path::{Path, PathBuf};
 
 use vramlab_allocator::{AllocConf, BlockState, BlockView, PoolKind, SegmentView, TorchVersion};
-use vramlab_replay::analysis::fit::{FitProbe, FitResult};
-use vramlab_replay::analysis::oom_point::OomPoint;
-use vramlab_replay::analysis::recommend::{Ranked, Recommendation, Verdict};
-use vramlab_replay::analysis::sweep::SweepRow;
+use vramlab_replay::OomPoint;
+use vramlab_replay::SweepRow;
+use vramlab_replay::{FitProbe, FitResult};
+use vramlab_replay::{Ranked, Recommendation, Verdict};
 use vramlab_replay::{ReplayOptions, Run, Scenario, Summary, TimelinePoint};
 use vramlab_reports::{FitChart, ReportInput, SettingRun};
 

@@ -53,14 +53,6 @@ pub enum InputNote {
     },
 }
 
-impl InputNote {
-    /// `true` for a warning (the trace was taken, but a replay of it says
-    /// little), `false` for a note.
-    pub fn is_warning(&self) -> bool {
-        matches!(self, InputNote::NoAllocations { .. })
-    }
-}
-
 impl fmt::Display for InputNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -3,7 +3,7 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
-use vramlab_replay::analysis::oom_point::OomPoint;
+use vramlab_replay::OomPoint;
 use vramlab_replay::gpus::{GPUS, Gpu, smallest_gpu_for};
 use vramlab_traces::advice::Cmd;
 
