@@ -52,6 +52,8 @@ write("stack-global.pickle", pickle.dumps({"device_traces": Evil}, protocol=4))
 write("reduce.pickle", b"\x80\x04N)R.")  # NONE, EMPTY_TUPLE, REDUCE
 write("not-a-dict.pickle", pickle.dumps([1, 2, 3], protocol=4))
 write("no-snapshot-keys.pickle", pickle.dumps({"weights": [1.0]}, protocol=4))
+# What _dump_snapshot writes with nothing on the GPU and no history.
+write("empty-snapshot.pickle", pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
 write("wrong-type-size.pickle", snap([entry("alloc", BASE, 512), entry("alloc", BASE + 512, "1024")]))
 write("wrong-type-segments.pickle",
       pickle.dumps({"segments": {"a": 1}, "device_traces": []}, protocol=4))

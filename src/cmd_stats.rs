@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use vramlab_allocator::TorchVersion;
-use vramlab_replay::{Inputs, Pick};
+use vramlab_replay::{InputError, Inputs, Pick};
 use vramlab_traces::{Format, Trace, TraceSummary};
 
 use crate::args::parse_format;
@@ -40,10 +40,21 @@ pub fn run(args: StatsArgs) -> Result<()> {
         .format(args.format)
         .pick(Pick::Each(args.device))
         .torch(args.torch_version);
-    let traces: Vec<(PathBuf, Trace)> = crate::inputs::read(inputs)?
-        .into_iter()
-        .map(|i| (i.path, i.trace))
-        .collect();
+    // An empty snapshot is an answer here ("it holds nothing"), not an
+    // error: the replaying commands refuse it with the same words.
+    let mut traces: Vec<(PathBuf, Trace)> = Vec::new();
+    for file in inputs.files()? {
+        match crate::inputs::read_files(inputs.clone(), std::slice::from_ref(&file)) {
+            Ok(read) => traces.extend(read.into_iter().map(|i| (i.path, i.trace))),
+            Err(e) => match e.downcast::<InputError>() {
+                Ok(empty @ InputError::EmptySnapshot { .. }) => {
+                    crate::render::stats::print_empty(&empty, args.json)
+                }
+                Ok(other) => return Err(other.into()),
+                Err(e) => return Err(e),
+            },
+        }
+    }
     let sums: Vec<TraceSummary> = traces.iter().map(|(_, t)| TraceSummary::of(t)).collect();
     if args.json {
         return crate::render::json::print(&sums);

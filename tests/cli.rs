@@ -288,3 +288,20 @@ fn the_code_that_ran_out_of_memory_is_named() {
     assert!(stdout.contains("\"failing_stack\""), "{stdout}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn stats_describes_an_empty_snapshot_and_exits_0() {
+    let empty = "tests/malformed/empty-snapshot.pickle";
+    let (code, out, err) = vramlab(&["stats", empty]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!(
+            "{empty}: an empty snapshot: 0 segments and 0 trace entries"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("_record_memory_history"), "{out}");
+    let (code, out, err) = vramlab(&["stats", empty, "--json"]);
+    assert_eq!((code, out.trim()), (0, "[]"), "{err}");
+    assert!(err.contains("an empty snapshot"), "{err}");
+}

@@ -147,3 +147,13 @@ fn phase_table(s: &TraceSummary) -> String {
     }
     t.render()
 }
+
+/// An empty snapshot, described: on stdout for the table (it is the
+/// answer), on stderr as a note beside the JSON (which lists no device).
+pub fn print_empty(what: &vramlab_replay::InputError, json: bool) {
+    if json {
+        errln!("note: {what}");
+    } else {
+        outln!("{what}");
+    }
+}

@@ -30,6 +30,7 @@ pub use notes::{InputError, InputNote};
 /// What to read: paths, their format, which devices, under which PyTorch
 /// release's rules, with an optional progress callback. [`Inputs::read`]
 /// reads them.
+#[derive(Clone)]
 pub struct Inputs<'a> {
     paths: Vec<PathBuf>,
     format: Option<Format>,
@@ -231,6 +232,12 @@ impl<'a> Inputs<'a> {
     /// [`Inputs::files`].
     pub fn read_file(&self, path: &Path) -> Result<Loaded, InputError> {
         let devices = self.devices(path)?;
+        if devices.traces.is_empty() && devices.failed.is_empty() {
+            // Nothing on any device: no segment and no entry.
+            return Err(InputError::EmptySnapshot {
+                file: path.display().to_string(),
+            });
+        }
         match self.pick {
             Pick::One(device) => self.pick_one(path, devices, device),
             Pick::Each(device) => pick_each(path, devices, device),

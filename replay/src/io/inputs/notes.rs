@@ -106,6 +106,12 @@ pub enum InputError {
         /// Why it could not be read.
         error: TraceError,
     },
+    /// A snapshot with no segments and no trace entries on any device
+    /// (dumped with nothing on the GPU and no memory history).
+    EmptySnapshot {
+        /// The file, as messages name it.
+        file: String,
+    },
     /// A file gave no trace (of the device asked for).
     NoTrace {
         /// The file, as messages name it.
@@ -138,6 +144,10 @@ impl fmt::Display for InputError {
                 Pick::Pool(_) => write!(f, "{file}: device {device}: {error}"),
                 _ => write!(f, "device {device}: {error}"),
             },
+            InputError::EmptySnapshot { file } => write!(
+                f,
+                "{file}: an empty snapshot: 0 segments and 0 trace entries (dumped with nothing allocated on the GPU and no memory history): nothing to replay. Record one with torch.cuda.memory._record_memory_history(max_entries=1000000) before the work, then torch.cuda.memory._dump_snapshot(FILE)"
+            ),
             InputError::NoTrace {
                 file,
                 pick,
