@@ -305,3 +305,39 @@ fn stats_describes_an_empty_snapshot_and_exits_0() {
     assert_eq!((code, out.trim()), (0, "[]"), "{err}");
     assert!(err.contains("an empty snapshot"), "{err}");
 }
+
+#[test]
+fn recommend_names_the_setting_a_snapshot_was_recorded_with() {
+    // A snapshot recorded under expandable segments (vramlab writes one).
+    let dir = std::env::temp_dir().join(format!("vramlab-yours-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let snap = dir.join("es.pickle");
+    let snap_arg = snap.to_str().unwrap();
+    let (code, _, err) = vramlab(&[
+        "replay",
+        "workloads/data/sdxl-resolution1024.csv.gz",
+        "--conf",
+        "expandable_segments:True",
+        "--snapshot-out",
+        snap_arg,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = vramlab(&["recommend", snap_arg, "--gpu", "rtx4090", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let why = v["why"].as_str().unwrap();
+    // The defaults fit with room to spare, and the user's own setting is
+    // named, with its figures, instead of reading as advice to drop it.
+    assert_eq!(v["verdict"], "defaults_are_fine", "{why}");
+    assert!(
+        why.contains(
+            "Your setting (recorded with the trace), expandable_segments:True: 10.18 GiB reserved at peak, 13.31 GiB headroom; ranked 2 of "
+        ),
+        "{why}"
+    );
+    assert!(
+        why.ends_with("It is fine to keep; so would be the defaults."),
+        "{why}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -516,6 +516,19 @@ pub fn recommend_trace(
     progress: &(dyn Fn() + Sync),
 ) -> Result<(Vec<SweepRow>, Recommendation), (String, String, crate::engine::ReplayError)> {
     let traces = vec![(req.name.to_string(), req.trace.clone())];
+    // The setting the job was recorded with is ranked too, so that the
+    // advice can speak of it ("yours").
+    let yours = recorded_setting(req);
+    let mut grid_owned = req.grid.to_vec();
+    if let Some(y) = &yours {
+        if !grid_owned.iter().any(|g| g.to_line() == y.to_line()) {
+            grid_owned.push(y.clone());
+        }
+    }
+    let req = &RecommendRequest {
+        grid: &grid_owned,
+        ..*req
+    };
     let scenarios: Vec<crate::Scenario> =
         req.grid.iter().map(|g| g.scenario(req.capacity)).collect();
     let start = crate::engine::start::start_for(req.trace, &scenarios, req.start);
@@ -556,9 +569,61 @@ pub fn recommend_trace(
         }
     }
     let mut rec = recommend(&rows, capacity, peak_live, req.target, &caps);
+    if let Some(y) = &yours {
+        speak_of_yours(&mut rec, &y.to_line(), capacity);
+    }
     rec.placement_ranges = placement_ranges(req, &rec, start)?;
     rec.placement_note = crate::analysis::placement::placement_note(&rec.placement_ranges);
     Ok((rows, rec))
+}
+
+/// The non-default setting the trace was recorded with (a snapshot's
+/// `allocator_settings`, a native trace's `alloc_conf` header), as a grid
+/// entry, when the target release reads it.
+fn recorded_setting(req: &RecommendRequest<'_>) -> Option<crate::analysis::grid::GridEntry> {
+    let conf = req.trace.header.alloc_conf.as_deref()?.trim();
+    if conf.is_empty() || conf == "default" {
+        return None;
+    }
+    let entry = crate::analysis::grid::parse_grid_line(conf, req.target.rules).ok()?;
+    (entry.to_line() != "default").then_some(entry)
+}
+
+/// Names the recorded setting in the advice: where it ranks, what it
+/// reserves, and — where the verdict is that the defaults are fine — that
+/// the user's own setting is fine too when it fits (so that the verdict
+/// does not read as advice to drop it).
+fn speak_of_yours(rec: &mut Recommendation, line: &str, capacity: u64) {
+    let total = rec.ranked.len();
+    let Some(y) = rec.ranked.iter().find(|r| r.row.grid_line == line) else {
+        return;
+    };
+    let figures = if !y.row.fits() {
+        format!(
+            "runs out of memory at event {} of {}",
+            y.row.oom_event, y.row.events
+        )
+    } else if capacity > 0 {
+        format!(
+            "{} reserved at peak, {} headroom",
+            size_words(y.row.peak_reserved_bytes),
+            size_words(capacity.saturating_sub(y.row.peak_reserved_bytes))
+        )
+    } else {
+        format!("{} reserved at peak", size_words(y.row.peak_reserved_bytes))
+    };
+    let sentence = format!(
+        "Your setting (recorded with the trace), {}: {figures}; ranked {} of {total} settings.",
+        y.row.setting, y.rank
+    );
+    let fits = y.row.fits();
+    if rec.verdict == Verdict::DefaultsAreFine && fits {
+        if let Some(stem) = rec.why.strip_suffix(" The defaults are fine.") {
+            rec.why = format!("{stem} {sentence} It is fine to keep; so would be the defaults.");
+            return;
+        }
+    }
+    rec.why = format!("{} {sentence}", rec.why);
 }
 
 /// The defaults' and the first-ranked setting's peak under the other
