@@ -20,6 +20,7 @@ becomes a keyword, named after its long flag (`--torch-version` →
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
@@ -198,8 +199,15 @@ def default(arg: Dict[str, Any]) -> str:
     return "None"
 
 
-def option_doc(kw: str, arg: Dict[str, Any]) -> List[str]:
-    help_text = " ".join(arg["help"].split())
+def python_words(text: str, command: Dict[str, Any]) -> str:
+    """The command line's help in Python's words: a flag of this command
+    (`--gpu`) becomes its keyword (`gpu=`)."""
+    names = {a["long"]: keyword(a) for a in command["args"] if a["long"]}
+    return re.sub(r"--[a-z][a-z-]*", lambda m: f"{names[m.group(0)]}=" if m.group(0) in names else m.group(0), text)
+
+
+def option_doc(kw: str, arg: Dict[str, Any], command: Dict[str, Any]) -> List[str]:
+    help_text = python_words(" ".join(arg["help"].split()), command)
     if arg["default"] is not None and arg["kind"] != "switch":
         help_text += f" (default: {arg['default']})"
     if arg["kind"] == "switch" and arg["long"].startswith("--no-"):
@@ -235,7 +243,7 @@ def function(spec: Dict[str, Any], command: Dict[str, Any]) -> str:
     lines.append(f"    Keywords (the options of ``vramlab {command['name']}``):")
     lines.append("")
     for kw, a in options:
-        lines += ["    " + ln for ln in option_doc(kw, a)]
+        lines += ["    " + ln for ln in option_doc(kw, a, command)]
     lines.append('    """')
     lines.append(f'    return _api._invoke(')
     lines.append(f'        "{command["name"]}",')

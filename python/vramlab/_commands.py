@@ -95,14 +95,14 @@ def replay(
             side)
         fraction: Per-process memory fraction, as
             torch.cuda.set_per_process_memory_fraction(F)
-        policy: Allocation policy the --conf strings configure: native
-            (PyTorch's caching allocator), direct (no cache), bfc
-            (TensorFlow/XLA), async (cudaMallocAsync-like pool), stitch
-            (GMLake-style stitching) (default: native)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
-            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer --gpu
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
             (default: unlimited)
         placement: Where the simulated driver puts new segments: `driver` (the
             CUDA driver's order as measured on an H200, driver 580: new regions
@@ -128,7 +128,7 @@ def replay(
             order that tells whether a tie decides the result (twice as fast on
             traces that make device calls; the JSON then has no range)
         snapshot_out: Write the replay as a PyTorch memory snapshot (.pickle)
-            that pytorch.org/memory_viz opens (one --conf only)
+            that pytorch.org/memory_viz opens (one conf= only)
     """
     return _api._invoke(
         "replay",
@@ -183,7 +183,7 @@ def recommend(
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
-            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer --gpu
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
             (default: unlimited)
         placement: Where the simulated driver puts new segments: `driver` (the
             CUDA driver's order as measured on an H200, driver 580: new regions
@@ -263,10 +263,10 @@ def oom_point(
             side)
         fraction: Per-process memory fraction, as
             torch.cuda.set_per_process_memory_fraction(F)
-        policy: Allocation policy the --conf strings configure: native
-            (PyTorch's caching allocator), direct (no cache), bfc
-            (TensorFlow/XLA), async (cudaMallocAsync-like pool), stitch
-            (GMLake-style stitching) (default: native)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -276,7 +276,7 @@ def oom_point(
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
-            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer --gpu
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
             (default: unlimited)
         placement: Where the simulated driver puts new segments: `driver` (the
             CUDA driver's order as measured on an H200, driver 580: new regions
@@ -392,14 +392,14 @@ def oracle(
             side)
         fraction: Per-process memory fraction, as
             torch.cuda.set_per_process_memory_fraction(F)
-        policy: Allocation policy the --conf strings configure: native
-            (PyTorch's caching allocator), direct (no cache), bfc
-            (TensorFlow/XLA), async (cudaMallocAsync-like pool), stitch
-            (GMLake-style stitching) (default: native)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
-            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer --gpu
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
             (default: unlimited)
         placement: Where the simulated driver puts new segments: `driver` (the
             CUDA driver's order as measured on an H200, driver 580: new regions
@@ -470,7 +470,7 @@ def sweep(
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
-            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer --gpu
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
             (default: unlimited)
         placement: Where the simulated driver puts new segments: `driver` (the
             CUDA driver's order as measured on an H200, driver 580: new regions
@@ -536,7 +536,7 @@ def matrix(
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
-            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer --gpu
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
             (default: unlimited)
         placement: Where the simulated driver puts new segments: `driver` (the
             CUDA driver's order as measured on an H200, driver 580: new regions
@@ -597,7 +597,7 @@ def report(
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
-            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer --gpu
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
             (default: unlimited)
         placement: Where the simulated driver puts new segments: `driver` (the
             CUDA driver's order as measured on an H200, driver 580: new regions
