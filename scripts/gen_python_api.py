@@ -182,8 +182,7 @@ def annotation(arg: Dict[str, Any]) -> str:
     if arg["kind"] == "switch":
         return "bool"
     if arg["value_name"] == "SIZE" and arg["value_type"] == "int":
-        base = "Size"
-        return base
+        return "Size"  # bytes, or a size such as "24GiB"
     if arg["choices"]:
         base = "Literal[" + ", ".join(json.dumps(c) for c in arg["choices"]) + "]"
     else:
@@ -201,9 +200,14 @@ def default(arg: Dict[str, Any]) -> str:
 
 def python_words(text: str, command: Dict[str, Any]) -> str:
     """The command line's help in Python's words: a flag of this command
-    (`--gpu`) becomes its keyword (`gpu=`)."""
-    names = {a["long"]: keyword(a) for a in command["args"] if a["long"]}
-    return re.sub(r"--[a-z][a-z-]*", lambda m: f"{names[m.group(0)]}=" if m.group(0) in names else m.group(0), text)
+    (`--gpu`) becomes its keyword (`gpu=`; `--no-search` becomes
+    `search=False`)."""
+    names = {
+        a["long"]: keyword(a) + ("=False" if a["kind"] == "switch" and a["long"].startswith("--no-") else "=")
+        for a in command["args"]
+        if a["long"]
+    }
+    return re.sub(r"--[a-z][a-z-]*", lambda m: names.get(m.group(0), m.group(0)), text)
 
 
 def option_doc(kw: str, arg: Dict[str, Any], command: Dict[str, Any]) -> List[str]:
@@ -245,7 +249,7 @@ def function(spec: Dict[str, Any], command: Dict[str, Any]) -> str:
     for kw, a in options:
         lines += ["    " + ln for ln in option_doc(kw, a, command)]
     lines.append('    """')
-    lines.append(f'    return _api._invoke(')
+    lines.append("    return _api._invoke(")
     lines.append(f'        "{command["name"]}",')
     lines.append(f'        "{spec["result"]}",')
     lines.append("        {" + ", ".join(f'"{p}": {p}' for p in spec["params"]) + "},")

@@ -80,7 +80,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn config_round_trips() {
+    fn settings_round_trips() {
         let c = Settings::default();
         assert_eq!(
             c.to_string(),
