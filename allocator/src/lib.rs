@@ -47,6 +47,7 @@ pub use policies::PolicySpec;
 pub use policies::native::NativeAllocator;
 pub use policy::{
     AllocError, Allocator, BlockHandle, BlockState, BlockView, Inspect, Invariants, OomReport,
-    Seed, SeedBlock, SeedBlockState, SeedRange, SegmentView, Wrapper,
+    PoolOptions, PoolRoute, Seed, SeedBlock, SeedBlockState, SeedPool, SeedRange, SegmentView,
+    Wrapper,
 };
 pub use stats::{MemoryStats, PoolKind, Stat, StatArray};

@@ -165,10 +165,47 @@ pub struct SegmentView {
     pub stream: u64,
     /// Pool.
     pub pool: PoolKind,
+    /// The private pool it belongs to (the index its creator gave;
+    /// `None`: the default pool).
+    pub private_pool: Option<u32>,
     /// Mapped range of an expandable segment.
     pub is_expandable: bool,
     /// Blocks in address order.
     pub blocks: Vec<BlockView>,
+}
+
+/// Which requests a private pool receives while it is registered
+/// (PyTorch's `beginAllocateToPool` filter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolRoute {
+    /// A CUDA graph capture on this raw stream: requests on it.
+    Capture {
+        /// The capturing stream's raw handle.
+        stream: u64,
+    },
+    /// A `torch.cuda.use_mem_pool` context: every request of the thread
+    /// (a replay has one thread, so every request).
+    Thread,
+}
+
+impl PoolRoute {
+    /// `true` when a request on `stream` goes to the pool.
+    pub fn takes(self, stream: u64) -> bool {
+        match self {
+            PoolRoute::Capture { stream: s } => s == stream,
+            PoolRoute::Thread => true,
+        }
+    }
+}
+
+/// A private pool's options (a MemPool's; a graph pool has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PoolOptions {
+    /// `use_on_oom`: its cached blocks may serve a request outside it that
+    /// would otherwise fail.
+    pub use_on_oom: bool,
+    /// `no_split`: its blocks are never split.
+    pub no_split: bool,
 }
 
 /// State of a seeded block.
@@ -191,6 +228,26 @@ pub struct SeedBlock {
     pub requested: u64,
     /// State.
     pub state: SeedBlockState,
+}
+
+/// Where a seeded segment belongs: the small or large pool, of the default
+/// pools or of a private pool (which [`Allocator::create_pool`] or
+/// [`Allocator::begin_allocate_to_pool`] made first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedPool {
+    /// Small or large.
+    pub kind: PoolKind,
+    /// The private pool (`None`: the default pools).
+    pub private: Option<u32>,
+}
+
+impl From<PoolKind> for SeedPool {
+    fn from(kind: PoolKind) -> SeedPool {
+        SeedPool {
+            kind,
+            private: None,
+        }
+    }
 }
 
 /// One mapped range of a seeded expandable segment.
@@ -231,6 +288,54 @@ pub trait Allocator: Inspect + Seed + Invariants {
 
     /// `torch.cuda.empty_cache()`: returns cached memory to the device.
     fn empty_cache(&mut self) -> Result<(), AllocError>;
+
+    /// `torch.cuda.MemPool(...)` (`createOrIncrefPool`): private pool
+    /// `pool` exists, held once, before any request goes to it. Policies
+    /// without private pools serve every request from their own pool and
+    /// accept the pool calls as no-ops ([`Allocator::has_private_pools`]).
+    fn create_pool(&mut self, pool: u32, options: PoolOptions) -> Result<(), AllocError> {
+        let _ = (pool, options);
+        Ok(())
+    }
+
+    /// `beginAllocateToPool`: requests `route` takes go to private pool
+    /// `pool` (made now, held once, if it does not exist; otherwise held
+    /// once more).
+    fn begin_allocate_to_pool(
+        &mut self,
+        pool: u32,
+        route: PoolRoute,
+        options: PoolOptions,
+    ) -> Result<(), AllocError> {
+        let _ = (pool, route, options);
+        Ok(())
+    }
+
+    /// `endAllocateToPool`: the routing `begin_allocate_to_pool` started ends.
+    fn end_allocate_to_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        let _ = pool;
+        Ok(())
+    }
+
+    /// `releasePool`: one holder of `pool` (a graph, a MemPool object, a
+    /// `use_mem_pool` context) lets go; when none is left, the next
+    /// `empty_cache` returns its memory.
+    fn release_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        let _ = pool;
+        Ok(())
+    }
+
+    /// `emptyCache(mempool_id)`: returns the cached memory of `pool` alone,
+    /// if nothing holds it (what deleting a MemPool does after releasing it).
+    fn empty_cache_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        let _ = pool;
+        Ok(())
+    }
+
+    /// `true` for policies that keep private pools apart (the native one).
+    fn has_private_pools(&self) -> bool {
+        false
+    }
 
     /// `torch.cuda.set_per_process_memory_fraction(fraction)`: limits what
     /// the policy may obtain from the device. Policies without such a limit
@@ -283,7 +388,7 @@ pub trait Seed: Inspect {
     /// [`AllocError::Invalid`].
     fn seed_segment(
         &mut self,
-        pool: PoolKind,
+        pool: SeedPool,
         stream: u64,
         blocks: &[SeedBlock],
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
@@ -301,7 +406,7 @@ pub trait Seed: Inspect {
     /// [`AllocError::Invalid`].
     fn seed_expandable(
         &mut self,
-        pool: PoolKind,
+        pool: SeedPool,
         stream: u64,
         ranges: &[SeedRange<'_>],
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
@@ -362,7 +467,7 @@ impl<W: Wrapper> Inspect for W {
 impl<W: Wrapper> Seed for W {
     fn seed_segment(
         &mut self,
-        pool: PoolKind,
+        pool: SeedPool,
         stream: u64,
         blocks: &[SeedBlock],
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
@@ -370,7 +475,7 @@ impl<W: Wrapper> Seed for W {
     }
     fn seed_expandable(
         &mut self,
-        pool: PoolKind,
+        pool: SeedPool,
         stream: u64,
         ranges: &[SeedRange<'_>],
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {

@@ -102,14 +102,16 @@ pub struct StatArray {
 impl StatArray {
     /// Increases `all` and the pool's entry.
     #[inline]
-    pub fn increase(&mut self, pool: PoolKind, amount: u64) {
+    pub fn increase(&mut self, pool: impl Into<PoolKind>, amount: u64) {
+        let pool = pool.into();
         self.all.increase(amount);
         self.pool_mut(pool).increase(amount);
     }
 
     /// Decreases `all` and the pool's entry.
     #[inline]
-    pub fn decrease(&mut self, pool: PoolKind, amount: u64) {
+    pub fn decrease(&mut self, pool: impl Into<PoolKind>, amount: u64) {
+        let pool = pool.into();
         self.all.decrease(amount);
         self.pool_mut(pool).decrease(amount);
     }

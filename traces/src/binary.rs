@@ -3,8 +3,9 @@
 //! and the expected record that the CSV format cannot carry.
 //!
 //! Layout: the 8-byte magic `VRAMLABT`, a little-endian `u16` format version
-//! (3; version 2 files, without phase marks, and version 1 files, whose
-//! initial state held only the layout, are still read) and `u16` flags (bit 0: the rest is one zstd frame). Then a
+//! (4; version 3 files, without private pools, version 2 files, without
+//! phase marks, and version 1 files, whose initial state held only the
+//! layout, are still read) and `u16` flags (bit 0: the rest is one zstd frame). Then a
 //! length-prefixed (`u32` LE) postcard encoding of everything but the
 //! events, and the events in chunks of at most 65,536: `u32` LE event count,
 //! `u32` LE byte length, the postcard encoding of the events; a chunk with
@@ -21,7 +22,9 @@ use crate::model::*;
 /// File magic.
 pub(crate) const MAGIC: &[u8; 8] = b"VRAMLABT";
 /// Current format version.
-pub(crate) const VERSION: u16 = 3;
+pub(crate) const VERSION: u16 = 4;
+/// Version 3, still read: no private pools.
+const VERSION_3: u16 = 3;
 /// The previous version, still read: its initial state held only the
 /// recorded layout (the live blocks are derived from it).
 const VERSION_1: u16 = 1;
@@ -41,6 +44,19 @@ const MAX_META: usize = 1 << 30;
 struct Meta {
     v2: MetaV2,
     phases: Vec<PhaseMark>,
+}
+
+/// Version 4's metadata: version 3's, then the private pools — their
+/// declarations and the pool of each initial segment, reservation and
+/// live block, in the order of the initial state's lists (kept beside the
+/// state so that its layout, and older files, stay as they were).
+#[derive(Serialize, Deserialize)]
+struct MetaV4 {
+    v3: Meta,
+    pools: Vec<crate::pools::PoolDecl>,
+    segment_pools: Vec<Option<PoolIndex>>,
+    reservation_pools: Vec<Option<PoolIndex>>,
+    live_pools: Vec<Option<PoolIndex>>,
 }
 
 /// Version 2's metadata (everything version 3 has but the phase marks).
@@ -124,7 +140,8 @@ pub fn write_binary(
     out.write_all(&VERSION.to_le_bytes()).map_err(io)?;
     out.write_all(&(if compress { FLAG_ZSTD } else { 0 }).to_le_bytes())
         .map_err(io)?;
-    let meta = Meta {
+    let init = trace.initial.as_ref();
+    let meta_v3 = Meta {
         v2: MetaV2 {
             header: trace.header.clone(),
             streams: trace.streams.clone(),
@@ -137,6 +154,15 @@ pub fn write_binary(
             num_events: trace.events.len() as u64,
         },
         phases: trace.phases.clone(),
+    };
+    let meta = MetaV4 {
+        v3: meta_v3,
+        pools: trace.pools.clone(),
+        segment_pools: init.map_or(Vec::new(), |i| i.segments.iter().map(|s| s.pool).collect()),
+        reservation_pools: init.map_or(Vec::new(), |i| {
+            i.reservations.iter().map(|r| r.pool).collect()
+        }),
+        live_pools: init.map_or(Vec::new(), |i| i.live.iter().map(|b| b.pool).collect()),
     };
     let write_body = |w: &mut dyn Write| -> Result<(), TraceError> {
         let m = postcard::to_stdvec(&meta).map_err(enc)?;
@@ -179,7 +205,7 @@ pub fn read_binary(mut input: impl BufRead, path: &str) -> Result<Trace, TraceEr
         ));
     }
     let version = u16::from_le_bytes([head[8], head[9]]);
-    if ![VERSION, VERSION_2, VERSION_1].contains(&version) {
+    if ![VERSION, VERSION_3, VERSION_2, VERSION_1].contains(&version) {
         return Err(TraceError::new(
             path,
             Location::Byte(8),
@@ -271,17 +297,66 @@ fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceE
     let corrupt = |e: postcard::Error| {
         TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {e}"))
     };
-    let (meta, phases): (MetaV2, Vec<PhaseMark>) = match version {
-        VERSION_1 => (
-            postcard::from_bytes::<MetaV1>(&m).map_err(corrupt)?.into(),
-            Vec::new(),
-        ),
-        VERSION_2 => (postcard::from_bytes(&m).map_err(corrupt)?, Vec::new()),
-        _ => {
-            let m: Meta = postcard::from_bytes(&m).map_err(corrupt)?;
-            (m.v2, m.phases)
-        }
+    let no_pools = |v3: Meta| MetaV4 {
+        v3,
+        pools: Vec::new(),
+        segment_pools: Vec::new(),
+        reservation_pools: Vec::new(),
+        live_pools: Vec::new(),
     };
+    let v4: MetaV4 = match version {
+        VERSION_1 => no_pools(Meta {
+            v2: postcard::from_bytes::<MetaV1>(&m).map_err(corrupt)?.into(),
+            phases: Vec::new(),
+        }),
+        VERSION_2 => no_pools(Meta {
+            v2: postcard::from_bytes(&m).map_err(corrupt)?,
+            phases: Vec::new(),
+        }),
+        VERSION_3 => no_pools(postcard::from_bytes(&m).map_err(corrupt)?),
+        _ => postcard::from_bytes(&m).map_err(corrupt)?,
+    };
+    let MetaV4 {
+        v3: Meta {
+            v2: mut meta,
+            phases,
+        },
+        pools,
+        segment_pools,
+        reservation_pools,
+        live_pools,
+    } = v4;
+    if let Some(init) = &mut meta.initial {
+        let lists = [
+            (segment_pools.len(), init.segments.len(), "segments"),
+            (
+                reservation_pools.len(),
+                init.reservations.len(),
+                "reservations",
+            ),
+            (live_pools.len(), init.live.len(), "live blocks"),
+        ];
+        for (pools_len, len, what) in lists {
+            if pools_len != 0 && pools_len != len {
+                return Err(TraceError::new(
+                    path,
+                    Location::Byte(at),
+                    format!(
+                        "corrupt metadata: pools for {pools_len} initial {what}, but {len} {what}"
+                    ),
+                ));
+            }
+        }
+        for (s, p) in init.segments.iter_mut().zip(segment_pools) {
+            s.pool = p;
+        }
+        for (r, p) in init.reservations.iter_mut().zip(reservation_pools) {
+            r.pool = p;
+        }
+        for (b, p) in init.live.iter_mut().zip(live_pools) {
+            b.pool = p;
+        }
+    }
     // Event indices are 32-bit throughout (expected records, device logs).
     if meta.num_events > u64::from(u32::MAX) {
         return Err(TraceError::new(
@@ -399,6 +474,7 @@ fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceE
         frames: meta.frames,
         alloc_frames: meta.alloc_frames,
         phases,
+        pools,
     };
     validate(&t).map_err(|(i, m)| TraceError::new(path, Location::Entry(i), m))?;
     Ok(t)
@@ -419,7 +495,18 @@ pub fn validate(t: &Trace) -> Result<(), (u64, String)> {
                 ));
             }
         }
-        if let Event::Alloc { stream, .. } = *e {
+        if let Some(pool) = e.pool() {
+            if pool as usize >= t.pools.len() {
+                return Err((
+                    i as u64,
+                    format!(
+                        "pool index {pool} is not among the trace's {} private pools",
+                        t.pools.len()
+                    ),
+                ));
+            }
+        }
+        if let Event::Alloc { stream, .. } | Event::CaptureBegin { stream, .. } = *e {
             if stream as usize >= t.streams.len() {
                 return Err((
                     i as u64,

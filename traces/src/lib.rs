@@ -30,6 +30,7 @@ mod io;
 mod lines;
 mod model;
 mod pickle;
+mod pools;
 mod rmm;
 pub mod snapshot;
 mod summary;
@@ -45,5 +46,6 @@ pub use model::{
     PhaseMark, SegmentEventKind, StreamIndex, Trace, TraceHeader, code_frames,
 };
 pub use pickle::{BigInt, DictBuilder, PickleDoc, PickleError, PickleWriter, Value, ValueRef};
+pub use pools::{PoolDecl, PrivatePoolKind};
 pub use rmm::read_rmm;
 pub use summary::{PhaseSummary, SizeBucket, StateSummary, TraceSummary};

@@ -17,6 +17,8 @@ pub type AllocId = u32;
 /// Index into [`Trace::streams`].
 pub type StreamIndex = u32;
 
+pub use crate::pools::PoolIndex;
+
 /// One allocator request, in trace order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
@@ -49,6 +51,48 @@ pub enum Event {
     },
     /// `torch.cuda.empty_cache()`.
     EmptyCache,
+    /// A `torch.cuda.MemPool` is made (`createOrIncrefPool`): the pool
+    /// exists, held by the object, before any request goes to it.
+    PoolCreate {
+        /// The pool (index into [`Trace::pools`]).
+        pool: PoolIndex,
+    },
+    /// A CUDA graph capture begins on `stream` into `pool`
+    /// (`CUDAGraph.capture_begin`: `beginAllocateToPool` with the
+    /// capture's stream filter): requests on that stream go to the pool
+    /// until [`Event::CaptureEnd`]. The first capture into a pool makes it;
+    /// a later one shares it.
+    CaptureBegin {
+        /// The pool.
+        pool: PoolIndex,
+        /// The capturing stream (index into [`Trace::streams`]).
+        stream: StreamIndex,
+    },
+    /// The capture into `pool` ends (`capture_end`: `endAllocateToPool`).
+    CaptureEnd {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// `torch.cuda.use_mem_pool(pool)` is entered: every request of the
+    /// thread goes to the pool until [`Event::PoolExit`].
+    PoolEnter {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// The `use_mem_pool` context is left (`endAllocateToPool`, then
+    /// `releasePool` of the reference the context took).
+    PoolExit {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// A graph that used `pool` is reset or deleted, or the MemPool object
+    /// is deleted (`releasePool`): when no graph or object holds it any
+    /// more, its cached memory goes back at the next `empty_cache` (a
+    /// MemPool's at once).
+    PoolRelease {
+        /// The pool.
+        pool: PoolIndex,
+    },
 }
 
 impl Event {
@@ -64,7 +108,7 @@ impl Event {
             Event::Free { id } => Event::Free { id: id + offset },
             Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
             Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-            Event::EmptyCache => Event::EmptyCache,
+            other => other,
         }
     }
 
@@ -75,7 +119,20 @@ impl Event {
             | Event::Free { id }
             | Event::FreeRequested { id }
             | Event::FreeCompleted { id } => Some(id),
-            Event::EmptyCache => None,
+            _ => None,
+        }
+    }
+
+    /// The private pool this event opens, closes or releases, if any.
+    pub fn pool(&self) -> Option<PoolIndex> {
+        match *self {
+            Event::PoolCreate { pool }
+            | Event::CaptureBegin { pool, .. }
+            | Event::CaptureEnd { pool }
+            | Event::PoolEnter { pool }
+            | Event::PoolExit { pool }
+            | Event::PoolRelease { pool } => Some(pool),
+            _ => None,
         }
     }
 }
@@ -136,6 +193,11 @@ pub struct InitialSegment {
     pub is_small: bool,
     /// Part of an expandable segment.
     pub is_expandable: bool,
+    /// The private pool it belongs to (`None`: the default pool).
+    /// (Not in the serde layout: the binary format keeps it beside the
+    /// state, so that files written before pools still read.)
+    #[serde(skip)]
+    pub pool: Option<PoolIndex>,
     /// Blocks in address order; they tile the segment.
     pub blocks: Vec<InitialBlock>,
 }
@@ -153,6 +215,11 @@ pub struct InitialLive {
     pub stream: StreamIndex,
     /// `Allocated(id)` or `PendingFree(id)` (never `Free`).
     pub state: InitialBlockState,
+    /// The private pool it was allocated from (`None`: the default pool).
+    /// (Not in the serde layout: the binary format keeps it beside the
+    /// state, so that files written before pools still read.)
+    #[serde(skip)]
+    pub pool: Option<PoolIndex>,
 }
 
 impl InitialLive {
@@ -177,6 +244,11 @@ pub struct InitialReservation {
     pub stream: StreamIndex,
     /// Small pool (2 MiB pages) or large pool.
     pub is_small: bool,
+    /// The private pool it belongs to (`None`: the default pool).
+    /// (Not in the serde layout: the binary format keeps it beside the
+    /// state, so that files written before pools still read.)
+    #[serde(skip)]
+    pub pool: Option<PoolIndex>,
 }
 
 /// The allocator state at the first event, for traces that start mid-run.
@@ -235,6 +307,7 @@ impl InitialState {
                         requested: b.requested,
                         stream: s.stream,
                         state: b.state,
+                        pool: s.pool,
                     })
             })
             .collect();
@@ -421,6 +494,10 @@ pub struct Trace {
     /// backward, optimizer, prefill, decode, …), in event order.
     #[serde(default)]
     pub phases: Vec<PhaseMark>,
+    /// Private pools (CUDA graphs' pools, MemPools), indexed by
+    /// [`PoolIndex`]; empty when everything went to the default pool.
+    #[serde(default)]
+    pub pools: Vec<crate::pools::PoolDecl>,
 }
 
 /// The start of a recorded phase.
@@ -461,9 +538,33 @@ impl Trace {
             return self.clone();
         };
         let mut events = Vec::with_capacity(self.events.len() + 2 * init.live.len());
+        // Pools that held memory before the recording began existed then:
+        // a MemPool is made first, and blocks of a private pool are
+        // allocated inside a section that routes them to it.
+        let mut made = vec![false; self.pools.len()];
+        let mut open: Option<(PoolIndex, StreamIndex)> = None;
+        let close = |events: &mut Vec<Event>, open: &mut Option<(PoolIndex, StreamIndex)>| {
+            if let Some((pool, _)) = open.take() {
+                events.push(self.pool_section_end(pool));
+            }
+        };
         for b in &init.live {
             if b.requested == 0 {
                 continue; // a zero-byte request allocates nothing
+            }
+            let want = b.pool.map(|p| (p, b.stream));
+            if open != want {
+                close(&mut events, &mut open);
+                if let Some((pool, stream)) = want {
+                    if let Some(m) = made.get_mut(pool as usize) {
+                        if !*m && self.pool_is_mempool(pool) {
+                            events.push(Event::PoolCreate { pool });
+                        }
+                        *m = true;
+                    }
+                    events.push(self.pool_section_begin(pool, stream));
+                    open = want;
+                }
             }
             events.push(Event::Alloc {
                 id: b.id(),
@@ -474,6 +575,7 @@ impl Trace {
                 events.push(Event::FreeRequested { id: b.id() });
             }
         }
+        close(&mut events, &mut open);
         let prologue = events.len();
         events.extend_from_slice(&self.events);
         let mut t = Trace {
@@ -494,6 +596,7 @@ impl Trace {
                     label: p.label.clone(),
                 })
                 .collect(),
+            pools: self.pools.clone(),
         };
         t.header
             .extra
@@ -503,6 +606,32 @@ impl Trace {
             init.live.len()
         ));
         t
+    }
+
+    /// `true` when `pool` is declared a MemPool.
+    fn pool_is_mempool(&self, pool: PoolIndex) -> bool {
+        self.pools
+            .get(pool as usize)
+            .is_some_and(|d| d.kind == crate::pools::PrivatePoolKind::MemPool)
+    }
+
+    /// The event that starts routing `stream`'s requests to `pool`: a
+    /// capture for a graph pool, a `use_mem_pool` context for a MemPool.
+    pub fn pool_section_begin(&self, pool: PoolIndex, stream: StreamIndex) -> Event {
+        if self.pool_is_mempool(pool) {
+            Event::PoolEnter { pool }
+        } else {
+            Event::CaptureBegin { pool, stream }
+        }
+    }
+
+    /// The event that ends what [`Trace::pool_section_begin`] started.
+    pub fn pool_section_end(&self, pool: PoolIndex) -> Event {
+        if self.pool_is_mempool(pool) {
+            Event::PoolExit { pool }
+        } else {
+            Event::CaptureEnd { pool }
+        }
     }
 
     /// The stack that allocated `id`, innermost frame first (empty when

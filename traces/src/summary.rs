@@ -33,6 +33,12 @@ pub struct TraceSummary {
     pub deferred_frees: u64,
     /// `empty_cache` calls.
     pub empty_cache: u64,
+    /// CUDA graph captures begun (`capture_begin` events).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub captures: u64,
+    /// Private pools the trace declares (graphs' pools, MemPools).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub private_pools: u64,
     /// Distinct streams.
     pub streams: u64,
     /// Allocations never freed by the end of the trace.
@@ -186,6 +192,8 @@ impl TraceSummary {
             frees: 0,
             deferred_frees: 0,
             empty_cache: 0,
+            captures: 0,
+            private_pools: t.pools.len() as u64,
             streams: t.streams.len() as u64,
             live_at_end: 0,
             total_requested_bytes: 0,
@@ -263,6 +271,12 @@ impl TraceSummary {
                 }
                 Event::FreeCompleted { .. } => {}
                 Event::EmptyCache => s.empty_cache += 1,
+                Event::CaptureBegin { .. } => s.captures += 1,
+                Event::PoolCreate { .. }
+                | Event::CaptureEnd { .. }
+                | Event::PoolEnter { .. }
+                | Event::PoolExit { .. }
+                | Event::PoolRelease { .. } => {}
             }
             if let Some(p) = &mut phase {
                 p.events += 1;
@@ -383,4 +397,10 @@ mod tests {
         assert_eq!(s.phases[1].frees, 1);
         assert_eq!(s.phases[1].allocated_bytes, 80);
     }
+}
+
+/// For `skip_serializing_if`: a count that is 0 is left out of the JSON
+/// (traces without private pools read as they did).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

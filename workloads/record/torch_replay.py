@@ -73,7 +73,19 @@ REEXEC_MARK = "VRAMLAB_TORCH_REPLAY_REEXEC"
 
 # Event kinds of the in-memory trace.
 ALLOC, FREE, EMPTY_CACHE = 0, 1, 2
-KIND_NAMES = {ALLOC: "alloc", FREE: "free", EMPTY_CACHE: "empty_cache"}
+# Private pools (trace format v2): the id column names a declared pool.
+POOL_CREATE, CAPTURE_BEGIN, CAPTURE_END, POOL_ENTER, POOL_EXIT, POOL_RELEASE = 3, 4, 5, 6, 7, 8
+POOL_ACTIONS = {
+    "pool_create": POOL_CREATE,
+    "capture_begin": CAPTURE_BEGIN,
+    "capture_end": CAPTURE_END,
+    "pool_enter": POOL_ENTER,
+    "pool_exit": POOL_EXIT,
+    "pool_release": POOL_RELEASE,
+}
+KIND_NAMES = {ALLOC: "alloc", FREE: "free", EMPTY_CACHE: "empty_cache"} | {
+    v: k for k, v in POOL_ACTIONS.items()
+}
 
 
 class TraceFormatError(Exception):
@@ -98,10 +110,24 @@ def _parse_stream(text: str, where: str) -> int:
     return v & 0xFFFFFFFFFFFFFFFF  # two's complement of negative int64 values
 
 
+def _parse_pool(name: str, text: str, where: str) -> dict:
+    """A ``# pool.NAME: KIND A,B [use_on_oom] [no_split]`` declaration."""
+    words = text.split()
+    if len(words) < 2 or words[0] not in ("graph", "mempool"):
+        raise TraceFormatError(f"{where}: pool '{name}': expected 'graph A,B' or 'mempool A,B [options]'")
+    opts = set(words[2:])
+    unknown = opts - {"use_on_oom", "no_split"}
+    if unknown:
+        raise TraceFormatError(f"{where}: pool '{name}': unknown option '{sorted(unknown)[0]}'")
+    return {"kind": words[0], "id": words[1], "use_on_oom": "use_on_oom" in opts, "no_split": "no_split" in opts}
+
+
 def read_csv_trace(path: str) -> tuple[dict, list]:
     """Reads a vramlab CSV trace: (header fields, events). Events are
-    ``(kind, id, size, stream)`` tuples with dense integer ids."""
-    header: dict = {}
+    ``(kind, id, size, stream)`` tuples with dense integer ids; a pool
+    event's id is the pool's index in ``header["pools"]``."""
+    header: dict = {"pools": []}
+    pool_index: dict[str, int] = {}
     events: list = []
     live: dict[str, int] = {}
     requested: set[str] = set()
@@ -118,8 +144,15 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
                     body = text[1:].strip()
                     if body.startswith("vramlab trace"):
                         version = body[len("vramlab trace") :].strip()
-                        if version != "v1":
-                            raise TraceFormatError(f"{where}: trace format '{version}' (expected v1)")
+                        if version not in ("v1", "v2"):
+                            raise TraceFormatError(f"{where}: trace format '{version}' (expected v1 or v2)")
+                    elif body.startswith("pool.") and ":" in body:
+                        name, decl = body[len("pool.") :].split(":", 1)
+                        name = name.strip()
+                        if name in pool_index:
+                            raise TraceFormatError(f"{where}: pool '{name}' is declared twice")
+                        pool_index[name] = len(header["pools"])
+                        header["pools"].append(_parse_pool(name, decl.strip(), where))
                     elif ":" in body:
                         k, v = body.split(":", 1)
                         k = k.strip()
@@ -169,6 +202,11 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
                     )
                 requested.discard(ident)
                 del live[ident]
+            elif action in POOL_ACTIONS:
+                if ident not in pool_index:
+                    raise TraceFormatError(f"{where}: {action} of pool '{ident}', which is not declared")
+                s = _parse_stream(stream, where) if stream else 0
+                events.append((POOL_ACTIONS[action], pool_index[ident], 0, s))
             elif action == "empty_cache":
                 if ident or size or stream:
                     raise TraceFormatError(f"{where}: empty_cache takes no id, size or stream")
@@ -294,6 +332,111 @@ def fake_device_mark():
     return f
 
 
+class PrivatePools:
+    """The trace's private pools, driven through PyTorch's own pool calls.
+
+    A graph pool is a ``torch.cuda.graph_pool_handle()``; a capture into it
+    is a ``torch.cuda.CUDAGraph`` capture on the capturing stream from
+    PyTorch 2.13, and ``pool_release`` the reset of the pool's oldest
+    graph. Before 2.13 ``CUDAGraph.capture_begin`` makes small allocations
+    of its own (the RNG seed and offset tensors, which a recording of a
+    real capture already holds as allocations), so there a capture is the
+    allocator's side of it alone: a stream capture
+    (``cudaStreamBeginCapture``) with the stream's requests routed to the
+    pool (``_cuda_beginAllocateCurrentStreamToPool``,
+    ``_cuda_endAllocateToPool``), and ``pool_release`` its ``releasePool``. A
+    MemPool is a ``torch.cuda.MemPool`` entered with
+    ``torch.cuda.use_mem_pool``; ``pool_release`` deletes it."""
+
+    def __init__(self, torch, dev: int, decls: list):
+        self.torch = torch
+        # From 2.13 a capture is more than a routing (markCaptureBegin), and
+        # CUDAGraph makes no allocations of its own: capture with it.
+        release = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+        self.real_graphs = release >= (2, 13)
+        self.graphs: dict[int, list] = {}
+        self.dev = dev
+        self.decls = decls
+        self.handles: dict[int, object] = {}
+        self.contexts: dict[int, object] = {}
+        self.captures: dict[int, object] = {}
+        self._rt = None
+
+    def _runtime(self):
+        if self._rt is None:
+            import ctypes  # noqa: PLC0415
+
+            rt = ctypes.CDLL(None)
+            for name in ("cudaStreamBeginCapture", "cudaStreamEndCapture"):
+                if not hasattr(rt, name):
+                    raise SystemExit(f"error: {name} is not loaded in this process (needed to capture)")
+            self._rt = (ctypes, rt)
+        return self._rt
+
+    def _handle(self, i: int):
+        if i not in self.handles:
+            d = self.decls[i]
+            if d["kind"] == "mempool":
+                self.handles[i] = self.torch.cuda.MemPool(use_on_oom=d["use_on_oom"], no_split=d["no_split"])
+            else:
+                self.handles[i] = self.torch.cuda.graph_pool_handle()
+        return self.handles[i]
+
+    def _id(self, i: int):
+        h = self._handle(i)
+        return h.id if hasattr(h, "id") else h
+
+    def event(self, kind: int, i: int, stream) -> None:
+        torch = self.torch
+        if kind == POOL_CREATE:
+            self._handle(i)
+        elif kind == CAPTURE_BEGIN and self.real_graphs:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.stream(stream):
+                g.capture_begin(pool=self._id(i))
+            self.captures[i] = (stream, g)
+        elif kind == CAPTURE_END and self.real_graphs:
+            stream, g = self.captures.pop(i)
+            import warnings  # noqa: PLC0415
+
+            with warnings.catch_warnings(), torch.cuda.stream(stream):
+                warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
+                g.capture_end()
+            self.graphs.setdefault(i, []).append(g)
+        elif kind == CAPTURE_BEGIN:
+            ctypes, rt = self._runtime()
+            err = rt.cudaStreamBeginCapture(ctypes.c_void_p(stream.cuda_stream), 2)  # relaxed mode
+            if err != 0:
+                raise SystemExit(f"error: cudaStreamBeginCapture failed ({err})")
+            with torch.cuda.stream(stream):
+                torch._C._cuda_beginAllocateCurrentStreamToPool(self.dev, self._id(i))
+            self.captures[i] = stream
+        elif kind == CAPTURE_END:
+            ctypes, rt = self._runtime()
+            torch._C._cuda_endAllocateToPool(self.dev, self._id(i))
+            stream = self.captures.pop(i)
+            graph = ctypes.c_void_p()
+            err = rt.cudaStreamEndCapture(ctypes.c_void_p(stream.cuda_stream), ctypes.byref(graph))
+            if err != 0:
+                raise SystemExit(f"error: cudaStreamEndCapture failed ({err})")
+        elif kind == POOL_ENTER:
+            ctx = torch.cuda.use_mem_pool(self._handle(i))
+            ctx.__enter__()
+            self.contexts[i] = ctx
+        elif kind == POOL_EXIT:
+            self.contexts.pop(i).__exit__(None, None, None)
+        elif kind == POOL_RELEASE:
+            if self.decls[i]["kind"] == "mempool":
+                import gc  # noqa: PLC0415
+
+                self.handles.pop(i, None)
+                gc.collect()
+            elif self.real_graphs and self.graphs.get(i):
+                self.graphs[i].pop(0).reset()  # the oldest graph of the pool
+            else:
+                torch._C._cuda_releasePool(self.dev, self._id(i))
+
+
 def replay(args: argparse.Namespace) -> int:
     header, events = read_trace(args.trace, args.trace_device, args.vramlab)
     ensure_alloc_conf(args.conf)
@@ -309,7 +452,7 @@ def replay(args: argparse.Namespace) -> int:
     if args.fraction is not None:
         torch.cuda.set_per_process_memory_fraction(args.fraction, dev)
 
-    stream_ids = sorted({e[3] for e in events if e[0] == ALLOC})
+    stream_ids = sorted({e[3] for e in events if e[0] in (ALLOC, CAPTURE_BEGIN)})
     streams = {}
     for s in stream_ids:
         streams[s] = torch.cuda.default_stream(device) if s == 0 else torch.cuda.Stream(device)
@@ -345,6 +488,7 @@ def replay(args: argparse.Namespace) -> int:
             torch.cuda.memory._record_memory_history(max_entries=max_entries)
 
     mark = fake_device_mark()
+    pools = PrivatePools(torch, dev, header.get("pools", []))
     ptrs: dict[int, int] = {}
     failed: set[int] = set()
     timing: list = []
@@ -396,8 +540,10 @@ def replay(args: argparse.Namespace) -> int:
                 dt = perf() - t0
                 free_ns.append(dt)
                 timing.append((idx, "free", ident, 0, 0, dt))
-        else:
+        elif kind == EMPTY_CACHE:
             torch.cuda.empty_cache()
+        else:
+            pools.event(kind, ident, streams.get(stream))
         replayed += 1
     torch.cuda.synchronize(dev)
     wall_ns = perf() - t_start

@@ -238,6 +238,7 @@ impl<D: Device> Inspect for DirectAllocator<D> {
                 let a = self.allocs[i];
                 SegmentView {
                     ptr: a.ptr,
+                    private_pool: None,
                     size: a.size,
                     stream: 0,
                     pool: POOL,

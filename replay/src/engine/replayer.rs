@@ -3,9 +3,11 @@
 //! what each kind of event does to it.
 
 use vramlab_allocator::Refusal;
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport, PoolOptions, PoolRoute};
 use vramlab_allocator::{Device, DeviceCallKind};
-use vramlab_traces::{Event, ExpectedOom, ExpectedSegmentEvent, SegmentEventKind, Trace};
+use vramlab_traces::{
+    Event, ExpectedOom, ExpectedSegmentEvent, PrivatePoolKind, SegmentEventKind, Trace,
+};
 
 use super::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 use super::start::{Seeded, Start, StartOom, seed};
@@ -297,6 +299,11 @@ impl<'t> Replayer<'t> {
                 alloc.empty_cache().map_err(|e| alloc_err(ei, e))?;
                 false
             }
+            pool_event => {
+                self.pool_event(alloc, &pool_event)
+                    .map_err(|e| alloc_err(ei, e))?;
+                false
+            }
         };
         if placed {
             alloc.device_mut().clear_placements();
@@ -307,6 +314,53 @@ impl<'t> Replayer<'t> {
         self.replayed += 1;
         self.after_event(alloc, i, stop)?;
         Ok(stop)
+    }
+
+    /// A private-pool event: the pool calls PyTorch makes for it
+    /// (`beginAllocateToPool`, `endAllocateToPool`, `releasePool`, and for
+    /// a MemPool `createOrIncrefPool` and, when it is deleted,
+    /// `emptyCache(id)`).
+    fn pool_event<A: Allocator>(&mut self, alloc: &mut A, ev: &Event) -> Result<(), AllocError> {
+        let decl = |pool: u32| self.trace.pools.get(pool as usize);
+        let options = |pool: u32| {
+            decl(pool).map_or(PoolOptions::default(), |d| PoolOptions {
+                use_on_oom: d.use_on_oom,
+                no_split: d.no_split,
+            })
+        };
+        match *ev {
+            Event::PoolCreate { pool } => alloc.create_pool(pool, options(pool)),
+            Event::CaptureBegin { pool, stream } => {
+                let raw = self
+                    .trace
+                    .streams
+                    .get(stream as usize)
+                    .copied()
+                    .unwrap_or(0);
+                alloc.begin_allocate_to_pool(
+                    pool,
+                    PoolRoute::Capture { stream: raw },
+                    options(pool),
+                )
+            }
+            Event::PoolEnter { pool } => {
+                alloc.begin_allocate_to_pool(pool, PoolRoute::Thread, options(pool))
+            }
+            Event::CaptureEnd { pool } => alloc.end_allocate_to_pool(pool),
+            Event::PoolExit { pool } => {
+                alloc.end_allocate_to_pool(pool)?;
+                alloc.release_pool(pool)
+            }
+            Event::PoolRelease { pool } => {
+                alloc.release_pool(pool)?;
+                if decl(pool).is_some_and(|d| d.kind == PrivatePoolKind::MemPool) {
+                    // `~MemPool`: releasePool, then emptyCache(id).
+                    alloc.empty_cache_pool(pool)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Fidelity mode: tells the device where event `i`'s new segments go.

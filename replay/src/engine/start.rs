@@ -24,7 +24,8 @@
 use std::fmt;
 
 use vramlab_allocator::{
-    AllocError, Allocator, BlockHandle, PoolKind, SeedBlock, SeedBlockState, SeedRange,
+    AllocError, Allocator, BlockHandle, PoolKind, PoolOptions, SeedBlock, SeedBlockState, SeedPool,
+    SeedRange,
 };
 use vramlab_traces::advice::Opt;
 use vramlab_traces::{InitialBlockState, InitialSegment, InitialState, Trace};
@@ -310,6 +311,27 @@ where
             Opt::Start.with_word("fresh")
         )));
     }
+    // The private pools that held segments at the first entry existed and
+    // were held then (a graph, a MemPool object).
+    let mut held: Vec<u32> = init
+        .segments
+        .iter()
+        .map(|s| s.pool)
+        .chain(init.reservations.iter().map(|r| r.pool))
+        .flatten()
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    for pool in held {
+        let d = trace.pools.get(pool as usize);
+        let options = PoolOptions {
+            use_on_oom: d.is_some_and(|d| d.use_on_oom),
+            no_split: d.is_some_and(|d| d.no_split),
+        };
+        alloc
+            .create_pool(pool, options)
+            .map_err(|e| ReplayError::Initial(format!("private pool {pool}: {e}")))?;
+    }
     let not_supported = |e: AllocError, at: u64| match e {
         AllocError::Invalid(m) if m.contains("cannot start from a recorded") => {
             ReplayError::Initial(format!(
@@ -322,7 +344,14 @@ where
     for seg in init.segments.iter().filter(|s| !s.is_expandable) {
         let stream = raw_stream(trace, seg.stream, "segment", seg.address)?;
         alloc.device_mut().place_next(seg.address);
-        let r = alloc.seed_segment(pool_of(seg.is_small), stream, &seed_blocks(seg));
+        let r = alloc.seed_segment(
+            SeedPool {
+                kind: pool_of(seg.is_small),
+                private: seg.pool,
+            },
+            stream,
+            &seed_blocks(seg),
+        );
         alloc.device_mut().clear_placements();
         match r {
             Ok(handles) => report_blocks(std::iter::once(seg), handles, each)?,
@@ -355,7 +384,14 @@ where
             .collect();
         let stream = raw_stream(trace, res.stream, "reservation", res.address)?;
         alloc.device_mut().place_next(res.address);
-        let r = alloc.seed_expandable(pool_of(res.is_small), stream, &ranges);
+        let r = alloc.seed_expandable(
+            SeedPool {
+                kind: pool_of(res.is_small),
+                private: res.pool,
+            },
+            stream,
+            &ranges,
+        );
         alloc.device_mut().clear_placements();
         match r {
             Ok(handles) => report_blocks(init.segments.iter().filter(mine), handles, each)?,

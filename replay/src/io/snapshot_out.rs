@@ -177,7 +177,7 @@ pub fn snapshot_value(trace: &Trace, run: &Run, conf: Option<&AllocConf>) -> Val
         .final_segments
         .iter()
         .map(|s| {
-            segment(s, trace.header.device, |ptr| {
+            segment(s, trace.header.device, &trace.pools, |ptr| {
                 owner.get(&ptr).and_then(|&id| frames_of(id))
             })
         })
@@ -312,7 +312,7 @@ impl<'a> EntryWriter<'a> {
             }
             Event::FreeRequested { id } => self.free("free_requested", id, t),
             Event::FreeCompleted { id } => self.free("free_completed", id, t),
-            Event::EmptyCache => {}
+            _ => {}
         }
     }
 
@@ -414,6 +414,7 @@ fn stream_of_range(streams: &std::collections::HashMap<u64, u64>, ptr: u64) -> u
 fn segment<'a>(
     s: &SegmentView,
     device: u32,
+    pools: &[vramlab_traces::PoolDecl],
     frames_of: impl Fn(u64) -> Option<&'a Value>,
 ) -> Value {
     let mut allocated = 0u64;
@@ -464,10 +465,13 @@ fn segment<'a>(
                 "large"
             },
         )
-        .entry(
-            "segment_pool_id",
-            Value::tuple([Value::from(0i64), Value::from(0i64)]),
-        )
+        .entry("segment_pool_id", {
+            let (a, b) = s
+                .private_pool
+                .and_then(|p| pools.get(p as usize))
+                .map_or((0, 0), |d| d.id);
+            Value::tuple([Value::from(a as i64), Value::from(b as i64)])
+        })
         .entry("is_expandable", s.is_expandable)
         .entry("frames", Value::list(Vec::<Value>::new()))
         .entry("blocks", Value::List(Arc::new(blocks)))

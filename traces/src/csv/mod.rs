@@ -26,7 +26,12 @@
 //! * Ids are any text without commas. An id names one allocation from its
 //!   `alloc` until its free completes; afterwards it may be reused.
 //! * A bad row is an error that names the line and the reason.
+//!
+//! Format v2 adds private pools (CUDA graphs' pools and MemPools): see
+//! `pools.rs`. The writer writes v2 only for traces that have pools, so
+//! every other trace stays a v1 file; the reader reads both.
 
+mod pools;
 mod read;
 mod write;
 
@@ -37,6 +42,8 @@ pub use write::write_csv;
 pub(crate) const HEADER_ROW: &str = "action,id,size,stream";
 /// The first comment line the writer emits.
 pub(crate) const MAGIC_LINE: &str = "# vramlab trace v1";
+/// The first comment line of a trace with private pools.
+pub(crate) const MAGIC_LINE_V2: &str = "# vramlab trace v2";
 
 #[cfg(test)]
 mod tests {
@@ -195,7 +202,7 @@ mod tests {
             ),
             (
                 "# vramlab trace v2\naction,id,size,stream\n",
-                "t.csv:1: this file is vramlab trace format 'v2'; this version of vramlab reads v1",
+                "t.csv:1: this file is vramlab trace format 'v3'; this version of vramlab reads v1 and v2",
             ),
             (
                 "# device_total: lots\naction,id,size,stream\n",

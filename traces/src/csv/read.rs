@@ -311,6 +311,8 @@ struct Reader<'p> {
     /// The last raw stream and its index: one stream never hashes.
     last_stream: Option<(u64, u32)>,
     lineno: u64,
+    /// Private pools declared (format v2).
+    pools: super::pools::PoolNames,
 }
 
 impl<'p> Reader<'p> {
@@ -327,6 +329,7 @@ impl<'p> Reader<'p> {
             streams: StreamInterner::default(),
             last_stream: None,
             lineno: 0,
+            pools: Default::default(),
         }
     }
 
@@ -373,7 +376,17 @@ impl<'p> Reader<'p> {
         if let Some(comment) = text.strip_prefix(b"#") {
             let c = text_of(comment);
             if !self.seen_header {
-                crate::csv::read::parse_header_line(&mut self.trace.header, c.trim())
+                let c = c.trim();
+                if let Some((name, decl)) = c
+                    .strip_prefix(super::pools::DECL_PREFIX)
+                    .and_then(|rest| rest.split_once(':'))
+                {
+                    return self
+                        .pools
+                        .declare(name.trim(), decl.trim(), &mut self.trace.pools)
+                        .map_err(|m| self.err(self.lineno, m));
+                }
+                crate::csv::read::parse_header_line(&mut self.trace.header, c)
                     .map_err(|m| self.err(self.lineno, m))?;
             } else if let Some(label) = c.trim().strip_prefix("phase:") {
                 self.trace.phases.push(crate::model::PhaseMark {
@@ -425,14 +438,51 @@ impl<'p> Reader<'p> {
                 Ok(())
             }
             b"" => Err(self.err(self.lineno, "missing action".into())),
-            other => Err(self.err(
-                self.lineno,
-                format!(
-                    "unknown action '{}' (expected alloc, free, free_requested, free_completed or empty_cache)",
-                    text(other)
-                ),
-            )),
+            other => {
+                let action = text(other);
+                if super::pools::POOL_ACTIONS.contains(&&*action) {
+                    return self.pool_row(&action, &row);
+                }
+                Err(self.err(
+                    self.lineno,
+                    format!(
+                        "unknown action '{action}' (expected alloc, free, free_requested, free_completed, empty_cache, or a pool action: {})",
+                        super::pools::POOL_ACTIONS.join(", ")
+                    ),
+                ))
+            }
         }
+    }
+
+    /// A pool row (format v2): the pool's name in the id column, the
+    /// capturing stream in the stream column of `capture_begin`.
+    fn pool_row(&mut self, action: &str, row: &Row<'_>) -> Result<(), TraceError> {
+        if !row.size.is_empty() {
+            return Err(self.err(self.lineno, format!("{action} takes no size")));
+        }
+        let stream = if action == "capture_begin" {
+            let raw = if row.stream.is_empty() {
+                0
+            } else {
+                parse_stream(&text(row.stream))
+                    .map_err(|m| self.err(self.lineno, format!("stream: {m}")))?
+            };
+            Some(self.stream_index(raw))
+        } else if !row.stream.is_empty() {
+            return Err(self.err(
+                self.lineno,
+                format!("{action} takes no stream (only capture_begin does)"),
+            ));
+        } else {
+            None
+        };
+        let name = text(row.id).into_owned();
+        let ev = self
+            .pools
+            .event(action, &name, stream)
+            .map_err(|m| self.err(self.lineno, m))?;
+        self.trace.events.push(ev);
+        Ok(())
     }
 
     fn need_id(&self, row: &Row<'_>, what: &str) -> Result<(), TraceError> {
@@ -645,9 +695,9 @@ fn parse_stream(s: &str) -> Result<u64, String> {
 pub(super) fn parse_header_line(h: &mut TraceHeader, comment: &str) -> Result<(), String> {
     if comment.starts_with("vramlab trace") {
         let version = comment.trim_start_matches("vramlab trace").trim();
-        if version != "v1" {
+        if version != "v1" && version != "v2" {
             return Err(format!(
-                "this file is vramlab trace format '{version}'; this version of vramlab reads v1"
+                "this file is vramlab trace format '{version}'; this version of vramlab reads v1 and v2"
             ));
         }
         return Ok(());

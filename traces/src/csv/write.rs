@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::advice::{Cmd, Opt};
-use crate::csv::{HEADER_ROW, MAGIC_LINE};
+use crate::csv::{HEADER_ROW, MAGIC_LINE, MAGIC_LINE_V2};
 use crate::error::{Location, TraceError};
 use crate::model::{Event, Trace};
 
@@ -27,7 +27,12 @@ pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), T
         }
     }
     let h = &trace.header;
-    writeln!(out, "{MAGIC_LINE}").map_err(io)?;
+    let magic = if trace.pools.is_empty() {
+        MAGIC_LINE
+    } else {
+        MAGIC_LINE_V2
+    };
+    writeln!(out, "{magic}").map_err(io)?;
     let one_line = |s: &str| s.replace(['\n', '\r'], " ");
     if !h.source.is_empty() {
         writeln!(out, "# source: {}", one_line(&h.source)).map_err(io)?;
@@ -46,6 +51,9 @@ pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), T
     }
     for (k, v) in &h.extra {
         writeln!(out, "# {}: {}", one_line(k), one_line(v)).map_err(io)?;
+    }
+    for (i, p) in trace.pools.iter().enumerate() {
+        writeln!(out, "# {}{i}: {}", super::pools::DECL_PREFIX, p.to_csv()).map_err(io)?;
     }
     writeln!(out, "{HEADER_ROW}").map_err(io)?;
     let mut buf = itoa_buf();
@@ -73,6 +81,11 @@ pub fn write_csv(trace: &Trace, mut out: impl Write, path: &str) -> Result<(), T
                 write_id(&mut out, b"free_completed,", id, &mut buf).map_err(io)?
             }
             Event::EmptyCache => out.write_all(b"empty_cache,,,\n").map_err(io)?,
+            ref pool_event => {
+                if let Some(row) = super::pools::row(pool_event, &trace.streams) {
+                    writeln!(out, "{row}").map_err(io)?;
+                }
+            }
         }
     }
     // Marks after the last event (a phase with no events).

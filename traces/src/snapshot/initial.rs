@@ -68,6 +68,7 @@ pub(super) fn initial_state(
             requested: b.requested,
             stream: streams.index(&mut w.trace, b.stream),
             state: b.state,
+            pool: None,
         })
         .collect();
     let mut state = InitialState {
@@ -352,6 +353,7 @@ fn layout(
             stream: streams.index(&mut w.trace, stream),
             is_small,
             is_expandable: expandable,
+            pool: None,
             blocks: laid,
         });
     }
@@ -502,6 +504,7 @@ fn reservations(
             address: base,
             stream: streams.index(&mut w.trace, stream),
             is_small,
+            pool: None,
         });
     }
     out.sort_by_key(|r| r.address);

@@ -279,7 +279,7 @@ pub fn peak_live_bytes(trace: &Trace) -> u64 {
             Event::Free { id } | Event::FreeCompleted { id } => {
                 live = live.saturating_sub(size.get(id as usize).copied().unwrap_or(0));
             }
-            Event::FreeRequested { .. } | Event::EmptyCache => {}
+            _ => {}
         }
     }
     peak

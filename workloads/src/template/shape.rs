@@ -65,6 +65,13 @@ pub(super) fn shape(rec: &Recording) -> Result<Shape, TraceError> {
             Event::FreeRequested { id } => TEvent::FreeRequested(lookup(id)?),
             Event::FreeCompleted { id } => TEvent::FreeCompleted(lookup(id)?),
             Event::EmptyCache => TEvent::EmptyCache,
+            _ => {
+                return Err(TraceError::new(
+                    &rec.name,
+                    Location::Entry(n as u64),
+                    "a private-pool event (CUDA graph capture or MemPool): workload templates are learned from recordings that use only the default pool",
+                ));
+            }
         });
     }
     Ok(Shape {

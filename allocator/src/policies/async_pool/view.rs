@@ -39,6 +39,7 @@ impl<D: Device> Inspect for AsyncPoolAllocator<D> {
         for (&base, c) in &self.chunks {
             let mut seg = SegmentView {
                 ptr: base,
+                private_pool: None,
                 size: c.size,
                 stream: 0,
                 pool: POOL,

@@ -37,6 +37,7 @@ impl<D: Device> Inspect for BfcAllocator<D> {
         for (&base, r) in &self.regions {
             let mut seg = SegmentView {
                 ptr: base,
+                private_pool: None,
                 size: r.size,
                 stream: 0,
                 pool: POOL,

@@ -5,7 +5,7 @@
 //! `Block*` lists, so splitting and merging never allocate once the arena
 //! has grown to its working size.
 
-use crate::stats::PoolKind;
+use super::pool::PoolRef;
 
 /// "No block" marker for `prev`/`next`/`expandable`.
 pub(crate) use crate::policies::arena::NIL;
@@ -47,7 +47,7 @@ pub(super) struct Block {
     /// Outstanding stream events (deferred free).
     pub event_count: u32,
     /// Which pool the block belongs to.
-    pub pool: PoolKind,
+    pub pool: PoolRef,
     /// Allocation state.
     pub state: State,
     /// Backed by physical memory (always true outside expandable segments).

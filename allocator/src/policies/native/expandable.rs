@@ -6,6 +6,7 @@
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
 use super::malloc::Params;
+use super::pool::PoolRef;
 use super::pool::UnmappedKey;
 use super::rounding::SMALL_BUFFER;
 use crate::devices::{Device, DeviceError};
@@ -90,6 +91,7 @@ impl<D: Device> NativeAllocator<D> {
             c = nxt; // map_block merged the old `c` into `nxt`
         }
         self.remove_from_blocks(c);
+        self.private_segment_made(p.pool);
         Ok(Some(c))
     }
 
@@ -105,7 +107,7 @@ impl<D: Device> NativeAllocator<D> {
     /// blocks of this pool and stream with room for `p.size` bytes, or a new
     /// reservation's single unmapped block.
     fn find_expandable_block(&mut self, p: &Params) -> Result<u32, AllocError> {
-        let pool = p.pool.select(&self.pools);
+        let pool = &self.pools[p.pool.index()];
         for k in pool.unmapped_of(p.stream) {
             let mut c = k.idx;
             let prev = self.arena[c].prev;
@@ -123,7 +125,7 @@ impl<D: Device> NativeAllocator<D> {
             }
         }
         // A new reservation of 1 1/8 of the device's memory, in whole pages.
-        let page = match p.pool {
+        let page = match p.pool.kind() {
             PoolKind::Small => SMALL_BUFFER,
             PoolKind::Large => self.conf.large_segment_size_bytes(),
         };
@@ -306,6 +308,7 @@ impl<D: Device> NativeAllocator<D> {
         self.total_allocated_memory -= range.size;
         self.stats.reserved_bytes.decrease(kind, range.size);
         self.stats.num_device_free += 1;
+        self.private_segment_gone(kind);
         if whole {
             // `release_expandable_segment`: nothing of the reservation is
             // mapped any more.
@@ -325,7 +328,7 @@ impl<D: Device> NativeAllocator<D> {
         ptr: u64,
         size: u64,
         stream: u64,
-        pool: PoolKind,
+        pool: PoolRef,
         seg: u32,
         prev: u32,
         next: u32,

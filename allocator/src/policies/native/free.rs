@@ -106,8 +106,8 @@ impl<D: Device> NativeAllocator<D> {
         let expandable = b.is_expandable();
         let s = &mut self.stats;
         if !expandable {
-            apply_net(&mut s.inactive_split, pool, net_blocks);
-            apply_net(&mut s.inactive_split_bytes, pool, net_bytes);
+            apply_net(&mut s.inactive_split, pool.kind(), net_blocks);
+            apply_net(&mut s.inactive_split_bytes, pool.kind(), net_bytes);
         }
         s.active.decrease(pool, 1);
         s.active_bytes.decrease(pool, original_size);

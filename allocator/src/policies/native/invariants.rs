@@ -5,20 +5,21 @@ use std::collections::BTreeSet;
 
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
+use super::pool::PoolRef;
 use super::pool::{FreeKey, UnmappedKey};
 use crate::devices::Device;
 use crate::policies::checks::{ensure, stat_pairs};
 use crate::policy::Invariants;
-use crate::stats::{MemoryStats, PoolKind};
+use crate::stats::MemoryStats;
 
 /// What the checker recomputes from the blocks.
 struct Tally {
     /// The statistics the blocks imply.
     expect: MemoryStats,
-    /// Free mapped blocks, `[small, large]`.
-    free_keys: [BTreeSet<FreeKey>; 2],
-    /// Unmapped blocks, `[small, large]`.
-    unmapped_keys: [BTreeSet<UnmappedKey>; 2],
+    /// Free mapped blocks, by pool.
+    free_keys: std::collections::BTreeMap<PoolRef, BTreeSet<FreeKey>>,
+    /// Unmapped blocks, by pool.
+    unmapped_keys: std::collections::BTreeMap<PoolRef, BTreeSet<UnmappedKey>>,
     /// Bytes of all mapped blocks.
     mapped_total: u64,
     /// Blocks whose free is pending.
@@ -32,7 +33,7 @@ impl Tally {
         let expect = &mut self.expect;
         match b.state {
             State::Free if b.mapped => {
-                b.pool.select_mut(&mut self.free_keys).insert(FreeKey {
+                self.free_keys.entry(b.pool).or_default().insert(FreeKey {
                     stream: b.stream,
                     size: b.size,
                     counter: b.counter,
@@ -45,8 +46,9 @@ impl Tally {
                 }
             }
             State::Free => {
-                b.pool
-                    .select_mut(&mut self.unmapped_keys)
+                self.unmapped_keys
+                    .entry(b.pool)
+                    .or_default()
                     .insert(UnmappedKey {
                         stream: b.stream,
                         ptr: b.ptr,
@@ -78,8 +80,8 @@ impl<D: Device> Invariants for NativeAllocator<D> {
         let mss = self.max_split_size();
         let mut t = Tally {
             expect: MemoryStats::new(mss),
-            free_keys: [BTreeSet::new(), BTreeSet::new()],
-            unmapped_keys: [BTreeSet::new(), BTreeSet::new()],
+            free_keys: Default::default(),
+            unmapped_keys: Default::default(),
             mapped_total: 0,
             pending: 0,
         };
@@ -176,9 +178,11 @@ impl<D: Device> NativeAllocator<D> {
     /// Each pool's free set (and its cached largest sizes) and unmapped set
     /// hold exactly the free mapped and the unmapped blocks of the pool.
     fn check_pools(&self, t: &Tally) -> Result<(), String> {
-        for kind in [PoolKind::Small, PoolKind::Large] {
-            let pool = self.pool(kind);
-            let free = kind.select(&t.free_keys);
+        for (i, pool) in self.pools.iter().enumerate() {
+            let r = PoolRef::of((i / 2).checked_sub(1).map(|p| p as u32), i % 2 == 0);
+            let kind = r.kind();
+            let empty = BTreeSet::new();
+            let free = t.free_keys.get(&r).unwrap_or(&empty);
             let in_set: BTreeSet<FreeKey> = pool.iter().collect();
             ensure!(
                 *free == in_set && in_set.len() == pool.len(),
@@ -190,8 +194,9 @@ impl<D: Device> NativeAllocator<D> {
             pool.check_max()
                 .map_err(|e| format!("{} pool: {e}", kind.name()))?;
             let unmapped: BTreeSet<UnmappedKey> = pool.unmapped_iter().collect();
+            let no_unmapped = BTreeSet::new();
             ensure!(
-                *kind.select(&t.unmapped_keys) == unmapped,
+                *t.unmapped_keys.get(&r).unwrap_or(&no_unmapped) == unmapped,
                 "{} pool: the unmapped set differs from the unmapped blocks",
                 kind.name()
             );

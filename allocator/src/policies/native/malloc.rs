@@ -5,11 +5,11 @@
 
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
+use super::pool::PoolRef;
 use super::rounding::{MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::devices::{Device, DeviceError};
 use crate::policies::oom::{out_of_memory, preemptive};
 use crate::policy::AllocError;
-use crate::stats::PoolKind;
 
 /// One request on its way through `malloc` (PyTorch's `AllocParams`).
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +19,7 @@ pub(super) struct Params {
     /// Raw stream handle.
     pub stream: u64,
     /// Pool.
-    pub pool: PoolKind,
+    pub pool: PoolRef,
     /// Bytes a new segment would take (`get_allocation_size`).
     pub alloc_size: u64,
 }
@@ -46,7 +46,7 @@ impl<D: Device> NativeAllocator<D> {
         let expandable_on = self.expandable_active();
         let mss = self.max_split_size();
         let nsr = self.conf.max_non_split_rounding_bytes();
-        let pool = p.pool.select_mut(&mut self.pools);
+        let pool = &mut self.pools[p.pool.index()];
         if gc {
             pool.clock += 1;
         }
@@ -120,6 +120,7 @@ impl<D: Device> NativeAllocator<D> {
             Err(DeviceError::Other(e)) => return Err(AllocError::Device(e)),
         };
         self.total_allocated_memory += p.alloc_size;
+        self.private_segment_made(p.pool);
         let counter = self.segment_counter();
         let idx = self.arena.insert(Block {
             ptr,
@@ -149,7 +150,10 @@ impl<D: Device> NativeAllocator<D> {
     pub(super) fn should_split(&self, idx: u32, size: u64) -> bool {
         let b = &self.arena[idx];
         let remaining = b.size - size;
-        if b.pool == PoolKind::Small || self.expandable_active() {
+        if self.no_split(b.pool) {
+            return false;
+        }
+        if b.pool.kind() == crate::stats::PoolKind::Small || self.expandable_active() {
             remaining >= MIN_BLOCK_SIZE
         } else {
             size < self.max_split_size() && remaining > SMALL_SIZE

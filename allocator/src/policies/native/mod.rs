@@ -21,6 +21,7 @@ mod free_set;
 mod invariants;
 mod malloc;
 mod pool;
+mod private;
 mod release;
 mod rounding;
 mod seed;
@@ -30,13 +31,13 @@ mod view;
 use crate::conf::AllocConf;
 use crate::devices::Device;
 use crate::policies::oom::{MAX_REQUEST, exceeds_limit};
-use crate::policy::{AllocError, Allocator, BlockHandle};
-use crate::stats::{MemoryStats, PoolKind};
+use crate::policy::{AllocError, Allocator, BlockHandle, PoolOptions, PoolRoute};
+use crate::stats::MemoryStats;
 
 use block::{Arena, State};
 use expandable::ExpandableSegment;
 use malloc::Params;
-use pool::Pool;
+use pool::{Pool, PoolRef};
 use rounding::SMALL_SIZE;
 pub use rounding::{allocation_size, interval_index, round_size};
 
@@ -46,8 +47,15 @@ pub struct NativeAllocator<D: Device> {
     conf: AllocConf,
     device: D,
     arena: Arena,
-    /// `[small_blocks, large_blocks]`.
-    pools: [Pool; 2],
+    /// `[small_blocks, large_blocks]`, then each private pool's pair
+    /// (indexed by [`pool::PoolRef`]).
+    pools: Vec<Pool>,
+    /// The private pools (graphs' and MemPools'), by the trace's pool
+    /// index; `None` for one not made yet or deleted.
+    private: Vec<Option<private::PrivatePool>>,
+    /// `captures_underway`: the pools requests are routed to, in the order
+    /// they were registered.
+    routes: Vec<(u32, crate::policy::PoolRoute)>,
     stats: MemoryStats,
     /// Bytes obtained from the device (segments + mapped pages).
     total_allocated_memory: u64,
@@ -87,7 +95,9 @@ impl<D: Device> NativeAllocator<D> {
             conf,
             device,
             arena: Arena::default(),
-            pools: [Pool::new(), Pool::new()],
+            pools: vec![Pool::new(), Pool::new()],
+            private: Vec::new(),
+            routes: Vec::new(),
             stats,
             total_allocated_memory: 0,
             allowed_memory_maximum: None,
@@ -178,13 +188,13 @@ impl<D: Device> NativeAllocator<D> {
     }
 
     #[inline]
-    fn pool(&self, kind: PoolKind) -> &Pool {
-        kind.select(&self.pools)
+    fn pool(&self, r: PoolRef) -> &Pool {
+        &self.pools[r.index()]
     }
 
     #[inline]
-    fn pool_mut(&mut self, kind: PoolKind) -> &mut Pool {
-        kind.select_mut(&mut self.pools)
+    fn pool_mut(&mut self, r: PoolRef) -> &mut Pool {
+        &mut self.pools[r.index()]
     }
 
     #[inline]
@@ -285,13 +295,12 @@ impl<D: Device> Allocator for NativeAllocator<D> {
                 self.allowed_memory_maximum,
             ));
         }
-        self.process_events();
+        if !self.under_capture() {
+            // `process_events` is skipped while a capture is underway.
+            self.process_events();
+        }
         let size = rounding::round_size(&self.conf, orig);
-        let pool = if size <= SMALL_SIZE {
-            PoolKind::Small
-        } else {
-            PoolKind::Large
-        };
+        let pool = self.select_pool(size <= SMALL_SIZE, stream);
         let p = Params {
             size,
             stream,
@@ -302,19 +311,39 @@ impl<D: Device> Allocator for NativeAllocator<D> {
         // in a replay, so the second search of PyTorch's malloc is skipped.
         let mut found = self.get_free_block(&p);
         // A cached block is still in its pool's set; a new one is not.
-        let cached = found.is_some();
+        let mut cached = found.is_some();
         if found.is_none() {
             if self.gc_enabled() {
                 self.garbage_collect()?;
             }
             found = self.alloc_block(&p, false)?;
+            let mut p = p;
+            if found.is_none() {
+                // A MemPool marked `use_on_oom` lends its cached blocks.
+                if let Some((q, idx)) = self.try_mempool_fallback(&p) {
+                    p = q;
+                    found = Some(idx);
+                    cached = true;
+                }
+            }
             if found.is_none() && self.release_available_cached_blocks(&p)? {
                 found = self.alloc_block(&p, false)?;
             }
-            if found.is_none() {
+            if found.is_none() && !self.no_retry() {
+                // Up to 2.12, no cudaFree while a capture or MemPool
+                // context is underway: the last resort is skipped and the
+                // request fails sooner.
                 self.release_cached_blocks()?;
                 found = self.alloc_block(&p, true)?;
             }
+            return match found {
+                Some(idx) => {
+                    let split = self.should_split(idx, size);
+                    let idx = self.alloc_found_block(idx, &p, orig, split, cached);
+                    Ok(self.handle_of(idx))
+                }
+                None => Err(self.raise_oom(orig, &p)),
+            };
         }
         let Some(idx) = found else {
             return Err(self.raise_oom(orig, &p));
@@ -376,7 +405,44 @@ impl<D: Device> Allocator for NativeAllocator<D> {
     }
 
     fn empty_cache(&mut self) -> Result<(), AllocError> {
+        if self.routing() {
+            // PyTorch asserts no capture is underway when it synchronises.
+            return Err(AllocError::Invalid(
+                "empty_cache while a capture or use_mem_pool context routes requests to a private pool"
+                    .into(),
+            ));
+        }
         self.release_cached_blocks()
+    }
+
+    fn create_pool(&mut self, pool: u32, options: PoolOptions) -> Result<(), AllocError> {
+        self.create_private_pool(pool, options);
+        Ok(())
+    }
+
+    fn begin_allocate_to_pool(
+        &mut self,
+        pool: u32,
+        route: PoolRoute,
+        options: PoolOptions,
+    ) -> Result<(), AllocError> {
+        self.begin_route(pool, route, options)
+    }
+
+    fn end_allocate_to_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        self.end_route(pool)
+    }
+
+    fn release_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        self.release_private_pool(pool)
+    }
+
+    fn empty_cache_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        self.empty_private_pool(pool)
+    }
+
+    fn has_private_pools(&self) -> bool {
+        true
     }
 
     fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {

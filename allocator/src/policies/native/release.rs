@@ -6,9 +6,9 @@
 use super::NativeAllocator;
 use super::malloc::Params;
 use super::pool::FreeKey;
+use super::pool::PoolRef;
 use crate::devices::Device;
 use crate::policy::AllocError;
-use crate::stats::PoolKind;
 
 impl<D: Device> NativeAllocator<D> {
     /// `release_block`: cudaFree of a whole free segment.
@@ -30,6 +30,7 @@ impl<D: Device> NativeAllocator<D> {
         }
         self.remove_from_blocks(idx);
         self.arena.remove(idx);
+        self.private_segment_gone(pool);
         Ok(())
     }
 
@@ -48,7 +49,7 @@ impl<D: Device> NativeAllocator<D> {
             return Ok(false);
         }
         let key_size = p.size.max(mss);
-        let pool = p.pool.select(&self.pools);
+        let pool = &self.pools[p.pool.index()];
         if let Some(k) = pool.lower_bound(p.stream, key_size) {
             if !self.arena[k.idx].is_expandable() {
                 self.release_block(k.idx)?;
@@ -77,16 +78,32 @@ impl<D: Device> NativeAllocator<D> {
     /// `release_cached_blocks` (what `empty_cache()` does): completes pending
     /// frees, then releases every whole free segment and unmaps the free
     /// pages of expandable segments, large pool first.
+    /// Then the private pools no graph or MemPool holds any more, small
+    /// pool first; one left with no segments is deleted.
     pub(super) fn release_cached_blocks(&mut self) -> Result<(), AllocError> {
         self.synchronize_and_free_events();
-        self.release_blocks(PoolKind::Large)?;
-        self.release_blocks(PoolKind::Small)?;
+        self.release_blocks(PoolRef::LARGE)?;
+        self.release_blocks(PoolRef::SMALL)?;
+        self.release_freeable_pools(None)
+    }
+
+    /// The private pools' part of [`Self::release_cached_blocks`]: every
+    /// freeable pool (`only`: just that one).
+    pub(super) fn release_freeable_pools(&mut self, only: Option<u32>) -> Result<(), AllocError> {
+        for p in self.freeable_pools() {
+            if only.is_some_and(|o| o != p) {
+                continue;
+            }
+            self.release_blocks(PoolRef::of(Some(p), true))?;
+            self.release_blocks(PoolRef::of(Some(p), false))?;
+            self.delete_pool_if_empty(p);
+        }
         Ok(())
     }
 
     /// `release_blocks(pool)`: in pool order, cudaFree whole free segments;
     /// then unmap the free pages of expandable blocks.
-    fn release_blocks(&mut self, kind: PoolKind) -> Result<(), AllocError> {
+    fn release_blocks(&mut self, kind: PoolRef) -> Result<(), AllocError> {
         let mut whole = Vec::new();
         let mut expandable = Vec::new();
         for k in self.pool(kind).iter() {
@@ -119,11 +136,11 @@ impl<D: Device> NativeAllocator<D> {
             return Ok(());
         }
         let target = self.total_allocated_memory - threshold;
-        let clock = self.pool(PoolKind::Large).clock;
+        let clock = self.pool(PoolRef::LARGE).clock;
         let age = |base: u64| clock.wrapping_sub(base);
         let mut total_age = 0u64;
         let mut count = 0u64;
-        for k in self.pool(PoolKind::Large).iter() {
+        for k in self.pool(PoolRef::LARGE).iter() {
             let b = &self.arena[k.idx];
             if !b.is_split() && !b.is_expandable() {
                 total_age += age(b.gc_count_base);
@@ -137,7 +154,7 @@ impl<D: Device> NativeAllocator<D> {
             let threshold_age = total_age as f64 / count as f64;
             freed = false;
             victims.clear();
-            for k in self.pool(PoolKind::Large).iter() {
+            for k in self.pool(PoolRef::LARGE).iter() {
                 let b = &self.arena[k.idx];
                 if !b.is_split()
                     && !b.is_expandable()

@@ -5,12 +5,13 @@
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
 use super::expandable::ExpandableSegment;
+use super::pool::PoolRef;
 use super::pool::UnmappedKey;
 use super::rounding::SMALL_BUFFER;
 use crate::devices::{Device, DeviceError};
 use crate::policies::oom::MAX_REQUEST;
 use crate::policy::{
-    AllocError, BlockHandle, OomReport, Seed, SeedBlock, SeedBlockState, SeedRange,
+    AllocError, BlockHandle, OomReport, Seed, SeedBlock, SeedBlockState, SeedPool, SeedRange,
 };
 use crate::stats::PoolKind;
 
@@ -23,10 +24,11 @@ impl<D: Device> Seed for NativeAllocator<D> {
     /// [`AllocError::OutOfMemory`]: the recorded state does not fit.
     fn seed_segment(
         &mut self,
-        pool: PoolKind,
+        pool: SeedPool,
         stream: u64,
         blocks: &[SeedBlock],
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
+        let pool = self.seed_pool(pool)?;
         let size = seeded_size(blocks)?;
         let base = match self.device.malloc(size) {
             Ok(p) => p,
@@ -34,6 +36,7 @@ impl<D: Device> Seed for NativeAllocator<D> {
             Err(DeviceError::Other(e)) => return Err(AllocError::Device(e)),
         };
         self.total_allocated_memory += size;
+        self.private_segment_made(pool);
         self.stats.segment.increase(pool, 1);
         self.stats.reserved_bytes.increase(pool, size);
         if size >= self.max_split_size() {
@@ -60,11 +63,12 @@ impl<D: Device> Seed for NativeAllocator<D> {
     /// Returns one handle per block of every range, in order.
     fn seed_expandable(
         &mut self,
-        pool: PoolKind,
+        pool: SeedPool,
         stream: u64,
         ranges: &[SeedRange<'_>],
     ) -> Result<Vec<Option<BlockHandle>>, AllocError> {
-        let page = match pool {
+        let pool = self.seed_pool(pool)?;
+        let page = match pool.kind() {
             PoolKind::Small => SMALL_BUFFER,
             PoolKind::Large => self.conf.large_segment_size_bytes(),
         };
@@ -111,6 +115,7 @@ impl<D: Device> Seed for NativeAllocator<D> {
                 Err(DeviceError::Other(e)) => return Err(AllocError::Device(e)),
             }
             self.total_allocated_memory += bytes;
+            self.private_segment_made(pool);
             self.stats.reserved_bytes.increase(pool, bytes);
             self.stats.num_device_alloc += 1;
             let mut ptr = base + r.offset;
@@ -130,6 +135,18 @@ impl<D: Device> Seed for NativeAllocator<D> {
 }
 
 impl<D: Device> NativeAllocator<D> {
+    /// The block pool a seeded segment goes to; a private one must exist.
+    fn seed_pool(&self, pool: SeedPool) -> Result<PoolRef, AllocError> {
+        if let Some(p) = pool.private {
+            if !self.pool_exists(p) {
+                return Err(AllocError::Invalid(format!(
+                    "a segment of private pool {p} is seeded before the pool was made"
+                )));
+            }
+        }
+        Ok(PoolRef::of(pool.private, pool.kind == PoolKind::Small))
+    }
+
     /// Appends one seeded block after `prev`; returns its index and handle.
     #[allow(clippy::too_many_arguments)]
     fn seed_block(
@@ -137,7 +154,7 @@ impl<D: Device> NativeAllocator<D> {
         ptr: u64,
         sb: &SeedBlock,
         stream: u64,
-        pool: PoolKind,
+        pool: PoolRef,
         prev: u32,
         expandable: u32,
         split: bool,
@@ -198,7 +215,7 @@ impl<D: Device> NativeAllocator<D> {
         ptr: u64,
         size: u64,
         stream: u64,
-        pool: PoolKind,
+        pool: PoolRef,
         seg: u32,
         prev: u32,
     ) -> u32 {

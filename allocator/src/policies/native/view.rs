@@ -48,7 +48,8 @@ impl<D: Device> Inspect for NativeAllocator<D> {
                 ptr: b.ptr,
                 size: 0,
                 stream: b.stream,
-                pool: b.pool,
+                pool: b.pool.kind(),
+                private_pool: b.pool.private(),
                 is_expandable: b.is_expandable(),
                 blocks: Vec::new(),
             };

@@ -46,6 +46,7 @@ impl<D: Device> Inspect for StitchAllocator<D> {
             let seg = self.segments[si];
             let mut view = SegmentView {
                 ptr: seg.ptr,
+                private_pool: None,
                 size: seg.size,
                 stream: seg.stream,
                 pool: seg.pool,

@@ -1,0 +1,154 @@
+//! The CSV format's private pools (v2): `# pool.NAME: KIND A,B [OPTIONS]`
+//! declarations before the header row, and rows that name a pool in the
+//! id column:
+//!
+//! ```text
+//! # vramlab trace v2
+//! # pool.g: graph 0,1
+//! # pool.m: mempool 0,2 use_on_oom
+//! action,id,size,stream
+//! capture_begin,g,,7
+//! alloc,a,4096,7
+//! capture_end,g
+//! pool_create,m
+//! pool_enter,m
+//! alloc,b,1048576
+//! pool_exit,m
+//! pool_release,g
+//! ```
+
+use crate::model::{Event, PoolIndex, StreamIndex};
+use crate::pools::PoolDecl;
+
+/// The actions of pool rows, as the format spells them.
+pub(crate) const POOL_ACTIONS: [&str; 6] = [
+    "pool_create",
+    "capture_begin",
+    "capture_end",
+    "pool_enter",
+    "pool_exit",
+    "pool_release",
+];
+
+/// The header key prefix of a pool declaration (`# pool.NAME: …`).
+pub(crate) const DECL_PREFIX: &str = "pool.";
+
+/// The pools a reader has seen declared, and which are open.
+#[derive(Debug, Default)]
+pub(crate) struct PoolNames {
+    names: Vec<String>,
+    /// Per pool: a capture or `use_mem_pool` context is open on it.
+    open: Vec<bool>,
+}
+
+impl PoolNames {
+    /// Declares pool `name`; `Err` when the name is taken or the
+    /// declaration is malformed.
+    pub(crate) fn declare(
+        &mut self,
+        name: &str,
+        decl: &str,
+        pools: &mut Vec<PoolDecl>,
+    ) -> Result<(), String> {
+        if name.is_empty() {
+            return Err("a pool declaration needs a name: '# pool.NAME: graph A,B'".into());
+        }
+        if self.names.iter().any(|n| n == name) {
+            return Err(format!("pool '{name}' is declared twice"));
+        }
+        let d = PoolDecl::from_csv(decl).map_err(|m| format!("pool '{name}': {m}"))?;
+        if let Some(other) = pools.iter().position(|p| p.id == d.id) {
+            return Err(format!(
+                "pool '{name}' has the id {} of pool '{}'",
+                d.id_text(),
+                self.names.get(other).map_or("?", String::as_str)
+            ));
+        }
+        self.names.push(name.to_string());
+        self.open.push(false);
+        pools.push(d);
+        Ok(())
+    }
+
+    /// The event of a pool row: `action` one of [`POOL_ACTIONS`], `name`
+    /// the id column, `stream` the stream index (capture_begin only).
+    pub(crate) fn event(
+        &mut self,
+        action: &str,
+        name: &str,
+        stream: Option<StreamIndex>,
+    ) -> Result<Event, String> {
+        if name.is_empty() {
+            return Err(format!("{action} needs a pool name in the id column"));
+        }
+        let Some(i) = self.names.iter().position(|n| n == name) else {
+            return Err(if self.names.is_empty() {
+                format!(
+                    "{action} of pool '{name}', but the file declares no pools ('# pool.{name}: graph A,B' before the header row)"
+                )
+            } else {
+                format!(
+                    "{action} of pool '{name}', which is not declared (declared: {})",
+                    self.names.join(", ")
+                )
+            });
+        };
+        let pool = i as PoolIndex;
+        let open = &mut self.open[i];
+        let ev = match action {
+            "pool_create" => Event::PoolCreate { pool },
+            "capture_begin" | "pool_enter" => {
+                if *open {
+                    return Err(format!(
+                        "{action} of pool '{name}', which a capture or use_mem_pool context already routes to (PyTorch: 'already recording to mempool_id')"
+                    ));
+                }
+                *open = true;
+                if action == "pool_enter" {
+                    Event::PoolEnter { pool }
+                } else {
+                    Event::CaptureBegin {
+                        pool,
+                        stream: stream.ok_or("capture_begin needs the capturing stream")?,
+                    }
+                }
+            }
+            "capture_end" | "pool_exit" => {
+                if !*open {
+                    return Err(format!(
+                        "{action} of pool '{name}', which no capture or use_mem_pool context routes to"
+                    ));
+                }
+                *open = false;
+                if action == "pool_exit" {
+                    Event::PoolExit { pool }
+                } else {
+                    Event::CaptureEnd { pool }
+                }
+            }
+            _ => Event::PoolRelease { pool },
+        };
+        Ok(ev)
+    }
+}
+
+/// The CSV row of a pool event (`capture_begin,3,,7`), pools named by
+/// their index; `None` for other events.
+pub(crate) fn row(ev: &Event, streams: &[u64]) -> Option<String> {
+    let (action, pool, stream) = match *ev {
+        Event::PoolCreate { pool } => ("pool_create", pool, None),
+        Event::CaptureBegin { pool, stream } => ("capture_begin", pool, Some(stream)),
+        Event::CaptureEnd { pool } => ("capture_end", pool, None),
+        Event::PoolEnter { pool } => ("pool_enter", pool, None),
+        Event::PoolExit { pool } => ("pool_exit", pool, None),
+        Event::PoolRelease { pool } => ("pool_release", pool, None),
+        _ => return None,
+    };
+    Some(match stream {
+        Some(s) => format!(
+            "{action},{pool},,{}",
+            streams.get(s as usize).copied().unwrap_or(0)
+        ),
+        None => format!("{action},{pool},,"),
+    })
+}
