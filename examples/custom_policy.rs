@@ -232,6 +232,7 @@ impl<D: Device> Inspect for SizeClassCache<D> {
                 size: s.size,
                 stream: s.stream,
                 pool: Self::pool(s.size),
+                private_pool: None,
                 is_expandable: false,
                 blocks: vec![BlockView {
                     ptr: s.ptr,

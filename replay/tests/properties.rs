@@ -122,7 +122,7 @@ fn drained(mut t: Trace) -> Trace {
             Event::Alloc { id, .. } => state[id as usize] = 1,
             Event::Free { id } | Event::FreeCompleted { id } => state[id as usize] = 0,
             Event::FreeRequested { id } => state[id as usize] = 2,
-            Event::EmptyCache => {}
+            _ => {}
         }
     }
     for (id, s) in state.iter().enumerate() {

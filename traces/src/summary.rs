@@ -327,6 +327,12 @@ fn add_to_bucket(hist: &mut [(u64, u64); 65], size: u64) {
     hist[b].1 = hist[b].1.saturating_add(size);
 }
 
+/// For `skip_serializing_if`: a count that is 0 is left out of the JSON
+/// (traces without private pools read as they did).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,10 +403,4 @@ mod tests {
         assert_eq!(s.phases[1].frees, 1);
         assert_eq!(s.phases[1].allocated_bytes, 80);
     }
-}
-
-/// For `skip_serializing_if`: a count that is 0 is left out of the JSON
-/// (traces without private pools read as they did).
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

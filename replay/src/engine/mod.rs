@@ -310,6 +310,7 @@ mod tests {
             stream,
             is_small: false,
             is_expandable: false,
+            pool: None,
             blocks: vec![InitialBlock {
                 address: 0x7f00_0000_0000,
                 size: 2 << 20,

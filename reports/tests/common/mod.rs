@@ -260,6 +260,7 @@ pub fn many_segments(n: usize, max_mib: u64) -> Vec<SegmentView> {
             size,
             stream: 0,
             pool,
+            private_pool: None,
             is_expandable: false,
             blocks,
         });

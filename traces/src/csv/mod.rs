@@ -158,7 +158,7 @@ mod tests {
             ),
             (
                 "action,id,size,stream\nmalloc,a,1\n",
-                "t.csv:2: unknown action 'malloc' (expected alloc, free, free_requested, free_completed or empty_cache)",
+                "t.csv:2: unknown action 'malloc' (expected alloc, free, free_requested, free_completed, empty_cache, or a pool action: pool_create, capture_begin, capture_end, pool_enter, pool_exit, pool_release)",
             ),
             (
                 "action,id,size,stream\nalloc,a\n",
@@ -201,7 +201,7 @@ mod tests {
                 "t.csv: no header row 'action,id,size,stream' found; is this a vramlab trace?",
             ),
             (
-                "# vramlab trace v2\naction,id,size,stream\n",
+                "# vramlab trace v3\naction,id,size,stream\n",
                 "t.csv:1: this file is vramlab trace format 'v3'; this version of vramlab reads v1 and v2",
             ),
             (

@@ -94,7 +94,9 @@ impl PoolNames {
             });
         };
         let pool = i as PoolIndex;
-        let open = &mut self.open[i];
+        let Some(open) = self.open.get_mut(i) else {
+            return Err(format!("pool '{name}' has no state (a reader bug)"));
+        };
         let ev = match action {
             "pool_create" => Event::PoolCreate { pool },
             "capture_begin" | "pool_enter" => {

@@ -107,7 +107,7 @@ impl<D: Device> NativeAllocator<D> {
     /// blocks of this pool and stream with room for `p.size` bytes, or a new
     /// reservation's single unmapped block.
     fn find_expandable_block(&mut self, p: &Params) -> Result<u32, AllocError> {
-        let pool = &self.pools[p.pool.index()];
+        let pool = &self.pools[p.pool];
         for k in pool.unmapped_of(p.stream) {
             let mut c = k.idx;
             let prev = self.arena[c].prev;

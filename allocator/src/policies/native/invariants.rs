@@ -178,8 +178,7 @@ impl<D: Device> NativeAllocator<D> {
     /// Each pool's free set (and its cached largest sizes) and unmapped set
     /// hold exactly the free mapped and the unmapped blocks of the pool.
     fn check_pools(&self, t: &Tally) -> Result<(), String> {
-        for (i, pool) in self.pools.iter().enumerate() {
-            let r = PoolRef::of((i / 2).checked_sub(1).map(|p| p as u32), i % 2 == 0);
+        for (r, pool) in self.pools.iter() {
             let kind = r.kind();
             let empty = BTreeSet::new();
             let free = t.free_keys.get(&r).unwrap_or(&empty);

@@ -46,7 +46,7 @@ impl<D: Device> NativeAllocator<D> {
         let expandable_on = self.expandable_active();
         let mss = self.max_split_size();
         let nsr = self.conf.max_non_split_rounding_bytes();
-        let pool = &mut self.pools[p.pool.index()];
+        let pool = &mut self.pools[p.pool];
         if gc {
             pool.clock += 1;
         }

@@ -49,7 +49,7 @@ pub struct NativeAllocator<D: Device> {
     arena: Arena,
     /// `[small_blocks, large_blocks]`, then each private pool's pair
     /// (indexed by [`pool::PoolRef`]).
-    pools: Vec<Pool>,
+    pools: pool::Pools,
     /// The private pools (graphs' and MemPools'), by the trace's pool
     /// index; `None` for one not made yet or deleted.
     private: Vec<Option<private::PrivatePool>>,
@@ -95,7 +95,7 @@ impl<D: Device> NativeAllocator<D> {
             conf,
             device,
             arena: Arena::default(),
-            pools: vec![Pool::new(), Pool::new()],
+            pools: pool::Pools::new(),
             private: Vec::new(),
             routes: Vec::new(),
             stats,
@@ -189,12 +189,12 @@ impl<D: Device> NativeAllocator<D> {
 
     #[inline]
     fn pool(&self, r: PoolRef) -> &Pool {
-        &self.pools[r.index()]
+        &self.pools[r]
     }
 
     #[inline]
     fn pool_mut(&mut self, r: PoolRef) -> &mut Pool {
-        &mut self.pools[r.index()]
+        &mut self.pools[r]
     }
 
     #[inline]

@@ -65,6 +65,57 @@ impl From<PoolRef> for PoolKind {
     }
 }
 
+/// The allocator's block pools, indexed by [`PoolRef`]: the default pair,
+/// then each private pool's pair.
+///
+/// Indexing cannot go out of bounds: a `PoolRef` of a private pool is
+/// made only for a pool that exists (`NativeAllocator::make_or_hold` grows
+/// this list first and it never shrinks), and the default pair is always
+/// there.
+#[derive(Debug, Clone)]
+pub(super) struct Pools(Vec<Pool>);
+
+impl Pools {
+    /// The default small and large pools.
+    pub(super) fn new() -> Self {
+        Pools(vec![Pool::new(), Pool::new()])
+    }
+
+    /// Grows the list to hold `r`.
+    pub(super) fn make_room(&mut self, r: PoolRef) {
+        if self.0.len() <= r.index() {
+            self.0.resize_with(r.index() + 1, Pool::new);
+        }
+    }
+
+    /// Every pool, with its reference.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (PoolRef, &Pool)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (PoolRef(i as u32), p))
+    }
+}
+
+// Indexing: see the proof on `Pools`.
+#[allow(clippy::indexing_slicing)]
+impl std::ops::Index<PoolRef> for Pools {
+    type Output = Pool;
+    #[inline]
+    fn index(&self, r: PoolRef) -> &Pool {
+        &self.0[r.index()]
+    }
+}
+
+// Indexing: see the proof on `Pools`.
+#[allow(clippy::indexing_slicing)]
+impl std::ops::IndexMut<PoolRef> for Pools {
+    #[inline]
+    fn index_mut(&mut self, r: PoolRef) -> &mut Pool {
+        &mut self.0[r.index()]
+    }
+}
+
 /// Above this many streams, a pool keeps [`Pool::maxima`] so that its
 /// largest free size needs no scan of the streams.
 const MANY_STREAMS: usize = 32;

@@ -98,9 +98,11 @@ impl<D: Device> NativeAllocator<D> {
             .private_pool(p)
             .is_some_and(|pp| pp.use_count == 0 && pp.segments == 0)
         {
-            self.private[p as usize] = None;
+            if let Some(slot) = self.private.get_mut(p as usize) {
+                *slot = None;
+            }
             for small in [true, false] {
-                self.pools[PoolRef::of(Some(p), small).index()] = Pool::new();
+                self.pools[PoolRef::of(Some(p), small)] = Pool::new();
             }
         }
     }
@@ -115,15 +117,14 @@ impl<D: Device> NativeAllocator<D> {
         if self.private.len() <= i {
             self.private.resize(i + 1, None);
         }
-        let slots = PoolRef::of(Some(p), false).index() + 1;
-        if self.pools.len() < slots {
-            self.pools.resize_with(slots, Pool::new);
+        self.pools.make_room(PoolRef::of(Some(p), false));
+        if let Some(slot) = self.private.get_mut(i) {
+            *slot = Some(PrivatePool {
+                use_count: 1,
+                segments: 0,
+                options,
+            });
         }
-        self.private[i] = Some(PrivatePool {
-            use_count: 1,
-            segments: 0,
-            options,
-        });
     }
 
     /// `try_mempool_fallback`: after a new segment could not be had, the

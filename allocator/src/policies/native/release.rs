@@ -49,7 +49,7 @@ impl<D: Device> NativeAllocator<D> {
             return Ok(false);
         }
         let key_size = p.size.max(mss);
-        let pool = &self.pools[p.pool.index()];
+        let pool = &self.pools[p.pool];
         if let Some(k) = pool.lower_bound(p.stream, key_size) {
             if !self.arena[k.idx].is_expandable() {
                 self.release_block(k.idx)?;

@@ -3,7 +3,6 @@
 
 use super::NativeAllocator;
 use super::block::{NIL, State};
-use super::pool::Pool;
 use crate::devices::{Device, DevicePtr};
 use crate::policy::{BlockHandle, BlockState, BlockView, Inspect, SegmentView};
 use crate::stats::MemoryStats;
@@ -28,7 +27,11 @@ impl<D: Device> Inspect for NativeAllocator<D> {
 
     /// Largest cached (free, mapped) block of either pool.
     fn largest_free_block(&self) -> u64 {
-        self.pools.iter().map(Pool::max_size).max().unwrap_or(0)
+        self.pools
+            .iter()
+            .map(|(_, p)| p.max_size())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Segments in address order. Each contiguous mapped range of an
