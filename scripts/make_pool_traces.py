@@ -21,6 +21,8 @@ make, judged against PyTorch's own allocator by `vramlab oracle`
   needs a segment that only freeing the default pool's cache would make
   room for: PyTorch frees nothing during a capture, so it fails, and the
   same request after the capture succeeds;
+* empty-cache-routed.csv: `empty_cache()` inside a `use_mem_pool`
+  context and inside a capture, with default-pool cache to free;
 * mempool-use-on-oom.csv: on a 64 MiB device, a default-pool request
   that fails is served from a `use_on_oom` MemPool's cached block.
 
@@ -215,6 +217,33 @@ def mempool_use_on_oom() -> Trace:
     return t
 
 
+def empty_cache_routed() -> Trace:
+    t = Trace("empty_cache inside a MemPool context and a capture (scripts/make_pool_traces.py)")
+    m = t.pool("mempool 0,1")
+    g = t.pool("graph 0,2")
+    a = t.alloc(4 * MB)
+    t.free(a)  # a 20 MiB default-pool segment cached
+    t.row(f"pool_create,{m}")
+    t.row(f"pool_enter,{m}")
+    b = t.alloc(4 * MB)
+    t.row("empty_cache")
+    t.row(f"pool_exit,{m}")
+    t.free(b)
+    c = t.alloc(12 * MB)
+    t.free(c)  # a 12 MiB default-pool segment cached
+    t.row(f"capture_begin,{g},,{S}")
+    d = t.alloc(2 * MB, S)
+    t.row("empty_cache")
+    t.row(f"capture_end,{g}")
+    e = t.alloc(12 * MB)
+    t.free(d)
+    t.free(e)
+    t.row(f"pool_release,{m}")
+    t.row(f"pool_release,{g}")
+    t.row("empty_cache")
+    return t
+
+
 def main() -> int:
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/pools"
     os.makedirs(out, exist_ok=True)
@@ -225,6 +254,7 @@ def main() -> int:
         ("mempool-no-split", mempool_no_split()),
         ("capture-oom", capture_oom()),
         ("mempool-use-on-oom", mempool_use_on_oom()),
+        ("empty-cache-routed", empty_cache_routed()),
     ]:
         with open(os.path.join(out, f"{name}.csv"), "w") as f:
             f.write(t.text())

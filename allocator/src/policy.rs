@@ -291,8 +291,8 @@ pub trait Allocator: Inspect + Seed + Invariants {
 
     /// `torch.cuda.MemPool(...)` (`createOrIncrefPool`): private pool
     /// `pool` exists, held once, before any request goes to it. Policies
-    /// without private pools serve every request from their own pool and
-    /// accept the pool calls as no-ops ([`Allocator::has_private_pools`]).
+    /// without private pools (every policy but the native one) serve every
+    /// request from their own pool and accept the pool calls as no-ops.
     fn create_pool(&mut self, pool: u32, options: PoolOptions) -> Result<(), AllocError> {
         let _ = (pool, options);
         Ok(())
@@ -330,11 +330,6 @@ pub trait Allocator: Inspect + Seed + Invariants {
     fn empty_cache_pool(&mut self, pool: u32) -> Result<(), AllocError> {
         let _ = pool;
         Ok(())
-    }
-
-    /// `true` for policies that keep private pools apart (the native one).
-    fn has_private_pools(&self) -> bool {
-        false
     }
 
     /// `torch.cuda.set_per_process_memory_fraction(fraction)`: limits what

@@ -92,7 +92,7 @@ fn every_oracle_row_is_pytorchs_figures() {
             rows_seen += 1;
         }
     }
-    assert_eq!(rows_seen, 32);
+    assert_eq!(rows_seen, 38);
 }
 
 /// The pools decide the figures: the same requests with the pool events
@@ -121,6 +121,22 @@ fn a_capture_frees_the_cache_from_2_13_on() {
     let new = replay(&t, "default", "2.15", Some(64 << 20));
     assert!(new.oom.is_none());
     assert_eq!(new.summary.num_alloc_retries, 1);
+}
+
+/// `empty_cache()` inside a MemPool context or a capture frees nothing up
+/// to 2.12 and frees the default pool's cache from 2.13 (PyTorch 2.11: 3
+/// cudaMalloc, 2.15: 5).
+#[test]
+fn empty_cache_while_routed_follows_the_release() {
+    let t = pool_trace("empty-cache-routed.csv");
+    assert_eq!(
+        replay(&t, "default", "2.11", None).summary.num_device_alloc,
+        3
+    );
+    assert_eq!(
+        replay(&t, "default", "2.15", None).summary.num_device_alloc,
+        5
+    );
 }
 
 /// A trace with pools reads back from the CSV (v2) and binary (v4)

@@ -3,7 +3,8 @@
 //! and the expected record that the CSV format cannot carry.
 //!
 //! Layout: the 8-byte magic `VRAMLABT`, a little-endian `u16` format version
-//! (4; version 3 files, without private pools, version 2 files, without
+//! (4 for a trace with private pools, else 3; version 3 files, without
+//! private pools, version 2 files, without
 //! phase marks, and version 1 files, whose initial state held only the
 //! layout, are still read) and `u16` flags (bit 0: the rest is one zstd frame). Then a
 //! length-prefixed (`u32` LE) postcard encoding of everything but the
@@ -136,8 +137,15 @@ pub fn write_binary(
     let enc =
         |e: postcard::Error| TraceError::new(path, Location::File, format!("cannot encode: {e}"));
     let mut out = out;
+    // A trace without private pools is written as version 3, byte for
+    // byte what it was before pools, which older readers still read.
+    let version = if trace.pools.is_empty() {
+        VERSION_3
+    } else {
+        VERSION
+    };
     out.write_all(MAGIC).map_err(io)?;
-    out.write_all(&VERSION.to_le_bytes()).map_err(io)?;
+    out.write_all(&version.to_le_bytes()).map_err(io)?;
     out.write_all(&(if compress { FLAG_ZSTD } else { 0 }).to_le_bytes())
         .map_err(io)?;
     let init = trace.initial.as_ref();
@@ -165,7 +173,12 @@ pub fn write_binary(
         live_pools: init.map_or(Vec::new(), |i| i.live.iter().map(|b| b.pool).collect()),
     };
     let write_body = |w: &mut dyn Write| -> Result<(), TraceError> {
-        let m = postcard::to_stdvec(&meta).map_err(enc)?;
+        let m = if version == VERSION_3 {
+            postcard::to_stdvec(&meta.v3)
+        } else {
+            postcard::to_stdvec(&meta)
+        }
+        .map_err(enc)?;
         w.write_all(&(m.len() as u32).to_le_bytes()).map_err(io)?;
         w.write_all(&m).map_err(io)?;
         for chunk in trace.events.chunks(CHUNK) {

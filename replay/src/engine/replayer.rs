@@ -3,14 +3,14 @@
 //! what each kind of event does to it.
 
 use vramlab_allocator::Refusal;
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport, PoolOptions, PoolRoute};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport, PoolRoute};
 use vramlab_allocator::{Device, DeviceCallKind};
 use vramlab_traces::{
     Event, ExpectedOom, ExpectedSegmentEvent, PrivatePoolKind, SegmentEventKind, Trace,
 };
 
 use super::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
-use super::start::{Seeded, Start, StartOom, seed};
+use super::start::{Seeded, Start, StartOom, pool_options, seed};
 use super::{ReplayDevice, ReplayError, ReplayOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,12 +322,7 @@ impl<'t> Replayer<'t> {
     /// `emptyCache(id)`).
     fn pool_event<A: Allocator>(&mut self, alloc: &mut A, ev: &Event) -> Result<(), AllocError> {
         let decl = |pool: u32| self.trace.pools.get(pool as usize);
-        let options = |pool: u32| {
-            decl(pool).map_or(PoolOptions::default(), |d| PoolOptions {
-                use_on_oom: d.use_on_oom,
-                no_split: d.no_split,
-            })
-        };
+        let options = |pool: u32| pool_options(self.trace, pool);
         match *ev {
             Event::PoolCreate { pool } => alloc.create_pool(pool, options(pool)),
             Event::CaptureBegin { pool, stream } => {

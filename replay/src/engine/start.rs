@@ -295,6 +295,18 @@ fn ids_of<'a>(segs: impl Iterator<Item = &'a InitialSegment>) -> Vec<u32> {
         .collect()
 }
 
+/// The allocator options of the trace's private pool `pool` (a MemPool's
+/// `use_on_oom` and `no_split`; none for a graph pool or an undeclared one).
+pub(super) fn pool_options(trace: &Trace, pool: u32) -> PoolOptions {
+    trace
+        .pools
+        .get(pool as usize)
+        .map_or(PoolOptions::default(), |d| PoolOptions {
+            use_on_oom: d.use_on_oom,
+            no_split: d.no_split,
+        })
+}
+
 fn seed_recorded<A>(
     trace: &Trace,
     init: &InitialState,
@@ -323,13 +335,8 @@ where
     held.sort_unstable();
     held.dedup();
     for pool in held {
-        let d = trace.pools.get(pool as usize);
-        let options = PoolOptions {
-            use_on_oom: d.is_some_and(|d| d.use_on_oom),
-            no_split: d.is_some_and(|d| d.no_split),
-        };
         alloc
-            .create_pool(pool, options)
+            .create_pool(pool, pool_options(trace, pool))
             .map_err(|e| ReplayError::Initial(format!("private pool {pool}: {e}")))?;
     }
     let not_supported = |e: AllocError, at: u64| match e {

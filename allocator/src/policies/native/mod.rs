@@ -329,7 +329,7 @@ impl<D: Device> Allocator for NativeAllocator<D> {
             if found.is_none() && self.release_available_cached_blocks(&p)? {
                 found = self.alloc_block(&p, false)?;
             }
-            if found.is_none() && !self.no_retry() {
+            if found.is_none() && !self.keeps_cache() {
                 // Up to 2.12, no cudaFree while a capture or MemPool
                 // context is underway: the last resort is skipped and the
                 // request fails sooner.
@@ -405,12 +405,8 @@ impl<D: Device> Allocator for NativeAllocator<D> {
     }
 
     fn empty_cache(&mut self) -> Result<(), AllocError> {
-        if self.routing() {
-            // PyTorch asserts no capture is underway when it synchronises.
-            return Err(AllocError::Invalid(
-                "empty_cache while a capture or use_mem_pool context routes requests to a private pool"
-                    .into(),
-            ));
+        if self.keeps_cache() {
+            return Ok(());
         }
         self.release_cached_blocks()
     }
@@ -439,10 +435,6 @@ impl<D: Device> Allocator for NativeAllocator<D> {
 
     fn empty_cache_pool(&mut self, pool: u32) -> Result<(), AllocError> {
         self.empty_private_pool(pool)
-    }
-
-    fn has_private_pools(&self) -> bool {
-        true
     }
 
     fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {

@@ -204,29 +204,24 @@ impl<D: Device> NativeAllocator<D> {
 
     /// `emptyCache(mempool_id)`: completes pending frees, then returns the
     /// cached memory of pool `p` if nothing holds it.
+    /// Nothing up to 2.12 while a route is registered ([`Self::keeps_cache`]).
     pub(super) fn empty_private_pool(&mut self, p: u32) -> Result<(), AllocError> {
-        if !self.routes.is_empty() {
-            return Err(AllocError::Invalid(
-                "empty_cache while a capture or use_mem_pool context routes requests to a private pool"
-                    .into(),
-            ));
+        if self.keeps_cache() {
+            return Ok(());
         }
         self.synchronize_and_free_events();
         self.release_freeable_pools(Some(p))
     }
 
-    /// `true` when a request that found no segment may not free the cache
-    /// and retry: up to 2.12 while any route is registered; from 2.13 never
-    /// (PyTorch 2.15 frees the cache and retries during a capture too).
-    /// Judged on 2.11 and 2.15: tests/pools/capture-oom.csv.
+    /// `true` when no cached segment may go back to the device, neither to
+    /// retry a request that found no segment nor at `empty_cache` (which
+    /// does nothing then): up to 2.12 while any route is registered, a
+    /// `use_mem_pool` context included; from 2.13 never (PyTorch 2.15 frees
+    /// the cache during a capture or MemPool context too). Judged on 2.11
+    /// and 2.15: tests/pools/capture-oom.csv, tests/pools/empty-cache-routed.csv.
     #[inline]
-    pub(super) fn no_retry(&self) -> bool {
+    pub(super) fn keeps_cache(&self) -> bool {
         !self.routes.is_empty() && !self.conf.version.at_least(2, 13)
-    }
-
-    /// `true` while a capture or MemPool context routes requests.
-    pub(super) fn routing(&self) -> bool {
-        !self.routes.is_empty()
     }
 
     /// `true` while the allocator follows its under-capture rules (no
