@@ -310,65 +310,12 @@ fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceE
     let corrupt = |e: postcard::Error| {
         TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {e}"))
     };
-    let no_pools = |v3: Meta| MetaV4 {
-        v3,
-        pools: Vec::new(),
-        segment_pools: Vec::new(),
-        reservation_pools: Vec::new(),
-        live_pools: Vec::new(),
-    };
-    let v4: MetaV4 = match version {
-        VERSION_1 => no_pools(Meta {
-            v2: postcard::from_bytes::<MetaV1>(&m).map_err(corrupt)?.into(),
-            phases: Vec::new(),
-        }),
-        VERSION_2 => no_pools(Meta {
-            v2: postcard::from_bytes(&m).map_err(corrupt)?,
-            phases: Vec::new(),
-        }),
-        VERSION_3 => no_pools(postcard::from_bytes(&m).map_err(corrupt)?),
-        _ => postcard::from_bytes(&m).map_err(corrupt)?,
-    };
-    let MetaV4 {
-        v3: Meta {
-            v2: mut meta,
-            phases,
-        },
-        pools,
-        segment_pools,
-        reservation_pools,
-        live_pools,
-    } = v4;
+    let (mut meta, phases, mut initial_pools) = decode_meta(&m, version).map_err(corrupt)?;
+    let pools = std::mem::take(&mut initial_pools.pools);
     if let Some(init) = &mut meta.initial {
-        let lists = [
-            (segment_pools.len(), init.segments.len(), "segments"),
-            (
-                reservation_pools.len(),
-                init.reservations.len(),
-                "reservations",
-            ),
-            (live_pools.len(), init.live.len(), "live blocks"),
-        ];
-        for (pools_len, len, what) in lists {
-            if pools_len != 0 && pools_len != len {
-                return Err(TraceError::new(
-                    path,
-                    Location::Byte(at),
-                    format!(
-                        "corrupt metadata: pools for {pools_len} initial {what}, but {len} {what}"
-                    ),
-                ));
-            }
-        }
-        for (s, p) in init.segments.iter_mut().zip(segment_pools) {
-            s.pool = p;
-        }
-        for (r, p) in init.reservations.iter_mut().zip(reservation_pools) {
-            r.pool = p;
-        }
-        for (b, p) in init.live.iter_mut().zip(live_pools) {
-            b.pool = p;
-        }
+        initial_pools.apply(init).map_err(|why| {
+            TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {why}"))
+        })?;
     }
     // Event indices are 32-bit throughout (expected records, device logs).
     if meta.num_events > u64::from(u32::MAX) {
@@ -491,6 +438,82 @@ fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceE
     };
     validate(&t).map_err(|(i, m)| TraceError::new(path, Location::Entry(i), m))?;
     Ok(t)
+}
+
+/// The metadata of a file of `version`, as version 4's: version 3's parts
+/// and the private pools (none before version 4).
+fn decode_meta(
+    m: &[u8],
+    version: u16,
+) -> Result<(MetaV2, Vec<PhaseMark>, InitialPools), postcard::Error> {
+    let no_pools = |v3: Meta| MetaV4 {
+        v3,
+        pools: Vec::new(),
+        segment_pools: Vec::new(),
+        reservation_pools: Vec::new(),
+        live_pools: Vec::new(),
+    };
+    let v4: MetaV4 = match version {
+        VERSION_1 => no_pools(Meta {
+            v2: postcard::from_bytes::<MetaV1>(m)?.into(),
+            phases: Vec::new(),
+        }),
+        VERSION_2 => no_pools(Meta {
+            v2: postcard::from_bytes(m)?,
+            phases: Vec::new(),
+        }),
+        VERSION_3 => no_pools(postcard::from_bytes(m)?),
+        _ => postcard::from_bytes(m)?,
+    };
+    let pools = InitialPools {
+        pools: v4.pools,
+        segments: v4.segment_pools,
+        reservations: v4.reservation_pools,
+        live: v4.live_pools,
+    };
+    Ok((v4.v3.v2, v4.v3.phases, pools))
+}
+
+/// Version 4's pools: the declarations, and the pool of each initial
+/// segment, reservation and live block.
+struct InitialPools {
+    pools: Vec<crate::pools::PoolDecl>,
+    segments: Vec<Option<PoolIndex>>,
+    reservations: Vec<Option<PoolIndex>>,
+    live: Vec<Option<PoolIndex>>,
+}
+
+impl InitialPools {
+    /// Puts each initial segment, reservation and live block in its pool;
+    /// `Err` when the lists do not match the state's.
+    fn apply(self, init: &mut InitialState) -> Result<(), String> {
+        let lists = [
+            (self.segments.len(), init.segments.len(), "segments"),
+            (
+                self.reservations.len(),
+                init.reservations.len(),
+                "reservations",
+            ),
+            (self.live.len(), init.live.len(), "live blocks"),
+        ];
+        for (pools_len, len, what) in lists {
+            if pools_len != 0 && pools_len != len {
+                return Err(format!(
+                    "pools for {pools_len} initial {what}, but {len} {what}"
+                ));
+            }
+        }
+        for (s, p) in init.segments.iter_mut().zip(self.segments) {
+            s.pool = p;
+        }
+        for (r, p) in init.reservations.iter_mut().zip(self.reservations) {
+            r.pool = p;
+        }
+        for (b, p) in init.live.iter_mut().zip(self.live) {
+            b.pool = p;
+        }
+        Ok(())
+    }
 }
 
 /// Structural checks every reader applies: ids below `num_ids`, streams in

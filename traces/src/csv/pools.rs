@@ -33,6 +33,9 @@ pub(crate) const POOL_ACTIONS: [&str; 6] = [
 /// The header key prefix of a pool declaration (`# pool.NAME: …`).
 pub(crate) const DECL_PREFIX: &str = "pool.";
 
+/// The fields of a pool row: id (the pool's name), size, stream.
+pub(crate) type PoolFields<'a> = [std::borrow::Cow<'a, str>; 3];
+
 /// The pools a reader has seen declared, and which are open.
 #[derive(Debug, Default)]
 pub(crate) struct PoolNames {
@@ -42,6 +45,17 @@ pub(crate) struct PoolNames {
 }
 
 impl PoolNames {
+    /// A header comment (without `#`, trimmed) that declares a pool:
+    /// `Some` with the outcome; `None` for any other comment.
+    pub(crate) fn header_line(
+        &mut self,
+        comment: &str,
+        pools: &mut Vec<PoolDecl>,
+    ) -> Option<Result<(), String>> {
+        let (name, decl) = comment.strip_prefix(DECL_PREFIX)?.split_once(':')?;
+        Some(self.declare(name.trim(), decl.trim(), pools))
+    }
+
     /// Declares pool `name`; `Err` when the name is taken or the
     /// declaration is malformed.
     pub(crate) fn declare(
@@ -70,14 +84,34 @@ impl PoolNames {
         Ok(())
     }
 
-    /// The event of a pool row: `action` one of [`POOL_ACTIONS`], `name`
-    /// the id column, `stream` the stream index (capture_begin only).
+    /// The event of a pool row (any other action is unknown); the
+    /// pool's name in the id column, no size, and the capturing stream
+    /// (capture_begin only, default 0), read by `stream_of`.
     pub(crate) fn event(
         &mut self,
         action: &str,
-        name: &str,
-        stream: Option<StreamIndex>,
+        [name, size, stream]: &PoolFields<'_>,
+        stream_of: impl FnOnce(&str) -> Result<StreamIndex, String>,
     ) -> Result<Event, String> {
+        if !POOL_ACTIONS.contains(&action) {
+            return Err(format!(
+                "unknown action '{action}' (expected alloc, free, free_requested, free_completed, empty_cache, or a pool action: {})",
+                POOL_ACTIONS.join(", ")
+            ));
+        }
+        if !size.is_empty() {
+            return Err(format!("{action} takes no size"));
+        }
+        let stream = if action == "capture_begin" {
+            Some(stream_of(if stream.is_empty() { "0" } else { stream })?)
+        } else if !stream.is_empty() {
+            return Err(format!(
+                "{action} takes no stream (only capture_begin does)"
+            ));
+        } else {
+            None
+        };
+        let name: &str = name;
         if name.is_empty() {
             return Err(format!("{action} needs a pool name in the id column"));
         }

@@ -377,14 +377,8 @@ impl<'p> Reader<'p> {
             let c = text_of(comment);
             if !self.seen_header {
                 let c = c.trim();
-                if let Some((name, decl)) = c
-                    .strip_prefix(super::pools::DECL_PREFIX)
-                    .and_then(|rest| rest.split_once(':'))
-                {
-                    return self
-                        .pools
-                        .declare(name.trim(), decl.trim(), &mut self.trace.pools)
-                        .map_err(|m| self.err(self.lineno, m));
+                if let Some(declared) = self.pools.header_line(c, &mut self.trace.pools) {
+                    return declared.map_err(|m| self.err(self.lineno, m));
                 }
                 crate::csv::read::parse_header_line(&mut self.trace.header, c)
                     .map_err(|m| self.err(self.lineno, m))?;
@@ -438,49 +432,20 @@ impl<'p> Reader<'p> {
                 Ok(())
             }
             b"" => Err(self.err(self.lineno, "missing action".into())),
-            other => {
-                let action = text(other);
-                if super::pools::POOL_ACTIONS.contains(&&*action) {
-                    return self.pool_row(&action, &row);
-                }
-                Err(self.err(
-                    self.lineno,
-                    format!(
-                        "unknown action '{action}' (expected alloc, free, free_requested, free_completed, empty_cache, or a pool action: {})",
-                        super::pools::POOL_ACTIONS.join(", ")
-                    ),
-                ))
-            }
+            other => self.pool_row(&text(other), &row),
         }
     }
 
-    /// A pool row (format v2): the pool's name in the id column, the
-    /// capturing stream in the stream column of `capture_begin`.
+    /// A pool row (v2, `pools.rs`), or an unknown action.
     fn pool_row(&mut self, action: &str, row: &Row<'_>) -> Result<(), TraceError> {
-        if !row.size.is_empty() {
-            return Err(self.err(self.lineno, format!("{action} takes no size")));
-        }
-        let stream = if action == "capture_begin" {
-            let raw = if row.stream.is_empty() {
-                0
-            } else {
-                parse_stream(&text(row.stream))
-                    .map_err(|m| self.err(self.lineno, format!("stream: {m}")))?
-            };
-            Some(self.stream_index(raw))
-        } else if !row.stream.is_empty() {
-            return Err(self.err(
-                self.lineno,
-                format!("{action} takes no stream (only capture_begin does)"),
-            ));
-        } else {
-            None
+        let fields = [text(row.id), text(row.size), text(row.stream)];
+        let (streams, trace) = (&mut self.streams, &mut self.trace);
+        let stream_of = |text: &str| match parse_stream(text) {
+            Ok(raw) => Ok(streams.index(trace, raw)),
+            Err(m) => Err(format!("stream: {m}")),
         };
-        let name = text(row.id).into_owned();
-        let ev = self
-            .pools
-            .event(action, &name, stream)
-            .map_err(|m| self.err(self.lineno, m))?;
+        let ev = (self.pools.event(action, &fields, stream_of))
+            .map_err(|m| TraceError::new(self.path, Location::Line(self.lineno), m))?;
         self.trace.events.push(ev);
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! `Block*` lists, so splitting and merging never allocate once the arena
 //! has grown to its working size.
 
-use super::pool::PoolRef;
+use super::pool_ref::PoolRef;
 
 /// "No block" marker for `prev`/`next`/`expandable`.
 pub(crate) use crate::policies::arena::NIL;

@@ -21,6 +21,7 @@ mod free_set;
 mod invariants;
 mod malloc;
 mod pool;
+mod pool_ref;
 mod private;
 mod release;
 mod rounding;
