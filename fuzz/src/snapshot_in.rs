@@ -162,6 +162,7 @@ impl SnapshotIn {
                         frames: None,
                         compile_context: None,
                         user_metadata: None,
+                        pool_id: None,
                     }
                 })
                 .collect();

@@ -108,6 +108,12 @@ pub fn print_stats(path: &Path, t: &Trace, s: &TraceSummary) {
             outln!("  {line}");
         }
     }
+    if !s.pools.is_empty() {
+        outln!();
+        for line in pool_table(s).lines() {
+            outln!("  {line}");
+        }
+    }
     for n in &s.notes {
         outln!("  note: {n}");
     }
@@ -143,6 +149,51 @@ fn phase_table(s: &TraceSummary) -> String {
                 if change < 0 { "-" } else { "+" },
                 bytes(change.unsigned_abs() as u64)
             ),
+        ]);
+    }
+    t.render()
+}
+
+/// The default pool and each private pool: the requests routed to it, and
+/// its segments at the start and at the dump (where the trace has them).
+fn pool_table(s: &TraceSummary) -> String {
+    let state = |st: Option<&vramlab_traces::StateSummary>| {
+        st.map_or("-".to_string(), |st| {
+            format!(
+                "{} seg, {} reserved, {} allocated, {} waste",
+                count(st.segments),
+                bytes(st.reserved_bytes),
+                bytes(st.allocated_bytes),
+                bytes(st.waste_bytes)
+            )
+        })
+    };
+    let mut t = Table::new(vec![
+        "pool".into(),
+        "kind".into(),
+        "allocations".into(),
+        "peak live".into(),
+        "at the first event".into(),
+        "at the dump".into(),
+    ])
+    .left(0)
+    .left(1)
+    .left(4)
+    .left(5);
+    for p in &s.pools {
+        let mut kind = p.kind.to_string();
+        for (on, word) in [(p.use_on_oom, "use_on_oom"), (p.no_split, "no_split")] {
+            if on {
+                kind.push_str(&format!(" {word}"));
+            }
+        }
+        t.row(vec![
+            format!("({},{})", p.id[0], p.id[1]),
+            kind,
+            format!("{} ({})", count(p.allocations), bytes(p.requested_bytes)),
+            bytes(p.peak_live_bytes),
+            state(p.at_start.as_ref()),
+            state(p.at_end.as_ref()),
         ]);
     }
     t.render()

@@ -49,8 +49,9 @@ struct Meta {
 
 /// Version 4's metadata: version 3's, then the private pools — their
 /// declarations and the pool of each initial segment, reservation and
-/// live block, in the order of the initial state's lists (kept beside the
-/// state so that its layout, and older files, stay as they were).
+/// live block, in the order of the initial state's lists, and of each
+/// final segment of the expected record (kept beside the state so that its
+/// layout, and older files, stay as they were).
 #[derive(Serialize, Deserialize)]
 struct MetaV4 {
     v3: Meta,
@@ -58,6 +59,7 @@ struct MetaV4 {
     segment_pools: Vec<Option<PoolIndex>>,
     reservation_pools: Vec<Option<PoolIndex>>,
     live_pools: Vec<Option<PoolIndex>>,
+    final_pools: Vec<Option<PoolIndex>>,
 }
 
 /// Version 2's metadata (everything version 3 has but the phase marks).
@@ -171,6 +173,9 @@ pub fn write_binary(
             i.reservations.iter().map(|r| r.pool).collect()
         }),
         live_pools: init.map_or(Vec::new(), |i| i.live.iter().map(|b| b.pool).collect()),
+        final_pools: trace.expected.as_ref().map_or(Vec::new(), |x| {
+            x.final_segments.iter().map(|s| s.pool).collect()
+        }),
     };
     let write_body = |w: &mut dyn Write| -> Result<(), TraceError> {
         let m = if version == VERSION_3 {
@@ -312,6 +317,11 @@ fn read_body(mut r: impl Read, path: &str, version: u16) -> Result<Trace, TraceE
     };
     let (mut meta, phases, mut initial_pools) = decode_meta(&m, version).map_err(corrupt)?;
     let pools = std::mem::take(&mut initial_pools.pools);
+    if let Some(x) = &mut meta.expected {
+        initial_pools.apply_final(x).map_err(|why| {
+            TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {why}"))
+        })?;
+    }
     if let Some(init) = &mut meta.initial {
         initial_pools.apply(init).map_err(|why| {
             TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {why}"))
@@ -452,6 +462,7 @@ fn decode_meta(
         segment_pools: Vec::new(),
         reservation_pools: Vec::new(),
         live_pools: Vec::new(),
+        final_pools: Vec::new(),
     };
     let v4: MetaV4 = match version {
         VERSION_1 => no_pools(Meta {
@@ -470,6 +481,7 @@ fn decode_meta(
         segments: v4.segment_pools,
         reservations: v4.reservation_pools,
         live: v4.live_pools,
+        finals: v4.final_pools,
     };
     Ok((v4.v3.v2, v4.v3.phases, pools))
 }
@@ -481,9 +493,27 @@ struct InitialPools {
     segments: Vec<Option<PoolIndex>>,
     reservations: Vec<Option<PoolIndex>>,
     live: Vec<Option<PoolIndex>>,
+    finals: Vec<Option<PoolIndex>>,
 }
 
 impl InitialPools {
+    /// Puts each final segment of the expected record in its pool; `Err`
+    /// when the list does not match the record's.
+    fn apply_final(&mut self, expected: &mut ExpectedRecord) -> Result<(), String> {
+        let finals = std::mem::take(&mut self.finals);
+        if !finals.is_empty() && finals.len() != expected.final_segments.len() {
+            return Err(format!(
+                "pools for {} final segments, but {} final segments",
+                finals.len(),
+                expected.final_segments.len()
+            ));
+        }
+        for (s, p) in expected.final_segments.iter_mut().zip(finals) {
+            s.pool = p;
+        }
+        Ok(())
+    }
+
     /// Puts each initial segment, reservation and live block in its pool;
     /// `Err` when the lists do not match the state's.
     fn apply(self, init: &mut InitialState) -> Result<(), String> {

@@ -26,13 +26,16 @@ mod binary;
 mod concat;
 mod csv;
 mod error;
+mod fresh_start;
 mod io;
 mod lines;
 mod model;
 mod pickle;
+mod pool_summary;
 mod pools;
 mod rmm;
 pub mod snapshot;
+mod state_summary;
 mod summary;
 
 pub use binary::{read_binary, validate, write_binary};
@@ -46,6 +49,8 @@ pub use model::{
     PhaseMark, SegmentEventKind, StreamIndex, Trace, TraceHeader, code_frames,
 };
 pub use pickle::{BigInt, DictBuilder, PickleDoc, PickleError, PickleWriter, Value, ValueRef};
+pub use pool_summary::PoolSummary;
 pub use pools::{PoolDecl, PrivatePoolKind};
 pub use rmm::read_rmm;
-pub use summary::{PhaseSummary, SizeBucket, StateSummary, TraceSummary};
+pub use state_summary::StateSummary;
+pub use summary::{PhaseSummary, SizeBucket, TraceSummary};

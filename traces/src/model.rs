@@ -376,6 +376,10 @@ pub struct FinalSegment {
     pub is_small: bool,
     /// Mapped range of an expandable segment.
     pub is_expandable: bool,
+    /// The private pool it belongs to (`None`: the default pool). (Not in
+    /// the serde layout: the binary format keeps it beside the record.)
+    #[serde(skip)]
+    pub pool: Option<PoolIndex>,
     /// Blocks: (address, size, state) with state one of
     /// [`InitialBlockState::Free`] or `Allocated`/`PendingFree` (ids unused: 0).
     pub blocks: Vec<(u64, u64, InitialBlockState)>,
@@ -527,89 +531,8 @@ impl Trace {
             .count()
     }
 
-    /// The same trace starting from an empty allocator: the blocks in use
-    /// at the first entry become its first allocations, in address order
-    /// (a pending free is requested right after its allocation), exactly
-    /// as a replay with a *fresh* start begins. The expected record is
-    /// dropped (its event indices no longer apply). A trace without an
-    /// initial state is returned as it is.
-    pub fn with_fresh_start(&self) -> Trace {
-        let Some(init) = &self.initial else {
-            return self.clone();
-        };
-        let mut events = Vec::with_capacity(self.events.len() + 2 * init.live.len());
-        // Pools that held memory before the recording began existed then:
-        // a MemPool is made first, and blocks of a private pool are
-        // allocated inside a section that routes them to it.
-        let mut made = vec![false; self.pools.len()];
-        let mut open: Option<(PoolIndex, StreamIndex)> = None;
-        let close = |events: &mut Vec<Event>, open: &mut Option<(PoolIndex, StreamIndex)>| {
-            if let Some((pool, _)) = open.take() {
-                events.push(self.pool_section_end(pool));
-            }
-        };
-        for b in &init.live {
-            if b.requested == 0 {
-                continue; // a zero-byte request allocates nothing
-            }
-            let want = b.pool.map(|p| (p, b.stream));
-            if open != want {
-                close(&mut events, &mut open);
-                if let Some((pool, stream)) = want {
-                    if let Some(m) = made.get_mut(pool as usize) {
-                        if !*m && self.pool_is_mempool(pool) {
-                            events.push(Event::PoolCreate { pool });
-                        }
-                        *m = true;
-                    }
-                    events.push(self.pool_section_begin(pool, stream));
-                    open = want;
-                }
-            }
-            events.push(Event::Alloc {
-                id: b.id(),
-                stream: b.stream,
-                size: b.requested,
-            });
-            if matches!(b.state, InitialBlockState::PendingFree(_)) {
-                events.push(Event::FreeRequested { id: b.id() });
-            }
-        }
-        close(&mut events, &mut open);
-        let prologue = events.len();
-        events.extend_from_slice(&self.events);
-        let mut t = Trace {
-            header: self.header.clone(),
-            streams: self.streams.clone(),
-            initial: None,
-            events,
-            num_ids: self.num_ids,
-            expected: None,
-            notes: self.notes.clone(),
-            frames: self.frames.clone(),
-            alloc_frames: self.alloc_frames.clone(),
-            phases: self
-                .phases
-                .iter()
-                .map(|p| PhaseMark {
-                    event_index: p.event_index + prologue as u64,
-                    label: p.label.clone(),
-                })
-                .collect(),
-            pools: self.pools.clone(),
-        };
-        t.header
-            .extra
-            .insert("fresh_start_events".into(), prologue.to_string());
-        t.notes.push(format!(
-            "fresh start: the {} blocks in use at the first entry are the first {prologue} events (address order)",
-            init.live.len()
-        ));
-        t
-    }
-
     /// `true` when `pool` is declared a MemPool.
-    fn pool_is_mempool(&self, pool: PoolIndex) -> bool {
+    pub(crate) fn pool_is_mempool(&self, pool: PoolIndex) -> bool {
         self.pools
             .get(pool as usize)
             .is_some_and(|d| d.kind == crate::pools::PrivatePoolKind::MemPool)

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use crate::model::{Event, InitialBlockState, InitialState, Trace};
+use crate::model::{Event, InitialBlockState, Trace};
+use crate::pool_summary::{PoolSummary, pool_summaries};
+use crate::state_summary::StateSummary;
 
 /// One bucket of the request-size histogram: sizes in `[lo, hi)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,6 +74,10 @@ pub struct TraceSummary {
     /// Live bytes per recorded phase (empty when the trace has no phase
     /// marks).
     pub phases: Vec<PhaseSummary>,
+    /// The default pool and each private pool (empty when the trace has no
+    /// private pools).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolSummary>,
 }
 
 /// What happened in one recorded phase (from its mark to the next).
@@ -110,55 +116,6 @@ impl PhaseSummary {
             peak_live_bytes: live,
             live_at_end_bytes: live,
         }
-    }
-}
-
-/// An allocator state in numbers: what PyTorch's own `memory_stats()`
-/// would say of it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct StateSummary {
-    /// Segments (or mapped ranges of expandable segments).
-    pub segments: u64,
-    /// Bytes of the segments (`reserved_bytes`).
-    pub reserved_bytes: u64,
-    /// Bytes of allocated blocks (`allocated_bytes`).
-    pub allocated_bytes: u64,
-    /// Bytes of blocks waiting for their free to complete.
-    pub pending_free_bytes: u64,
-    /// Reserved but unallocated bytes.
-    pub waste_bytes: u64,
-    /// The largest free block.
-    pub largest_free_block: u64,
-    /// Free blocks.
-    pub free_blocks: u64,
-}
-
-impl StateSummary {
-    /// The numbers of a recorded state.
-    pub(crate) fn of(init: &InitialState) -> StateSummary {
-        let mut s = StateSummary {
-            segments: init.segments.len() as u64,
-            ..Default::default()
-        };
-        for g in &init.segments {
-            s.reserved_bytes = s.reserved_bytes.saturating_add(g.size);
-            for b in &g.blocks {
-                match b.state {
-                    InitialBlockState::Free => {
-                        s.free_blocks += 1;
-                        s.largest_free_block = s.largest_free_block.max(b.size);
-                    }
-                    InitialBlockState::Allocated(_) => {
-                        s.allocated_bytes = s.allocated_bytes.saturating_add(b.size)
-                    }
-                    InitialBlockState::PendingFree(_) => {
-                        s.pending_free_bytes = s.pending_free_bytes.saturating_add(b.size)
-                    }
-                }
-            }
-        }
-        s.waste_bytes = s.reserved_bytes.saturating_sub(s.allocated_bytes);
-        s
     }
 }
 
@@ -217,6 +174,7 @@ impl TraceSummary {
             size_histogram: Vec::new(),
             notes: t.notes.clone(),
             phases: Vec::new(),
+            pools: pool_summaries(t),
         };
         let mut hist = [(0u64, 0u64); 65];
         let mut marks = t.phases.iter().peekable();

@@ -192,6 +192,7 @@ mod tests {
             frames: None,
             compile_context: None,
             user_metadata: None,
+            pool_id: None,
         }
     }
 

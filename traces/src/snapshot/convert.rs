@@ -101,7 +101,14 @@ fn device_trace(
 ) -> Result<Trace, TraceError> {
     let empty = Vec::new();
     let entries = snap.device_traces.get(device as usize).unwrap_or(&empty);
-    let mut w = walk_entries(entries, header(snap, device, path), device, path, rules)?;
+    let mut w = walk_entries(
+        entries,
+        segments,
+        header(snap, device, path),
+        device,
+        path,
+        rules,
+    )?;
     let initial = initial_state(segments, &mut w, rules);
     let mut expected = std::mem::take(&mut w.expected);
     let mut t = std::mem::take(&mut w.trace);
@@ -115,7 +122,14 @@ fn device_trace(
         }
     }
     t.initial = initial;
-    expected.final_segments = segments.iter().map(|s| final_segment(s)).collect();
+    let pool_of = |s: &Segment| {
+        let id = (s.pool_id.0 as u64, s.pool_id.1 as u64);
+        t.pools.iter().position(|d| d.id == id).map(|i| i as u32)
+    };
+    expected.final_segments = segments
+        .iter()
+        .map(|s| final_segment(s, pool_of(s)))
+        .collect();
     if !t.alloc_frames.is_empty() {
         t.frames = snap.frames.clone();
         t.alloc_frames.resize(w.next_id as usize, None);
@@ -144,8 +158,9 @@ fn initial_note(init: &InitialState) -> String {
     }
 }
 
-fn final_segment(s: &Segment) -> FinalSegment {
+fn final_segment(s: &Segment, pool: Option<PoolIndex>) -> FinalSegment {
     FinalSegment {
+        pool,
         address: s.address,
         size: s.total_size,
         is_small: s.is_small,

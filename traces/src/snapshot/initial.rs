@@ -68,7 +68,7 @@ pub(super) fn initial_state(
             requested: b.requested,
             stream: streams.index(&mut w.trace, b.stream),
             state: b.state,
-            pool: None,
+            pool: w.pools.pool_at_start(b.address),
         })
         .collect();
     let mut state = InitialState {
@@ -353,7 +353,7 @@ fn layout(
             stream: streams.index(&mut w.trace, stream),
             is_small,
             is_expandable: expandable,
-            pool: None,
+            pool: w.pools.pool_at_start(base),
             blocks: laid,
         });
     }
@@ -504,7 +504,7 @@ fn reservations(
             address: base,
             stream: streams.index(&mut w.trace, stream),
             is_small,
-            pool: None,
+            pool: w.pools.pool_at_start(base),
         });
     }
     out.sort_by_key(|r| r.address);

@@ -12,6 +12,8 @@ mod convert;
 mod initial;
 mod model;
 mod parse;
+mod pool_plan;
+mod pool_sections;
 mod release;
 mod size_rules;
 mod walk;

@@ -153,6 +153,9 @@ pub struct TraceEntry {
     pub compile_context: Option<String>,
     /// `user_metadata` (≈2.7+).
     pub user_metadata: Option<String>,
+    /// `pool_id`: the pool the block or segment belongs to, `(0, 0)` for
+    /// the default pool (written from 2.12; absent before).
+    pub pool_id: Option<(i64, i64)>,
 }
 
 /// `allocator_settings` (≈2.4+).

@@ -462,21 +462,8 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
             ));
         }
     };
-    let pool_id = match d.get("segment_pool_id") {
-        Some(p) if !p.is_none() => {
-            let t = seq(p, &path.field("segment_pool_id"))?;
-            let a = t
-                .get(0)
-                .map(|x| sint(&x, &path.field("segment_pool_id").index(0)))
-                .transpose()?;
-            let b = t
-                .get(1)
-                .map(|x| sint(&x, &path.field("segment_pool_id").index(1)))
-                .transpose()?;
-            (a.unwrap_or(0), b.unwrap_or(0))
-        }
-        _ => (0, 0),
-    };
+    let pool_id =
+        pool_id(d.get("segment_pool_id"), &path.field("segment_pool_id"))?.unwrap_or((0, 0));
     let blocks_v = req(&d, "blocks", path)?;
     let blocks_p = path.field("blocks");
     let bl = seq(blocks_v, &blocks_p)?;
@@ -539,6 +526,17 @@ fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
     })
 }
 
+/// A `MempoolId_t` pair (`segment_pool_id`, an entry's `pool_id`); `None`
+/// when the key is absent or `None`.
+fn pool_id(v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<(i64, i64)>> {
+    let Some(p) = v.filter(|p| !p.is_none()) else {
+        return Ok(None);
+    };
+    let t = seq(p, path)?;
+    let part = |i: usize| t.get(i).map(|x| sint(&x, &path.index(i))).transpose();
+    Ok(Some((part(0)?.unwrap_or(0), part(1)?.unwrap_or(0))))
+}
+
 fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceEntry> {
     let path = dev_path.index(i);
     let d = dict(&v, &path)?;
@@ -590,6 +588,7 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceE
         user_metadata: d
             .get("user_metadata")
             .and_then(|v| v.as_str().map(str::to_string)),
+        pool_id: pool_id(d.get("pool_id"), &path.field("pool_id"))?,
         action,
     })
 }

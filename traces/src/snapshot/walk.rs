@@ -11,6 +11,8 @@ use crate::error::{Location, TraceError};
 use crate::model::*;
 use crate::snapshot::bursts::{ReleaseBurst, classify_release_burst, is_release};
 use crate::snapshot::model::*;
+use crate::snapshot::pool_plan::PoolPlan;
+use crate::snapshot::pool_sections::PoolSections;
 use crate::snapshot::size_rules::SizeRules;
 
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +70,8 @@ pub(super) struct Walked {
     pub touched: HashSet<u64>,
     /// The next free id.
     pub next_id: AllocId,
+    /// Which requests went to which private pool.
+    pub pools: PoolPlan,
 }
 
 /// The note of a device without trace entries.
@@ -91,29 +95,36 @@ struct Walk<'a> {
     inferred_empty_cache: u64,
     retries: u64,
     skipped_entries: u64,
+    pools: PoolSections,
 }
 
-/// Walks `entries` (one device's trace) into events.
+/// Walks `entries` (one device's trace, whose final segments are
+/// `segments`) into events.
 pub(super) fn walk_entries(
     entries: &[TraceEntry],
+    segments: &[&Segment],
     header: TraceHeader,
     device: u32,
     path: &str,
     rules: &SizeRules<'_>,
 ) -> Result<Walked, TraceError> {
+    let plan = PoolPlan::of(entries, segments);
+    let mut trace = Trace::new(header);
+    trace.pools = plan.decls.clone();
     let mut w = Walk {
         entries,
         device,
         path,
         rules,
         out: Walked {
-            trace: Trace::new(header),
+            trace,
             expected: ExpectedRecord::default(),
             freed_first: Vec::new(),
             segment_entries: Vec::new(),
             first_mention: BTreeMap::new(),
             touched: HashSet::new(),
             next_id: 0,
+            pools: PoolPlan::default(),
         },
         streams: StreamInterner::default(),
         live: HashMap::new(),
@@ -122,13 +133,17 @@ pub(super) fn walk_entries(
         inferred_empty_cache: 0,
         retries: 0,
         skipped_entries: 0,
+        pools: PoolSections::new(plan),
     };
     let mut k = 0usize;
     while let Some(e) = entries.get(k) {
         k += w.entry(k, e)?;
     }
+    w.pools.finish(&mut w.out.trace.events);
     w.finish_notes();
-    Ok(w.out)
+    let mut out = w.out;
+    out.pools = w.pools.plan;
+    Ok(out)
 }
 
 impl Walk<'_> {
@@ -189,11 +204,13 @@ impl Walk<'_> {
         }
         let id = self.new_id(k)?;
         let stream = self.streams.index(&mut self.out.trace, e.stream);
+        self.pools.enter(k, stream, &mut self.out.trace.events);
         self.out.trace.events.push(Event::Alloc {
             id,
             stream,
             size: e.size,
         });
+        self.pools.after_request(k, &mut self.out.trace.events);
         self.set_addr(id, Some(addr));
         if let Some(f) = e.frames {
             put(&mut self.out.trace.alloc_frames, id, Some(f.0));
@@ -292,28 +309,54 @@ impl Walk<'_> {
 
     fn segment(&mut self, k: usize, e: &TraceEntry, kind: SegmentEventKind) {
         let addr = e.addr.unwrap_or(0);
-        if matches!(kind, SegmentEventKind::Free | SegmentEventKind::Unmap) {
-            match classify_release_burst(self.entries, k, self.rules) {
-                Some(ReleaseBurst::EmptyCache) => {
-                    // The trace has no entry for torch.cuda.empty_cache():
-                    // the burst stands for it and owns its segment events.
-                    self.out.trace.events.push(Event::EmptyCache);
-                    self.inferred_empty_cache += 1;
-                    self.burst_event = Some(self.out.trace.events.len() - 1);
-                }
-                Some(ReleaseBurst::MallocRetry) => {
-                    // The allocation that follows the burst retried.
-                    self.retries += 1;
-                    let next = self.out.trace.events.len() as u32;
-                    self.out.expected.retries.push(next);
-                }
-                None => {}
+        let release = matches!(kind, SegmentEventKind::Free | SegmentEventKind::Unmap);
+        let burst_starts = release
+            && (k == 0
+                || self
+                    .entries
+                    .get(k - 1)
+                    .is_some_and(|p| !is_release(&p.action)));
+        let only_mempools = burst_starts
+            && self
+                .pools
+                .release_for_burst(self.entries, k, &mut self.out.trace.events);
+        let burst = if only_mempools {
+            None
+        } else if release {
+            classify_release_burst(self.entries, k, self.rules)
+        } else {
+            None
+        };
+        match burst {
+            Some(ReleaseBurst::EmptyCache) => {
+                // The trace has no entry for torch.cuda.empty_cache():
+                // the burst stands for it and owns its segment events.
+                self.out.trace.events.push(Event::EmptyCache);
+                self.inferred_empty_cache += 1;
+                self.burst_event = Some(self.out.trace.events.len() - 1);
             }
+            Some(ReleaseBurst::MallocRetry) => {
+                // The allocation that follows the burst retried.
+                self.enter_next_pool(k);
+                self.retries += 1;
+                let next = self.out.trace.events.len() as u32;
+                self.out.expected.retries.push(next);
+            }
+            None if !release => self.enter_next_pool(k),
+            None => {}
         }
         // A segment event belongs to the event that follows it (a malloc
         // records segment_alloc before its alloc entry); an inferred
-        // empty_cache owns its own burst.
-        let event_index = self.burst_event.unwrap_or(self.out.trace.events.len());
+        // empty_cache owns its own burst, a deleted MemPool its segments.
+        let owner = if release {
+            self.pools.owner_of(k)
+        } else {
+            None
+        };
+        let event_index = owner
+            .map(|i| i as usize)
+            .or(self.burst_event)
+            .unwrap_or(self.out.trace.events.len());
         self.out.expected.segment_events.push(ExpectedSegmentEvent {
             event_index: event_index as u32,
             kind,
@@ -332,6 +375,15 @@ impl Walk<'_> {
             stream: e.stream,
             is_small,
         });
+    }
+
+    /// Opens the pool section of the request after entry `k`, when it goes
+    /// to a private pool (before the segment events that are its own).
+    fn enter_next_pool(&mut self, k: usize) {
+        if let Some((j, raw)) = self.pools.next_pool_request(self.entries, k) {
+            let stream = self.streams.index(&mut self.out.trace, raw);
+            self.pools.enter(j, stream, &mut self.out.trace.events);
+        }
     }
 
     /// Whether the request after entry `k` (the allocation a mapping
@@ -354,6 +406,7 @@ impl Walk<'_> {
         // fails at the same point.
         let id = self.new_id(k)?;
         let stream = self.streams.index(&mut self.out.trace, e.stream);
+        self.pools.enter(k, stream, &mut self.out.trace.events);
         self.out.expected.ooms.push(ExpectedOom {
             event_index: self.out.trace.events.len() as u32,
             size: e.size,
@@ -364,12 +417,16 @@ impl Walk<'_> {
             stream,
             size: e.size,
         });
+        self.pools.after_request(k, &mut self.out.trace.events);
         self.set_addr(id, None);
         Ok(())
     }
 
     fn finish_notes(&mut self) {
         let notes = &mut self.out.trace.notes;
+        if let Some(n) = self.pools.note() {
+            notes.push(n);
+        }
         if self.entries.is_empty() {
             notes.push(NO_ENTRIES_NOTE.into());
         }
