@@ -88,6 +88,20 @@ with the ``lower_bound`` no setting can beat); with ``capacity`` or
 of results.""",
     },
     {
+        "name": "serve_budget",
+        "command": "serve-budget",
+        "params": ["source"],
+        "result": "json",
+        "returns": "Record",
+        "doc": """``vramlab serve-budget --json``: from forwards recorded at a few
+batch sizes (one phase per forward, labelled ``bs=N``), the CUDA graph
+pool a serving engine's start-up captures for ``capture_sizes`` (one
+shared pool, replayed: ``graph_pool_bytes``, ``captures``), a two-capture
+linear estimate beside it, and with a card (``gpu``/``capacity``) and
+``kv_bytes_per_token`` the largest KV cache that fits under
+``gpu_memory_utilization`` (``kv_tokens``, ``kv_bytes``).""",
+    },
+    {
         "name": "fidelity",
         "command": "fidelity",
         "params": ["source"],

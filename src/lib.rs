@@ -54,6 +54,7 @@ mod cmd_recommend;
 mod cmd_replay;
 mod cmd_replay_cuda;
 mod cmd_report;
+mod cmd_serve_budget;
 mod cmd_stats;
 mod cmd_sweep;
 mod command_table;
@@ -109,6 +110,10 @@ enum Command {
     OomPoint(cmd_oom_point::OomPointArgs),
     /// Rank settings for a GPU capacity and print the line to export.
     Recommend(cmd_recommend::RecommendArgs),
+    /// A serving engine's CUDA graph pool for a list of capture sizes, and
+    /// the largest KV cache left on a card, from forwards recorded at a few
+    /// batch sizes.
+    ServeBudget(cmd_serve_budget::ServeBudgetArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
     Demo(cmd_demo::DemoArgs),
@@ -167,6 +172,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::BenchCheck(a) => cmd_bench_check::run(a),
         Command::OomPoint(a) => cmd_oom_point::run(a),
         Command::Recommend(a) => cmd_recommend::run(a),
+        Command::ServeBudget(a) => cmd_serve_budget::run(a),
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),

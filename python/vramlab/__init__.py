@@ -28,7 +28,18 @@ from ._api import (
     load,
     run,
 )
-from ._commands import fidelity, matrix, oom_point, oracle, recommend, replay, report, stats, sweep
+from ._commands import (
+    fidelity,
+    matrix,
+    oom_point,
+    oracle,
+    recommend,
+    replay,
+    report,
+    serve_budget,
+    stats,
+    sweep,
+)
 from ._native import version as _version
 from ._record import record
 
@@ -46,6 +57,7 @@ __all__ = [
     "load",
     "matrix",
     "oom_point",
+    "serve_budget",
     "oracle",
     "recommend",
     "record",

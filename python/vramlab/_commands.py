@@ -12,7 +12,7 @@ from typing import List, Literal, Optional, Sequence, Union
 from . import _api
 from ._api import Conf, Grid, Record, Rows, Size, Source
 
-__all__ = ["stats", "replay", "recommend", "oom_point", "fidelity", "oracle", "sweep", "matrix", "report"]
+__all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "fidelity", "oracle", "sweep", "matrix", "report"]
 
 
 def stats(
@@ -303,6 +303,118 @@ def oom_point(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+        },
+    )
+
+
+def serve_budget(
+    source: Source,
+    *,
+    format: Optional[str] = None,
+    device: Optional[int] = None,
+    conf: Union[None, str, Sequence[str]] = None,
+    conf_from_env: bool = False,
+    recorded_conf: bool = False,
+    torch_version: Union[None, str, Sequence[str]] = None,
+    fraction: Optional[float] = None,
+    policy: Optional[str] = None,
+    capture_sizes: Union[None, int, Sequence[int]] = None,
+    order: Optional[Literal["desc", "asc", "given"]] = None,
+    gpu: Optional[str] = None,
+    capacity: Size = None,
+    placement: Optional[str] = None,
+    gpu_memory_utilization: Optional[float] = None,
+    kv_bytes_per_token: Optional[int] = None,
+    kv_tensors: Optional[int] = None,
+    block_tokens: Optional[int] = None,
+    emit_trace: Optional["Union[str, os.PathLike[str]]"] = None,
+) -> Record:
+    """``vramlab serve-budget --json``: from forwards recorded at a few
+    batch sizes (one phase per forward, labelled ``bs=N``), the CUDA graph
+    pool a serving engine's start-up captures for ``capture_sizes`` (one
+    shared pool, replayed: ``graph_pool_bytes``, ``captures``), a two-capture
+    linear estimate beside it, and with a card (``gpu``/``capacity``) and
+    ``kv_bytes_per_token`` the largest KV cache that fits under
+    ``gpu_memory_utilization`` (``kv_tokens``, ``kv_bytes``).
+
+    Keywords (the options of ``vramlab serve-budget``):
+
+        format: The file's format, when its extension does not say: csv, csv.gz,
+            vlt, vlt.zst, snapshot, rmm
+        device: Which GPU of a multi-device snapshot to use (default: the device
+            with the most allocations, named in a note)
+        conf: A PYTORCH_ALLOC_CONF string, e.g. "expandable_segments:True" or
+            "max_split_size_mb:512,roundup_power2_divisions:4". Repeat to
+            compare several settings side by side. Use "" or "default" for the
+            defaults
+        conf_from_env: Read the settings from PYTORCH_CUDA_ALLOC_CONF /
+            PYTORCH_ALLOC_CONF with the precedence of the target PyTorch version
+        recorded_conf: Replay the trace's recorded settings (snapshots record
+            them)
+        torch_version: PyTorch release whose allocator rules apply (2.1 … 2.15).
+            Default: the release the snapshot was recorded with (detected from
+            its keys; the newest of the possible ones), else the trace's
+            framework header, else 2.15. `replay` takes it more than once to
+            show what an upgrade does (each setting under each release, side by
+            side)
+        fraction: Per-process memory fraction, as
+            torch.cuda.set_per_process_memory_fraction(F)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
+        capture_sizes: The batch sizes captured as CUDA graphs, e.g.
+            1,2,4,8,16,32,64,128 (a size not recorded is interpolated between
+            the nearest recorded ones)
+        order: Capture order (default: desc)
+        gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
+            h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
+        capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
+            (default: unlimited)
+        placement: Where the simulated driver puts new segments: `driver` (the
+            CUDA driver's order as measured on an H200, driver 580: new regions
+            downwards) or `ascending` (each above the last, as older drivers
+            did). Up to 2.11 PyTorch breaks ties between equal free blocks by
+            address, so the order can change the result; when it does, `replay`,
+            `recommend` and `report` give the peak under both
+            (docs/driver-placement.md). From 2.12 ties go by allocation order
+            and the order no longer matters (default: driver)
+        gpu_memory_utilization: The share of the card the engine may use (vLLM's
+            gpu_memory_utilization) (default: 0.9)
+        kv_bytes_per_token: Bytes of KV cache per token, all layers together
+            (e.g. Llama-3-8B in bf16: 2 × 32 layers × 8 heads × 128 × 2 bytes =
+            131072)
+        kv_tensors: Tensors the KV cache is allocated as (one per layer in vLLM)
+            (default: 1)
+        block_tokens: Tokens per KV-cache block: the cache grows in whole blocks
+            (default: 16)
+        emit_trace: Also write the start-up (with the largest KV cache found) as
+            a trace here, e.g. for `vramlab oracle` to judge
+    """
+    return _api._invoke(
+        "serve-budget",
+        "json",
+        {"source": source},
+        {
+            "format": format,
+            "trace_device": device,
+            "conf": conf,
+            "conf_from_env": conf_from_env,
+            "recorded_conf": recorded_conf,
+            "torch_version": torch_version,
+            "fraction": fraction,
+            "policy": policy,
+            "capture_sizes": capture_sizes,
+            "order": order,
+            "gpu": gpu,
+            "capacity": capacity,
+            "placement": placement,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "kv_bytes_per_token": kv_bytes_per_token,
+            "kv_tensors": kv_tensors,
+            "block_tokens": block_tokens,
+            "emit_trace": emit_trace,
         },
     )
 

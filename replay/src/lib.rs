@@ -69,6 +69,10 @@ pub use analysis::recommend::{
     MinCapacity, Ranked, RecommendRequest, Recommendation, Verdict, check_direction_words,
     recommend, recommend_trace,
 };
+pub use analysis::serve_budget::{
+    CaptureStep, ForwardRecording, KvCache, ServeBudget, batch_of_label, serve_budget,
+    start_up_trace,
+};
 pub use analysis::stress;
 pub use analysis::sweep::{
     SWEEP_CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,

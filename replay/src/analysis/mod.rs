@@ -12,5 +12,6 @@ pub(crate) mod matrix;
 pub(crate) mod oom_point;
 pub(crate) mod placement;
 pub(crate) mod recommend;
+pub(crate) mod serve_budget;
 pub mod stress;
 pub(crate) mod sweep;
