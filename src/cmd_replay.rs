@@ -118,7 +118,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         stop_at_oom: !args.continue_on_oom,
         check_invariants: args.check,
         record_addresses: args.snapshot_out.is_some(),
-        final_segments: args.snapshot_out.is_some(),
+        // Each private pool's share at the peak and at the end.
+        final_segments: args.snapshot_out.is_some() || !trace.pools.is_empty(),
+        segments_at_peak: !trace.pools.is_empty(),
         ..Default::default()
     };
     let mut runs = Vec::new();

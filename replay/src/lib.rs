@@ -84,6 +84,7 @@ pub use results::capacity::{CapacityRun, free_bytes};
 pub use results::cuda::CudaReplayResult;
 pub use results::fidelity::FidelityOutcome;
 pub use results::gpus::{GpuMemory, gpu_memory};
+pub use results::pools::{PoolState, PoolUse, pool_uses};
 pub use results::replay::ReplayResult;
 
 // Traces in and out; the PyTorch release a trace is judged by.

@@ -109,3 +109,56 @@ fn the_pools_kinds_and_sections_are_read_from_the_entries() {
     assert!(init.segments.iter().any(|s| s.pool == Some(0)));
     assert!(init.segments.iter().any(|s| s.pool.is_none()));
 }
+
+/// Every row of docs/results/pool-snapshots-torch{2.15,2.11}.json (PyTorch's
+/// own allocator replaying each snapshot, started fresh, under three
+/// settings) is what vramlab's replay of the snapshot, started fresh in
+/// process, gives: peak reserved, and (for recordings from an empty
+/// allocator, where no fresh prologue is left out of the counts) the
+/// cudaMalloc and cudaFree counts.
+#[test]
+fn fresh_starts_of_the_pool_snapshots_are_pytorchs_figures() {
+    use vramlab_allocator::{AllocConf, TorchVersion};
+    use vramlab_replay::{ReplayOptions, Scenario, Start};
+    for release in ["2.15", "2.11"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "../docs/results/pool-snapshots-torch{release}.json"
+        ));
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("rows")).expect("json");
+        assert_eq!(rows.len(), 48, "{release}");
+        let v: TorchVersion = release.parse().expect("release");
+        for row in &rows {
+            let name = row["trace"].as_str().expect("trace");
+            let conf = AllocConf::parse(row["conf"].as_str().expect("conf"), v).expect("conf");
+            let t = trace_of(name);
+            let opts = ReplayOptions {
+                start: Start::Fresh,
+                check_invariants: true,
+                ..Default::default()
+            };
+            let run = Scenario::native(conf).run(&t, &opts).expect("replay");
+            let s = &run.summary;
+            let want = |k: &str| row[k].as_u64().expect(k);
+            assert_eq!(
+                s.peak_reserved_bytes,
+                want("torch_peak_reserved_bytes"),
+                "{name} [{}] under {release}",
+                row["setting"]
+            );
+            if t.initial.is_some() {
+                continue;
+            }
+            assert_eq!(
+                (s.peak_reserved_bytes, s.num_device_alloc, s.num_device_free),
+                (
+                    want("torch_peak_reserved_bytes"),
+                    want("torch_num_device_alloc"),
+                    want("torch_num_device_free")
+                ),
+                "{name} [{}] under {release}",
+                row["setting"]
+            );
+        }
+    }
+}

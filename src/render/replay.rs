@@ -149,6 +149,33 @@ pub fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
             bytes(o.requested_bytes)
         ),
     });
+    // Each pool's reserved bytes at the peak (traces with private pools).
+    let uses: Vec<_> = runs
+        .iter()
+        .map(|r| vramlab_replay::pool_uses(trace, &r.segments_at_peak, &r.final_segments))
+        .collect();
+    for (i, d) in std::iter::once(None)
+        .chain(trace.pools.iter().map(Some))
+        .enumerate()
+    {
+        if trace.pools.is_empty() {
+            break;
+        }
+        let name = d.map_or("default pool".to_string(), |d| {
+            format!("{} pool ({},{})", d.kind.name(), d.id.0, d.id.1)
+        });
+        let mut cells = vec![format!("{name} at peak")];
+        cells.extend(uses.iter().map(|u| {
+            u.get(i).map_or("-".into(), |p| {
+                format!(
+                    "{} ({} alloc.)",
+                    bytes(p.at_peak.reserved_bytes),
+                    bytes(p.at_peak.allocated_bytes)
+                )
+            })
+        }));
+        t.row(cells);
+    }
     out.push_str(&t.render());
     for r in runs {
         if let Some(o) = &r.oom {

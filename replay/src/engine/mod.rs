@@ -25,6 +25,7 @@ use vramlab_allocator::{Refusal, SimDevice};
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+mod fresh_pools;
 mod replayer;
 pub(crate) mod run;
 pub(crate) mod scenario;

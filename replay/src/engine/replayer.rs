@@ -9,8 +9,9 @@ use vramlab_traces::{
     Event, ExpectedOom, ExpectedSegmentEvent, PrivatePoolKind, SegmentEventKind, Trace,
 };
 
+use super::fresh_pools::pool_options;
 use super::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
-use super::start::{Seeded, Start, StartOom, pool_options, seed};
+use super::start::{Seeded, Start, StartOom, seed};
 use super::{ReplayDevice, ReplayError, ReplayOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,12 +24,12 @@
 use std::fmt;
 
 use vramlab_allocator::{
-    AllocError, Allocator, BlockHandle, PoolKind, PoolOptions, SeedBlock, SeedBlockState, SeedPool,
-    SeedRange,
+    AllocError, Allocator, BlockHandle, PoolKind, SeedBlock, SeedBlockState, SeedPool, SeedRange,
 };
 use vramlab_traces::advice::Opt;
 use vramlab_traces::{InitialBlockState, InitialSegment, InitialState, Trace};
 
+use crate::engine::fresh_pools::{FreshPools, pool_options};
 use crate::engine::{ReplayDevice, ReplayError};
 
 /// How a replay of a trace that starts mid-run begins.
@@ -191,6 +191,8 @@ fn seed_fresh<A: Allocator>(
     each: &mut dyn FnMut(Seeded) -> Result<(), ReplayError>,
 ) -> Result<Option<StartOom>, ReplayError> {
     let mut oom: Option<StartOom> = None;
+    let pool_err = |e: AllocError| ReplayError::Initial(format!("private pools at the start: {e}"));
+    let mut pools = FreshPools::new(trace);
     for b in &init.live {
         let stream = raw_stream(trace, b.stream, "block", b.address)?;
         let (id, pending) = match b.state {
@@ -201,6 +203,11 @@ fn seed_fresh<A: Allocator>(
         if let Some(o) = &mut oom {
             o.lost.push(id);
             continue;
+        }
+        if b.requested > 0 {
+            // (A zero-byte request allocates nothing: no section for it, as
+            // in the rewritten trace.)
+            pools.before(alloc, b.pool, b.stream).map_err(pool_err)?;
         }
         match alloc.malloc(b.requested, stream) {
             Ok(h) => {
@@ -235,6 +242,9 @@ fn seed_fresh<A: Allocator>(
                 )));
             }
         }
+    }
+    if oom.is_none() {
+        pools.finish(alloc, init).map_err(pool_err)?;
     }
     Ok(oom)
 }
@@ -293,18 +303,6 @@ fn ids_of<'a>(segs: impl Iterator<Item = &'a InitialSegment>) -> Vec<u32> {
             InitialBlockState::Free => None,
         })
         .collect()
-}
-
-/// The allocator options of the trace's private pool `pool` (a MemPool's
-/// `use_on_oom` and `no_split`; none for a graph pool or an undeclared one).
-pub(super) fn pool_options(trace: &Trace, pool: u32) -> PoolOptions {
-    trace
-        .pools
-        .get(pool as usize)
-        .map_or(PoolOptions::default(), |d| PoolOptions {
-            use_on_oom: d.use_on_oom,
-            no_split: d.no_split,
-        })
 }
 
 fn seed_recorded<A>(

@@ -23,4 +23,5 @@ pub(crate) mod capacity;
 pub(crate) mod cuda;
 pub(crate) mod fidelity;
 pub(crate) mod gpus;
+pub(crate) mod pools;
 pub(crate) mod replay;

@@ -39,6 +39,9 @@ pub struct ReplayResult {
     /// The placement range, when the other address order was replayed.
     #[serde(flatten)]
     pub(crate) placement: Option<PlacementFigures>,
+    /// Each pool at the peak and at the end (traces with private pools).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<crate::results::pools::PoolUse>,
 }
 
 /// The figures of an OOM a replay result names.
@@ -141,6 +144,11 @@ impl ReplayResult {
             oom: run.oom.as_ref().map(OomFigures::from),
             stats: run.stats.flatten(),
             placement: range.map(PlacementFigures::from),
+            pools: crate::results::pools::pool_uses(
+                trace,
+                &run.segments_at_peak,
+                &run.final_segments,
+            ),
         }
     }
 }

@@ -135,3 +135,45 @@ def test_data_dependent_error_names_line_and_assume_answers(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "ok 2048 (1024, 2)" in p.stdout
     assert 2048 * 4 in allocs(ev) and 1024 * 2 * 8 in allocs(ev)
+
+
+def test_graph_captures_and_mempools_write_pool_events(tmp_path):
+    """Issue 27: torch.cuda.graph / CUDAGraph / graph_pool_handle / MemPool /
+    use_mem_pool write the trace's pool events (format v2), the captured
+    allocations on the capture stream."""
+    p, _ = record(tmp_path, """
+        import torch, torch.nn as nn
+        model = nn.Linear(1024, 4096).cuda().half()
+        pool = torch.cuda.graph_pool_handle()
+        keep = []
+        with torch.no_grad():
+            for b in (8, 1):
+                x = torch.zeros(b, 1024, device="cuda", dtype=torch.half)
+                model(x)                                 # eager warm-up
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, pool=pool):
+                    y = model(x)
+                g.replay()
+                keep.append((g, x, y))
+            mp = torch.cuda.MemPool(use_on_oom=True)
+            with torch.cuda.use_mem_pool(mp):
+                buf = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
+            del buf, mp
+    """)
+    assert p.returncode == 0, p.stderr
+    lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert lines[0] == "# vramlab trace v2"
+    assert "# pool.p0: graph 0,1" in lines
+    assert "# pool.p1: mempool 0,2 use_on_oom" in lines
+    body = [line for line in lines if not line.startswith("#")]
+    rows = [line.split(",") for line in body[1:]]
+    actions = [r[0] for r in rows if r[0] not in ("alloc", "free")]
+    assert actions[:6] == ["empty_cache", "capture_begin", "capture_end", "empty_cache", "capture_begin", "capture_end"]
+    assert actions[6:10] == ["pool_create", "pool_enter", "pool_exit", "pool_release"]
+    # The captured forward allocates on the capture stream, the eager one on 0.
+    begin = next(i for i, r in enumerate(rows) if r[0] == "capture_begin")
+    end = next(i for i, r in enumerate(rows) if r[0] == "capture_end")
+    assert rows[begin][3] == "1"
+    captured = [r for r in rows[begin:end] if r[0] == "alloc"]
+    assert captured and all(r[3] == "1" for r in captured)
+    assert all(r[3] == "0" for r in rows[:begin] if r[0] == "alloc")

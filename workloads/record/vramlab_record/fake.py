@@ -406,6 +406,10 @@ def fake_recording(recording: Recording | None = None, device_type: str = "cpu",
             stack.enter_context(gpu_optimizer_defaults())
             if device_type == "cpu":
                 stack.enter_context(cuda_grad_scaler())
+        # CUDA graphs and MemPools write pool events (vramlab_record.graphs).
+        from .graphs import fake_graphs
+
+        stack.enter_context(fake_graphs(rec.rec))
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
         if scripts and device_type == "cpu":
             from .cudadev import cuda_on_fake_cpu

@@ -15,7 +15,9 @@ model takes no memory at all, so full-size models record in seconds.
 What this cannot see (see README.md): allocations made inside kernels
 through the caching allocator (cuBLAS/cuBLASLt workspaces, cuDNN workspaces,
 flash-attention backward accumulators, reduction scratch), NCCL buffers,
-CUDA-graph pools, streams (everything is stream 0) and deferred frees.
+streams (everything is stream 0 but a capture's allocations) and deferred
+frees. CUDA graph captures and MemPools are recorded as pool events
+(:mod:`vramlab_record.graphs`).
 
 Outputs: the vramlab native CSV trace, and a PyTorch-snapshot-shaped pickle
 (``device_traces`` with alloc/free_requested/free_completed entries and
@@ -49,6 +51,13 @@ class Recording:
 
     events: list = field(default_factory=list)
     header: dict = field(default_factory=dict)
+    #: Private pools: (name, kind, (a, b) id, use_on_oom, no_split).
+    pools: list = field(default_factory=list)
+    #: The raw stream new allocations are made on (a capture's stream while
+    #: one runs, else 0).
+    stream: int = 0
+    #: The stream of each allocation not made on stream 0.
+    alloc_streams: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     next_id: int = 0
     live_bytes: int = 0
@@ -60,6 +69,8 @@ class Recording:
         self.next_id += 1
         self.allocs += 1
         self.events.append(("alloc", i, size))
+        if self.stream:
+            self.alloc_streams[i] = self.stream
         self.live_bytes += size
         if self.live_bytes > self.peak_live_bytes:
             self.peak_live_bytes = self.live_bytes
@@ -76,6 +87,17 @@ class Recording:
     def empty_cache(self) -> None:
         """A ``torch.cuda.empty_cache()`` call (``empty_cache`` in the CSV)."""
         self.events.append(("empty_cache", 0, 0))
+
+    def pool(self, kind: str, pool_id: tuple, use_on_oom: bool = False, no_split: bool = False) -> str:
+        """Declares a private pool (``graph`` or ``mempool``); returns its name."""
+        name = f"p{len(self.pools)}"
+        self.pools.append((name, kind, tuple(pool_id), use_on_oom, no_split))
+        return name
+
+    def pool_event(self, action: str, name: str, stream: int = 0) -> None:
+        """A pool event: capture_begin (with its stream), capture_end,
+        pool_create, pool_enter, pool_exit or pool_release."""
+        self.events.append((action, name, stream))
 
     @property
     def num_events(self) -> int:
@@ -103,20 +125,29 @@ class Recording:
         opener = gzip.open if path.endswith(".gz") else open
         one = lambda v: str(v).replace("\n", " ").replace("\r", " ")  # noqa: E731
         with opener(path, "wt", newline="\n") as f:
-            f.write("# vramlab trace v1\n")
+            # Version 2 only where there are private pools (v1 readers stay served).
+            f.write(f"# vramlab trace v{2 if self.pools else 1}\n")
             for k, v in self.header.items():
                 f.write(f"# {k}: {one(v)}\n")
             for k, v in self.params.items():
                 f.write(f"# param.{k}: {one(v)}\n")
+            for name, kind, (a, b), use_on_oom, no_split in self.pools:
+                opts = (" use_on_oom" if use_on_oom else "") + (" no_split" if no_split else "")
+                f.write(f"# pool.{name}: {kind} {a},{b}{opts}\n")
             f.write("action,id,size,stream\n")
             w = f.write
+            streams = self.alloc_streams
             for action, i, size in self.events:
                 if action == "alloc":
-                    w(f"alloc,{i},{size},0\n")
+                    w(f"alloc,{i},{size},{streams.get(i, 0)}\n")
                 elif action == "free":
                     w(f"free,{i},,\n")
                 elif action == "empty_cache":
                     w("empty_cache,,,\n")
+                elif action == "capture_begin":
+                    w(f"capture_begin,{i},,{size}\n")
+                elif action in ("capture_end", "pool_create", "pool_enter", "pool_exit", "pool_release"):
+                    w(f"{action},{i},,\n")
                 else:
                     w(f"# phase: {one(i)}\n")
 
@@ -133,20 +164,44 @@ class Recording:
         notes = []
         addr_of = {}
         t0 = int(time.time() * 1e6)
+        # With private pools every entry names its pool (as PyTorch 2.12+
+        # writes them), routed as the allocator routes: a capture takes its
+        # stream's requests, a use_mem_pool context every request.
+        ids = {name: pid for name, _, pid, _, _ in self.pools}
+        routes: list = []  # (pool id, stream or None)
+        pool_of: dict = {}
+
+        def entry(action, i, size, n):
+            e = {"action": action, "addr": addr_of[i], "size": size,
+                 "stream": self.alloc_streams.get(i, 0), "time_us": t0 + n, "frames": []}
+            if self.pools:
+                e["pool_id"] = pool_of.get(i, (0, 0))
+            return e
+
         for n, (action, i, size) in enumerate(self.events):
             if action == "alloc":
                 addr_of[i] = base + i * 512
-                trace.append({"action": "alloc", "addr": addr_of[i], "size": size,
-                              "stream": 0, "time_us": t0 + n, "frames": []})
+                stream = self.alloc_streams.get(i, 0)
+                to = next((p for p, s in routes if s is None or s == stream), None)
+                if to is not None:
+                    pool_of[i] = to
+                trace.append(entry("alloc", i, size, n))
             elif action == "free":
                 for a in ("free_requested", "free_completed"):
-                    trace.append({"action": a, "addr": addr_of[i], "size": size,
-                                  "stream": 0, "time_us": t0 + n, "frames": []})
+                    trace.append(entry(a, i, size, n))
             elif action == "empty_cache":
                 # A snapshot shows empty_cache() only as the segment_free
                 # entries of what it released, which depend on the
                 # allocator: the call is kept as an annotation.
                 notes.append({"device": 0, "stage": "START", "name": "empty_cache", "time_us": t0 + n})
+            elif action in ("capture_begin", "pool_enter"):
+                routes.append((ids[i], size if action == "capture_begin" else None))
+            elif action in ("capture_end", "pool_exit"):
+                k = next((k for k, (p, _) in enumerate(routes) if p == ids[i]), None)
+                if k is not None:
+                    routes.pop(k)
+            elif action in ("pool_create", "pool_release"):
+                pass  # not an entry of a snapshot
             else:
                 notes.append({"device": 0, "stage": "START", "name": str(i), "time_us": t0 + n})
         snap = {
