@@ -25,7 +25,8 @@ pub enum CaptureOrder {
 #[derive(Debug, Args)]
 pub struct ServeBudgetArgs {
     /// A recording of the model's forward at a few batch sizes, one phase
-    /// per forward whose label names its size ("forward bs=8"); the events
+    /// per forward whose label names its size ("forward bs=8"; a phase that
+    /// captures a graph counts as the forward it captures); the events
     /// before the first forward are the engine's state (weights, buffers).
     #[command(flatten)]
     trace: TraceArgs,

@@ -129,7 +129,8 @@ impl SnapshotIn {
                 requested_size: 0,
                 stream: STREAMS[usize::from(s.stream) % STREAMS.len()],
                 is_small: s.segment_type % 2 == 0,
-                pool_id: (0, 0),
+                // Private pools too: (0, 1) and (0, 2) beside the default.
+                pool_id: (0, i64::from(s.segment_type / 2 % 3)),
                 is_expandable: s.expandable,
                 frames: None,
                 blocks,
@@ -162,7 +163,13 @@ impl SnapshotIn {
                         frames: None,
                         compile_context: None,
                         user_metadata: None,
-                        pool_id: None,
+                        // No pool (before 2.12), the default, a handle's, a graph's own.
+                        pool_id: match e.action / 12 % 4 {
+                            0 => None,
+                            1 => Some((0, 0)),
+                            2 => Some((0, 1)),
+                            _ => Some((1, 0)),
+                        },
                     }
                 })
                 .collect();

@@ -94,8 +94,7 @@ fn the_kv_cache_is_the_largest_that_fits_the_budget() {
 }
 
 #[test]
-fn sizes_that_cannot_be_interpolated_are_refused_with_the_reason() {
-    let rec = recording("llama-1b-decode-bs1-16-128.csv");
+fn traces_without_marked_forwards_are_refused_with_the_reason() {
     let t = vramlab_traces::read_traces(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/pools/graph-shared.csv"),
         None,
@@ -104,7 +103,57 @@ fn sizes_that_cannot_be_interpolated_are_refused_with_the_reason() {
     )
     .expect("read")
     .remove(0);
-    let e = ForwardRecording::from_trace(&t).expect_err("pools");
-    assert!(e.contains("no private pools"), "{e}");
-    assert_eq!(rec.sizes(), [1, 16, 128]);
+    let e = ForwardRecording::from_trace(&t).expect_err("no marks");
+    assert!(e.contains("names a batch size"), "{e}");
+    assert_eq!(
+        recording("llama-1b-decode-bs1-16-128.csv").sizes(),
+        [1, 16, 128]
+    );
+}
+
+#[test]
+fn captured_forwards_are_read_as_the_forwards_they_capture() {
+    use vramlab_traces::{Event, PhaseMark, PoolDecl};
+    let p: PathBuf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/serve/llama-1b-decode-bs1-16-128.csv");
+    let t = vramlab_traces::read_traces(&p, None, &Default::default(), None)
+        .expect("read")
+        .remove(0);
+    // The same recording with each forward captured (an eager warm-up is
+    // not needed: the phase is read as what its capture holds).
+    let mut c = t.clone();
+    c.pools = vec![PoolDecl::graph((0, 1))];
+    let s = c.stream_index(7);
+    c.events.clear();
+    c.phases.clear();
+    let starts: Vec<usize> = t.phases.iter().map(|m| m.event_index as usize).collect();
+    for (i, e) in t.events.iter().enumerate() {
+        if let Some(k) = starts.iter().position(|&x| x == i) {
+            if k > 0 {
+                c.events.push(Event::CaptureEnd { pool: 0 });
+            }
+            c.phases.push(PhaseMark {
+                event_index: c.events.len() as u64,
+                label: t.phases[k].label.clone(),
+            });
+            c.events.push(Event::CaptureBegin { pool: 0, stream: s });
+        }
+        let mut e = *e;
+        if let Event::Alloc { stream, .. } = &mut e {
+            if !c.phases.is_empty() {
+                *stream = s;
+            }
+        }
+        c.events.push(e);
+    }
+    c.events.push(Event::CaptureEnd { pool: 0 });
+    let a = serve_budget(
+        &ForwardRecording::from_trace(&c).expect("captured"),
+        &SIZES_DESC,
+        &scenario(),
+        None,
+        None,
+    )
+    .expect("budget");
+    assert_eq!(a.graph_pool_bytes, 58 * MIB);
 }

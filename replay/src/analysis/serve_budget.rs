@@ -2,8 +2,9 @@
 //! start-up captures, and how much KV cache is left on a card.
 //!
 //! The input is a recording of the model's forward at a few batch sizes,
-//! one phase per forward whose label names its size (`bs=8`, `batch 8`):
-//! the events before the first forward are the engine's state (weights,
+//! one phase per forward whose label names its size (`bs=8`, `batch 8`;
+//! a phase that captures a graph counts as the forward it captures): the
+//! events before the first forward are the engine's state (weights,
 //! buffers). A start-up is then built as vLLM's runs it: the state, an
 //! eager profile forward at the largest capture size, the KV cache, and for
 //! each capture size in the given order an eager warm-up forward and a
@@ -120,8 +121,8 @@ impl ForwardRecording {
     /// Splits `trace` at its phase marks into the state before the first
     /// forward and one forward per phase whose label names a batch size.
     pub fn from_trace(trace: &Trace) -> Result<ForwardRecording, String> {
-        if !trace.pools.is_empty() || trace.initial.is_some() {
-            return Err("serve-budget reads a recording of eager forwards from an empty allocator (no private pools, not mid-run); record the forwards without capturing them".into());
+        if trace.initial.is_some() {
+            return Err("serve-budget reads a recording of forwards from an empty allocator (this one starts mid-run): record the engine's start from the beginning".into());
         }
         let marks: Vec<(usize, Option<u64>, &str)> = trace
             .phases
@@ -137,7 +138,17 @@ impl ForwardRecording {
         let Some(first) = marks.iter().find(|m| m.1.is_some()) else {
             return Err("the trace has no phase whose label names a batch size (e.g. 'forward bs=8'): mark each recorded forward".into());
         };
+        if let Some(i) = trace
+            .events
+            .get(..first.0)
+            .and_then(|b| b.iter().position(|e| e.pool().is_some()))
+        {
+            return Err(format!(
+                "event {i}, before the first forward, uses a private pool: serve-budget captures the forwards itself, so the engine's state before them must be eager"
+            ));
+        }
         let mut base = trace.clone();
+        base.pools.clear();
         base.events.truncate(first.0);
         base.num_ids = base
             .events
@@ -235,8 +246,24 @@ fn lined_up(a: &[Op], b: &[Op]) -> bool {
 }
 
 /// A forward's events as operations local to it; frees of blocks made
-/// before it are left out (a forward frees what it made).
+/// before it are left out (a forward frees what it made). A phase that
+/// captures a graph is read as the captured forward: the events between its
+/// first `capture_begin` and the `capture_end` that follows.
 fn forward_ops(events: &[Event]) -> Vec<Op> {
+    let events = match events
+        .iter()
+        .position(|e| matches!(e, Event::CaptureBegin { .. }))
+    {
+        Some(b) => {
+            let rest = events.get(b + 1..).unwrap_or(&[]);
+            let end = rest
+                .iter()
+                .position(|e| matches!(e, Event::CaptureEnd { .. }))
+                .unwrap_or(rest.len());
+            rest.get(..end).unwrap_or(&[])
+        }
+        None => events,
+    };
     let mut local: BTreeMap<AllocId, usize> = BTreeMap::new();
     let mut ops = Vec::new();
     for e in events {
