@@ -131,6 +131,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 .to_string(),
         ],
         phases: vramlab_traces::TraceSummary::of(&trace).phases,
+        pools: Vec::new(),
     };
     let index = write_report(&out, &report)?;
     println!("{}", index.display());

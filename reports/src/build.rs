@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::input::ReportPool;
 use rayon::prelude::*;
 use vramlab_allocator::format::bytes;
 use vramlab_allocator::{AllocConf, Placement, TorchVersion};
@@ -233,6 +234,7 @@ pub fn build_report(
             ]
         )
     ));
+    let pools = ReportPool::of(trace, &settings);
     let input = ReportInput {
         title: format!("vramlab report: {name}"),
         trace: name.to_string(),
@@ -243,6 +245,7 @@ pub fn build_report(
         recommendation: Some(rec.clone()),
         notes,
         phases: TraceSummary::of(trace).phases,
+        pools,
     };
     let index = write_report(out, &input).map_err(BuildError::Write)?;
     Ok(BuiltReport { rec, index })
@@ -301,6 +304,7 @@ pub fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf, Bu
         recommendation: None,
         notes,
         phases: Vec::new(),
+        pools: Vec::new(),
     };
     write_report(out, &input).map_err(BuildError::Write)
 }

@@ -137,6 +137,58 @@ pub struct ReportInput {
     pub notes: Vec<String>,
     /// Live memory per recorded phase of the trace (empty: no table).
     pub phases: Vec<vramlab_traces::PhaseSummary>,
+    /// The default pool and each private pool (empty: the trace has no
+    /// private pools, no table).
+    pub pools: Vec<ReportPool>,
+}
+
+/// One pool of the trace in the report: what the trace routes to it and
+/// what each setting's replay reserves in it at its peak.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportPool {
+    /// `default`, or `graph (0,1)`, `mempool (0,2)`.
+    pub name: String,
+    /// Requests routed to it.
+    pub allocations: u64,
+    /// Peak of its live requested bytes.
+    pub peak_live_bytes: u64,
+    /// Per setting, in the settings' order: reserved and allocated bytes at
+    /// that replay's peak (or OOM).
+    pub at_peak: Vec<(u64, u64)>,
+}
+
+impl ReportPool {
+    /// The pools of `trace` and, per setting of `settings`, each pool at
+    /// the peak of its replay.
+    pub fn of(trace: &vramlab_traces::Trace, settings: &[SettingRun]) -> Vec<ReportPool> {
+        let summary = vramlab_traces::TraceSummary::of(trace);
+        let uses: Vec<_> = settings
+            .iter()
+            .map(|s| vramlab_replay::pool_uses(trace, &s.run.segments_at_peak, &[]))
+            .collect();
+        summary
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ReportPool {
+                name: if p.kind == "default" {
+                    "default".to_string()
+                } else {
+                    format!("{} ({},{})", p.kind, p.id[0], p.id[1])
+                },
+                allocations: p.allocations,
+                peak_live_bytes: p.peak_live_bytes,
+                at_peak: uses
+                    .iter()
+                    .map(|u| {
+                        u.get(i).map_or((0, 0), |x| {
+                            (x.at_peak.reserved_bytes, x.at_peak.allocated_bytes)
+                        })
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 impl ReportInput {

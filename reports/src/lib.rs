@@ -79,7 +79,7 @@ use std::path::PathBuf;
 
 pub use build::{BuildError, BuiltReport, ReportRequest, build_report, state_report};
 pub use html::write_report;
-pub use input::{FitChart, ReportInput, SettingRun};
+pub use input::{FitChart, ReportInput, ReportPool, SettingRun};
 pub use plots::{
     PlotFiles, plot_external_fragmentation, plot_fit, plot_matrix, plot_memory_timeline,
     plot_oom_points, plot_peak_reserved, plot_segment_map,

@@ -17,7 +17,7 @@ mod sections;
 
 use escape::{esc, esc_inline, script_json};
 use sections::{
-    settings_table, write_fit, write_oom_points, write_phases, write_segment_maps,
+    settings_table, write_fit, write_oom_points, write_phases, write_pools, write_segment_maps,
     write_trace_plots,
 };
 
@@ -68,6 +68,7 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     }
     settings_table(&mut h, report);
     write_phases(&mut h, &report.phases);
+    write_pools(&mut h, &report.pools, &report.settings);
     write_trace_plots(&mut h, dir, &report.settings, report.capacity)?;
     write_oom_points(&mut h, dir, &report.oom_points)?;
     if let Some(fit) = &report.fit {

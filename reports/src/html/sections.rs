@@ -148,6 +148,38 @@ pub(super) fn write_phases(h: &mut String, phases: &[vramlab_traces::PhaseSummar
     h.push_str("</tbody>\n</table>\n");
 }
 
+/// Each pool of a trace with private pools: requests routed to it, its
+/// peak live bytes, and per setting what it reserves at the replay's peak.
+pub(super) fn write_pools(h: &mut String, pools: &[crate::input::ReportPool], s: &[SettingRun]) {
+    if pools.is_empty() {
+        return;
+    }
+    h.push_str("<h2 id=\"pools\">Private pools (CUDA graphs, MemPools)</h2>\n<p>Requests go to a graph's pool while it is captured, to a MemPool inside <code>use_mem_pool</code>; a pool's memory serves no other pool. Reserved (allocated) bytes of each pool at each setting's peak.</p>\n<table id=\"pools\">\n<thead><tr><th>pool</th><th>requests</th><th>peak live</th>");
+    for r in s {
+        let _ = write!(h, "<th>{}</th>", esc(&r.label));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for p in pools {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td>",
+            esc(&p.name),
+            fmt_int(p.allocations),
+            esc(&format_bytes(p.peak_live_bytes))
+        );
+        for &(reserved, allocated) in &p.at_peak {
+            let _ = write!(
+                h,
+                "<td>{} ({})</td>",
+                esc(&format_bytes(reserved)),
+                esc(&format_bytes(allocated))
+            );
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody>\n</table>\n");
+}
+
 /// The plots over the trace: memory timeline, peak reserved and waste,
 /// external fragmentation (nothing without settings).
 pub(super) fn write_trace_plots(
