@@ -174,8 +174,18 @@ impl ConfArgs {
 
 /// Builds the scenarios for a trace.
 pub fn scenarios(confs: &ConfArgs, dev: &DeviceArgs, trace: &Trace) -> Result<Vec<Scenario>> {
-    Ok(confs
-        .policies(Some(trace))?
+    let policies = confs.policies(Some(trace))?;
+    if !trace.pools.is_empty()
+        && policies
+            .iter()
+            .any(|p| !matches!(p, vramlab_allocator::PolicySpec::Native(_)))
+    {
+        errln!(
+            "note: the trace routes requests to {} private pool(s) (CUDA graphs, MemPools); only PyTorch's native policy keeps them apart: the other policies serve every request from their one pool",
+            trace.pools.len()
+        );
+    }
+    Ok(policies
         .into_iter()
         .map(|p| {
             let mut s = Scenario::new(p)
