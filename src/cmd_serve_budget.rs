@@ -181,7 +181,7 @@ fn print_budget(a: &ServeBudget, args: &ServeBudgetArgs) {
         a.graph_pool_segments
     );
     outln!(
-        "two captures extended linearly (each size as if captured alone, summed): {} ({:+.1}% vs the shared pool)",
+        "vLLM's two-graph extrapolation (the first capture + (N-1) x the second's growth, vllm#45178): {} ({:+.1}% vs the pool)",
         bytes(a.linear_estimate_bytes),
         100.0 * (a.linear_estimate_bytes as f64 / a.graph_pool_bytes.max(1) as f64 - 1.0)
     );

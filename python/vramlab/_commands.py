@@ -332,8 +332,8 @@ def serve_budget(
     """``vramlab serve-budget --json``: from forwards recorded at a few
     batch sizes (one phase per forward, labelled ``bs=N``), the CUDA graph
     pool a serving engine's start-up captures for ``capture_sizes`` (one
-    shared pool, replayed: ``graph_pool_bytes``, ``captures``), a two-capture
-    linear estimate beside it, and with a card (``gpu``/``capacity``) and
+    shared pool, replayed: ``graph_pool_bytes``, ``captures``), vLLM's
+    two-graph extrapolation beside it (``linear_estimate_bytes``), and with a card (``gpu``/``capacity``) and
     ``kv_bytes_per_token`` the largest KV cache that fits under
     ``gpu_memory_utilization`` (``kv_tokens``, ``kv_bytes``).
 

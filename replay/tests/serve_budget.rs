@@ -57,6 +57,9 @@ fn the_pool_from_three_recorded_sizes_is_pytorchs_for_eight() {
             .map(|c| c.pool_bytes_after / MIB)
             .collect();
         assert_eq!(after, [34, 34, 34, 54, 54, 56, 58, 90], "{name}");
+        // vLLM's two-graph extrapolation: first + 7 × max(second's growth, 1 MiB).
+        assert_eq!(desc.linear_estimate_bytes, 65 * MIB, "{name}");
+        assert_eq!(asc.linear_estimate_bytes, 41 * MIB, "{name}");
     }
     let rec = recording("llama-1b-decode-bs1-16-128.csv");
     let d = serve_budget(&rec, &SIZES_DESC, &scenario(), None, None).expect("desc");

@@ -58,9 +58,9 @@ pub struct ServeBudget {
     pub graph_pool_segments: u64,
     /// Per capture, in order.
     pub captures: Vec<CaptureStep>,
-    /// vLLM-style estimate (pytorch pool of the smallest and the largest
-    /// size captured each alone, per-size memory interpolated linearly in
-    /// the batch size and summed over the list).
+    /// vLLM's two-graph extrapolation of the pool (vllm#45178): the first
+    /// capture's memory plus (N − 1) × the second capture's growth (at
+    /// least 1 MiB), in the capture order.
     pub linear_estimate_bytes: u64,
     /// The memory the engine may use (`gpu_memory_utilization` × card).
     pub budget_bytes: Option<u64>,
@@ -433,32 +433,26 @@ pub fn serve_budget(
         before = after;
     }
     let (pool, segments, peak_without, _) = pool_after(&trace, &unlimited, None).map_err(err)?;
-    let alone = |b: u64| -> Result<u64, String> {
-        let t = start_up_trace(rec, &[b], None)?;
-        Ok(pool_after(&t, &unlimited, None).map_err(err)?.0)
+    // vLLM's estimate (`profile_cudagraph_memory`, as vllm#45178 quotes
+    // it): the first graph's memory, plus the second's marginal memory (at
+    // least 1 MiB) for each of the others.
+    let linear = match captures.as_slice() {
+        [] => 0,
+        [one] => one.pool_bytes_after,
+        [first, second, ..] => first.pool_bytes_after.saturating_add(
+            second
+                .growth_bytes
+                .max(1 << 20)
+                .saturating_mul(captures.len() as u64 - 1),
+        ),
     };
-    let (lo, hi) = (
-        order.iter().copied().min().unwrap_or(1),
-        order.iter().copied().max().unwrap_or(1),
-    );
-    let (m_lo, m_hi) = (alone(lo)? as f64, alone(hi)? as f64);
-    let linear: f64 = order
-        .iter()
-        .map(|&b| {
-            if hi == lo {
-                m_hi
-            } else {
-                m_lo + (m_hi - m_lo) * (b - lo) as f64 / (hi - lo) as f64
-            }
-        })
-        .sum();
     let mut out = ServeBudget {
         recorded_sizes: rec.sizes(),
         capture_sizes: order.to_vec(),
         graph_pool_bytes: pool,
         graph_pool_segments: segments,
         captures,
-        linear_estimate_bytes: linear.round() as u64,
+        linear_estimate_bytes: linear,
         budget_bytes: budget,
         peak_reserved_without_kv_bytes: peak_without,
         kv_bytes_per_token: kv.map(|k| k.bytes_per_token),
