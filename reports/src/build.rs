@@ -234,7 +234,8 @@ pub fn build_report(
             ]
         )
     ));
-    let pools = ReportPool::of(trace, &settings);
+    let summary = TraceSummary::of(trace);
+    let pools = ReportPool::of(trace, &summary, &settings);
     let input = ReportInput {
         title: format!("vramlab report: {name}"),
         trace: name.to_string(),
@@ -244,7 +245,7 @@ pub fn build_report(
         fit: None,
         recommendation: Some(rec.clone()),
         notes,
-        phases: TraceSummary::of(trace).phases,
+        phases: summary.phases,
         pools,
     };
     let index = write_report(out, &input).map_err(BuildError::Write)?;

@@ -158,10 +158,13 @@ pub struct ReportPool {
 }
 
 impl ReportPool {
-    /// The pools of `trace` and, per setting of `settings`, each pool at
-    /// the peak of its replay.
-    pub fn of(trace: &vramlab_traces::Trace, settings: &[SettingRun]) -> Vec<ReportPool> {
-        let summary = vramlab_traces::TraceSummary::of(trace);
+    /// The pools of `trace` (`summary` is its summary) and, per setting of
+    /// `settings`, each pool at the peak of its replay.
+    pub fn of(
+        trace: &vramlab_traces::Trace,
+        summary: &vramlab_traces::TraceSummary,
+        settings: &[SettingRun],
+    ) -> Vec<ReportPool> {
         let uses: Vec<_> = settings
             .iter()
             .map(|s| vramlab_replay::pool_uses(trace, &s.run.segments_at_peak, &[]))

@@ -183,9 +183,9 @@ impl ForwardRecording {
 
     /// The forward at `batch`: recorded, or interpolated between (or
     /// extrapolated from) the two nearest recorded sizes.
-    fn forward(&self, batch: u64) -> Result<(Vec<Op>, bool), String> {
+    fn forward(&self, batch: u64) -> Result<Vec<Op>, String> {
         if let Some(f) = self.forwards.get(&batch) {
-            return Ok((f.clone(), false));
+            return Ok(f.clone());
         }
         // The two recorded sizes nearest to `batch` whose forwards line up
         // (the same allocations and frees in the same order), between
@@ -230,7 +230,7 @@ impl ForwardRecording {
                 (op, _) => op.clone(),
             })
             .collect();
-        Ok((ops, true))
+        Ok(ops)
     }
 }
 
@@ -347,7 +347,7 @@ impl Builder<'_> {
         kv: Option<(KvCache, u64)>,
     ) -> Result<(Trace, Vec<usize>), String> {
         let largest = order.iter().copied().max().unwrap_or(1);
-        let (profile, _) = self.rec.forward(largest)?;
+        let profile = self.rec.forward(largest)?;
         self.eager(&profile);
         if let Some((kv, tokens)) = kv {
             let bytes = tokens.saturating_mul(kv.bytes_per_token);
@@ -358,7 +358,7 @@ impl Builder<'_> {
         }
         let mut ends = Vec::new();
         for &b in order {
-            let (ops, _) = self.rec.forward(b)?;
+            let ops = self.rec.forward(b)?;
             self.eager(&ops);
             self.trace.events.push(Event::CaptureBegin {
                 pool: 0,
