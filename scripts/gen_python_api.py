@@ -102,6 +102,40 @@ two-graph extrapolation beside it (``linear_estimate_bytes``), and with a card (
 ``gpu_memory_utilization`` (``kv_tokens``, ``kv_bytes``).""",
     },
     {
+        "name": "explain",
+        "command": "explain",
+        "params": ["source", "conf"],
+        "result": "json",
+        "returns": "Record",
+        "doc": """``vramlab explain --json``: why ``source`` reserves more than it
+allocates at its reserved peak under ``conf``: ``waste_at_peak_bytes``
+split into ``waste.pinned_bytes`` (free space inside segments that hold
+live blocks), ``waste.releasable_bytes`` (what ``empty_cache()`` there
+gives back) and ``waste.pool_cached_bytes``, with ``waste.rounding_bytes``
+beside it; ``culprits`` (live allocations pinning free space that a
+request making a new segment could have used, by pinned bytes: ``id``,
+``size_bytes``, ``pinned_bytes``, ``frame``, and
+``peak_reserved_without_bytes``, the peak replayed without it); and
+``fixes`` (settings aimed at the waste, replayed). A trace that starts
+mid-run is explained from a fresh start (ids as ``vramlab convert
+--start fresh`` writes them).""",
+    },
+    {
+        "name": "diff",
+        "command": "diff",
+        "params": ["source", "other", "conf"],
+        "result": "json",
+        "returns": "Record",
+        "doc": """``vramlab diff --json``: two runs compared at their reserved peaks —
+``source`` and ``other``, or ``source`` under two settings (``conf`` a
+list of two). ``a`` and ``b`` hold each run's ``peak_reserved_bytes``,
+``allocated_at_peak_bytes`` and ``waste_at_peak_bytes``; ``groups`` the
+allocated bytes at each peak by source line (``key``, ``a_bytes``,
+``b_bytes``, ``delta_bytes``; by phase and size class when a trace has no
+stacks), adding up exactly; ``reserved_delta_bytes`` =
+``allocated_delta_bytes`` + ``waste_delta_bytes``.""",
+    },
+    {
         "name": "fidelity",
         "command": "fidelity",
         "params": ["source"],
@@ -169,6 +203,7 @@ PNG and SVG) into ``out_dir`` and returns the path of ``index.html``.""",
 PARAMS = {
     "source": ("source: Source", "positional"),
     "sources": ("sources: Union[Source, Sequence[Source]]", "positional"),
+    "other": ("other: Optional[Source] = None", "positional"),
     "preset": ("preset: str", "positional"),
     "conf": ("conf: Conf = None", "conf"),
     "grid": ("grid: Grid = None", "grid"),

@@ -43,6 +43,8 @@ mod cmd_concat;
 mod cmd_conf;
 mod cmd_convert;
 mod cmd_demo;
+mod cmd_diff;
+mod cmd_explain;
 mod cmd_fidelity;
 mod cmd_fit;
 mod cmd_gen;
@@ -114,6 +116,14 @@ enum Command {
     /// the largest KV cache left on a card, from forwards recorded at a few
     /// batch sizes.
     ServeBudget(cmd_serve_budget::ServeBudgetArgs),
+    /// Why a trace reserves more than it allocates at its peak: the waste by
+    /// cause, the live allocations that pin it, each proved by a replay
+    /// without it, and the settings aimed at it.
+    Explain(cmd_explain::ExplainArgs),
+    /// Two runs compared at their reserved peaks (two traces, or one trace
+    /// under two settings): the change in allocated bytes by source line,
+    /// and in waste.
+    Diff(cmd_diff::DiffArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
     Demo(cmd_demo::DemoArgs),
@@ -173,6 +183,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::OomPoint(a) => cmd_oom_point::run(a),
         Command::Recommend(a) => cmd_recommend::run(a),
         Command::ServeBudget(a) => cmd_serve_budget::run(a),
+        Command::Explain(a) => cmd_explain::run(a),
+        Command::Diff(a) => cmd_diff::run(a),
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),

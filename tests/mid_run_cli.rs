@@ -150,6 +150,18 @@ fn every_command_answers_on_three_gpus_recorded_mid_run() {
         vec!["recommend", f, "--capacity", "24GiB"],
         vec!["oom-point", f],
         vec!["oom-point", f, "--capacity", "64MiB"],
+        vec!["explain", f],
+        vec!["explain", f, "--trace-device", "1"],
+        vec!["explain", f, "--capacity", "64MiB", "--json"],
+        vec![
+            "diff",
+            f,
+            "--conf",
+            "default",
+            "--conf",
+            "expandable_segments:True",
+        ],
+        vec!["diff", f, f, "--trace-device", "1"],
         vec![
             "report",
             f,

@@ -347,3 +347,27 @@ def test_oracle_rows_are_the_commands():
         (780 << 20, 37, True),
     ]
     assert all(r.torch_version.startswith("2.11.") and r.first_difference is None for r in rows)
+
+
+SPLIT = ROOT / "tests" / "explain" / "pinned-split.csv"
+
+
+def test_explain_and_diff_equal_the_cli():
+    e = vramlab.explain(SPLIT)
+    assert e == cli_json("explain", str(SPLIT), "--json")
+    assert [c.id for c in e.culprits] == [4]
+    assert e.culprits[0].pinned_bytes == 70 << 20
+    assert e.culprits[0].peak_reserved_without_bytes == 152 << 20
+    d = vramlab.diff(SPLIT, conf=["default", "expandable_segments:True"])
+    assert d == cli_json("diff", str(SPLIT), "--conf", "default", "--conf", "expandable_segments:True", "--json")
+    assert d.reserved_delta_bytes == d.allocated_delta_bytes + d.waste_delta_bytes
+    two = vramlab.diff(SPLIT, ROOT / "tests" / "explain" / "pinned-split-without-4.csv")
+    assert two.reserved_delta_bytes == -(80 << 20)
+    assert sum(g.delta_bytes for g in two.groups) == two.allocated_delta_bytes
+
+
+@pytest.mark.parametrize("path", sorted(REAL.glob("*.pickle")) if REAL.is_dir() else [], ids=lambda p: p.name)
+def test_explain_of_a_real_snapshot_equals_the_cli(path):
+    assert vramlab.explain(path, top=1, fixes=False) == cli_json(
+        "explain", str(path), "--json", "--top", "1", "--no-fixes"
+    )

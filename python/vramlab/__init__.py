@@ -29,6 +29,8 @@ from ._api import (
     run,
 )
 from ._commands import (
+    diff,
+    explain,
     fidelity,
     matrix,
     oom_point,
@@ -53,6 +55,8 @@ __all__ = [
     "TraceError",
     "VramlabError",
     "VramlabWarning",
+    "diff",
+    "explain",
     "fidelity",
     "load",
     "matrix",

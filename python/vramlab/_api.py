@@ -305,6 +305,8 @@ def _invoke(command: str, result: str, params: Mapping[str, Any], options: Mappi
             positional.append(inp.path)
             if options.get("trace_device") is None:
                 options["trace_device"] = inp.device
+        if params.get("other") is not None:
+            positional.append(stack.enter_context(_Input(params["other"])).path)
         if "sources" in params:
             for s in _sources(params["sources"]):
                 positional.append(stack.enter_context(_Input(s)).path)

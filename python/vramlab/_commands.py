@@ -12,7 +12,7 @@ from typing import List, Literal, Optional, Sequence, Union
 from . import _api
 from ._api import Conf, Grid, Record, Rows, Size, Source
 
-__all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "fidelity", "oracle", "sweep", "matrix", "report"]
+__all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "explain", "diff", "fidelity", "oracle", "sweep", "matrix", "report"]
 
 
 def stats(
@@ -415,6 +415,188 @@ def serve_budget(
             "kv_tensors": kv_tensors,
             "block_tokens": block_tokens,
             "emit_trace": emit_trace,
+        },
+    )
+
+
+def explain(
+    source: Source,
+    conf: Conf = None,
+    *,
+    format: Optional[str] = None,
+    device: Optional[int] = None,
+    conf_from_env: bool = False,
+    recorded_conf: bool = False,
+    torch_version: Union[None, str, Sequence[str]] = None,
+    fraction: Optional[float] = None,
+    policy: Optional[str] = None,
+    gpu: Optional[str] = None,
+    capacity: Size = None,
+    placement: Optional[str] = None,
+    top: Optional[int] = None,
+    fixes: bool = True,
+) -> Record:
+    """``vramlab explain --json``: why ``source`` reserves more than it
+    allocates at its reserved peak under ``conf``: ``waste_at_peak_bytes``
+    split into ``waste.pinned_bytes`` (free space inside segments that hold
+    live blocks), ``waste.releasable_bytes`` (what ``empty_cache()`` there
+    gives back) and ``waste.pool_cached_bytes``, with ``waste.rounding_bytes``
+    beside it; ``culprits`` (live allocations pinning free space that a
+    request making a new segment could have used, by pinned bytes: ``id``,
+    ``size_bytes``, ``pinned_bytes``, ``frame``, and
+    ``peak_reserved_without_bytes``, the peak replayed without it); and
+    ``fixes`` (settings aimed at the waste, replayed). A trace that starts
+    mid-run is explained from a fresh start (ids as ``vramlab convert
+    --start fresh`` writes them).
+
+    Keywords (the options of ``vramlab explain``):
+
+        format: The file's format, when its extension does not say: csv, csv.gz,
+            vlt, vlt.zst, snapshot, rmm
+        device: Which GPU of a multi-device snapshot to use (default: the device
+            with the most allocations, named in a note)
+        conf_from_env: Read the settings from PYTORCH_CUDA_ALLOC_CONF /
+            PYTORCH_ALLOC_CONF with the precedence of the target PyTorch version
+        recorded_conf: Replay the trace's recorded settings (snapshots record
+            them)
+        torch_version: PyTorch release whose allocator rules apply (2.1 … 2.15).
+            Default: the release the snapshot was recorded with (detected from
+            its keys; the newest of the possible ones), else the trace's
+            framework header, else 2.15. `replay` takes it more than once to
+            show what an upgrade does (each setting under each release, side by
+            side)
+        fraction: Per-process memory fraction, as
+            torch.cuda.set_per_process_memory_fraction(F)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
+        gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
+            h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
+        capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
+            (default: unlimited)
+        placement: Where the simulated driver puts new segments: `driver` (the
+            CUDA driver's order as measured on an H200, driver 580: new regions
+            downwards) or `ascending` (each above the last, as older drivers
+            did). Up to 2.11 PyTorch breaks ties between equal free blocks by
+            address, so the order can change the result; when it does, `replay`,
+            `recommend` and `report` give the peak under both
+            (docs/driver-placement.md). From 2.12 ties go by allocation order
+            and the order no longer matters (default: driver)
+        top: How many culprits to name, each with the peak replayed without it
+            (default: 5)
+        fixes: ``False``: do not replay the settings aimed at the waste
+            (expandable segments, a max_split_size_mb above the top culprit)
+    """
+    return _api._invoke(
+        "explain",
+        "json",
+        {"source": source, "conf": conf},
+        {
+            "format": format,
+            "trace_device": device,
+            "conf_from_env": conf_from_env,
+            "recorded_conf": recorded_conf,
+            "torch_version": torch_version,
+            "fraction": fraction,
+            "policy": policy,
+            "gpu": gpu,
+            "capacity": capacity,
+            "placement": placement,
+            "top": top,
+            "no_fixes": fixes,
+        },
+    )
+
+
+def diff(
+    source: Source,
+    other: Optional[Source] = None,
+    conf: Conf = None,
+    *,
+    format: Optional[str] = None,
+    device: Optional[int] = None,
+    conf_from_env: bool = False,
+    recorded_conf: bool = False,
+    torch_version: Union[None, str, Sequence[str]] = None,
+    fraction: Optional[float] = None,
+    policy: Optional[str] = None,
+    gpu: Optional[str] = None,
+    capacity: Size = None,
+    placement: Optional[str] = None,
+    start: Optional[str] = None,
+    top: Optional[int] = None,
+) -> Record:
+    """``vramlab diff --json``: two runs compared at their reserved peaks —
+    ``source`` and ``other``, or ``source`` under two settings (``conf`` a
+    list of two). ``a`` and ``b`` hold each run's ``peak_reserved_bytes``,
+    ``allocated_at_peak_bytes`` and ``waste_at_peak_bytes``; ``groups`` the
+    allocated bytes at each peak by source line (``key``, ``a_bytes``,
+    ``b_bytes``, ``delta_bytes``; by phase and size class when a trace has no
+    stacks), adding up exactly; ``reserved_delta_bytes`` =
+    ``allocated_delta_bytes`` + ``waste_delta_bytes``.
+
+    Keywords (the options of ``vramlab diff``):
+
+        format: The files' format, when their extensions do not say: csv,
+            csv.gz, vlt, vlt.zst, snapshot, rmm
+        device: Which GPU of multi-device snapshots to use (default: the device
+            with the most allocations, named in a note)
+        conf_from_env: Read the settings from PYTORCH_CUDA_ALLOC_CONF /
+            PYTORCH_ALLOC_CONF with the precedence of the target PyTorch version
+        recorded_conf: Replay the trace's recorded settings (snapshots record
+            them)
+        torch_version: PyTorch release whose allocator rules apply (2.1 … 2.15).
+            Default: the release the snapshot was recorded with (detected from
+            its keys; the newest of the possible ones), else the trace's
+            framework header, else 2.15. `replay` takes it more than once to
+            show what an upgrade does (each setting under each release, side by
+            side)
+        fraction: Per-process memory fraction, as
+            torch.cuda.set_per_process_memory_fraction(F)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
+        gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
+            h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
+        capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
+            (default: unlimited)
+        placement: Where the simulated driver puts new segments: `driver` (the
+            CUDA driver's order as measured on an H200, driver 580: new regions
+            downwards) or `ascending` (each above the last, as older drivers
+            did). Up to 2.11 PyTorch breaks ties between equal free blocks by
+            address, so the order can change the result; when it does, `replay`,
+            `recommend` and `report` give the peak under both
+            (docs/driver-placement.md). From 2.12 ties go by allocation order
+            and the order no longer matters (default: driver)
+        start: For snapshots recorded mid-run: `recorded` seeds the allocator
+            state the recording began with, as it was; `fresh` allocates the
+            blocks in use at the first entry under each setting, then replays.
+            Default: `recorded` when only the recorded settings are replayed on
+            an unlimited device, `fresh` for every what-if (another setting,
+            policy or capacity)
+        top: How many groups to print (the JSON has them all) (default: 15)
+    """
+    return _api._invoke(
+        "diff",
+        "json",
+        {"source": source, "other": other, "conf": conf},
+        {
+            "format": format,
+            "trace_device": device,
+            "conf_from_env": conf_from_env,
+            "recorded_conf": recorded_conf,
+            "torch_version": torch_version,
+            "fraction": fraction,
+            "policy": policy,
+            "gpu": gpu,
+            "capacity": capacity,
+            "placement": placement,
+            "start": start,
+            "top": top,
         },
     )
 

@@ -50,10 +50,14 @@ pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use engine::scenario::Scenario;
 pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
-pub use engine::{ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay};
+pub use engine::{
+    GrowthFn, GrowthHook, ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay,
+};
 
 // The analyses.
 pub use analysis::bench::{BenchRow, bench};
+pub use analysis::diff::{DiffGroup, DiffInput, DiffSide, GroupBy, RunDiff, diff};
+pub use analysis::explain::{Culprit, ExplainOptions, Explanation, Fix, WasteSplit, explain};
 pub use analysis::fidelity::{FidelityReport, FreeBlock, Mismatch, check_fidelity};
 pub use analysis::fit::{FitError, FitProbe, FitResult, max_fitting_size};
 pub use analysis::gate;

@@ -666,3 +666,44 @@ proptest! {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(settings(48))]
+
+    /// `explain`'s waste parts add up to the waste at the peak, its peak is
+    /// the replay's, and each culprit's counterfactual is the replay
+    /// without it; `diff`'s groups add up to each side's allocated bytes at
+    /// its peak, and reserved change = allocated change + waste change.
+    #[test]
+    fn explain_and_diff_add_up(
+        t in trace(80),
+        a in scenario(),
+        b in scenario(),
+        cap in capacity(),
+    ) {
+        let a = a.with_capacity(cap);
+        let opts = vramlab_replay::ExplainOptions { top: 2, fixes: true, progress: None };
+        let e = vramlab_replay::explain(&t, &a, &opts).unwrap();
+        let w = &e.waste;
+        prop_assert_eq!(w.pinned_bytes + w.releasable_bytes + w.pool_cached_bytes, e.waste_at_peak_bytes);
+        let r = a.run(&t, &ReplayOptions::default()).unwrap();
+        prop_assert_eq!(r.summary.peak_reserved_bytes, e.peak_reserved_bytes);
+        prop_assert_eq!(r.summary.waste_at_peak_bytes, e.waste_at_peak_bytes);
+        for c in &e.culprits {
+            let without = a.run(&t.without_allocation(c.id), &ReplayOptions::default()).unwrap();
+            prop_assert_eq!(without.summary.peak_reserved_bytes, c.peak_reserved_without_bytes);
+            prop_assert!(c.pinned_bytes > 0 && c.blocked_requests > 0);
+        }
+        let side = |scenario| vramlab_replay::DiffInput { trace: &t, name: "t", scenario, start: Start::Fresh };
+        let d = vramlab_replay::diff(side(&a), side(&b)).unwrap();
+        let sum_a: u64 = d.groups.iter().map(|g| g.a_bytes).sum();
+        let sum_b: u64 = d.groups.iter().map(|g| g.b_bytes).sum();
+        prop_assert_eq!(sum_a, d.a.allocated_at_peak_bytes);
+        prop_assert_eq!(sum_b, d.b.allocated_at_peak_bytes);
+        prop_assert_eq!(d.reserved_delta_bytes, d.allocated_delta_bytes + d.waste_delta_bytes);
+        prop_assert_eq!(
+            d.a.peak_reserved_bytes - d.a.waste_at_peak_bytes,
+            d.a.allocated_at_peak_bytes
+        );
+    }
+}

@@ -132,6 +132,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         ],
         phases: vramlab_traces::TraceSummary::of(&trace).phases,
         pools: Vec::new(),
+        explanation: None,
     };
     let index = write_report(&out, &report)?;
     println!("{}", index.display());

@@ -16,6 +16,7 @@ use vramlab_allocator::{AllocConf, Placement, TorchVersion};
 use vramlab_replay::GridEntry;
 use vramlab_replay::TorchTarget;
 use vramlab_replay::find_oom_point;
+use vramlab_replay::{ExplainOptions, explain};
 use vramlab_replay::{RecommendRequest, Recommendation, recommend_trace};
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
 use vramlab_traces::advice::{Cmd, Opt, with_callers_spelling};
@@ -236,6 +237,25 @@ pub fn build_report(
     ));
     let summary = TraceSummary::of(trace);
     let pools = ReportPool::of(trace, &summary, &settings);
+    // Why the first setting shown (the defaults when the grid has them)
+    // wastes what it wastes, each culprit's saving replayed.
+    let explanation = match chosen.first() {
+        Some(g) => Some(
+            explain(
+                trace,
+                &g.scenario(capacity).with_placement(placement),
+                &ExplainOptions {
+                    top: 5,
+                    ..ExplainOptions::default()
+                },
+            )
+            .map_err(|error| BuildError::Replay {
+                setting: g.label(),
+                error,
+            })?,
+        ),
+        None => None,
+    };
     let input = ReportInput {
         title: format!("vramlab report: {name}"),
         trace: name.to_string(),
@@ -247,6 +267,7 @@ pub fn build_report(
         notes,
         phases: summary.phases,
         pools,
+        explanation,
     };
     let index = write_report(out, &input).map_err(BuildError::Write)?;
     Ok(BuiltReport { rec, index })
@@ -306,6 +327,7 @@ pub fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf, Bu
         notes,
         phases: Vec::new(),
         pools: Vec::new(),
+        explanation: None,
     };
     write_report(out, &input).map_err(BuildError::Write)
 }

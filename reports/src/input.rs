@@ -140,6 +140,9 @@ pub struct ReportInput {
     /// The default pool and each private pool (empty: the trace has no
     /// private pools, no table).
     pub pools: Vec<ReportPool>,
+    /// Why the first setting reserves more than it allocates at its peak
+    /// (`vramlab explain`; `None`: no such section).
+    pub explanation: Option<vramlab_replay::Explanation>,
 }
 
 /// One pool of the trace in the report: what the trace routes to it and

@@ -25,6 +25,8 @@ pub mod bench;
 pub mod conf;
 #[cfg(feature = "cuda")]
 pub mod cuda_replay;
+pub mod diff;
+pub mod explain;
 pub mod fidelity;
 pub mod fit;
 pub mod gpus;

@@ -33,6 +33,7 @@ mod model;
 mod pickle;
 mod pool_summary;
 mod pools;
+mod remove;
 mod rmm;
 pub mod snapshot;
 mod state_summary;

@@ -4,12 +4,16 @@
 //! pathological traces, and the fidelity proof against a recording.
 
 pub(crate) mod bench;
+pub(crate) mod diff;
+pub(crate) mod explain;
 pub(crate) mod fidelity;
 pub(crate) mod fit;
 pub mod gate;
 pub(crate) mod grid;
+pub(crate) mod growth;
 pub(crate) mod matrix;
 pub(crate) mod oom_point;
+pub(crate) mod peak_state;
 pub(crate) mod placement;
 pub(crate) mod recommend;
 pub(crate) mod serve_budget;

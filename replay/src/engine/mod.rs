@@ -90,7 +90,41 @@ pub struct ReplayOptions {
     pub start: Start,
     /// Replay only the events before this index (`None`: all of them).
     pub stop_before: Option<u64>,
+    /// Shown the allocator's segments after every event that made the
+    /// device allocate (a new segment, or pages mapped into an expandable
+    /// one): what `explain` reads to see what a growing request found.
+    pub growth_hook: Option<GrowthHook>,
 }
+
+/// A callback for [`ReplayOptions::growth_hook`]: the event's index and
+/// the segments after it. Two hooks are equal when they are the same
+/// callback.
+#[derive(Clone)]
+pub struct GrowthHook(pub std::sync::Arc<GrowthFn>);
+
+/// What a [`GrowthHook`] calls.
+pub type GrowthFn = dyn Fn(u64, &[vramlab_allocator::SegmentView]) + Send + Sync;
+
+impl GrowthHook {
+    /// Wraps `f`.
+    pub fn new(f: impl Fn(u64, &[vramlab_allocator::SegmentView]) + Send + Sync + 'static) -> Self {
+        GrowthHook(std::sync::Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for GrowthHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GrowthHook")
+    }
+}
+
+impl PartialEq for GrowthHook {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for GrowthHook {}
 
 /// A callback for [`ReplayOptions::progress`]. Two hooks are equal when
 /// they are the same callback.
@@ -131,6 +165,7 @@ impl Default for ReplayOptions {
             progress: None,
             start: Start::Recorded,
             stop_before: None,
+            growth_hook: None,
         }
     }
 }

@@ -79,6 +79,9 @@ pub(super) struct Replayer<'t> {
     peak_requested: u64,
     peak_reserved_seen: u64,
     waste_at_peak: u64,
+    /// The event after which reserved reached its peak (`None`: the state
+    /// the replay began with).
+    peak_event: Option<u64>,
     segments_at_peak: Vec<vramlab_allocator::SegmentView>,
     oom: Option<OomEvent>,
     allocs: u64,
@@ -124,6 +127,7 @@ impl<'t> Replayer<'t> {
             peak_requested: 0,
             peak_reserved_seen: 0,
             waste_at_peak: 0,
+            peak_event: None,
             segments_at_peak: Vec::new(),
             oom: None,
             allocs: 0,
@@ -552,6 +556,7 @@ impl<'t> Replayer<'t> {
         {
             self.peak_reserved_seen = reserved;
             self.waste_at_peak = waste;
+            self.peak_event = Some(ei);
             if self.opts.segments_at_peak {
                 self.segments_at_peak = alloc.segments();
             }
@@ -583,6 +588,15 @@ impl<'t> Replayer<'t> {
         }
         let calls = alloc.device().calls();
         if calls.len() > self.seen_calls {
+            if let Some(h) = &self.opts.growth_hook {
+                let grew = calls
+                    .iter()
+                    .skip(self.seen_calls)
+                    .any(|c| matches!(c.kind, DeviceCallKind::Malloc | DeviceCallKind::Map));
+                if grew {
+                    (h.0)(ei, &alloc.segments());
+                }
+            }
             self.device_log
                 .extend(calls.iter().skip(self.seen_calls).map(|c| LoggedCall {
                     event_index: Some(i as u32),
@@ -648,6 +662,7 @@ impl<'t> Replayer<'t> {
             oom: self.oom,
             stats: *st,
             alloc_addresses: self.addresses,
+            peak_event_index: self.peak_event,
             segments_at_peak: self.segments_at_peak,
             final_segments: if self.opts.final_segments {
                 alloc.segments()

@@ -167,6 +167,11 @@ pub struct Run {
     /// were never allocated).
     #[serde(skip)]
     pub alloc_addresses: Vec<u64>,
+    /// The event after which reserved bytes reached the peak that
+    /// [`Summary::waste_at_peak_bytes`] describes (`None`: the state the
+    /// replay began with, before any event).
+    #[serde(skip)]
+    pub peak_event_index: Option<u64>,
     /// Segments at the moment reserved bytes peaked (only when requested).
     #[serde(skip)]
     pub segments_at_peak: Vec<SegmentView>,

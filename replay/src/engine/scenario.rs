@@ -23,6 +23,16 @@ fn set_fraction(a: &mut impl Allocator, fraction: Option<f64>) -> Result<(), Rep
     }
 }
 
+/// What `empty_cache()` did at the end of a replay
+/// ([`Scenario::run_then_empty_cache`]).
+#[derive(Debug, Clone)]
+pub(crate) struct EmptyCacheOutcome {
+    /// Reserved bytes it gave back to the device.
+    pub released_bytes: u64,
+    /// The segments left after it.
+    pub segments_after: Vec<vramlab_allocator::SegmentView>,
+}
+
 /// Everything that defines one replay besides the trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -124,6 +134,43 @@ impl Scenario {
         run.conf = self.label();
         run.capacity = self.capacity;
         Ok((run, m, f))
+    }
+
+    /// Replays `trace` as [`Scenario::run`] does, then calls
+    /// `torch.cuda.empty_cache()`: the run, and what that call gave back
+    /// where the replay stopped.
+    pub(crate) fn run_then_empty_cache(
+        &self,
+        trace: &Trace,
+        opts: &ReplayOptions,
+    ) -> Result<(Run, EmptyCacheOutcome), ReplayError> {
+        fn release<A: Allocator>(a: &mut A, run: &Run) -> Result<EmptyCacheOutcome, ReplayError> {
+            let before = a.stats().reserved_bytes.all.current;
+            a.empty_cache().map_err(|e| ReplayError::Allocator {
+                event_index: run.summary.events_replayed,
+                message: format!("empty_cache: {e}"),
+            })?;
+            let after = a.stats().reserved_bytes.all.current;
+            Ok(EmptyCacheOutcome {
+                released_bytes: before.saturating_sub(after).max(0) as u64,
+                segments_after: a.segments(),
+            })
+        }
+        let (mut run, outcome) = if let Some(mut a) = self.native_allocator(trace) {
+            let run = replay(trace, &mut a, opts)?;
+            let outcome = release(&mut a, &run)?;
+            (run, outcome)
+        } else {
+            let dev = self.device(trace);
+            vramlab_allocator::with_policy!(&self.policy, dev, |a| {
+                let run = replay(trace, &mut a, opts)?;
+                let outcome = release(&mut a, &run)?;
+                (run, outcome)
+            })
+        };
+        run.conf = self.label();
+        run.capacity = self.capacity;
+        Ok((run, outcome))
     }
 
     /// Replays `trace` under this scenario.

@@ -14,6 +14,7 @@ use crate::{ReportError, Result};
 mod data;
 mod escape;
 mod sections;
+mod why;
 
 use escape::{esc, esc_inline, script_json};
 use sections::{
@@ -67,6 +68,7 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
         write_recommendation(&mut h, &a);
     }
     settings_table(&mut h, report);
+    why::write_why(&mut h, report.explanation.as_ref());
     write_phases(&mut h, &report.phases);
     write_pools(&mut h, &report.pools, &report.settings);
     write_trace_plots(&mut h, dir, &report.settings, report.capacity)?;

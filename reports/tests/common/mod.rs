@@ -212,6 +212,7 @@ pub fn report(settings: Vec<SettingRun>) -> ReportInput {
         notes: vec!["A note with <html> & \"quotes\".".into()],
         phases: phases_of("gpt-small-train-seq256.csv.gz"),
         pools: Vec::new(),
+        explanation: None,
     }
 }
 

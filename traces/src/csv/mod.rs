@@ -31,6 +31,7 @@
 //! `pools.rs`. The writer writes v2 only for traces that have pools, so
 //! every other trace stays a v1 file; the reader reads both.
 
+mod ids;
 mod pools;
 mod read;
 mod write;
@@ -53,6 +54,37 @@ mod tests {
 
     fn read(s: &str) -> Result<Trace, TraceError> {
         read_csv(s.as_bytes(), "t.csv")
+    }
+
+    /// A large numeric id allocated near the top of a file (beyond the id
+    /// table's limit there) and freed thousands of lines later is the same
+    /// id: `vramlab convert --start fresh` writes such files (the blocks
+    /// in use at the first entry keep their snapshot ids).
+    #[test]
+    fn a_large_id_allocated_early_is_found_when_freed_late() {
+        let mut csv =
+            String::from("action,id,size,stream\nalloc,900000,4096,0\nalloc,70000,512,0\n");
+        for i in 0..6000 {
+            csv.push_str(&format!("alloc,{i},512,0\nfree,{i}\n"));
+        }
+        csv.push_str("free_requested,70000\nfree,900000\nfree_completed,70000\nalloc,900000,8,0\nfree,900000\n");
+        let t = read(&csv).unwrap();
+        assert_eq!(t.num_ids, 6003);
+        let tail: Vec<Event> = t.events.iter().rev().take(5).rev().copied().collect();
+        assert_eq!(
+            tail,
+            vec![
+                Event::FreeRequested { id: 1 },
+                Event::Free { id: 0 },
+                Event::FreeCompleted { id: 1 },
+                Event::Alloc {
+                    id: 6002,
+                    stream: 0,
+                    size: 8
+                },
+                Event::Free { id: 6002 },
+            ]
+        );
     }
 
     /// Rows the fast path takes (plain) and the same rows padded, with

@@ -12,9 +12,8 @@
 
 use std::io::{BufRead, ErrorKind};
 
-use rustc_hash::FxHashMap;
-
 use crate::csv::HEADER_ROW;
+use crate::csv::ids::{Ids, Live, State};
 use crate::error::{Location, TraceError};
 use crate::lines::MAX_LINE;
 use crate::model::{AllocId, Event, StreamInterner, Trace, TraceHeader};
@@ -73,102 +72,6 @@ pub fn read_csv(mut input: impl BufRead, path: &str) -> Result<Trace, TraceError
                 r.line(block.get(pos..filled).unwrap_or_default())?;
             }
             return r.finish();
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Allocated,
-    Requested,
-}
-
-/// What an id names while it is live: its dense id, state, and (for a
-/// requested free) the line that requested it.
-#[derive(Debug, Clone, Copy)]
-struct Live {
-    dense: AllocId,
-    state: State,
-    line: u64,
-}
-
-/// The live ids.
-#[derive(Default)]
-struct Ids {
-    by_number: Vec<Option<Live>>,
-    by_text: FxHashMap<Box<[u8]>, Live>,
-}
-
-/// A plain decimal number (no sign, no leading zero) that indexes
-/// [`Ids::by_number`], when it is below `limit`.
-fn index_of(id: &[u8], limit: usize) -> Option<usize> {
-    if id.is_empty() || id.len() > 9 || (id.len() > 1 && id.first() == Some(&b'0')) {
-        return None;
-    }
-    let mut n = 0usize;
-    for &b in id {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n = n * 10 + (b - b'0') as usize;
-    }
-    (n < limit).then_some(n)
-}
-
-/// Where an id lives in [`Ids`], worked out once per row.
-#[derive(Clone, Copy)]
-enum Key<'a> {
-    Index(usize),
-    Text(&'a [u8]),
-}
-
-impl Ids {
-    /// Ids index a table at most 16 entries per line read so far (plus
-    /// 4096): memory stays proportional to the input.
-    fn key(id: &[u8], lineno: u64) -> Key<'_> {
-        let limit = (lineno as usize).saturating_mul(16).saturating_add(4096);
-        match index_of(id, limit) {
-            Some(i) => Key::Index(i),
-            None => Key::Text(id),
-        }
-    }
-
-    fn get(&self, key: Key<'_>) -> Option<Live> {
-        match key {
-            Key::Index(i) => self.by_number.get(i).copied().flatten(),
-            Key::Text(id) => self.by_text.get(id).copied(),
-        }
-    }
-
-    fn set(&mut self, key: Key<'_>, v: Live) {
-        match key {
-            Key::Index(i) => {
-                if i >= self.by_number.len() {
-                    self.by_number.resize(i + 1, None);
-                }
-                if let Some(slot) = self.by_number.get_mut(i) {
-                    *slot = Some(v);
-                }
-            }
-            Key::Text(id) => match self.by_text.get_mut(id) {
-                Some(slot) => *slot = v,
-                None => {
-                    self.by_text.insert(id.into(), v);
-                }
-            },
-        }
-    }
-
-    fn remove(&mut self, key: Key<'_>) {
-        match key {
-            Key::Index(i) => {
-                if let Some(slot) = self.by_number.get_mut(i) {
-                    *slot = None;
-                }
-            }
-            Key::Text(id) => {
-                self.by_text.remove(id);
-            }
         }
     }
 }

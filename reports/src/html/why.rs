@@ -1,0 +1,135 @@
+//! The "why" section: what the waste at the reserved peak is made of, the
+//! live allocations that pin it (with their source lines) and each one's
+//! counterfactual, replayed — `vramlab explain` on the page.
+
+use std::fmt::Write as _;
+
+use vramlab_replay::Explanation;
+
+use super::escape::esc;
+use crate::units::{fmt_int, format_bytes};
+
+fn saving(n: i64) -> String {
+    match n.signum() {
+        1 => format!("{} less", format_bytes(n.unsigned_abs())),
+        -1 => format!("{} more", format_bytes(n.unsigned_abs())),
+        _ => "no change".to_string(),
+    }
+}
+
+/// Writes the section (nothing without an explanation).
+pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
+    let Some(e) = e else {
+        return;
+    };
+    let w = &e.waste;
+    let at = e
+        .peak_event_index
+        .map_or("before the first event".to_string(), |i| {
+            format!("after event {}", fmt_int(i))
+        });
+    let phase = e
+        .phase_at_peak
+        .as_ref()
+        .map_or(String::new(), |p| format!(" ({})", esc(p)));
+    let _ = write!(
+        h,
+        "<h2 id=\"why\">Why it reserves more than it allocates</h2>\n<p>Under <code>{}</code>{} reserved peaks at {} {at}{phase}, with {} allocated: {} reserved but unallocated.</p>\n",
+        esc(&e.setting),
+        if e.start.is_some() {
+            " (replayed from a fresh start, so that any allocation can be removed)"
+        } else {
+            ""
+        },
+        esc(&format_bytes(e.peak_reserved_bytes)),
+        esc(&format_bytes(e.allocated_at_peak_bytes)),
+        esc(&format_bytes(e.waste_at_peak_bytes)),
+    );
+    h.push_str("<table id=\"waste\">\n<thead><tr><th>cause</th><th>bytes</th><th>what it is</th></tr></thead>\n<tbody>\n");
+    let rows = [
+        (
+            "pinned",
+            w.pinned_bytes,
+            format!(
+                "free space inside segments that hold live blocks ({} of {} segments): no release returns it",
+                fmt_int(e.segments_with_live_blocks as u64),
+                fmt_int(e.segments_at_peak as u64)
+            ),
+        ),
+        (
+            "releasable",
+            w.releasable_bytes,
+            "what <code>empty_cache()</code> at the peak gives back".to_string(),
+        ),
+        (
+            "pool cache",
+            w.pool_cached_bytes,
+            "whole free segments of private pools still in use".to_string(),
+        ),
+        (
+            "rounding",
+            w.rounding_bytes,
+            "block sizes above the requests (beside the waste)".to_string(),
+        ),
+    ];
+    for (name, bytes, what) in rows {
+        let _ = writeln!(
+            h,
+            "<tr><td>{name}</td><td>{}</td><td>{what}</td></tr>",
+            esc(&format_bytes(bytes))
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
+    if e.culprits.is_empty() {
+        h.push_str("<p>No live block at the peak kept a request that made a new segment from free space beside it.</p>\n");
+    } else {
+        let _ = write!(
+            h,
+            "<p>Live allocations that kept a request making a new segment from the free space beside them ({} of {} found), and the peak replayed without each (its allocation and free removed):</p>\n<table id=\"culprits\">\n<thead><tr><th>id</th><th>size</th><th>pinned</th><th>allocated at</th><th>freed at</th><th>allocated by</th><th>peak without it</th><th>saving</th></tr></thead>\n<tbody>\n",
+            fmt_int(e.culprits.len() as u64),
+            fmt_int(e.culprits_found as u64)
+        );
+        for c in &e.culprits {
+            let frames = if c.frames.is_empty() {
+                "—".to_string()
+            } else {
+                c.frames
+                    .iter()
+                    .map(|f| format!("<code>{}</code>", esc(f)))
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{frames}</td><td>{}</td><td>{}</td></tr>",
+                c.id,
+                esc(&format_bytes(c.size_bytes)),
+                esc(&format_bytes(c.pinned_bytes)),
+                c.allocated_at.map_or("start".to_string(), fmt_int),
+                c.freed_at.map_or("never".to_string(), fmt_int),
+                esc(&format_bytes(c.peak_reserved_without_bytes)),
+                esc(&saving(c.saving_bytes)),
+            );
+        }
+        h.push_str("</tbody>\n</table>\n");
+    }
+    if !e.fixes.is_empty() {
+        h.push_str("<p>Settings aimed at it, replayed:</p>\n<table id=\"fixes\">\n<thead><tr><th>setting</th><th>peak reserved</th><th>saving</th><th>why</th></tr></thead>\n<tbody>\n");
+        for f in &e.fixes {
+            let s = if f.oom {
+                "out of memory".to_string()
+            } else {
+                saving(f.saving_bytes)
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&f.setting),
+                esc(&format_bytes(f.peak_reserved_bytes)),
+                esc(&s),
+                esc(&f.why)
+            );
+        }
+        h.push_str("</tbody>\n</table>\n");
+    }
+}

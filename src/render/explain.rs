@@ -1,0 +1,157 @@
+//! How `vramlab explain` prints: the peak, the waste by cause, the
+//! culprits with their replayed counterfactuals, and the settings aimed at
+//! the waste.
+
+use std::path::Path;
+
+use vramlab_replay::Explanation;
+
+use crate::render::table::{Table, bytes, count};
+
+/// `+1.00 MiB` / `-1.00 MiB` / `0 B`.
+pub fn signed_bytes(n: i64) -> String {
+    match n.signum() {
+        1 => format!("{} less", bytes(n.unsigned_abs())),
+        -1 => format!("{} more", bytes(n.unsigned_abs())),
+        _ => "no change".into(),
+    }
+}
+
+fn event(at: Option<u64>) -> String {
+    at.map_or("before the first event".into(), |e| {
+        format!("event {}", count(e))
+    })
+}
+
+/// Prints an explanation as tables.
+pub fn print_explanation(path: &Path, e: &Explanation) {
+    outln!("explain: {} under {}", path.display(), e.setting);
+    let phase = e
+        .phase_at_peak
+        .as_ref()
+        .map_or(String::new(), |p| format!(" ({p})"));
+    outln!(
+        "peak reserved {} after {}{phase}: allocated {}, requested {}",
+        bytes(e.peak_reserved_bytes),
+        event(e.peak_event_index),
+        bytes(e.allocated_at_peak_bytes),
+        bytes(e.requested_at_peak_bytes)
+    );
+    if let Some(m) = &e.oom {
+        outln!("note: the replay ran out of memory; the peak explained is the one before: {m}");
+    }
+    outln!();
+    let w = &e.waste;
+    outln!(
+        "waste at the peak: {} reserved but not allocated",
+        bytes(e.waste_at_peak_bytes)
+    );
+    let mut t = Table::new(vec!["cause".into(), "bytes".into(), "what it is".into()]).left(2);
+    t.row(vec![
+        "pinned".into(),
+        bytes(w.pinned_bytes),
+        format!(
+            "free space inside segments that hold live blocks ({} of {} segments): no release returns it",
+            count(e.segments_with_live_blocks as u64),
+            count(e.segments_at_peak as u64)
+        ),
+    ]);
+    t.row(vec![
+        "releasable".into(),
+        bytes(w.releasable_bytes),
+        "what empty_cache() at the peak gives back (whole cached segments)".into(),
+    ]);
+    t.row(vec![
+        "pool cache".into(),
+        bytes(w.pool_cached_bytes),
+        "whole free segments of private pools (CUDA graphs, MemPools) still in use".into(),
+    ]);
+    t.row(vec![
+        "(pending)".into(),
+        bytes(w.pending_free_bytes),
+        "of the waste: freed blocks waiting for other streams (record_stream)".into(),
+    ]);
+    t.row(vec![
+        "rounding".into(),
+        bytes(w.rounding_bytes),
+        "block sizes above the requests (allocated − requested; beside the waste)".into(),
+    ]);
+    out!("{}", t.render());
+    outln!();
+    print_culprits(e);
+    print_fixes(e);
+}
+
+fn print_culprits(e: &Explanation) {
+    if e.culprits.is_empty() {
+        outln!(
+            "culprits: none — no live block at the peak has free space beside it that a request making a new segment ({} by the peak) could have used",
+            count(e.growth_requests)
+        );
+        return;
+    }
+    outln!(
+        "culprits: live allocations whose free neighbours a request that made a new segment could have used ({} of {} found, by pinned bytes)",
+        count(e.culprits.len() as u64),
+        count(e.culprits_found as u64)
+    );
+    let mut t = Table::new(
+        [
+            "id",
+            "size",
+            "pinned",
+            "allocated",
+            "freed",
+            "frame",
+            "peak without",
+            "saving",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .left(5);
+    for c in &e.culprits {
+        t.row(vec![
+            c.id.to_string(),
+            bytes(c.size_bytes),
+            bytes(c.pinned_bytes),
+            c.allocated_at.map_or("at start".into(), count),
+            c.freed_at.map_or("never".into(), count),
+            c.frame.clone().unwrap_or_else(|| "-".into()),
+            bytes(c.peak_reserved_without_bytes),
+            signed_bytes(c.saving_bytes),
+        ]);
+    }
+    out!("{}", t.render());
+    outln!(
+        "peak without: the trace replayed without that allocation (its alloc and its free removed; ids as `vramlab convert TRACE --start fresh` writes them)"
+    );
+    outln!();
+}
+
+fn print_fixes(e: &Explanation) {
+    if e.fixes.is_empty() {
+        return;
+    }
+    outln!("settings aimed at it, replayed:");
+    let mut t = Table::new(
+        ["setting", "peak reserved", "saving", "why"]
+            .map(String::from)
+            .to_vec(),
+    )
+    .left(3);
+    for f in &e.fixes {
+        let saving = if f.oom {
+            "out of memory".into()
+        } else {
+            signed_bytes(f.saving_bytes)
+        };
+        t.row(vec![
+            f.setting.clone(),
+            bytes(f.peak_reserved_bytes),
+            saving,
+            f.why.clone(),
+        ]);
+    }
+    out!("{}", t.render());
+}
