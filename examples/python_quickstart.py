@@ -49,3 +49,20 @@ except ImportError:
 # The HTML report with plots.
 out = Path(tempfile.mkdtemp(prefix="vramlab-report-"))
 print("report:", vramlab.report(t, out, gpu="rtx4090", plots=2))
+
+# Why it reserves more than it allocates: the waste at the peak by cause, and
+# the live allocations that pin it, each with the peak replayed without it.
+e = vramlab.explain(t, top=3)
+print(f"waste at peak {e.waste_at_peak_bytes / GiB:.2f} GiB: pinned {e.waste.pinned_bytes / GiB:.2f}, releasable {e.waste.releasable_bytes / GiB:.2f}")
+for c in e.culprits:
+    print(f"  id {c.id}: pins {c.pinned_bytes / GiB:.3f} GiB; without it the peak is {c.peak_reserved_without_bytes / GiB:.2f} GiB")
+
+# The same sweep on a process pool (or Dask, submitit, Ray): the same rows.
+if __name__ == "__main__":
+    import concurrent.futures
+
+    with concurrent.futures.ProcessPoolExecutor(max_workers=2) as pool:
+        assert vramlab.sweep(t, grid=["default", "expandable_segments:True"], executor=pool) == vramlab.sweep(
+            t, grid=["default", "expandable_segments:True"]
+        )
+    print("best across the fleet:", vramlab.fleet_report(rows).best_setting.grid_line)

@@ -31,7 +31,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "vramlab"
 # files, the JSON switch, progress bars), or what only the command line
 # does (reading the environment's settings is os.environ's job in Python,
 # the CUDA device replay has its own command-line output).
-NEVER = {"json", "csv", "quiet", "timeline", "plot", "merge", "shard", "device", "touch"}
+NEVER = {"json", "csv", "quiet", "timeline", "plot", "merge", "shard", "device", "touch", "plan"}
 
 # The Python keyword of `--trace-device`: which device of a multi-GPU
 # snapshot to replay.
@@ -166,12 +166,19 @@ tree's ``target/``, or at ``$VRAMLAB_FAKECUDA``.""",
     {
         "name": "sweep",
         "command": "sweep",
-        "params": ["sources", "grid"],
+        "params": ["sources", "grid", "executor"],
         "result": "rows_file",
         "returns": "Rows",
         "doc": """``vramlab sweep``: every source under every setting of ``grid``, in
 parallel on all cores; rows as dicts (:meth:`Rows.to_pandas` for a
-DataFrame). A single path, dict or Trace counts as one source.""",
+DataFrame, :meth:`Rows.to_parquet` for a file). A single path, dict or
+Trace counts as one source.
+
+With ``executor`` (a ``concurrent.futures`` executor — a process pool,
+Dask's ``client.get_executor()``, submitit — or a pool with ``map``), the
+sweep is split into :func:`vramlab.cases` and each runs there through
+:func:`vramlab.run_case`: the same rows, in the same order (sources must
+then be files the workers can read; ``threads`` does not apply).""",
     },
     {
         "name": "matrix",
@@ -204,6 +211,7 @@ PARAMS = {
     "source": ("source: Source", "positional"),
     "sources": ("sources: Union[Source, Sequence[Source]]", "positional"),
     "other": ("other: Optional[Source] = None", "positional"),
+    "executor": ("executor: Any = None", "executor"),
     "preset": ("preset: str", "positional"),
     "conf": ("conf: Conf = None", "conf"),
     "grid": ("grid: Grid = None", "grid"),
@@ -298,10 +306,20 @@ def function(spec: Dict[str, Any], command: Dict[str, Any]) -> str:
     for kw, a in options:
         lines += ["    " + ln for ln in option_doc(kw, a, command)]
     lines.append('    """')
+    if "executor" in spec["params"]:
+        lines.append("    if executor is not None:")
+        lines.append("        return _fleet.sweep_on(")
+        lines.append("            executor,")
+        lines.append("            _fleet.cases(")
+        lines.append("                sources,")
+        lines.append("                grid,")
+        lines += [f"                {kw}={kw}," for kw, a in options if kw != "threads"]
+        lines.append("            ),")
+        lines.append("        )")
     lines.append("    return _api._invoke(")
     lines.append(f'        "{command["name"]}",')
     lines.append(f'        "{spec["result"]}",')
-    lines.append("        {" + ", ".join(f'"{p}": {p}' for p in spec["params"]) + "},")
+    lines.append("        {" + ", ".join(f'"{p}": {p}' for p in spec["params"] if p != "executor") + "},")
     lines.append("        {")
     lines += [f'            "{raw_keyword(a)}": {kw},' for kw, a in options]
     lines.append("        },")
@@ -344,9 +362,9 @@ def generate(table: List[Dict[str, Any]]) -> str:
         "",
         "import os",
         "from pathlib import Path",
-        "from typing import List, Literal, Optional, Sequence, Union",
+        "from typing import Any, List, Literal, Optional, Sequence, Union",
         "",
-        "from . import _api",
+        "from . import _api, _fleet",
         "from ._api import Conf, Grid, Record, Rows, Size, Source",
         "",
         "__all__ = [" + ", ".join(f'"{f["name"]}"' for f in FUNCTIONS) + "]",

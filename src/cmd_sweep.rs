@@ -40,6 +40,12 @@ pub struct SweepArgs {
     /// Write rows as JSON (pandas: pd.read_json).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write the sweep's cases as JSON instead of replaying them: one per
+    /// trace × setting, in row order, each with what it needs to run alone
+    /// (`vramlab.run_case`, or `vramlab run-case CASE`) and give the row
+    /// the whole sweep gives.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["csv", "json", "shard"])]
+    plan: Option<PathBuf>,
     /// Merge shard CSV files into one (instead of sweeping).
     #[arg(long, value_name = "CSV", num_args = 1.., conflicts_with = "traces")]
     merge: Vec<PathBuf>,
@@ -97,6 +103,50 @@ pub fn sweep_rows(
     Ok(rows)
 }
 
+/// Writes the cases of the sweep `args` asks for over `read` to `path`.
+fn write_plan(path: &Path, read: &[vramlab_replay::Input], args: &SweepArgs) -> Result<()> {
+    if read.is_empty() {
+        bail!("no traces with events to plan");
+    }
+    let traces: Vec<(String, Trace)> = read
+        .iter()
+        .map(|i| (i.label.clone(), i.trace.clone()))
+        .collect();
+    let target = args.grid.target_of_all(&traces);
+    let grid = args.grid.entries(&target)?;
+    let paths: Vec<String> = read.iter().map(|i| i.path.display().to_string()).collect();
+    let case_traces: Vec<vramlab_replay::CaseTrace<'_>> = read
+        .iter()
+        .zip(&paths)
+        .map(|(i, p)| vramlab_replay::CaseTrace {
+            label: &i.label,
+            path: p,
+            trace: &i.trace,
+        })
+        .collect();
+    let cases = vramlab_replay::plan_cases(
+        &case_traces,
+        &grid,
+        &vramlab_replay::CasePlan {
+            capacity: args.card.bytes(),
+            placement: args.card.placement,
+            start: args.start.start,
+            rules: target.rules,
+            read_torch_version: args.grid.torch_version,
+        },
+    );
+    std::fs::write(path, serde_json::to_string_pretty(&cases)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    errln!(
+        "wrote {} ({} cases: {} traces x {} settings)",
+        path.display(),
+        cases.len(),
+        read.len(),
+        grid.len()
+    );
+    Ok(())
+}
+
 /// Runs `sweep`.
 pub fn run(args: SweepArgs) -> Result<()> {
     if let Some(n) = args.threads {
@@ -117,10 +167,11 @@ pub fn run(args: SweepArgs) -> Result<()> {
         let inputs = Inputs::new(&args.traces)
             .pick(Pick::Pool(args.device))
             .torch(args.grid.torch_version);
-        let traces: Vec<(String, Trace)> = crate::inputs::read(inputs)?
-            .into_iter()
-            .map(|i| (i.label, i.trace))
-            .collect();
+        let read = crate::inputs::read(inputs)?;
+        if let Some(plan) = &args.plan {
+            return write_plan(plan, &read, &args);
+        }
+        let traces: Vec<(String, Trace)> = read.into_iter().map(|i| (i.label, i.trace)).collect();
         if traces.is_empty() {
             bail!(
                 "no traces with events to sweep{}",

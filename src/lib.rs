@@ -56,6 +56,7 @@ mod cmd_recommend;
 mod cmd_replay;
 mod cmd_replay_cuda;
 mod cmd_report;
+mod cmd_run_case;
 mod cmd_serve_budget;
 mod cmd_stats;
 mod cmd_sweep;
@@ -148,6 +149,10 @@ enum Command {
     /// baseline (a developer command).
     #[command(hide = true)]
     BenchCheck(cmd_bench_check::BenchCheckArgs),
+    /// One case of a sweep planned with `sweep --plan`, replayed alone: its
+    /// row as JSON (what `vramlab.run_case` runs; a developer command).
+    #[command(hide = true)]
+    RunCase(cmd_run_case::RunCaseArgs),
     /// The GPUs --gpu NAME knows, and the memory PyTorch can use on each.
     Gpus(cmd_gpus::GpusArgs),
     /// Convert a trace between formats (snapshot, RMM log, CSV, binary).
@@ -188,6 +193,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),
+        Command::RunCase(a) => cmd_run_case::run(a),
         Command::DescribeCommands(a) => command_table::run(a),
     }
 }

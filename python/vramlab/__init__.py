@@ -42,32 +42,41 @@ from ._commands import (
     stats,
     sweep,
 )
+from ._fleet import Case, cases, fleet_report, read_rows, run_case
 from ._native import version as _version
+from ._rows import ROW_COLUMNS, ROW_SCHEMA
 from ._record import record
 
 __version__: str = _version()
 
 __all__ = [
+    "Case",
     "ConfError",
+    "ROW_COLUMNS",
+    "ROW_SCHEMA",
     "Record",
     "Rows",
     "Trace",
     "TraceError",
     "VramlabError",
     "VramlabWarning",
+    "cases",
     "diff",
     "explain",
     "fidelity",
+    "fleet_report",
     "load",
     "matrix",
     "oom_point",
     "serve_budget",
     "oracle",
     "recommend",
+    "read_rows",
     "record",
     "replay",
     "report",
     "run",
+    "run_case",
     "stats",
     "sweep",
 ]

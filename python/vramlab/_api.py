@@ -16,7 +16,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
 
-from . import _native
+from . import _native, _rows
 from ._options import OPTIONS
 
 __all__ = [
@@ -75,6 +75,13 @@ class Rows(list):
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("Rows.to_pandas() needs pandas: pip install pandas") from e
         return pd.DataFrame([dict(r) for r in self])
+
+    def to_parquet(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes the rows to a Parquet file (pyarrow must be installed),
+        typed as ``vramlab.ROW_COLUMNS`` says, with ``vramlab_rows_schema``
+        and ``vramlab_version`` in its metadata; :func:`vramlab.read_rows`
+        reads it back."""
+        _rows.write_parquet(self, path)
 
 
 Source = Union[str, "os.PathLike[str]", Mapping[str, Any], Sequence[Any], "Trace"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Literal, Optional, Sequence, Union
+from typing import Any, List, Literal, Optional, Sequence, Union
 
-from . import _api
+from . import _api, _fleet
 from ._api import Conf, Grid, Record, Rows, Size, Source
 
 __all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "explain", "diff", "fidelity", "oracle", "sweep", "matrix", "report"]
@@ -741,6 +741,7 @@ def oracle(
 def sweep(
     sources: Union[Source, Sequence[Source]],
     grid: Grid = None,
+    executor: Any = None,
     *,
     conf: Union[None, str, Sequence[str]] = None,
     torch_version: Optional[str] = None,
@@ -753,7 +754,14 @@ def sweep(
 ) -> Rows:
     """``vramlab sweep``: every source under every setting of ``grid``, in
     parallel on all cores; rows as dicts (:meth:`Rows.to_pandas` for a
-    DataFrame). A single path, dict or Trace counts as one source.
+    DataFrame, :meth:`Rows.to_parquet` for a file). A single path, dict or
+    Trace counts as one source.
+
+    With ``executor`` (a ``concurrent.futures`` executor — a process pool,
+    Dask's ``client.get_executor()``, submitit — or a pool with ``map``), the
+    sweep is split into :func:`vramlab.cases` and each runs there through
+    :func:`vramlab.run_case`: the same rows, in the same order (sources must
+    then be files the workers can read; ``threads`` does not apply).
 
     Keywords (the options of ``vramlab sweep``):
 
@@ -783,6 +791,21 @@ def sweep(
             policy or capacity)
         threads: Worker threads (default: all cores)
     """
+    if executor is not None:
+        return _fleet.sweep_on(
+            executor,
+            _fleet.cases(
+                sources,
+                grid,
+                conf=conf,
+                torch_version=torch_version,
+                gpu=gpu,
+                capacity=capacity,
+                placement=placement,
+                device=device,
+                start=start,
+            ),
+        )
     return _api._invoke(
         "sweep",
         "rows_file",

@@ -65,6 +65,7 @@ OPTIONS = {
         "shard": ("--shard", "value"),
         "csv": ("--csv", "value"),
         "json": ("--json", "value"),
+        "plan": ("--plan", "value"),
         "merge": ("--merge", "repeated"),
         "threads": ("--threads", "value"),
         "quiet": ("--quiet", "switch"),

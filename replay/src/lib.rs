@@ -81,6 +81,9 @@ pub use analysis::stress;
 pub use analysis::sweep::{
     SWEEP_CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,
 };
+pub use analysis::sweep_cases::{
+    CASE_SCHEMA, CaseError, CasePlan, CaseTrace, SweepCase, plan_cases, run_case,
+};
 
 // What each command answers.
 pub use results::capacity::{CapacityRun, free_bytes};

@@ -19,3 +19,4 @@ pub(crate) mod recommend;
 pub(crate) mod serve_budget;
 pub mod stress;
 pub(crate) mod sweep;
+pub(crate) mod sweep_cases;

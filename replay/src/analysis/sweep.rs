@@ -199,7 +199,13 @@ pub fn run_sweep(
         .collect()
 }
 
-fn row_of(index: u64, name: &str, entry: &GridEntry, capacity: Option<u64>, run: &Run) -> SweepRow {
+pub(crate) fn row_of(
+    index: u64,
+    name: &str,
+    entry: &GridEntry,
+    capacity: Option<u64>,
+    run: &Run,
+) -> SweepRow {
     let s = &run.summary;
     SweepRow {
         index,

@@ -33,7 +33,7 @@ use crate::engine::fresh_pools::{FreshPools, pool_options};
 use crate::engine::{ReplayDevice, ReplayError};
 
 /// How a replay of a trace that starts mid-run begins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Start {
     /// The recorded layout, seeded as it was.
