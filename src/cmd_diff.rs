@@ -31,7 +31,8 @@ pub struct DiffArgs {
     device_index: Option<u32>,
     /// Settings: none (each trace under its recorded settings, else
     /// PyTorch's defaults), one (both runs), or two (A under the first, B
-    /// under the second).
+    /// under the second); likewise `--torch-version`: two compare
+    /// releases (what an upgrade does).
     #[command(flatten)]
     conf: ConfArgs,
     #[command(flatten)]
@@ -46,13 +47,17 @@ pub struct DiffArgs {
     json: bool,
 }
 
-fn load(args: &DiffArgs, path: &std::path::Path) -> Result<Trace> {
+fn load(
+    args: &DiffArgs,
+    path: &std::path::Path,
+    release: Option<vramlab_allocator::TorchVersion>,
+) -> Result<Trace> {
     let t = TraceArgs {
         trace: path.to_path_buf(),
         format: args.format,
         device: args.device_index,
     };
-    Ok(t.load(args.conf.torch_version())?.trace)
+    Ok(t.load(release)?.trace)
 }
 
 /// The one scenario of `conf` (given or recorded) for `trace`.
@@ -68,7 +73,14 @@ fn one_scenario(args: &DiffArgs, confs: &ConfArgs, trace: &Trace) -> Result<Scen
 
 /// Runs `diff`.
 pub fn run(args: DiffArgs) -> Result<()> {
-    args.conf.one_release("diff")?;
+    let releases = &args.conf.torch_versions;
+    if releases.len() > 2 {
+        bail!(BadArgument(format!(
+            "diff compares two runs: give at most two --torch-version ({} given)",
+            releases.len()
+        )));
+    }
+    let release_at = |i: usize| releases.get(i).or(releases.first()).copied();
     let confs = &args.conf.confs;
     if confs.len() > 2 {
         bail!(BadArgument(format!(
@@ -76,16 +88,19 @@ pub fn run(args: DiffArgs) -> Result<()> {
             confs.len()
         )));
     }
-    let ta = load(&args, &args.a)?;
+    let ta = load(&args, &args.a, release_at(0))?;
     let tb = match &args.b {
-        Some(p) => Some(load(&args, p)?),
+        Some(p) => Some(load(&args, p, release_at(1))?),
+        // One trace under two releases: laid out under each release's rules.
+        None if releases.len() == 2 => Some(load(&args, &args.a, release_at(1))?),
         None if confs.len() == 2 => None,
         None => bail!(BadArgument(
-            "diff compares two runs: give a second trace (`vramlab diff A B`) or two settings (`vramlab diff A --conf X --conf Y`)".into()
+            "diff compares two runs: give a second trace (`vramlab diff A B`), two settings (`vramlab diff A --conf X --conf Y`) or two releases (`vramlab diff A --torch-version 2.11 --torch-version 2.15`)".into()
         )),
     };
     let conf_at = |i: usize| -> ConfArgs {
         let mut c = args.conf.clone();
+        c.torch_versions = release_at(i).into_iter().collect();
         c.confs = confs
             .get(i)
             .or(confs.first())

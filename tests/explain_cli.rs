@@ -153,3 +153,41 @@ fn the_report_has_a_why_section() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// PyTorch's own allocator agrees: 2.11 reserves 12,614 MiB on this trace,
+/// 2.15 12,518 MiB (docs/results/upgrade-llama-1b-torch2.11-vs-2.15.json,
+/// `vramlab oracle TRACE --torch R --torch-version R --conf default --json`).
+#[test]
+fn diff_under_two_releases_shows_what_an_upgrade_does() {
+    let v = json(&[
+        "diff",
+        "workloads/data/llama-1b-train-seq1024.csv.gz",
+        "--torch-version",
+        "2.11",
+        "--torch-version",
+        "2.15",
+        "--json",
+    ]);
+    assert_eq!(v["a"]["torch_version"], "2.11");
+    assert_eq!(v["b"]["torch_version"], "2.15");
+    assert_eq!(v["reserved_delta_bytes"], -(96i64 << 20));
+    assert_eq!(
+        v["reserved_delta_bytes"].as_i64().unwrap(),
+        v["allocated_delta_bytes"].as_i64().unwrap() + v["waste_delta_bytes"].as_i64().unwrap()
+    );
+    let (code, _, err) = vramlab(&[
+        "diff",
+        SPLIT,
+        "--torch-version",
+        "2.9",
+        "--torch-version",
+        "2.11",
+        "--torch-version",
+        "2.15",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("at most two --torch-version (3 given)"),
+        "{err}"
+    );
+}

@@ -16,8 +16,22 @@ fn signed(n: i64) -> String {
 
 /// Prints a diff, the `top` largest changes first.
 pub fn print_diff(d: &RunDiff, top: usize) {
-    outln!("A: {} under {}", d.a.trace, d.a.setting);
-    outln!("B: {} under {}", d.b.trace, d.b.setting);
+    let release = |v: &Option<String>| {
+        v.as_ref()
+            .map_or(String::new(), |v| format!(" (PyTorch {v} rules)"))
+    };
+    outln!(
+        "A: {} under {}{}",
+        d.a.trace,
+        d.a.setting,
+        release(&d.a.torch_version)
+    );
+    outln!(
+        "B: {} under {}{}",
+        d.b.trace,
+        d.b.setting,
+        release(&d.b.torch_version)
+    );
     let mut t = Table::new(vec![String::new(), "A".into(), "B".into(), "B − A".into()]);
     t.row(vec![
         "peak reserved".into(),

@@ -28,6 +28,9 @@ pub struct DiffSide {
     pub trace: String,
     /// The setting replayed (its label).
     pub setting: String,
+    /// The PyTorch release whose rules it was replayed under (`None`: a
+    /// policy other than PyTorch's).
+    pub torch_version: Option<String>,
     /// How a trace that starts mid-run began (`None`: it starts empty).
     pub start: Option<Start>,
     /// Peak reserved bytes.
@@ -192,6 +195,11 @@ fn side(input: DiffInput<'_>, by: GroupBy) -> Result<(DiffSide, Groups), ReplayE
     let side = DiffSide {
         trace: input.name.to_string(),
         setting: input.scenario.label(),
+        torch_version: input
+            .scenario
+            .policy
+            .native_conf()
+            .map(|c| c.version.to_string()),
         start: state.run.start,
         peak_reserved_bytes: s.peak_reserved_bytes,
         allocated_at_peak_bytes: state.allocated_bytes,
