@@ -19,6 +19,9 @@ pub struct SettingRun {
     /// segments at the OOM or, without one, at peak reserved (replay with
     /// `ReplayOptions { segments_at_peak: true, .. }` to get a segment map).
     pub run: Run,
+    /// Other settings whose replays came out exactly the same, shown with
+    /// this one (the page groups them; empty as built).
+    pub same_as: Vec<String>,
 }
 
 impl SettingRun {
@@ -27,6 +30,7 @@ impl SettingRun {
         SettingRun {
             label: label.into(),
             run,
+            same_as: Vec::new(),
         }
     }
 }

@@ -68,6 +68,7 @@
 
 mod base64;
 mod build;
+mod group;
 mod html;
 mod input;
 mod plots;

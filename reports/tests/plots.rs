@@ -354,12 +354,13 @@ fn the_answers_of_a_fit_search_are_labelled_apart() {
 fn six_settings_get_six_colours_in_every_plot() {
     let labels = [
         "",
-        "expandable_segments:True",
-        "max_split_size_mb:128",
+        "roundup_power2_divisions:2",
+        "roundup_power2_divisions:8",
         "roundup_power2_divisions:4",
         "garbage_collection_threshold:0.6,max_split_size_mb:64",
         "roundup_power2_divisions:[256:1,512:2,1024:4,>:8],expandable_segments:True",
     ];
+    // Six settings with six different results (identical ones are drawn once).
     let mut input = report(replay(&labels, 1024));
     // The fit sweep lists the settings in another order: the colours
     // still follow the report's settings.
@@ -518,4 +519,33 @@ fn the_matrix_heatmap_shows_every_name_whole_and_marks_what_does_not_fit() {
     // Deterministic.
     let again = vramlab_reports::plot_matrix(&dir.join("matrix-again"), &m).unwrap();
     assert_eq!(fs::read(&f.png).unwrap(), fs::read(&again.png).unwrap());
+}
+
+#[test]
+fn settings_with_identical_results_are_shown_once_and_names_never_break_inside_a_word() {
+    // On this trace and card max_split_size_mb:128 changes nothing.
+    let labels = ["", "max_split_size_mb:128", "expandable_segments:True"];
+    let input = report(replay(&labels, 1024));
+    let dir = out_dir("grouped");
+    vramlab_reports::write_report(&dir, &input).unwrap();
+    let html = fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(
+        html.contains("<td>default<br><span class=\"same\">the same results: max_split_size_mb:<wbr>128</span></td>"),
+        "one row for both"
+    );
+    let maps = fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            let n = e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            n.starts_with("segments-") && n.ends_with(".png")
+        })
+        .count();
+    assert_eq!(maps, 2, "one segment map per distinct result");
+    assert!(!html.contains("break-all"));
+    assert!(html.contains("<div class=\"scroll\"><table id=\"settings\">"));
 }

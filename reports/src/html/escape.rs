@@ -22,6 +22,20 @@ pub(super) fn esc(s: &str) -> String {
 
 /// Escapes text like [`esc`], and shows Markdown-style `` `code` `` spans
 /// as `<code>` (a backtick without a partner stays a backtick).
+/// A setting's name escaped, with line-break opportunities after each `,`
+/// and `:` only: a long `PYTORCH_ALLOC_CONF` string wraps between its keys
+/// and values, never inside a word.
+pub(super) fn esc_breakable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        out.push_str(&esc(c.encode_utf8(&mut [0u8; 4])));
+        if c == ',' || c == ':' {
+            out.push_str("<wbr>");
+        }
+    }
+    out
+}
+
 pub(super) fn esc_inline(s: &str) -> String {
     let parts: Vec<&str> = s.split('`').collect();
     let mut out = String::with_capacity(s.len() + 16);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use vramlab_replay::{Recommendation, Verdict};
 
+use crate::group;
 use crate::input::ReportInput;
 use crate::units::{fmt_int, format_bytes};
 use crate::{ReportError, Result};
@@ -26,7 +27,7 @@ const STYLE: &str = r#"
 :root { --ink:#212529; --muted:#606870; --line:#dee2e6; --accent:#4e79a7; --good:#3b8a2f; --bad:#c82828; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 16px/1.5 "DejaVu Sans", system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink); background: #f6f7f9; }
-main { max-width: 1260px; margin: 0 auto; padding: 24px 28px 64px; background: #fff; }
+main { max-width: 1400px; margin: 0 auto; padding: 24px 28px 64px; background: #fff; }
 h1 { font-size: 28px; margin: 8px 0 4px; }
 h2 { font-size: 21px; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
 .meta { color: var(--muted); margin: 0 0 16px; }
@@ -36,7 +37,11 @@ code { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 0.92
 pre { background: #1f2328; color: #f0f3f6; padding: 10px 14px; border-radius: 4px; overflow-x: auto; font: 15px/1.45 "DejaVu Sans Mono", ui-monospace, monospace; }
 table { border-collapse: collapse; width: 100%; font-size: 15px; margin: 8px 0 16px; }
 th, td { border-bottom: 1px solid var(--line); padding: 6px 10px; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child { text-align: left; white-space: normal; word-break: break-all; }
+th:first-child, td:first-child { text-align: left; white-space: normal; word-break: normal; overflow-wrap: normal; hyphens: none; min-width: 12em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+th.text, td.text { text-align: left; white-space: normal; }
+.same { color: var(--muted); font-size: 14px; }
+@media (max-width: 700px) { main { padding: 12px; } table { font-size: 13px; } }
 thead th { background: #f1f3f5; font-weight: 600; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 tr.recommended td { background: #eaf5e6; font-weight: 600; }
@@ -62,6 +67,12 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
         path: dir.to_path_buf(),
         source,
     })?;
+    // Settings whose replays came out the same are shown once.
+    let grouped = ReportInput {
+        settings: group::group_identical(&report.settings, &|l| report.min_capacity(l)),
+        ..report.clone()
+    };
+    let report = &grouped;
     let mut h = String::new();
     write_head(&mut h, report);
     if let Some(a) = report.recommendation.as_ref().and_then(Advice::of) {
@@ -79,6 +90,10 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     write_segment_maps(&mut h, dir, &report.settings)?;
     write_notes(&mut h, &report.notes);
     write_tail(&mut h, report)?;
+    // Wide tables scroll sideways instead of squeezing their cells.
+    let h = h
+        .replace("<table", "<div class=\"scroll\"><table")
+        .replace("</table>", "</table></div>");
     let index = dir.join("index.html");
     fs::write(&index, h).map_err(|source| ReportError::Io {
         path: index.clone(),

@@ -11,7 +11,7 @@ use vramlab_replay::OomPoint;
 use vramlab_traces::advice::Cmd;
 
 use super::Advice;
-use super::escape::{esc, esc_inline, slug};
+use super::escape::{esc, esc_breakable, esc_inline, slug};
 use crate::input::{FitChart, ReportInput, SettingRun};
 use crate::plots::{
     PlotFiles, plot_external_fragmentation, plot_fit_ordered, plot_memory_timeline,
@@ -89,11 +89,21 @@ pub(super) fn settings_table(h: &mut String, report: &ReportInput) {
             ),
             None => "<td>none</td>".to_string(),
         };
+        let name = if r.same_as.is_empty() {
+            esc_breakable(&r.label)
+        } else {
+            let others: Vec<String> = r.same_as.iter().map(|n| esc_breakable(n)).collect();
+            format!(
+                "{}<br><span class=\"same\">the same results: {}</span>",
+                esc_breakable(&r.label),
+                others.join("; ")
+            )
+        };
         let _ = write!(
             h,
             "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{} / {}</td><td>{:.1} ms</td>{}",
             class,
-            esc(&r.label),
+            name,
             esc(&format_bytes(m.peak_requested_bytes)),
             esc(&format_bytes(m.peak_allocated_bytes)),
             esc(&format_bytes(m.peak_reserved_bytes)),

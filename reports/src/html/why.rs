@@ -45,7 +45,7 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
         esc(&format_bytes(e.allocated_at_peak_bytes)),
         esc(&format_bytes(e.waste_at_peak_bytes)),
     );
-    h.push_str("<table id=\"waste\">\n<thead><tr><th>cause</th><th>bytes</th><th>what it is</th></tr></thead>\n<tbody>\n");
+    h.push_str("<table id=\"waste\">\n<thead><tr><th>cause</th><th>bytes</th><th class=\"text\">what it is</th></tr></thead>\n<tbody>\n");
     let rows = [
         (
             "pinned",
@@ -75,7 +75,7 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
     for (name, bytes, what) in rows {
         let _ = writeln!(
             h,
-            "<tr><td>{name}</td><td>{}</td><td>{what}</td></tr>",
+            "<tr><td>{name}</td><td>{}</td><td class=\"text\">{what}</td></tr>",
             esc(&format_bytes(bytes))
         );
     }
@@ -85,7 +85,7 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
     } else {
         let _ = write!(
             h,
-            "<p>Live allocations that kept a request making a new segment from the free space beside them ({} of {} found), and the peak replayed without each (its allocation and free removed):</p>\n<table id=\"culprits\">\n<thead><tr><th>id</th><th>size</th><th>pinned</th><th>allocated at</th><th>freed at</th><th>allocated by</th><th>peak without it</th><th>saving</th></tr></thead>\n<tbody>\n",
+            "<p>Live allocations that kept a request making a new segment from the free space beside them ({} of {} found), and the peak replayed without each (its allocation and free removed):</p>\n<table id=\"culprits\">\n<thead><tr><th>id</th><th>size</th><th>pinned</th><th>allocated at</th><th>freed at</th><th class=\"text\">allocated by</th><th>peak without it</th><th>saving</th></tr></thead>\n<tbody>\n",
             fmt_int(e.culprits.len() as u64),
             fmt_int(e.culprits_found as u64)
         );
@@ -101,7 +101,7 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
             };
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{frames}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"text\">{frames}</td><td>{}</td><td>{}</td></tr>",
                 c.id,
                 esc(&format_bytes(c.size_bytes)),
                 esc(&format_bytes(c.pinned_bytes)),
@@ -114,7 +114,7 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
         h.push_str("</tbody>\n</table>\n");
     }
     if !e.fixes.is_empty() {
-        h.push_str("<p>Settings aimed at it, replayed:</p>\n<table id=\"fixes\">\n<thead><tr><th>setting</th><th>peak reserved</th><th>saving</th><th>why</th></tr></thead>\n<tbody>\n");
+        h.push_str("<p>Settings aimed at it, replayed:</p>\n<table id=\"fixes\">\n<thead><tr><th>setting</th><th>peak reserved</th><th>saving</th><th class=\"text\">why</th></tr></thead>\n<tbody>\n");
         for f in &e.fixes {
             let s = if f.oom {
                 "out of memory".to_string()
@@ -123,7 +123,7 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
             };
             let _ = writeln!(
                 h,
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"text\">{}</td></tr>",
                 esc(&f.setting),
                 esc(&format_bytes(f.peak_reserved_bytes)),
                 esc(&s),
