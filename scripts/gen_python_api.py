@@ -116,7 +116,10 @@ beside it; ``culprits`` (live allocations pinning free space that a
 request making a new segment could have used, by pinned bytes: ``id``,
 ``size_bytes``, ``pinned_bytes``, ``frame``, and
 ``peak_reserved_without_bytes``, the peak replayed without it); and
-``fixes`` (settings aimed at the waste, replayed). A trace that starts
+``fixes`` (settings aimed at the waste, replayed). On a card too small
+(``gpu``/``capacity``) the moment explained is the state just before the
+failing request (``at_failure``), and each culprit says whether the trace
+fits without it (``fits_without``). A trace that starts
 mid-run is explained from a fresh start (ids as ``vramlab convert
 --start fresh`` writes them).""",
     },

@@ -191,3 +191,40 @@ fn diff_under_two_releases_shows_what_an_upgrade_does() {
         "{err}"
     );
 }
+
+/// On a card too small, explain the state the error message describes:
+/// the 80 MiB request fails with 72 MiB reserved but unallocated, 70 MiB
+/// of it beside allocation 4; without 4 (or with expandable segments) the
+/// trace fits.
+#[test]
+fn explain_at_an_oom_names_what_keeps_the_failing_request_out() {
+    let v = json(&["explain", SPLIT, "--capacity", "150MiB", "--json"]);
+    assert_eq!(v["at_failure"], true);
+    assert_eq!(v["failed_request_bytes"], 80u64 << 20);
+    assert_eq!(v["peak_event_index"], 6);
+    assert_eq!(v["waste_at_peak_bytes"], (72u64 << 20) - 1024);
+    assert!(
+        v["oom"]
+            .as_str()
+            .unwrap()
+            .contains("72.00 MiB is reserved by PyTorch but unallocated")
+    );
+    let c = &v["culprits"][0];
+    assert_eq!(c["id"], 4);
+    assert_eq!(c["pinned_bytes"], 70u64 << 20);
+    assert_eq!(c["fits_without"], true);
+    let es = v["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["setting"] == "expandable_segments:True")
+        .unwrap();
+    assert_eq!(es["oom"], false);
+    let (code, out, err) = vramlab(&["explain", SPLIT, "--capacity", "150MiB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("out of memory at event 7, a request of 80.00 MiB"),
+        "{out}"
+    );
+    assert!(out.contains("fits without"), "{out}");
+}

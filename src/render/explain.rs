@@ -30,20 +30,34 @@ pub fn print_explanation(path: &Path, e: &Explanation) {
         .phase_at_peak
         .as_ref()
         .map_or(String::new(), |p| format!(" ({p})"));
-    outln!(
-        "peak reserved {} after {}{phase}: allocated {}, requested {}",
-        bytes(e.peak_reserved_bytes),
-        event(e.peak_event_index),
-        bytes(e.allocated_at_peak_bytes),
-        bytes(e.requested_at_peak_bytes)
-    );
-    if let Some(m) = &e.oom {
-        outln!("note: the replay ran out of memory; the peak explained is the one before: {m}");
+    if e.at_failure {
+        outln!(
+            "out of memory at {}, a request of {} (peak reserved before it {}): {}",
+            event(e.peak_event_index.map(|i| i + 1).or(Some(0))),
+            bytes(e.failed_request_bytes.unwrap_or(0)),
+            bytes(e.peak_reserved_bytes),
+            e.oom.as_deref().unwrap_or("")
+        );
+        outln!(
+            "the state just before it{phase}: reserved {}, allocated {}, requested {}",
+            bytes(e.allocated_at_peak_bytes + e.waste_at_peak_bytes),
+            bytes(e.allocated_at_peak_bytes),
+            bytes(e.requested_at_peak_bytes)
+        );
+    } else {
+        outln!(
+            "peak reserved {} after {}{phase}: allocated {}, requested {}",
+            bytes(e.peak_reserved_bytes),
+            event(e.peak_event_index),
+            bytes(e.allocated_at_peak_bytes),
+            bytes(e.requested_at_peak_bytes)
+        );
     }
     outln!();
     let w = &e.waste;
     outln!(
-        "waste at the peak: {} reserved but not allocated",
+        "waste {}: {} reserved but not allocated",
+        if e.at_failure { "there" } else { "at the peak" },
         bytes(e.waste_at_peak_bytes)
     );
     let mut t = Table::new(vec!["cause".into(), "bytes".into(), "what it is".into()]).left(2);
@@ -59,7 +73,7 @@ pub fn print_explanation(path: &Path, e: &Explanation) {
     t.row(vec![
         "releasable".into(),
         bytes(w.releasable_bytes),
-        "what empty_cache() at the peak gives back (whole cached segments)".into(),
+        "what empty_cache() at that moment gives back (whole cached segments)".into(),
     ]);
     t.row(vec![
         "pool cache".into(),
@@ -105,6 +119,7 @@ fn print_culprits(e: &Explanation) {
             "frame",
             "peak without",
             "saving",
+            if e.at_failure { "fits without" } else { "" },
         ]
         .map(String::from)
         .to_vec(),
@@ -120,6 +135,11 @@ fn print_culprits(e: &Explanation) {
             c.frame.clone().unwrap_or_else(|| "-".into()),
             bytes(c.peak_reserved_without_bytes),
             signed_bytes(c.saving_bytes),
+            match c.fits_without {
+                Some(true) => "yes".into(),
+                Some(false) => "no".into(),
+                None => String::new(),
+            },
         ]);
     }
     out!("{}", t.render());
@@ -143,6 +163,8 @@ fn print_fixes(e: &Explanation) {
     for f in &e.fixes {
         let saving = if f.oom {
             "out of memory".into()
+        } else if e.at_failure {
+            "fits".into()
         } else {
             signed_bytes(f.saving_bytes)
         };

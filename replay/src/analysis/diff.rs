@@ -16,7 +16,7 @@ use serde::Serialize;
 use vramlab_allocator::BlockState;
 use vramlab_traces::{Trace, code_frames};
 
-use crate::analysis::peak_state::{PeakState, peak_state, phase_of};
+use crate::analysis::peak_state::{Moment, PeakState, peak_state, phase_of};
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
 use crate::engine::{ReplayError, ReplayOptions};
@@ -189,7 +189,7 @@ fn side(input: DiffInput<'_>, by: GroupBy) -> Result<(DiffSide, Groups), ReplayE
         start: input.start,
         ..ReplayOptions::default()
     };
-    let state = peak_state(input.trace, input.scenario, &opts, None)?;
+    let state = peak_state(input.trace, input.scenario, &opts, None, Moment::Peak)?;
     let groups = group_allocated(input.trace, &state, by);
     let s = &state.run.summary;
     let side = DiffSide {

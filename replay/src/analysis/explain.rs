@@ -2,7 +2,10 @@
 //! the waste split by cause, the live allocations that pin free space
 //! beside them, and each claim proved by a replay without that allocation.
 //!
-//! At the reserved peak ([`crate::Run::peak_event_index`]):
+//! At the reserved peak ([`crate::Run::peak_event_index`]) — or, when the
+//! replay runs out of memory on the given capacity, just before the
+//! request that failed, where "reserved but unallocated" is what the
+//! error message complains of:
 //!
 //! - **waste** (reserved − allocated) = `releasable` (what `empty_cache()`
 //!   gives back there, replayed) + `pool_cached` (whole free segments of
@@ -31,12 +34,12 @@
 
 use serde::Serialize;
 use vramlab_allocator::{BlockState, DeviceCallKind};
-use vramlab_traces::{AllocId, Trace, code_frames};
+use vramlab_traces::{AllocId, Event, Trace, code_frames};
 
 use std::collections::HashMap;
 
 use crate::analysis::growth::{Blocked, GrowthLog, blocked_by};
-use crate::analysis::peak_state::{PeakSegment, PeakState, peak_state, phase_of};
+use crate::analysis::peak_state::{Moment, PeakSegment, PeakState, peak_state, phase_of};
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
 use crate::engine::{ProgressHook, ReplayError, ReplayOptions};
@@ -125,6 +128,9 @@ pub struct Culprit {
     pub peak_reserved_without_bytes: u64,
     /// Peak reserved − that: what removing it saves (negative: costs).
     pub saving_bytes: i64,
+    /// When the explained replay ran out of memory: whether it runs to the
+    /// end without this allocation.
+    pub fits_without: Option<bool>,
 }
 
 /// A setting aimed at the waste, replayed.
@@ -180,8 +186,14 @@ pub struct Explanation {
     /// Settings aimed at the waste, each replayed (best first).
     pub fixes: Vec<Fix>,
     /// The replay ran out of memory (on the given capacity): its message.
-    /// The peak explained is the one before it.
     pub oom: Option<String>,
+    /// The moment explained is the state just before the failing request
+    /// (the replay ran out of memory), not the reserved peak:
+    /// `peak_event_index` is then the event before the failure, and the
+    /// `*_at_peak_bytes` figures and the waste are that state's.
+    pub at_failure: bool,
+    /// The caller's bytes of the request that failed.
+    pub failed_request_bytes: Option<u64>,
 }
 
 /// Explains `trace`'s reserved peak under `scenario`.
@@ -210,11 +222,19 @@ pub fn explain(
         }
     };
     let log = GrowthLog::default();
-    let state = peak_state(trace, scenario, &replay_opts, Some(log.hook()))?;
+    let state = peak_state(
+        trace,
+        scenario,
+        &replay_opts,
+        Some(log.hook()),
+        Moment::FailureOrPeak,
+    )?;
     tick();
     let waste = waste_split(&state);
     let blocked = blocked_by(trace, &log, &state);
-    let mut found = find_culprits(trace, &state, &blocked);
+    let failing = failing_request(trace, &state);
+    let native = scenario.policy.native_conf().is_some();
+    let mut found = find_culprits(trace, &state, &blocked, failing, native);
     let culprits_found = found.len();
     found.truncate(opts.top);
     let peak = state.run.summary.peak_reserved_bytes;
@@ -224,6 +244,7 @@ pub fn explain(
         tick();
         c.peak_reserved_without_bytes = run.summary.peak_reserved_bytes;
         c.saving_bytes = signed_saving(peak, run.summary.peak_reserved_bytes);
+        c.fits_without = failing.map(|_| run.oom.is_none());
     }
     let mut fixes = Vec::new();
     if opts.fixes {
@@ -239,7 +260,8 @@ pub fn explain(
                 oom: run.oom.is_some(),
             });
         }
-        fixes.sort_by_key(|f| std::cmp::Reverse(f.saving_bytes));
+        // Those that fit first, then by saving.
+        fixes.sort_by_key(|f| (f.oom, std::cmp::Reverse(f.saving_bytes)));
     }
     let segments = &state.segments;
     Ok(Explanation {
@@ -251,7 +273,7 @@ pub fn explain(
         peak_reserved_bytes: peak,
         allocated_at_peak_bytes: state.allocated_bytes,
         requested_at_peak_bytes: requested_at_peak(segments),
-        waste_at_peak_bytes: state.run.summary.waste_at_peak_bytes,
+        waste_at_peak_bytes: state.reserved_bytes.saturating_sub(state.allocated_bytes),
         waste,
         segments_at_peak: segments.len(),
         segments_with_live_blocks: segments.iter().filter(|s| s.holds_live()).count(),
@@ -260,7 +282,28 @@ pub fn explain(
         culprits: found,
         fixes,
         oom: state.run.oom.as_ref().map(|o| o.message.clone()),
+        at_failure: failing.is_some(),
+        failed_request_bytes: failing.map(|f| f.size),
     })
+}
+
+/// The request the replay ran out of memory at, when it is an event (not
+/// the state the trace began with).
+#[derive(Debug, Clone, Copy)]
+struct Failing {
+    stream: u64,
+    size: u64,
+}
+
+fn failing_request(trace: &Trace, state: &PeakState) -> Option<Failing> {
+    let o = state.run.oom.as_ref().filter(|o| !o.at_start)?;
+    match trace.events.get(o.event_index as usize)? {
+        &Event::Alloc { stream, size, .. } => Some(Failing {
+            stream: trace.streams.get(stream as usize).copied().unwrap_or(0),
+            size,
+        }),
+        _ => None,
+    }
 }
 
 fn signed_saving(peak: u64, other: u64) -> i64 {
@@ -328,6 +371,8 @@ fn find_culprits(
     trace: &Trace,
     state: &PeakState,
     blocked: &HashMap<AllocId, Blocked>,
+    failing: Option<Failing>,
+    native: bool,
 ) -> Vec<Culprit> {
     let mut out = Vec::new();
     for seg in &state.segments {
@@ -336,10 +381,18 @@ fn find_culprits(
                 continue;
             };
             let pinned = free_beside(seg, i);
-            let Some(kept) = blocked.get(&id).filter(|k| k.requests > 0) else {
-                continue;
-            };
-            if pinned == 0 {
+            // The failing request would have fitted in this block and the
+            // free space beside it (same stream and pool).
+            let fails_here = failing.is_some_and(|f| {
+                f.stream == seg.stream
+                    && seg.private_pool.is_none()
+                    && pinned.saturating_add(b.size) >= f.size
+                    && (!native
+                        || (f.size <= MIB) == (seg.pool == vramlab_allocator::PoolKind::Small))
+            });
+            let mut kept = blocked.get(&id).copied().unwrap_or_default();
+            kept.requests += u64::from(fails_here);
+            if pinned == 0 || kept.requests == 0 {
                 continue;
             }
             let life = state
@@ -370,6 +423,7 @@ fn find_culprits(
                 blocked_device_bytes: kept.device_bytes,
                 peak_reserved_without_bytes: 0,
                 saving_bytes: 0,
+                fits_without: None,
             });
         }
     }

@@ -150,17 +150,31 @@ pub(crate) struct PeakState {
     pub device_log: Vec<crate::engine::run::LoggedCall>,
 }
 
+/// Which moment of a replay to re-create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Moment {
+    /// The reserved peak.
+    Peak,
+    /// Just before the failing request when the replay ran out of memory
+    /// (after its first events), else the reserved peak.
+    FailureOrPeak,
+}
+
 /// Replays `trace` under `scenario` (`opts` as given) and re-creates the
-/// state at its reserved peak; `growth`, when given, sees every event up
-/// to the peak that made the device allocate.
+/// state at `moment`; `growth`, when given, sees every event up to it that
+/// made the device allocate.
 pub(crate) fn peak_state(
     trace: &Trace,
     scenario: &Scenario,
     opts: &ReplayOptions,
     growth: Option<crate::engine::GrowthHook>,
+    moment: Moment,
 ) -> Result<PeakState, ReplayError> {
     let run = scenario.run(trace, opts)?;
-    let at = run.peak_event_index;
+    let at = match (&run.oom, moment) {
+        (Some(o), Moment::FailureOrPeak) if !o.at_start => o.event_index.checked_sub(1),
+        _ => run.peak_event_index,
+    };
     let to_peak = ReplayOptions {
         stop_before: Some(at.map_or(0, |p| p + 1)),
         record_addresses: true,

@@ -32,19 +32,32 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
         .phase_at_peak
         .as_ref()
         .map_or(String::new(), |p| format!(" ({})", esc(p)));
-    let _ = write!(
-        h,
-        "<h2 id=\"why\">Why it reserves more than it allocates</h2>\n<p>Under <code>{}</code>{} reserved peaks at {} {at}{phase}, with {} allocated: {} reserved but unallocated.</p>\n",
-        esc(&e.setting),
-        if e.start.is_some() {
-            " (replayed from a fresh start, so that any allocation can be removed)"
-        } else {
-            ""
-        },
-        esc(&format_bytes(e.peak_reserved_bytes)),
-        esc(&format_bytes(e.allocated_at_peak_bytes)),
-        esc(&format_bytes(e.waste_at_peak_bytes)),
-    );
+    let fresh = if e.start.is_some() {
+        " (replayed from a fresh start, so that any allocation can be removed)"
+    } else {
+        ""
+    };
+    h.push_str("<h2 id=\"why\">Why it reserves more than it allocates</h2>\n");
+    if e.at_failure {
+        let _ = writeln!(
+            h,
+            "<p>Under <code>{}</code>{fresh} the replay runs out of memory at event {}{phase}, on a request of {}. Just before it {} is allocated and {} is reserved but unallocated — the memory the error message names:</p>",
+            esc(&e.setting),
+            fmt_int(e.peak_event_index.map_or(0, |i| i + 1)),
+            esc(&format_bytes(e.failed_request_bytes.unwrap_or(0))),
+            esc(&format_bytes(e.allocated_at_peak_bytes)),
+            esc(&format_bytes(e.waste_at_peak_bytes)),
+        );
+    } else {
+        let _ = writeln!(
+            h,
+            "<p>Under <code>{}</code>{fresh} reserved peaks at {} {at}{phase}, with {} allocated: {} reserved but unallocated.</p>",
+            esc(&e.setting),
+            esc(&format_bytes(e.peak_reserved_bytes)),
+            esc(&format_bytes(e.allocated_at_peak_bytes)),
+            esc(&format_bytes(e.waste_at_peak_bytes)),
+        );
+    }
     h.push_str("<table id=\"waste\">\n<thead><tr><th>cause</th><th>bytes</th><th class=\"text\">what it is</th></tr></thead>\n<tbody>\n");
     let rows = [
         (
@@ -118,6 +131,8 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
         for f in &e.fixes {
             let s = if f.oom {
                 "out of memory".to_string()
+            } else if e.at_failure {
+                "fits".to_string()
             } else {
                 saving(f.saving_bytes)
             };
