@@ -48,12 +48,29 @@ fn the_report_has_a_pool_table() {
         d,
         "--gpu",
         "h100-80gb",
-        "--plots",
-        "1",
     ]);
     assert_eq!(code, 0, "{err}");
     let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
     assert!(html.contains("<table id=\"pools\">"));
     assert!(html.contains("<td>graph (0,1)</td>"));
+    // One column per setting shown (identical ones are folded into one).
+    let headers = html
+        .split("<table id=\"settings\">")
+        .nth(1)
+        .unwrap()
+        .split("</tbody>")
+        .next()
+        .unwrap()
+        .matches("<tr")
+        .count()
+        - 1;
+    let pools = html
+        .split("<table id=\"pools\">")
+        .nth(1)
+        .unwrap()
+        .split("</tr>")
+        .nth(1)
+        .unwrap();
+    assert_eq!(pools.matches("<td>").count(), 3 + headers, "{pools}");
     let _ = std::fs::remove_dir_all(&dir);
 }

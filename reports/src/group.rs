@@ -16,22 +16,28 @@ fn same_result(a: &SettingRun, b: &SettingRun, min_capacity: &dyn Fn(&str) -> Op
 }
 
 /// `settings` with every run identical to an earlier one folded into it
-/// (its name in [`SettingRun::same_as`]), in the order of first appearance.
+/// (its name in [`SettingRun::same_as`]), in the order of first appearance,
+/// and the index in `settings` of each one kept (to pick the same columns
+/// of per-setting tables).
 pub(crate) fn group_identical(
     settings: &[SettingRun],
     min_capacity: &dyn Fn(&str) -> Option<u64>,
-) -> Vec<SettingRun> {
+) -> (Vec<SettingRun>, Vec<usize>) {
     let mut out: Vec<SettingRun> = Vec::with_capacity(settings.len());
-    for s in settings {
+    let mut kept = Vec::with_capacity(settings.len());
+    for (i, s) in settings.iter().enumerate() {
         match out.iter_mut().find(|g| same_result(g, s, min_capacity)) {
             Some(g) => {
                 g.same_as.push(s.label.clone());
                 g.same_as.extend(s.same_as.iter().cloned());
             }
-            None => out.push(s.clone()),
+            None => {
+                out.push(s.clone());
+                kept.push(i);
+            }
         }
     }
-    out
+    (out, kept)
 }
 
 #[cfg(test)]
@@ -54,7 +60,8 @@ mod tests {
             SettingRun::new("es", run(6)),
             SettingRun::new("gc:0.8", run(8)),
         ];
-        let g = group_identical(&s, &|_| None);
+        let (g, kept) = group_identical(&s, &|_| None);
+        assert_eq!(kept, vec![0, 1, 3]);
         let names: Vec<(&str, Vec<&str>)> = g
             .iter()
             .map(|r| {
@@ -74,6 +81,6 @@ mod tests {
         );
         // A different smallest capacity keeps them apart.
         let cap = |l: &str| (l == "gc:0.7").then_some(1u64);
-        assert_eq!(group_identical(&s, &cap).len(), 4);
+        assert_eq!(group_identical(&s, &cap).0.len(), 4);
     }
 }

@@ -68,10 +68,18 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
         source,
     })?;
     // Settings whose replays came out the same are shown once.
-    let grouped = ReportInput {
-        settings: group::group_identical(&report.settings, &|l| report.min_capacity(l)),
+    let (settings, kept) = group::group_identical(&report.settings, &|l| report.min_capacity(l));
+    let mut grouped = ReportInput {
+        settings,
         ..report.clone()
     };
+    // Per-setting columns of other tables follow the settings kept.
+    for p in &mut grouped.pools {
+        p.at_peak = kept
+            .iter()
+            .filter_map(|&i| p.at_peak.get(i).copied())
+            .collect();
+    }
     let report = &grouped;
     let mut h = String::new();
     write_head(&mut h, report);
