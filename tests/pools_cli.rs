@@ -41,14 +41,7 @@ fn replay_shows_each_pool_at_the_peak() {
 fn the_report_has_a_pool_table() {
     let dir = std::env::temp_dir().join(format!("vramlab-pools-report-{}", std::process::id()));
     let d = dir.to_str().expect("utf-8");
-    let (code, _, err) = vramlab(&[
-        "report",
-        SNAPSHOT,
-        "--out",
-        d,
-        "--gpu",
-        "h100-80gb",
-    ]);
+    let (code, _, err) = vramlab(&["report", SNAPSHOT, "--out", d, "--gpu", "h100-80gb"]);
     assert_eq!(code, 0, "{err}");
     let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
     assert!(html.contains("<table id=\"pools\">"));
