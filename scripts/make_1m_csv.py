@@ -5,11 +5,16 @@ repetition (what `vramlab bench` does in memory), to stdout or a file.
 Ids are numbers, as vramlab's writer emits them; with --text-ids they are
 text (`17_3`), as other tools may write them.
 
-    python3 scripts/make_1m_csv.py /tmp/1m.csv [--text-ids]
+    python3 scripts/make_1m_csv.py /tmp/1m.csv [--text-ids] [--events N]
+
+--events N writes N events instead (e.g. 10000000 for the report's
+scale figures).
 """
 import sys
+from pathlib import Path
 
-SRC = "workloads/data/gpt-small-train.csv"
+# The bundled trace, wherever the script is run from.
+SRC = Path(__file__).resolve().parent.parent / "workloads/data/gpt-small-train.csv"
 TARGET = 1_000_000
 
 
@@ -23,16 +28,22 @@ def main() -> None:
                     header.append(line)
                 continue
             rows.append(line.split(","))
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    text_ids = "--text-ids" in sys.argv
+    argv = sys.argv[1:]
+    target = TARGET
+    if "--events" in argv:
+        at = argv.index("--events")
+        target = int(argv[at + 1])
+        del argv[at : at + 2]
+    args = [a for a in argv if not a.startswith("--")]
+    text_ids = "--text-ids" in argv
     ids = 1 + max(int(r[1]) for r in rows if r[0] != "empty_cache")
     out = open(args[0], "w") if args else sys.stdout
     for h in header:
         out.write(h + "\n")
     n, rep = 0, 0
-    while n < TARGET:
+    while n < target:
         for r in rows:
-            if n == TARGET:
+            if n == target:
                 break
             r = list(r)
             if r[0] != "empty_cache":

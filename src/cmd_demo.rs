@@ -58,6 +58,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             start: None,
             placement: device.placement,
             out: &args.out,
+            upgrade_to: None,
         },
         &|| pb.inc(1),
     );

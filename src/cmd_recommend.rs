@@ -3,8 +3,9 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
-use vramlab_replay::OomEvent;
+use vramlab_replay::{GridEntry, OomEvent, SweepRow, TorchTarget, UpgradeAdvice};
 use vramlab_replay::{RecommendRequest, Recommendation, Verdict, recommend_trace};
+use vramlab_traces::Trace;
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
@@ -38,19 +39,67 @@ pub fn run(args: RecommendArgs) -> Result<()> {
             "recommend needs the card: --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
         );
     };
+    let upgrade_to = args.grid.upgrade_to("recommend")?;
     let vramlab_replay::Input {
         trace, label: name, ..
-    } = args.trace.load(args.grid.torch_version)?;
+    } = args.trace.load(args.grid.torch_version())?;
     let target = args.grid.target(&trace);
-    let grid = args.grid.entries(&target)?;
+    let before = ranked(&args, &trace, &name, &target, capacity)?;
+    let after = match upgrade_to {
+        Some(v) => Some((
+            v,
+            ranked(&args, &trace, &name, &TorchTarget::user(v), capacity)?,
+        )),
+        None => None,
+    };
+    if args.json {
+        return match after {
+            None => crate::render::json::print(&before.rec),
+            Some((v, a)) => {
+                crate::render::json::print(&UpgradeAdvice::new(target.rules, before.rec, v, a.rec))
+            }
+        };
+    }
+    let card = args.device.describe().unwrap_or_else(|| bytes(capacity));
+    print_ranked(&args, &trace, &name, &card, &before, capacity);
+    if let Some((v, a)) = after {
+        outln!();
+        outln!("---");
+        print_ranked(&args, &trace, &name, &card, &a, capacity);
+        outln!();
+        let advice = UpgradeAdvice::new(target.rules, before.rec, v, a.rec);
+        for line in advice.summary() {
+            outln!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// One release's sweep, ranking and the grid it ranked.
+struct Ranking {
+    target: TorchTarget,
+    grid: Vec<GridEntry>,
+    rows: Vec<SweepRow>,
+    rec: Recommendation,
+}
+
+/// Sweeps the grid of `target` over the trace and ranks it for the card.
+fn ranked(
+    args: &RecommendArgs,
+    trace: &Trace,
+    name: &str,
+    target: &TorchTarget,
+    capacity: u64,
+) -> Result<Ranking> {
+    let grid = args.grid.entries(target)?;
     let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
     let (rows, rec) = recommend_trace(
         &RecommendRequest {
-            name: &name,
-            trace: &trace,
+            name,
+            trace,
             grid: &grid,
             capacity: Some(capacity),
-            target: &target,
+            target,
             start: args.start.start,
             placement: args.device.placement,
         },
@@ -58,39 +107,52 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     )
     .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     pb.finish_and_clear();
-    if args.json {
-        return crate::render::json::print(&rec);
-    }
+    Ok(Ranking {
+        target: target.clone(),
+        grid,
+        rows,
+        rec,
+    })
+}
+
+/// Prints one release's advice (and, when nothing fits, where the best
+/// setting runs out).
+fn print_ranked(
+    args: &RecommendArgs,
+    trace: &Trace,
+    name: &str,
+    card: &str,
+    r: &Ranking,
+    capacity: u64,
+) {
     let start = (trace.initial.is_some())
-        .then(|| rows.first())
+        .then(|| r.rows.first())
         .flatten()
-        .map(|r| vramlab_replay::describe_start(&trace, r.start.parse().ok()));
-    let card = args.device.describe().unwrap_or_else(|| bytes(capacity));
-    let best_attempt = if rec.verdict == Verdict::NothingFits {
-        best_attempt(&trace, &grid, &rec, capacity, &rows)
+        .map(|row| vramlab_replay::describe_start(trace, row.start.parse().ok()));
+    let best_attempt = if r.rec.verdict == Verdict::NothingFits {
+        best_attempt(trace, &r.grid, &r.rec, capacity, &r.rows)
     } else {
         None
     };
     print_advice(&Advice {
-        target: &target.describe(),
+        target: &r.target.describe(),
         start: start.as_deref(),
-        trace: &trace,
-        name: &name,
-        card: &card,
-        rec: &rec,
+        trace,
+        name,
+        card,
+        rec: &r.rec,
         top: args.top,
         best_attempt: best_attempt.as_ref().map(|(s, o)| (s.as_str(), o)),
     });
-    Ok(())
 }
 
 /// The setting that got furthest, and where it ran out.
 fn best_attempt(
-    trace: &vramlab_traces::Trace,
-    grid: &[vramlab_replay::GridEntry],
+    trace: &Trace,
+    grid: &[GridEntry],
     rec: &Recommendation,
     capacity: u64,
-    rows: &[vramlab_replay::SweepRow],
+    rows: &[SweepRow],
 ) -> Option<(String, OomEvent)> {
     let w = rec.ranked.first()?;
     let g = grid.iter().find(|g| g.to_line() == w.row.grid_line)?;

@@ -37,9 +37,10 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<()> {
     // A report is about one device: the one asked for, or the one with the
     // most allocations (named in a note).
+    let upgrade_to = args.grid.upgrade_to("report")?;
     let vramlab_replay::Input {
         trace, label: name, ..
-    } = args.trace.load_any(args.grid.torch_version)?;
+    } = args.trace.load_any(args.grid.torch_version())?;
     if trace.events.is_empty() {
         // A snapshot without history: the recorded state's numbers and
         // segment map; there is nothing to replay or compare.
@@ -49,7 +50,17 @@ pub fn run(args: ReportArgs) -> Result<()> {
     }
     let target = args.grid.target(&trace);
     let grid = args.grid.entries(&target)?;
-    let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
+    // With a second release: its own grid (the keys it accepts).
+    let upgrade = match upgrade_to {
+        Some(v) => {
+            let t = vramlab_replay::TorchTarget::user(v);
+            let g = args.grid.entries(&t)?;
+            Some((t, g))
+        }
+        None => None,
+    };
+    let replays = grid.len() + upgrade.as_ref().map_or(0, |(_, g)| g.len());
+    let pb = crate::progress::replay_count_bar(replays as u64, false);
     let built = build_report(
         &ReportRequest {
             name: &name,
@@ -61,6 +72,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
             start: args.start.start,
             placement: args.device.placement,
             out: &args.out,
+            upgrade_to: upgrade.as_ref().map(|(t, g)| (t, g.as_slice())),
         },
         &|| pb.inc(1),
     );
@@ -73,5 +85,11 @@ pub fn run(args: ReportArgs) -> Result<()> {
         5,
         &built.index,
     );
+    if let Some(u) = &built.upgrade {
+        outln!();
+        for line in u.summary() {
+            outln!("{line}");
+        }
+    }
     Ok(())
 }

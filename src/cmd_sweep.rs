@@ -132,7 +132,7 @@ fn write_plan(path: &Path, read: &[vramlab_replay::Input], args: &SweepArgs) -> 
             placement: args.card.placement,
             start: args.start.start,
             rules: target.rules,
-            read_torch_version: args.grid.torch_version,
+            read_torch_version: args.grid.torch_version(),
         },
     );
     std::fs::write(path, serde_json::to_string_pretty(&cases)?)
@@ -149,6 +149,7 @@ fn write_plan(path: &Path, read: &[vramlab_replay::Input], args: &SweepArgs) -> 
 
 /// Runs `sweep`.
 pub fn run(args: SweepArgs) -> Result<()> {
+    args.grid.one_release("sweep")?;
     if let Some(n) = args.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
@@ -166,7 +167,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     } else {
         let inputs = Inputs::new(&args.traces)
             .pick(Pick::Pool(args.device))
-            .torch(args.grid.torch_version);
+            .torch(args.grid.torch_version());
         let read = crate::inputs::read(inputs)?;
         if let Some(plan) = &args.plan {
             return write_plan(plan, &read, &args);

@@ -187,3 +187,77 @@ fn an_upgrade_is_shown_side_by_side() {
     assert_eq!(code, 2);
     assert!(err.contains("takes one --torch-version"), "{err}");
 }
+
+/// `recommend` and `report` under two releases: each release's advice, the
+/// upgrade's lines (the defaults' -512 MiB of the replay above), the JSON
+/// rows, and the report's upgrade section; a third release or the same one
+/// twice is refused.
+#[test]
+fn recommend_and_report_show_what_an_upgrade_does() {
+    let both = ["--torch-version", "2.11", "--torch-version", "2.15"];
+    let line = "upgrading torch 2.11 -> 2.15 under default: peak reserved 17.23 GiB -> 16.73 GiB (-512.00 MiB); fits still";
+    let mut args = vec!["recommend", TIED, "--gpu", "h100-80gb"];
+    args.extend(both);
+    let (code, out, err) = vramlab(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("advice for PyTorch 2.11"), "{out}");
+    assert!(out.contains("advice for PyTorch 2.15"), "{out}");
+    assert!(
+        out.contains("upgrading torch 2.11 -> 2.15: the advice stays (the defaults are fine)"),
+        "{out}"
+    );
+    assert!(out.contains(line), "{out}");
+    args.push("--json");
+    let v = replay_json(&args);
+    assert_eq!(v["from_torch"], "2.11");
+    assert_eq!(v["to_torch"], "2.15");
+    let rows = v["settings"].as_array().expect("settings");
+    let default = rows
+        .iter()
+        .find(|r| r["setting"] == "default")
+        .expect("the defaults under both releases");
+    assert_eq!(default["peak_reserved_before_bytes"], 18_503_172_096u64);
+    assert_eq!(default["peak_reserved_after_bytes"], 17_966_301_184u64);
+    assert_eq!(default["fit"], "fits_still");
+    assert_eq!(v["before"]["torch"], "2.11");
+    assert_eq!(v["after"]["torch"], "2.15");
+
+    let dir = std::env::temp_dir().join(format!("vramlab-upgrade-report-{}", std::process::id()));
+    let out_dir = dir.to_str().expect("utf-8 temp dir");
+    let mut args = vec!["report", TIED, "--gpu", "h100-80gb", "--out", out_dir];
+    args.extend(both);
+    let (code, out, err) = vramlab(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(line), "{out}");
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
+    assert!(html.contains("<h2 id=\"upgrade\">Upgrading PyTorch 2.11 → 2.15</h2>"));
+    assert!(html.contains("<table id=\"upgrade\">"));
+    std::fs::remove_dir_all(&dir).ok();
+
+    let (code, _, err) = vramlab(&[
+        "recommend",
+        TIED,
+        "--gpu",
+        "h100-80gb",
+        "--torch-version",
+        "2.11",
+        "--torch-version",
+        "2.13",
+        "--torch-version",
+        "2.15",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("compares two releases at most"), "{err}");
+    let (code, _, err) = vramlab(&[
+        "report",
+        TIED,
+        "--out",
+        out_dir,
+        "--torch-version",
+        "2.15",
+        "--torch-version",
+        "2.15",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is given twice"), "{err}");
+}

@@ -136,6 +136,18 @@ def test_recommend_oom_point_and_sweep_equal_the_cli():
     assert all(r.peak_reserved_bytes > 0 for r in rows)
 
 
+def test_recommend_under_two_releases_shows_the_upgrade():
+    up = vramlab.recommend(GPT, gpu="rtx4090", torch_version=["2.11", "2.15"])
+    assert up == cli_json(
+        "recommend", GPT, "--gpu", "rtx4090", "--torch-version", "2.11", "--torch-version", "2.15", "--json"
+    )
+    assert (up.from_torch, up.to_torch) == ("2.11", "2.15")
+    assert up.before["torch"] == "2.11" and up.after["torch"] == "2.15"
+    default = next(r for r in up.settings if r["setting"] == "default")
+    assert default["fit"] == "fits_still"
+    assert default["peak_reserved_before_bytes"] == default["peak_reserved_after_bytes"] > 0
+
+
 def test_sweep_rows_equal_the_cli_csv(tmp_path):
     grid = tmp_path / "grid.txt"
     grid.write_text("\n".join(CONFS) + "\n")

@@ -165,7 +165,7 @@ def recommend(
     capacity: Size = None,
     placement: Optional[str] = None,
     conf: Union[None, str, Sequence[str]] = None,
-    torch_version: Optional[str] = None,
+    torch_version: Union[None, str, Sequence[str]] = None,
     start: Optional[str] = None,
     top: Optional[int] = None,
 ) -> Record:
@@ -196,7 +196,9 @@ def recommend(
         conf: Extra settings to add to the grid (same syntax as a grid line)
         torch_version: PyTorch release whose rules apply (default: the release
             the trace was recorded with, detected from a snapshot's keys, else
-            2.11)
+            the newest). `recommend` and `report` take two: the first is the
+            release upgraded from, the second the one upgraded to, and both are
+            shown side by side
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -747,7 +749,7 @@ def sweep(
     executor: Any = None,
     *,
     conf: Union[None, str, Sequence[str]] = None,
-    torch_version: Optional[str] = None,
+    torch_version: Union[None, str, Sequence[str]] = None,
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
@@ -771,7 +773,9 @@ def sweep(
         conf: Extra settings to add to the grid (same syntax as a grid line)
         torch_version: PyTorch release whose rules apply (default: the release
             the trace was recorded with, detected from a snapshot's keys, else
-            2.11)
+            the newest). `recommend` and `report` take two: the first is the
+            release upgraded from, the second the one upgraded to, and both are
+            shown side by side
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
@@ -901,7 +905,7 @@ def report(
     capacity: Size = None,
     placement: Optional[str] = None,
     conf: Union[None, str, Sequence[str]] = None,
-    torch_version: Optional[str] = None,
+    torch_version: Union[None, str, Sequence[str]] = None,
     plots: Optional[int] = None,
     start: Optional[str] = None,
 ) -> Path:
@@ -930,7 +934,9 @@ def report(
         conf: Extra settings to add to the grid (same syntax as a grid line)
         torch_version: PyTorch release whose rules apply (default: the release
             the trace was recorded with, detected from a snapshot's keys, else
-            2.11)
+            the newest). `recommend` and `report` take two: the first is the
+            release upgraded from, the second the one upgraded to, and both are
+            shown side by side
         plots: How many settings get plots of their own (the best ones, plus the
             defaults) (default: 5)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator

@@ -84,6 +84,9 @@ pub use analysis::sweep::{
 pub use analysis::sweep_cases::{
     CASE_SCHEMA, CaseError, CasePlan, CaseTrace, SweepCase, plan_cases, run_case,
 };
+pub use analysis::upgrade::{
+    UpgradeAdvice, UpgradeFit, UpgradeRow, upgrade_from_runs, upgrade_from_sweeps,
+};
 
 // What each command answers.
 pub use results::capacity::{CapacityRun, free_bytes};

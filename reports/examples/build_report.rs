@@ -64,6 +64,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             start: None,
             placement: Default::default(),
             out: &out,
+            upgrade_to: None,
         },
         &progress,
     )?;

@@ -133,6 +133,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         phases: vramlab_traces::TraceSummary::of(&trace).phases,
         pools: Vec::new(),
         explanation: None,
+        explore: None,
+        upgrade: None,
     };
     let index = write_report(&out, &report)?;
     println!("{}", index.display());

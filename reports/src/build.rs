@@ -17,7 +17,7 @@ use vramlab_replay::GridEntry;
 use vramlab_replay::TorchTarget;
 use vramlab_replay::find_oom_point;
 use vramlab_replay::{ExplainOptions, explain};
-use vramlab_replay::{RecommendRequest, Recommendation, recommend_trace};
+use vramlab_replay::{RecommendRequest, Recommendation, UpgradeAdvice, recommend_trace};
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
 use vramlab_traces::advice::{Cmd, Opt, with_callers_spelling};
 use vramlab_traces::{Trace, TraceSummary};
@@ -47,6 +47,10 @@ pub struct ReportRequest<'a> {
     pub placement: Placement,
     /// Output folder.
     pub out: &'a Path,
+    /// A second PyTorch release and its grid: the report then shows what
+    /// upgrading from `target` to it does to every setting (`None`: one
+    /// release).
+    pub upgrade_to: Option<(&'a TorchTarget, &'a [GridEntry])>,
 }
 
 /// What [`build_report`] computed, besides the files it wrote.
@@ -54,6 +58,9 @@ pub struct ReportRequest<'a> {
 pub struct BuiltReport {
     /// The ranking of the grid's settings.
     pub rec: Recommendation,
+    /// The recommendation under the second release and what the upgrade
+    /// does (with [`ReportRequest::upgrade_to`]).
+    pub upgrade: Option<UpgradeAdvice>,
     /// Where `index.html` went.
     pub index: PathBuf,
 }
@@ -144,6 +151,7 @@ pub fn build_report(
         start,
         placement,
         out,
+        ..
     } = *req;
     let (rows, rec) = recommend_trace(
         &RecommendRequest {
@@ -157,11 +165,8 @@ pub fn build_report(
         },
         progress,
     )
-    .map_err(|(trace, setting, error)| BuildError::Sweep {
-        trace,
-        setting,
-        error,
-    })?;
+    .map_err(sweep_error)?;
+    let upgrade = upgrade_advice(req, &rec, progress)?;
     let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
     let start = vramlab_replay::start_for(trace, &scenarios, start);
     // The defaults, then the best-ranked settings.
@@ -182,6 +187,7 @@ pub fn build_report(
     let opts = ReplayOptions {
         check_invariants: false,
         segments_at_peak: true,
+        record_addresses: true,
         timeline_points: 600,
         start: start.unwrap_or_default(),
         ..Default::default()
@@ -268,9 +274,55 @@ pub fn build_report(
         phases: summary.phases,
         pools,
         explanation,
+        explore: crate::ExploreTrace::of(trace),
+        upgrade: upgrade.clone(),
     };
     let index = write_report(out, &input).map_err(BuildError::Write)?;
-    Ok(BuiltReport { rec, index })
+    Ok(BuiltReport {
+        rec,
+        upgrade,
+        index,
+    })
+}
+
+/// A failed sweep replay as a build error.
+fn sweep_error((trace, setting, error): (String, String, ReplayError)) -> BuildError {
+    BuildError::Sweep {
+        trace,
+        setting,
+        error,
+    }
+}
+
+/// The same sweep under the release upgraded to, beside `rec` (`None`
+/// without [`ReportRequest::upgrade_to`]).
+fn upgrade_advice(
+    req: &ReportRequest<'_>,
+    rec: &Recommendation,
+    progress: &(dyn Fn() + Sync),
+) -> Result<Option<UpgradeAdvice>, BuildError> {
+    let Some((to, to_grid)) = req.upgrade_to else {
+        return Ok(None);
+    };
+    let (_, after) = recommend_trace(
+        &RecommendRequest {
+            name: req.name,
+            trace: req.trace,
+            grid: to_grid,
+            capacity: req.capacity,
+            target: to,
+            start: req.start,
+            placement: req.placement,
+        },
+        progress,
+    )
+    .map_err(sweep_error)?;
+    Ok(Some(UpgradeAdvice::new(
+        req.target.rules,
+        rec.clone(),
+        to.rules,
+        after,
+    )))
 }
 
 /// Writes the report of a snapshot without history
@@ -297,6 +349,7 @@ pub fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf, Bu
     let opts = ReplayOptions {
         check_invariants: false,
         segments_at_peak: true,
+        record_addresses: true,
         start: Start::Recorded,
         ..Default::default()
     };
@@ -328,6 +381,8 @@ pub fn state_report(name: &str, trace: &Trace, out: &Path) -> Result<PathBuf, Bu
         phases: Vec::new(),
         pools: Vec::new(),
         explanation: None,
+        explore: crate::ExploreTrace::of(trace),
+        upgrade: None,
     };
     write_report(out, &input).map_err(BuildError::Write)
 }

@@ -12,6 +12,9 @@ fn same_result(a: &SettingRun, b: &SettingRun, min_capacity: &dyn Fn(&str) -> Op
         && x.timeline == y.timeline
         && x.oom == y.oom
         && x.segments_at_peak == y.segments_at_peak
+        && x.device_log == y.device_log
+        && x.alloc_addresses == y.alloc_addresses
+        && x.alloc_block_sizes == y.alloc_block_sizes
         && min_capacity(&a.label) == min_capacity(&b.label)
 }
 

@@ -147,6 +147,16 @@ pub struct ReportInput {
     /// Why the first setting reserves more than it allocates at its peak
     /// (`vramlab explain`; `None`: no such section).
     pub explanation: Option<vramlab_replay::Explanation>,
+    /// The trace as the page's explorer draws it ([`ExploreTrace::of`]);
+    /// with settings replayed with `record_addresses`, the page gets a
+    /// zoomable timeline and a segment map at any event (`None`: no
+    /// explorer).
+    ///
+    /// [`ExploreTrace::of`]: crate::ExploreTrace::of
+    pub explore: Option<crate::ExploreTrace>,
+    /// What upgrading PyTorch does to every setting (`report
+    /// --torch-version A --torch-version B`; `None`: no such section).
+    pub upgrade: Option<vramlab_replay::UpgradeAdvice>,
 }
 
 /// One pool of the trace in the report: what the trace routes to it and

@@ -68,6 +68,7 @@
 
 mod base64;
 mod build;
+mod explore;
 mod group;
 mod html;
 mod input;
@@ -79,6 +80,7 @@ mod units;
 use std::path::PathBuf;
 
 pub use build::{BuildError, BuiltReport, ReportRequest, build_report, state_report};
+pub use explore::ExploreTrace;
 pub use html::write_report;
 pub use input::{FitChart, ReportInput, ReportPool, SettingRun};
 pub use plots::{

@@ -39,6 +39,7 @@ fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
             start: None,
             placement: Default::default(),
             out: &dir,
+            upgrade_to: None,
         },
         &|| {
             done.fetch_add(1, Ordering::Relaxed);
@@ -66,6 +67,35 @@ fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
     let html = std::fs::read_to_string(&built.index).unwrap();
     assert!(html.contains("vramlab report: gpt-small-train.csv"));
     assert!(html.contains("4 settings were replayed; the table ranks 2 of them."));
+    // The explorer: its markup, its data, and a script that cannot end early.
+    for part in [
+        "<section id=\"explorer\">",
+        "data-segment-map",
+        "role=\"tooltip\"",
+        "type=\"range\"",
+        "<script type=\"application/json\" id=\"vramlab-explorer\">",
+        "<script type=\"application/octet-stream\" id=\"vramlab-packed\">",
+    ] {
+        assert!(html.contains(part), "{part}");
+    }
+    let packed = html.split("id=\"vramlab-packed\">").nth(1).unwrap();
+    let packed = &packed[..packed.find("</script>").unwrap()];
+    assert!(packed.len() > 1000);
+    assert!(
+        packed
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+    );
+    // Its index names the two settings shown and their peaks.
+    let index = html.split("id=\"vramlab-explorer\">").nth(1).unwrap();
+    let index: serde_json::Value =
+        serde_json::from_str(&index[..index.find("</script>").unwrap()]).unwrap();
+    let settings = index["settings"].as_array().unwrap();
+    assert_eq!(settings.len(), 2);
+    assert_eq!(index["events"], gpt().events.len() as u64);
+    for s in settings {
+        assert!(s["peak_reserved"].as_u64().unwrap() > 0);
+    }
 }
 
 #[test]
@@ -105,6 +135,7 @@ fn errors_read_as_the_command_line_prints_them() {
             start: None,
             placement: Default::default(),
             out: &file,
+            upgrade_to: None,
         },
         &|| {},
     )

@@ -19,21 +19,58 @@ pub struct GridArgs {
     #[arg(long = "conf", value_name = "STR")]
     pub extra: Vec<String>,
     /// PyTorch release whose rules apply (default: the release the trace
-    /// was recorded with, detected from a snapshot's keys, else 2.11).
+    /// was recorded with, detected from a snapshot's keys, else the
+    /// newest). `recommend` and `report` take two: the first is the
+    /// release upgraded from, the second the one upgraded to, and both are
+    /// shown side by side.
     #[arg(long = "torch-version", value_name = "X.Y")]
-    pub torch_version: Option<TorchVersion>,
+    pub torch_versions: Vec<TorchVersion>,
 }
 
 impl GridArgs {
+    /// The release named first with `--torch-version`, if any.
+    pub fn torch_version(&self) -> Option<TorchVersion> {
+        self.torch_versions.first().copied()
+    }
+
+    /// The release upgraded to: the second `--torch-version`, refusing a
+    /// third (`None`: one release or none).
+    pub fn upgrade_to(&self, command: &str) -> Result<Option<TorchVersion>> {
+        match self.torch_versions.as_slice() {
+            [] | [_] => Ok(None),
+            [a, b] if a == b => Err(crate::invoke::BadArgument(format!(
+                "{command}: --torch-version {a} is given twice; name two releases to compare, e.g. --torch-version 2.11 --torch-version {}",
+                TorchVersion::NEWEST
+            ))
+            .into()),
+            [_, b] => Ok(Some(*b)),
+            _ => Err(crate::invoke::BadArgument(format!(
+                "{command} compares two releases at most: give --torch-version twice (`vramlab replay` compares more)"
+            ))
+            .into()),
+        }
+    }
+
+    /// Refuses more than one `--torch-version` for `command`.
+    pub fn one_release(&self, command: &str) -> Result<()> {
+        if self.torch_versions.len() > 1 {
+            return Err(crate::invoke::BadArgument(format!(
+                "{command} takes one --torch-version (`vramlab replay`, `recommend` and `report` compare releases)"
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
     /// The PyTorch release(s) that apply to `trace`.
     pub fn target(&self, trace: &Trace) -> TorchTarget {
-        target_of(trace, self.torch_version)
+        target_of(trace, self.torch_version())
     }
 
     /// The PyTorch release(s) that apply to several traces: the user's, or
     /// the one every trace agrees on, else the newest (said in a note).
     pub fn target_of_all(&self, traces: &[(String, Trace)]) -> TorchTarget {
-        if let Some(v) = self.torch_version {
+        if let Some(v) = self.torch_version() {
             return TorchTarget::user(v);
         }
         let targets: Vec<TorchTarget> = traces.iter().map(|(_, t)| target_of(t, None)).collect();

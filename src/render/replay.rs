@@ -258,42 +258,14 @@ pub fn csv_quote(s: &str) -> String {
 
 /// What an upgrade does: for each setting, the first release's run against
 /// each later one's (`runs` holds one run per setting of `settings` for each
-/// release, releases in the order given).
+/// release, releases in the order given), a sentence a line.
 pub fn upgrade_lines(
     runs: &[Run],
     settings: &[String],
     releases: &[vramlab_allocator::TorchVersion],
 ) -> String {
-    let per = settings.len();
-    let mut out = String::new();
-    let Some(&first) = releases.first() else {
-        return out;
-    };
-    for (i, setting) in settings.iter().enumerate() {
-        let Some(a) = runs.get(i) else { continue };
-        for (k, &v) in releases.iter().enumerate().skip(1) {
-            let Some(b) = runs.get(k * per + i) else {
-                continue;
-            };
-            let (pa, pb) = (a.summary.peak_reserved_bytes, b.summary.peak_reserved_bytes);
-            let delta = if pb >= pa {
-                format!("+{}", bytes(pb - pa))
-            } else {
-                format!("-{}", bytes(pa - pb))
-            };
-            let fit = match (a.oom.is_some(), b.oom.is_some(), a.capacity) {
-                (_, _, None) => String::new(),
-                (false, false, Some(_)) => "; fits still".to_string(),
-                (false, true, Some(_)) => "; no longer fits".to_string(),
-                (true, false, Some(_)) => "; fits now".to_string(),
-                (true, true, Some(_)) => "; runs out of memory under both".to_string(),
-            };
-            out.push_str(&format!(
-                "upgrading torch {first} -> {v} under {setting}: peak reserved {} -> {} ({delta}){fit}\n",
-                bytes(pa),
-                bytes(pb)
-            ));
-        }
-    }
-    out
+    vramlab_replay::upgrade_from_runs(runs, settings, releases)
+        .iter()
+        .map(|r| r.sentence() + "\n")
+        .collect()
 }

@@ -3,7 +3,11 @@
 // that leaves the file (the page is self-contained), no table cell
 // narrower than its longest unbreakable word, at a desktop (1400 px) and a
 // phone (390 px) width; keeps full-page screenshots and prints the load
-// time of each page.
+// time of each page. Where the page has the explorer: it must be ready
+// (its rebuilt peaks checked against the replay's, or it logs an error),
+// hovering a block must show a tooltip with a size (and a `file.py:LINE`
+// frame where the trace recorded stacks), and stepping the slider with the
+// keyboard must change the segment map.
 //
 //   node tests/browser/check_report.mjs [--out DIR] REPORT/index.html ...
 //
@@ -60,6 +64,47 @@ function narrowCells() {
   return bad;
 }
 
+// The explorer: ready, tooltip on a block, slider moves the map.
+async function checkExplorer(page, file) {
+  const ready = await page.evaluate(() => !!window.vramlabExplorer);
+  if (!ready) return fail(`${file}: the explorer never became ready`);
+  // A block whose allocation recorded a stack when there is one.
+  const pick = await page.evaluate(() => {
+    const idx = JSON.parse(document.getElementById("vramlab-explorer").textContent);
+    const rects = [...document.querySelectorAll("#ex-map-a [data-id]")];
+    const framed = idx.lines.some((l) => /\.py:\d+/.test(l));
+    const el = rects[0];
+    if (!el) return null;
+    rects.forEach((r, i) => r.setAttribute("data-probe", String(i)));
+    return { count: rects.length, framed };
+  });
+  if (!pick) return fail(`${file}: the explorer's left segment map has no block with data-id`);
+  let tipText = "";
+  const tries = Math.min(pick.count, 40);
+  for (let i = 0; i < tries; i++) {
+    const sel = `#ex-map-a [data-probe="${i}"]`;
+    const box = await page.$eval(sel, (e) => { e.scrollIntoView({ block: "center" }); const r = e.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + r.height / 2, w: r.width }; });
+    if (box.w < 1) continue;
+    await page.mouse.move(box.x, box.y);
+    tipText = await page.$eval("[role=tooltip]", (t) => (t.hidden ? "" : t.innerText));
+    if (!pick.framed || /\.py:\d+/.test(tipText)) break;
+  }
+  if (!/\d(\.\d+)? (B|KiB|MiB|GiB|TiB)/.test(tipText)) fail(`${file}: hovering a block shows no size in a tooltip (got: ${JSON.stringify(tipText.slice(0, 200))})`);
+  else if (pick.framed && !/\.py:\d+/.test(tipText)) fail(`${file}: no hovered block's tooltip shows a file.py:LINE frame (last: ${JSON.stringify(tipText.slice(0, 300))})`);
+  else console.log(`${file}: tooltip: ${tipText.split("\n").slice(0, 4).join(" | ").slice(0, 240)}`);
+  // Keyboard: Home moves the cursor to the start of the view.
+  const before = await page.$eval("#ex-map-a", (e) => e.innerHTML);
+  await page.focus("#ex-slider");
+  await page.keyboard.press("Home");
+  await page.keyboard.press("ArrowRight");
+  await new Promise((r) => setTimeout(r, 300));
+  const after = await page.$eval("#ex-map-a", (e) => e.innerHTML);
+  const events = await page.evaluate(() => window.vramlabExplorer.events);
+  if (events > 1 && before === after) fail(`${file}: stepping the slider did not change the segment map`);
+  const t = await page.evaluate(() => window.vramlabExplorer.readyMs);
+  console.log(`${file}: explorer ready in ${Math.round(t)} ms of script, ${pick.count} blocks drawn at the first cursor`);
+}
+
 const browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
@@ -85,8 +130,13 @@ for (const file of pages) {
       if (!u.startsWith("file:") && !u.startsWith("data:")) external.push(u);
     });
     const t0 = Date.now();
-    await page.goto(url, { waitUntil: "load", timeout: 60000 });
+    await page.goto(url, { waitUntil: "load", timeout: 120000 });
+    const hasExplorer = await page.evaluate(() => !!document.getElementById("vramlab-explorer"));
+    if (hasExplorer) {
+      await page.waitForFunction(() => window.vramlabExplorer, { timeout: 120000 }).catch(() => {});
+    }
     const ms = Date.now() - t0;
+    if (hasExplorer && vp.name === "desktop") await checkExplorer(page, file);
     const narrow = await page.evaluate(narrowCells);
     const shot = `${out}/${name}-${vp.name}.png`;
     await page.screenshot({ path: shot, fullPage: true });

@@ -1,7 +1,8 @@
 //! What users ask of replays: sweeps over settings, recommendations,
 //! OOM points, how much a prediction depends on the driver's address
 //! order, the largest workload that fits, the regression gate,
-//! pathological traces, and the fidelity proof against a recording.
+//! pathological traces, the fidelity proof against a recording, and what
+//! a PyTorch upgrade does.
 
 pub(crate) mod bench;
 pub(crate) mod diff;
@@ -20,3 +21,4 @@ pub(crate) mod serve_budget;
 pub mod stress;
 pub(crate) mod sweep;
 pub(crate) mod sweep_cases;
+pub(crate) mod upgrade;

@@ -23,6 +23,7 @@ use run::Run;
 use start::Start;
 use vramlab_allocator::{Refusal, SimDevice};
 
+mod addresses;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod fresh_pools;
@@ -75,7 +76,8 @@ pub struct ReplayOptions {
     /// Place new segments where the trace's expected record says the real
     /// allocator got them (fidelity mode; needs a device that can place).
     pub place_at_expected: bool,
-    /// Keep the address of every allocation ([`Run::alloc_addresses`]).
+    /// Keep the address and block size of every allocation
+    /// ([`Run::alloc_addresses`], [`Run::alloc_block_sizes`]).
     pub record_addresses: bool,
     /// Keep the segment layout at the reserved peak ([`Run::segments_at_peak`]).
     pub segments_at_peak: bool,

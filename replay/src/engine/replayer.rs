@@ -9,6 +9,7 @@ use vramlab_traces::{
     Event, ExpectedOom, ExpectedSegmentEvent, PrivatePoolKind, SegmentEventKind, Trace,
 };
 
+use super::addresses::AddressBook;
 use super::fresh_pools::pool_options;
 use super::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 use super::start::{Seeded, Start, StartOom, seed};
@@ -60,7 +61,7 @@ pub(super) struct Replayer<'t> {
     /// `get`, and an id out of range is a [`ReplayError::Trace`].
     slots: Vec<IdSlot>,
     /// Empty unless `opts.record_addresses`.
-    addresses: Vec<u64>,
+    book: AddressBook,
     live_requested: u64,
     start: Option<Start>,
     /// Device calls made while seeding the initial state.
@@ -98,11 +99,7 @@ impl<'t> Replayer<'t> {
             trace,
             opts,
             slots: vec![IdSlot::UNUSED; n_ids],
-            addresses: if opts.record_addresses {
-                vec![0u64; n_ids]
-            } else {
-                Vec::new()
-            },
+            book: AddressBook::new(opts.record_addresses, n_ids),
             live_requested: 0,
             start: trace.initial.as_ref().map(|_| opts.start),
             seed_calls: 0,
@@ -180,13 +177,13 @@ impl<'t> Replayer<'t> {
             self.opts.stop_at_oom,
             &mut each,
         )?;
-        if self.opts.record_addresses {
-            for (slot, a) in self.slots.iter().zip(self.addresses.iter_mut()) {
-                if matches!(slot.state, IdState::Live | IdState::Pending) {
-                    *a = alloc.block_ptr(slot.handle);
-                }
+        let slots = &self.slots;
+        self.book.seeded(alloc, |id| match slots.get(id) {
+            Some(s) if matches!(s.state, IdState::Live | IdState::Pending) => {
+                alloc.block_ptr(s.handle)
             }
-        }
+            _ => 0,
+        });
         if let Some(o) = &oom {
             for &id in &o.lost {
                 if let Some(slot) = self.slots.get_mut(id as usize) {
@@ -446,6 +443,7 @@ impl<'t> Replayer<'t> {
             )
         })?;
         self.allocs += 1;
+        let before = alloc.stats().allocated_bytes.all.current;
         match alloc.malloc(size, raw_stream) {
             Ok(h) => {
                 *slot = IdSlot {
@@ -455,8 +453,10 @@ impl<'t> Replayer<'t> {
                 };
                 // Saturating: seeded blocks carry unchecked sizes.
                 self.live_requested = self.live_requested.saturating_add(size);
-                if let Some(a) = self.addresses.get_mut(idu) {
-                    *a = alloc.block_ptr(h);
+                if self.book.recording() {
+                    let grew = alloc.stats().allocated_bytes.all.current - before;
+                    self.book
+                        .allocated(idu, alloc.block_ptr(h), u64::try_from(grew).unwrap_or(0));
                 }
                 Ok(false)
             }
@@ -661,7 +661,8 @@ impl<'t> Replayer<'t> {
             device_log: self.device_log,
             oom: self.oom,
             stats: *st,
-            alloc_addresses: self.addresses,
+            alloc_addresses: self.book.addresses,
+            alloc_block_sizes: self.book.sizes,
             peak_event_index: self.peak_event,
             segments_at_peak: self.segments_at_peak,
             final_segments: if self.opts.final_segments {

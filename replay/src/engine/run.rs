@@ -167,6 +167,11 @@ pub struct Run {
     /// were never allocated).
     #[serde(skip)]
     pub alloc_addresses: Vec<u64>,
+    /// Size of the block each allocation id got (only when addresses are
+    /// recorded; 0 for ids never allocated): the rounded request, or the
+    /// whole block when the rest was too small to split off.
+    #[serde(skip)]
+    pub alloc_block_sizes: Vec<u64>,
     /// The event after which reserved bytes reached the peak that
     /// [`Summary::waste_at_peak_bytes`] describes (`None`: the state the
     /// replay began with, before any event).

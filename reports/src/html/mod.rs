@@ -14,7 +14,10 @@ use crate::{ReportError, Result};
 
 mod data;
 mod escape;
+mod explorer;
+mod packed;
 mod sections;
+mod upgrade;
 mod why;
 
 use escape::{esc, esc_inline, script_json};
@@ -87,7 +90,12 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
         write_recommendation(&mut h, &a);
     }
     settings_table(&mut h, report);
+    upgrade::write_upgrade(&mut h, report.upgrade.as_ref());
     why::write_why(&mut h, report.explanation.as_ref());
+    // The explorer's data goes in as it is (it holds no table).
+    let mut page = scroll_tables(&h);
+    explorer::write_explorer(&mut page, report.explore.as_ref(), &report.settings)?;
+    let mut h = String::new();
     write_phases(&mut h, &report.phases);
     write_pools(&mut h, &report.pools, &report.settings);
     write_trace_plots(&mut h, dir, &report.settings, report.capacity)?;
@@ -97,17 +105,22 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     }
     write_segment_maps(&mut h, dir, &report.settings)?;
     write_notes(&mut h, &report.notes);
-    write_tail(&mut h, report)?;
-    // Wide tables scroll sideways instead of squeezing their cells.
-    let h = h
-        .replace("<table", "<div class=\"scroll\"><table")
-        .replace("</table>", "</table></div>");
+    page.push_str(&scroll_tables(&h));
+    write_tail(&mut page, report)?;
+    let h = page;
     let index = dir.join("index.html");
     fs::write(&index, h).map_err(|source| ReportError::Io {
         path: index.clone(),
         source,
     })?;
     Ok(index)
+}
+
+/// `html` with every table in a box that scrolls sideways: wide tables
+/// scroll instead of squeezing their cells.
+fn scroll_tables(html: &str) -> String {
+    html.replace("<table", "<div class=\"scroll\"><table")
+        .replace("</table>", "</table></div>")
 }
 
 /// The start of the page up to the line under the title: the document
@@ -122,10 +135,11 @@ fn write_head(h: &mut String, report: &ReportInput) {
     let s = &report.settings;
     let _ = write!(
         h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"vramlab-reports {}\">\n<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n<main>\n<h1>{}</h1>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"vramlab-reports {}\">\n<title>{}</title>\n<style>{}{}</style>\n</head>\n<body>\n<main>\n<h1>{}</h1>\n",
         env!("CARGO_PKG_VERSION"),
         esc(title),
         STYLE,
+        explorer::STYLE,
         esc(title)
     );
     let mut meta = Vec::new();

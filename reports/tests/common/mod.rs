@@ -213,6 +213,8 @@ pub fn report(settings: Vec<SettingRun>) -> ReportInput {
         phases: phases_of("gpt-small-train-seq256.csv.gz"),
         pools: Vec::new(),
         explanation: None,
+        explore: None,
+        upgrade: None,
     }
 }
 
