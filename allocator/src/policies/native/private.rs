@@ -217,8 +217,10 @@ impl<D: Device> NativeAllocator<D> {
     /// retry a request that found no segment nor at `empty_cache` (which
     /// does nothing then): up to 2.12 while any route is registered, a
     /// `use_mem_pool` context included; from 2.13 never (PyTorch 2.15 frees
-    /// the cache during a capture or MemPool context too). Judged on 2.11
-    /// and 2.15: tests/pools/capture-oom.csv, tests/pools/empty-cache-routed.csv.
+    /// the cache during a capture or MemPool context too). Judged on every
+    /// release 2.11–2.15 (2.12 keeps the cache, 2.13 and 2.14 free it):
+    /// tests/pools/capture-oom.csv, tests/pools/empty-cache-routed.csv,
+    /// docs/results/pools.md.
     #[inline]
     pub(super) fn keeps_cache(&self) -> bool {
         !self.routes.is_empty() && !self.conf.version.at_least(2, 13)
@@ -229,9 +231,9 @@ impl<D: Device> NativeAllocator<D> {
     /// 2.12 that is while any route is registered, a `use_mem_pool`
     /// context included (`captures_underway`, pytorch#175015); from 2.13
     /// only while a graph capture is (`markCaptureBegin`, pytorch#181830).
-    /// The release that made the change is read from the pull request's
-    /// date; no replay event depends on it (stream events are complete by
-    /// the next request in a replay).
+    /// No replay event tells this rule from [`Self::keeps_cache`] (stream
+    /// events are complete by the next request in a replay); it switches
+    /// with it, at the release the oracle shows for that one (2.13).
     #[inline]
     pub(super) fn under_capture(&self) -> bool {
         if self.routes.is_empty() {
