@@ -341,3 +341,27 @@ fn recommend_names_the_setting_a_snapshot_was_recorded_with() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A snapshot written by PyTorch 2.14 on the fake device with an `annotate`
+/// entry (`torch.cuda.memory._annotate_tensor`;
+/// scripts/oracle_experiments/annotate.py): read as 2.14–2.15, the entry
+/// skipped with a note that says what it is, and the recording replayed
+/// exactly.
+#[test]
+fn an_annotated_2_14_snapshot_is_read_as_2_14() {
+    let snap = "tests/releases/annotate.torch2.14.pickle";
+    let (code, out, err) = vramlab(&["stats", snap]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("torch_releases: 2.14–2.15"), "{out}");
+    assert!(!out.contains("newer than"), "{out}");
+    assert!(
+        out.contains("1 'annotate' entries (metadata attached to a live allocation by _annotate_tensor) carry no allocation and were skipped"),
+        "{out}"
+    );
+    let (code, out, err) = vramlab(&["fidelity", snap]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("every allocation address and segment decision matches PyTorch"),
+        "{out}"
+    );
+}

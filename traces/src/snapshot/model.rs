@@ -90,6 +90,9 @@ pub enum Action {
     Oom,
     /// `user_defined` (≈2.4 annotations).
     UserDefined,
+    /// `annotate` (2.14+): metadata attached to a live allocation by
+    /// `torch.cuda.memory._annotate_tensor`; no memory changes hands.
+    Annotate,
     /// An action this version of vramlab does not know.
     Other(String),
 }
@@ -108,6 +111,7 @@ impl Action {
             "snapshot" => Action::Snapshot,
             "oom" => Action::Oom,
             "user_defined" => Action::UserDefined,
+            "annotate" => Action::Annotate,
             other => Action::Other(other.to_string()),
         }
     }
@@ -125,6 +129,7 @@ impl Action {
             Action::Snapshot => "snapshot",
             Action::Oom => "oom",
             Action::UserDefined => "user_defined",
+            Action::Annotate => "annotate",
             Action::Other(s) => s,
         }
     }

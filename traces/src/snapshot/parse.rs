@@ -559,7 +559,12 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceE
         Some(a) if !a.is_none() => Some(sint(&a, &path.field("addr"))? as u64),
         _ => None,
     };
-    if addr.is_none() && !matches!(action, Action::Oom | Action::UserDefined | Action::Other(_)) {
+    if addr.is_none()
+        && !matches!(
+            action,
+            Action::Oom | Action::UserDefined | Action::Annotate | Action::Other(_)
+        )
+    {
         return Err(problem(
             path,
             format!("a '{}' entry has no 'addr'", action.name()),
@@ -570,7 +575,13 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceE
         device_free: opt_u64(&d, "device_free", &path)?,
         size: match d.get("size") {
             Some(s) => uint(&s, &path.field("size"))?,
-            None if matches!(action, Action::UserDefined | Action::Other(_)) => 0,
+            None if matches!(
+                action,
+                Action::UserDefined | Action::Annotate | Action::Other(_)
+            ) =>
+            {
+                0
+            }
             None => return Err(problem(path, "has no 'size' key")),
         },
         stream: match d.get("stream") {

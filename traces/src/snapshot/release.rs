@@ -19,7 +19,7 @@
 //! | 2.11 | `forward_frames` (with autograd anomaly mode only) |
 //! | 2.12 | trace entries carry `pool_id` |
 //! | 2.13 | `allocator_settings` has `max_cached_size`, `max_round_threshold` |
-//! | 2.14 | top-level `host_segments`, `host_traces` |
+//! | 2.14 | top-level `host_segments`, `host_traces`; the trace action `annotate` (`_annotate_tensor`) |
 //! | 2.15 | trace entries may carry `internal_metadata` (when set; else a 2.15 snapshot reads as 2.14–2.15) |
 //!
 //! Without trace entries the entry signals are missing, and the range is
@@ -229,6 +229,13 @@ fn after_2_11(snap: &Snapshot, settings: &[String], ev: &mut Vec<String>) -> Opt
         ((2, 15), "trace entries carry `internal_metadata` (2.15)")
     } else if has("host_segments") || has("host_traces") {
         ((2, 14), "top-level `host_segments` (2.14+)")
+    } else if snap
+        .device_traces
+        .iter()
+        .flatten()
+        .any(|e| e.action == Action::Annotate)
+    {
+        ((2, 14), "the trace action `annotate` (2.14+)")
     } else if setting("max_cached_size") || setting("max_round_threshold") {
         (
             (2, 13),
@@ -407,6 +414,28 @@ mod tests {
             assert_eq!(r.label(), want, "{:?}", r.evidence);
             assert!(!r.evidence.is_empty());
         }
+    }
+
+    /// An `annotate` entry (`_annotate_tensor`, first in the 2.14 wheel;
+    /// scripts/oracle_experiments/annotate.py) means 2.14 or later, not a
+    /// release newer than vramlab knows.
+    #[test]
+    fn an_annotate_entry_means_2_14_or_later() {
+        let mut s = snap(
+            &["external_annotations", "device_traces[][].user_metadata"],
+            Some(&[
+                "PYTORCH_CUDA_ALLOC_CONF",
+                "graph_capture_record_stream_reuse",
+            ]),
+            true,
+        );
+        let mut e = s.device_traces[0][0].clone();
+        e.action = Action::from_name("annotate");
+        s.device_traces[0].push(e);
+        let r = releases_of(&s);
+        assert_eq!(r.label(), "2.14–2.15", "{:?}", r.evidence);
+        assert!(!r.later);
+        assert!(r.evidence.iter().any(|e| e.contains("`annotate` (2.14+)")));
     }
 
     #[test]

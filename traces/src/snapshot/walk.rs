@@ -95,6 +95,8 @@ struct Walk<'a> {
     inferred_empty_cache: u64,
     retries: u64,
     skipped_entries: u64,
+    /// `annotate` entries (2.14+), skipped.
+    annotations: u64,
     pools: PoolSections,
 }
 
@@ -133,6 +135,7 @@ pub(super) fn walk_entries(
         inferred_empty_cache: 0,
         retries: 0,
         skipped_entries: 0,
+        annotations: 0,
         pools: PoolSections::new(plan),
     };
     let mut k = 0usize;
@@ -189,6 +192,7 @@ impl Walk<'_> {
             Action::SegmentUnmap => self.segment(k, e, SegmentEventKind::Unmap),
             Action::Oom => self.oom(k, e)?,
             Action::Snapshot | Action::UserDefined => self.skipped_entries += 1,
+            Action::Annotate => self.annotations += 1,
             Action::Other(name) => *self.unknown_actions.entry(name.clone()).or_default() += 1,
         }
         Ok(1)
@@ -433,6 +437,12 @@ impl Walk<'_> {
         for (name, n) in &self.unknown_actions {
             notes.push(format!(
                 "{n} trace entries with the unknown action '{name}' were ignored"
+            ));
+        }
+        if self.annotations > 0 {
+            notes.push(format!(
+                "{} 'annotate' entries (metadata attached to a live allocation by _annotate_tensor) carry no allocation and were skipped",
+                self.annotations
             ));
         }
         if self.skipped_entries > 0 {
