@@ -56,13 +56,7 @@ impl ConfArgs {
 
     /// Refuses more than one `--torch-version` for `command`.
     pub fn one_release(&self, command: &str) -> Result<()> {
-        if self.torch_versions.len() > 1 {
-            return Err(crate::invoke::BadArgument(format!(
-                "{command} takes one --torch-version (`vramlab replay` compares releases)"
-            ))
-            .into());
-        }
-        Ok(())
+        one_release(&self.torch_versions, command)
     }
 
     /// The same arguments with `v` as the only release.
@@ -195,4 +189,16 @@ pub fn scenarios(confs: &ConfArgs, dev: &DeviceArgs, trace: &Trace) -> Result<Ve
             s
         })
         .collect())
+}
+
+/// Refuses more than one `--torch-version` for `command`, naming the
+/// commands that compare releases.
+pub(crate) fn one_release(versions: &[TorchVersion], command: &str) -> Result<()> {
+    if versions.len() > 1 {
+        return Err(crate::invoke::BadArgument(format!(
+            "{command} takes one --torch-version (`vramlab replay`, `diff`, `recommend` and `report` compare releases)"
+        ))
+        .into());
+    }
+    Ok(())
 }

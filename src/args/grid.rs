@@ -53,13 +53,7 @@ impl GridArgs {
 
     /// Refuses more than one `--torch-version` for `command`.
     pub fn one_release(&self, command: &str) -> Result<()> {
-        if self.torch_versions.len() > 1 {
-            return Err(crate::invoke::BadArgument(format!(
-                "{command} takes one --torch-version (`vramlab replay`, `recommend` and `report` compare releases)"
-            ))
-            .into());
-        }
-        Ok(())
+        super::conf::one_release(&self.torch_versions, command)
     }
 
     /// The PyTorch release(s) that apply to `trace`.

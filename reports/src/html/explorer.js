@@ -317,8 +317,9 @@
       line(bk.alloc[j], COLORS[j], [6, 4], 1.5);
       const o = st.s.oom_event;
       if (o != null && o >= view.a && o <= view.b) {
-        g.fillStyle = "#c82828"; g.textAlign = "center"; g.font = "bold 14px 'DejaVu Sans', sans-serif";
-        g.fillText("✕ OOM", xOf(o), M.t + 12);
+        // Below the phase labels, one line per setting, in its colour.
+        g.fillStyle = COLORS[j]; g.textAlign = "left"; g.font = "bold 13px 'DejaVu Sans', sans-serif";
+        g.fillText("✕ OOM", xOf(o) + 4, M.t + 30 + 16 * j);
         g.font = "12px 'DejaVu Sans', sans-serif";
       }
     });
