@@ -371,6 +371,15 @@ pub trait Inspect {
     /// The device, mutably (a replay steers a simulated device through it:
     /// where the next segment goes, which calls fail).
     fn device_mut(&mut self) -> &mut Self::Dev;
+
+    /// `false` when no decision so far depended on how the device's
+    /// addresses compare, so a device placing segments elsewhere would have
+    /// led to the same decisions (the native policy tracks its choices
+    /// between free blocks of one size in different segments). `true`, the
+    /// default, where a policy does not track it.
+    fn placement_may_have_decided(&self) -> bool {
+        true
+    }
 }
 
 /// Starting from a recorded allocator state (traces recorded mid-run).
@@ -456,6 +465,9 @@ impl<W: Wrapper> Inspect for W {
     }
     fn device_mut(&mut self) -> &mut Self::Dev {
         self.inner_mut().device_mut()
+    }
+    fn placement_may_have_decided(&self) -> bool {
+        self.inner().placement_may_have_decided()
     }
 }
 

@@ -97,3 +97,41 @@ fn older_segment_against_older_block() {
         assert_eq!(takes_front_of_a(v, placement), want, "{v} {placement}");
     }
 }
+
+/// `placement_may_have_decided`: a choice between free blocks of one size
+/// in two segments is noted (the placement could have decided it); one
+/// between blocks of one segment, or between blocks of different sizes,
+/// is not.
+#[test]
+fn a_choice_between_segments_is_noted_as_placement_dependent() {
+    use vramlab_allocator::Inspect;
+    let v = TorchVersion::new(2, 11);
+    // Two whole 30 MiB segments, both free: which one a request takes
+    // depends on their addresses.
+    let mut f = fixture(v, Placement::Driver);
+    let (a, b) = (f.malloc(30 * MIB), f.malloc(30 * MIB));
+    f.free(a);
+    f.free(b);
+    assert!(!f.a.placement_may_have_decided(), "no choice made yet");
+    f.malloc(3 * MIB);
+    assert!(f.a.placement_may_have_decided());
+    // Two free 4 MiB blocks of one 30 MiB segment (split by 2 MiB blocks
+    // kept live): their order is their offsets, the same at any address.
+    let mut f = fixture(v, Placement::Driver);
+    let x = f.malloc(4 * MIB);
+    let _keep = f.malloc(2 * MIB);
+    let y = f.malloc(4 * MIB);
+    let _keep2 = f.malloc(2 * MIB);
+    assert_eq!(f.calls().len(), 1, "one segment");
+    f.free(x);
+    f.free(y);
+    f.malloc(4 * MIB);
+    assert!(!f.a.placement_may_have_decided());
+    // Free blocks of two sizes in two segments: best fit by size alone.
+    let mut f = fixture(v, Placement::Driver);
+    let (a, b) = (f.malloc(30 * MIB), f.malloc(40 * MIB));
+    f.free(a);
+    f.free(b);
+    f.malloc(35 * MIB);
+    assert!(!f.a.placement_may_have_decided());
+}

@@ -73,6 +73,9 @@ pub struct Predicted {
     pub oom_event: Option<u64>,
     /// Device calls (allocations and frees) made during the events.
     pub device_calls: u64,
+    /// No decision depended on how the device's addresses compare
+    /// ([`Run::placement_free`]; `false` when unknown).
+    pub placement_free: bool,
 }
 
 impl From<&Run> for Predicted {
@@ -81,6 +84,7 @@ impl From<&Run> for Predicted {
             peak_reserved_bytes: r.summary.peak_reserved_bytes,
             oom_event: r.oom.as_ref().map(|o| o.event_index),
             device_calls: r.summary.num_device_alloc + r.summary.num_device_free,
+            placement_free: r.placement_free,
         }
     }
 }
@@ -91,6 +95,7 @@ impl From<&SweepRow> for Predicted {
             peak_reserved_bytes: r.peak_reserved_bytes,
             oom_event: u64::try_from(r.oom_event).ok(),
             device_calls: r.num_device_alloc + r.num_device_free,
+            placement_free: false,
         }
     }
 }
@@ -116,7 +121,9 @@ pub fn placement_range(
         other_peak_reserved_bytes: seen.peak_reserved_bytes,
         other_oom_event: seen.oom_event,
     };
-    if seen.device_calls == 0 {
+    // No decision compared two segments' addresses: the other placement
+    // decides alike (allocator/src/policies/native/ties.rs).
+    if seen.device_calls == 0 || seen.placement_free {
         return Ok(range);
     }
     // From 2.12 PyTorch orders free blocks of one size by allocation order,

@@ -670,6 +670,7 @@ impl<'t> Replayer<'t> {
             } else {
                 Vec::new()
             },
+            placement_free: !alloc.placement_may_have_decided(),
         }
     }
 }

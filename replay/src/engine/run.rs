@@ -183,4 +183,12 @@ pub struct Run {
     /// Segments at the end of the replay (only when requested).
     #[serde(skip)]
     pub final_segments: Vec<SegmentView>,
+    /// No decision of the replay depended on how the device's addresses
+    /// compare (the policy said so: [`Inspect::placement_may_have_decided`]),
+    /// so the other placement predicts the same; `false` when the policy
+    /// cannot tell.
+    ///
+    /// [`Inspect::placement_may_have_decided`]: vramlab_allocator::Inspect::placement_may_have_decided
+    #[serde(skip)]
+    pub placement_free: bool,
 }

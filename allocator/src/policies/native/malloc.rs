@@ -5,7 +5,7 @@
 
 use super::NativeAllocator;
 use super::block::{Block, NIL, State};
-use super::pool::PoolRef;
+use super::pool::{FreeKey, PoolRef};
 use super::rounding::{MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::devices::{Device, DeviceError};
 use crate::policies::oom::{out_of_memory, preemptive};
@@ -51,6 +51,9 @@ impl<D: Device> NativeAllocator<D> {
             pool.clock += 1;
         }
         let mut it = pool.lower_bound(p.stream, p.size)?;
+        // The first key of each size the choice looked at: where the order
+        // of blocks of one size could have decided (`ties.rs`).
+        let mut runs = Runs::new(it);
         if self.arena[it.idx].is_expandable() {
             if expandable_on {
                 // Best fit by the size a block could grow to: prefer a block
@@ -66,6 +69,9 @@ impl<D: Device> NativeAllocator<D> {
                     b.size + tail
                 };
                 for next in pool.after(it) {
+                    if next.size != it.size {
+                        runs.push(next);
+                    }
                     if !arena[it.idx].is_expandable() || growable(next.idx) >= growable(it.idx) {
                         break;
                     }
@@ -76,6 +82,7 @@ impl<D: Device> NativeAllocator<D> {
                 it = pool
                     .after(it)
                     .find(|k| !self.arena[k.idx].is_expandable())?;
+                runs = Runs::new(it);
             }
         }
         if p.size < mss && it.size >= mss {
@@ -83,6 +90,12 @@ impl<D: Device> NativeAllocator<D> {
         }
         if p.size >= mss && it.size >= p.size.saturating_add(nsr) {
             return None; // oversize request: bounded waste
+        }
+        if runs.overflowed {
+            self.note_tie();
+        }
+        for run in runs.keys.into_iter().flatten() {
+            self.note_run(p.pool, run);
         }
         Some(it.idx)
     }
@@ -254,5 +267,33 @@ impl<D: Device> NativeAllocator<D> {
             s.oversize_allocations.increase(1);
         }
         block
+    }
+}
+
+/// The first keys of the sizes a lookup looked at (at most four; more are
+/// counted as a tie).
+struct Runs {
+    keys: [Option<FreeKey>; 4],
+    len: usize,
+    overflowed: bool,
+}
+
+impl Runs {
+    fn new(first: FreeKey) -> Self {
+        Runs {
+            keys: [Some(first), None, None, None],
+            len: 1,
+            overflowed: false,
+        }
+    }
+
+    fn push(&mut self, k: FreeKey) {
+        match self.keys.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(k);
+                self.len += 1;
+            }
+            None => self.overflowed = true,
+        }
     }
 }

@@ -27,6 +27,7 @@ mod release;
 mod rounding;
 mod seed;
 mod stream_table;
+mod ties;
 mod view;
 
 use crate::conf::AllocConf;
@@ -79,6 +80,9 @@ pub struct NativeAllocator<D: Device> {
     counter: u64,
     /// The counter of the segment being seeded.
     seeding: u64,
+    /// Choices made between free blocks of one size in different segments
+    /// (`ties.rs`; counted once).
+    placement_ties: u64,
 }
 
 /// Counters below this are those of seeded segments
@@ -109,6 +113,7 @@ impl<D: Device> NativeAllocator<D> {
             tie_order,
             counter: SEEDED_COUNTERS,
             seeding: 0,
+            placement_ties: 0,
         };
         if let Some(f) = a.conf.per_process_memory_fraction {
             a.set_memory_fraction(f);

@@ -52,6 +52,7 @@ impl<D: Device> NativeAllocator<D> {
         let pool = &self.pools[p.pool];
         if let Some(k) = pool.lower_bound(p.stream, key_size) {
             if !self.arena[k.idx].is_expandable() {
+                self.note_run(p.pool, k);
                 self.release_block(k.idx)?;
                 return Ok(true);
             }
@@ -62,6 +63,9 @@ impl<D: Device> NativeAllocator<D> {
             .before_desc(p.stream, key_size)
             .take_while(|k| k.size >= mss)
             .collect();
+        // Which of several blocks of one size go back can depend on their
+        // order (`ties.rs`).
+        self.note_equal_sizes(&candidates);
         let mut released = 0u64;
         for k in candidates {
             if released >= key_size {

@@ -85,6 +85,10 @@ impl<D: Device> Inspect for NativeAllocator<D> {
     fn device_mut(&mut self) -> &mut D {
         &mut self.device
     }
+
+    fn placement_may_have_decided(&self) -> bool {
+        NativeAllocator::placement_may_have_decided(self)
+    }
 }
 
 impl<D: Device> NativeAllocator<D> {}
