@@ -44,6 +44,11 @@ pub fn run(args: ReportArgs) -> Result<()> {
     if trace.events.is_empty() {
         // A snapshot without history: the recorded state's numbers and
         // segment map; there is nothing to replay or compare.
+        if upgrade_to.is_some() {
+            errln!(
+                "note: {name} holds no history to replay: the report shows the recorded state, under no release's rules, and compares none"
+            );
+        }
         let index = state_report(&name, &trace, &args.out)?;
         print_state_report(&index);
         return Ok(());

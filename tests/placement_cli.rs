@@ -231,7 +231,7 @@ fn recommend_and_report_show_what_an_upgrade_does() {
     assert!(out.contains(line), "{out}");
     let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
     assert!(html.contains("<h2 id=\"upgrade\">Upgrading PyTorch 2.11 → 2.15</h2>"));
-    assert!(html.contains("<table id=\"upgrade\">"));
+    assert!(html.contains("<table id=\"upgrade-settings\">"));
     std::fs::remove_dir_all(&dir).ok();
 
     let (code, _, err) = vramlab(&[

@@ -3,7 +3,7 @@
 //! stack that asked for it. The per-setting part (where each block went,
 //! its block size, the device calls) comes from each setting's replay.
 
-use vramlab_traces::{Event, Trace, code_frames};
+use vramlab_traces::{Event, InitialBlockState, Trace, code_frames};
 
 /// Frames kept per stack in the page (innermost first; the rest are
 /// counted in a last line).
@@ -23,7 +23,8 @@ pub struct ExploreTrace {
     /// never allocated).
     pub(crate) alloc_at: Vec<i32>,
     /// The event that freed each id, or asked for its free when it waited
-    /// for other streams ([`NEVER`]: live at the end).
+    /// for other streams ([`NEVER`]: live at the end; −1: asked before the
+    /// recording began).
     pub(crate) free_at: Vec<i32>,
     /// The event that completed a deferred free (empty when the trace has
     /// no deferred frees; else [`NEVER`] or equal to `free_at` for the
@@ -72,15 +73,24 @@ impl ExploreTrace {
                 .collect(),
         };
         t.stack.resize(n, -1);
+        // Blocks whose free was requested before the recording began (a
+        // mid-run snapshot's `active_pending_free`): free_at −1, completed by
+        // a later FreeCompleted.
+        let mut pending_at_start = false;
         if let Some(init) = &trace.initial {
             for b in &init.live {
                 t.set_alloc(b.id() as usize, -1, b.requested, b.stream);
+                if matches!(b.state, InitialBlockState::PendingFree(_)) {
+                    set(&mut t.free_at, b.id(), -1);
+                    pending_at_start = true;
+                }
             }
         }
-        let deferred = trace
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::FreeRequested { .. }));
+        let deferred = pending_at_start
+            || trace
+                .events
+                .iter()
+                .any(|e| matches!(e, Event::FreeRequested { .. }));
         if deferred {
             t.free_completed_at = vec![NEVER; n];
         }

@@ -149,3 +149,90 @@ fn errors_read_as_the_command_line_prints_them() {
         "{e}"
     );
 }
+
+/// A mid-run trace whose first block had its free requested before the
+/// recording (`active_pending_free` in a snapshot): the fixture the browser
+/// check opens (`tests/browser/pending-free-start.vlt`, `.ci/run`), whose
+/// explorer must rebuild the replay's peaks without counting that block
+/// as allocated. `VRAMLAB_BLESS=1` rewrites the fixture.
+#[test]
+fn the_pending_free_fixture_is_current() {
+    use vramlab_traces::{
+        Event, InitialBlock, InitialBlockState, InitialSegment, TraceHeader, write_binary,
+    };
+    const MIB: u64 = 1 << 20;
+    let base = 0x7f00_0000_0000u64;
+    let block = |at: u64, size: u64, state| InitialBlock {
+        address: base + at,
+        size,
+        requested: size,
+        state,
+    };
+    let mut t = Trace::new(TraceHeader {
+        source: "pending-free-start".into(),
+        ..Default::default()
+    });
+    t.streams = vec![0];
+    t.num_ids = 4;
+    t.initial = Some(InitialState::from_segments(vec![InitialSegment {
+        address: base,
+        size: 20 * MIB,
+        stream: 0,
+        is_small: false,
+        is_expandable: false,
+        pool: None,
+        blocks: vec![
+            block(0, 2 * MIB, InitialBlockState::PendingFree(0)),
+            block(2 * MIB, 2 * MIB, InitialBlockState::Allocated(1)),
+            block(4 * MIB, 16 * MIB, InitialBlockState::Free),
+        ],
+    }]));
+    let alloc = |id, size| Event::Alloc {
+        id,
+        stream: 0,
+        size,
+    };
+    t.events = vec![
+        alloc(2, 3 * MIB),
+        Event::FreeCompleted { id: 0 },
+        alloc(3, 18 * MIB),
+        Event::Free { id: 1 },
+        Event::Free { id: 2 },
+        Event::Free { id: 3 },
+    ];
+    let mut bytes = Vec::new();
+    write_binary(&t, &mut bytes, false, "pending-free-start.vlt").unwrap();
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser/pending-free-start.vlt");
+    if std::env::var_os("VRAMLAB_BLESS").is_some() {
+        std::fs::write(&path, &bytes).unwrap();
+    }
+    let committed = std::fs::read(&path).expect("the fixture (VRAMLAB_BLESS=1 writes it)");
+    assert_eq!(
+        committed, bytes,
+        "tests/browser/pending-free-start.vlt is out of date"
+    );
+    // The report builds, and its explorer knows the block was freed before
+    // the recording.
+    let dir = out_dir("pending-free");
+    let target = target_of(&t, None);
+    let grid = parse_grid("default\nexpandable_segments:True", target.rules).unwrap();
+    let built = build_report(
+        &ReportRequest {
+            name: "pending-free-start",
+            trace: &t,
+            capacity: None,
+            grid: &grid,
+            plots: 2,
+            target: &target,
+            start: None,
+            placement: Default::default(),
+            out: &dir,
+            upgrade_to: None,
+        },
+        &|| {},
+    )
+    .unwrap();
+    let html = std::fs::read_to_string(built.index).unwrap();
+    assert!(html.contains("vramlab-explorer"));
+}

@@ -44,7 +44,9 @@
     const a = val(T.alloc_at, id);
     const f = val(T.free_at, id);
     const d = val(freeDone, id);
-    if (a === -1) req0 += val(T.requested, id);
+    // Live at the start (a free requested before the recording no longer
+    // counts as requested or allocated).
+    if (a === -1 && f !== -1) req0 += val(T.requested, id);
     else if (a >= 0 && a < E) { evId[a] = id; evKind[a] = 1; }
     if (f >= 0 && f < E) { evId[f] = id; evKind[f] = d === f ? 2 : 3; }
     if (d >= 0 && d < E && d !== f) { evId[d] = id; evKind[d] = 4; }
@@ -91,7 +93,7 @@
       if (res > peakRes) peakRes = res;
     }
     let alloc0 = 0;
-    for (let id = 0; id < N; id++) if (val(T.alloc_at, id) === -1) alloc0 += val(c.bsize, id);
+    for (let id = 0; id < N; id++) if (val(T.alloc_at, id) === -1 && val(T.free_at, id) !== -1) alloc0 += val(c.bsize, id);
     const replayed = Math.min(s.replayed, E);
     const delta = (e) => {
       const k2 = evKind[e];
@@ -467,7 +469,9 @@
     let tt = t;
     if (t >= st.replayed && t >= 0) {
       tt = st.replayed - 1;
-      note = `<p>Out of memory at event ${int(st.s.oom_event ?? st.replayed)}; the map shows the moment before it.</p>`;
+      note = st.s.oom_event == null && st.replayed === 0
+        ? "<p>The state at the start of the recording does not fit: nothing was replayed; the map shows the start.</p>"
+        : `<p>Out of memory at event ${int(st.s.oom_event ?? st.replayed - 1)}; the map shows the state the replay stopped in (after that request failed).</p>`;
     }
     const segs = segmentsAt(st, tt);
     const blocks = blocksAt(st, tt);
@@ -561,7 +565,7 @@
     const got = a === -1 ? "live at the start of the recording" : `allocated at event ${int(a)}`;
     let gone;
     if (f === NEVER) gone = "still live at the end";
-    else if (d !== f) gone = `free requested at event ${int(f)}, ${d === NEVER ? "never completed" : `completed at event ${int(d)}`}${hold ? "" : " (freed at the request by this allocator)"}`;
+    else if (d !== f) gone = `free requested ${f === -1 ? "before the recording" : `at event ${int(f)}`}, ${d === NEVER ? "never completed" : `completed at event ${int(d)}`}${hold ? "" : " (freed at the request by this allocator)"}`;
     else gone = `freed at event ${int(f)}`;
     return `${got} · ${gone}`;
   }

@@ -72,7 +72,11 @@ impl Packer {
             len += 1;
         }
         let base = if len == 0 { 0 } else { lo };
-        let scale = if hi > lo && values.clone().all(|v| (v - base) % GRANULE == 0) {
+        let scale = if hi > lo
+            && values
+                .clone()
+                .all(|v| (i128::from(v) - i128::from(base)) % i128::from(GRANULE) == 0)
+        {
             GRANULE
         } else {
             1

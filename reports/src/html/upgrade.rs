@@ -34,7 +34,7 @@ pub(super) fn write_upgrade(h: &mut String, u: Option<&UpgradeAdvice>) {
     let fits = u.settings.iter().any(|r| r.fit.is_some());
     let _ = write!(
         h,
-        "<table id=\"upgrade\">\n<thead><tr><th>setting</th><th>peak reserved, torch {a}</th><th>peak reserved, torch {b}</th><th>change</th><th>device allocs, {a} → {b}</th>{}</tr></thead>\n<tbody>\n",
+        "<table id=\"upgrade-settings\">\n<thead><tr><th>setting</th><th>peak reserved, torch {a}</th><th>peak reserved, torch {b}</th><th>change</th><th>device allocs, {a} → {b}</th>{}</tr></thead>\n<tbody>\n",
         if fits { "<th>fits the card</th>" } else { "" }
     );
     // Settings that move first (in the first release's ranking order),

@@ -107,6 +107,19 @@ impl<D: Device> NativeAllocator<D> {
     /// blocks of this pool and stream with room for `p.size` bytes, or a new
     /// reservation's single unmapped block.
     fn find_expandable_block(&mut self, p: &Params) -> Result<u32, AllocError> {
+        // Runs of two reservations are tried in address order, which the
+        // device's placement sets (`ties.rs`).
+        if !self.placement_may_have_decided() {
+            let two = {
+                let mut segs = self.pools[p.pool]
+                    .unmapped_of(p.stream)
+                    .map(|k| self.arena[k.idx].expandable);
+                segs.next().is_some_and(|first| segs.any(|s| s != first))
+            };
+            if two {
+                self.note_tie();
+            }
+        }
         let pool = &self.pools[p.pool];
         for k in pool.unmapped_of(p.stream) {
             let mut c = k.idx;

@@ -85,17 +85,19 @@ impl<D: Device> NativeAllocator<D> {
                 runs = Runs::new(it);
             }
         }
-        if p.size < mss && it.size >= mss {
-            return None; // no oversize block for a normal request
-        }
-        if p.size >= mss && it.size >= p.size.saturating_add(nsr) {
-            return None; // oversize request: bounded waste
-        }
+        // Noted before the size checks: a refusal can be the order's choice
+        // too.
         if runs.overflowed {
             self.note_tie();
         }
         for run in runs.keys.into_iter().flatten() {
             self.note_run(p.pool, run);
+        }
+        if p.size < mss && it.size >= mss {
+            return None; // no oversize block for a normal request
+        }
+        if p.size >= mss && it.size >= p.size.saturating_add(nsr) {
+            return None; // oversize request: bounded waste
         }
         Some(it.idx)
     }

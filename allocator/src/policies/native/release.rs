@@ -49,17 +49,18 @@ impl<D: Device> NativeAllocator<D> {
             return Ok(false);
         }
         let key_size = p.size.max(mss);
-        let pool = &self.pools[p.pool];
-        if let Some(k) = pool.lower_bound(p.stream, key_size) {
+        if let Some(k) = self.pools[p.pool].lower_bound(p.stream, key_size) {
+            // Whether the first of its size is expandable can itself be
+            // the order's choice.
+            self.note_run(p.pool, k);
             if !self.arena[k.idx].is_expandable() {
-                self.note_run(p.pool, k);
                 self.release_block(k.idx)?;
                 return Ok(true);
             }
         }
         // No single block is large enough: free oversize blocks from the
         // largest of this stream downwards.
-        let candidates: Vec<FreeKey> = pool
+        let candidates: Vec<FreeKey> = self.pools[p.pool]
             .before_desc(p.stream, key_size)
             .take_while(|k| k.size >= mss)
             .collect();

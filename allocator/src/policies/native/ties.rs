@@ -6,10 +6,12 @@
 //! for as long as no choice depends on how two segments' addresses compare:
 //! splits, merges and rounding see only offsets inside a segment, pools
 //! and streams are the trace's, and releases take whole sets of blocks.
-//! The only choices that compare segments are the best-fit lookups among
-//! free blocks of one size (ordered by address up to 2.11; by an
-//! allocation counter from 2.12, placement-free but noted all the same) and
-//! the oversize release that stops partway through blocks of one size. A
+//! The choices that compare segments are the best-fit lookups among free
+//! blocks of one size (ordered by address up to 2.11; by an allocation
+//! counter from 2.12, placement-free but noted all the same), the oversize
+//! release's pick among blocks of one size, and the expandable-segments
+//! search over the runs of two reservations of one stream (tried in
+//! address order). A
 //! replay in which none of them had candidates from two segments predicts
 //! the same peak under either placement, so the second replay that
 //! measures the range can be skipped.
@@ -42,10 +44,11 @@ impl<D: Device> NativeAllocator<D> {
         if self.placement_ties > 0 {
             return;
         }
+        let head = self.segment_id(first.idx);
         let split = self.pools[pool]
             .after(first)
             .take_while(|k| k.size == first.size)
-            .any(|k| !self.same_segment(first.idx, k.idx));
+            .any(|k| head.is_none() || self.segment_id(k.idx) != head);
         if split {
             self.placement_ties += 1;
         }
@@ -66,15 +69,22 @@ impl<D: Device> NativeAllocator<D> {
         }
     }
 
-    /// Whether two blocks lie in one segment (`false` when that cannot be
-    /// told cheaply: a tie is then assumed).
-    fn same_segment(&self, a: u32, b: u32) -> bool {
-        let (x, y) = (&self.arena[a], &self.arena[b]);
-        if x.is_expandable() || y.is_expandable() {
-            return x.expandable == y.expandable;
+    /// Which segment a block lies in: its expandable segment's index, or
+    /// its segment's first block (`None` when that cannot be told cheaply:
+    /// a tie is then assumed).
+    fn segment_id(&self, idx: u32) -> Option<Segment> {
+        let b = &self.arena[idx];
+        if b.is_expandable() {
+            return Some(Segment::Expandable(b.expandable));
         }
-        match (self.segment_head(a), self.segment_head(b)) {
-            (Some(p), Some(q)) => p == q,
+        self.segment_head(idx).map(Segment::Head)
+    }
+
+    /// Whether two blocks lie in one segment (`false` when that cannot be
+    /// told cheaply).
+    fn same_segment(&self, a: u32, b: u32) -> bool {
+        match (self.segment_id(a), self.segment_id(b)) {
+            (Some(x), Some(y)) => x == y,
             _ => false,
         }
     }
@@ -92,4 +102,13 @@ impl<D: Device> NativeAllocator<D> {
         }
         None
     }
+}
+
+/// A segment, as [`NativeAllocator::segment_of`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Segment {
+    /// An expandable segment, by index.
+    Expandable(u32),
+    /// A `cudaMalloc` segment, by the arena index of its first block.
+    Head(u32),
 }
