@@ -635,6 +635,7 @@ fn advice_row(
         oom_requested_bytes: if oom { 64 << 20 } else { 0 },
         start: String::new(),
         oom_at_start: false,
+        placement_free: false,
     }
 }
 

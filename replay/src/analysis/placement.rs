@@ -95,7 +95,7 @@ impl From<&SweepRow> for Predicted {
             peak_reserved_bytes: r.peak_reserved_bytes,
             oom_event: u64::try_from(r.oom_event).ok(),
             device_calls: r.num_device_alloc + r.num_device_free,
-            placement_free: false,
+            placement_free: r.placement_free,
         }
     }
 }

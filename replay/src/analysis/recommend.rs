@@ -692,6 +692,7 @@ mod tests {
             oom_requested_bytes: if oom >= 0 { 64 << 20 } else { 0 },
             start: String::new(),
             oom_at_start: false,
+            placement_free: false,
         }
     }
 

@@ -61,6 +61,11 @@ pub struct SweepRow {
     /// The first OOM came before the first event: the state at the start
     /// of the recording did not fit.
     pub oom_at_start: bool,
+    /// No decision of the replay depended on how the device's addresses
+    /// compare ([`Run::placement_free`]): the other placement predicts the
+    /// same. Not written (a row read back says `false`, which is safe).
+    #[serde(skip)]
+    pub placement_free: bool,
 }
 
 /// The CSV header of [`SweepRow`]s, in field order.
@@ -229,6 +234,7 @@ pub(crate) fn row_of(
         oom_requested_bytes: run.oom.as_ref().map_or(0, |o| o.requested_bytes),
         start: run.start.map_or(String::new(), |s| s.name().to_string()),
         oom_at_start: run.oom.as_ref().is_some_and(|o| o.at_start),
+        placement_free: run.placement_free,
     }
 }
 
@@ -297,6 +303,7 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
             oom_requested_bytes: parse_field(&oom_requested_bytes, 19, path, line_no)?,
             start,
             oom_at_start: parse_bool(&oom_at_start, 21, path, line_no)?,
+            placement_free: false,
         });
     }
     Ok(rows)
@@ -403,6 +410,7 @@ mod tests {
             oom_requested_bytes: 0,
             start: "fresh".into(),
             oom_at_start: false,
+            placement_free: false,
         };
         let text = format!("{SWEEP_CSV_HEADER}\n{}\n", r.to_csv());
         assert_eq!(read_rows_csv(&text, "x.csv").unwrap(), vec![r.clone()]);
