@@ -443,7 +443,12 @@ impl<'t> Replayer<'t> {
             )
         })?;
         self.allocs += 1;
-        let before = alloc.stats().allocated_bytes.all.current;
+        // Only the explorer's address book needs the block size.
+        let before = if self.book.recording() {
+            alloc.stats().allocated_bytes.all.current
+        } else {
+            0
+        };
         match alloc.malloc(size, raw_stream) {
             Ok(h) => {
                 *slot = IdSlot {
