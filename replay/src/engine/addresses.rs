@@ -34,6 +34,17 @@ impl AddressBook {
         !self.addresses.is_empty()
     }
 
+    /// `allocated_bytes` before a malloc, read only when recording (the
+    /// block size is what the malloc adds to it).
+    #[inline]
+    pub(super) fn allocated_before<A: Allocator>(&self, alloc: &A) -> i64 {
+        if self.recording() {
+            alloc.stats().allocated_bytes.all.current
+        } else {
+            0
+        }
+    }
+
     /// Id `id` got `ptr`, and `allocated_bytes` grew by `size`.
     #[inline]
     pub(super) fn allocated(&mut self, id: usize, ptr: u64, size: u64) {

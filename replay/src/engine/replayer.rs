@@ -443,12 +443,7 @@ impl<'t> Replayer<'t> {
             )
         })?;
         self.allocs += 1;
-        // Only the explorer's address book needs the block size.
-        let before = if self.book.recording() {
-            alloc.stats().allocated_bytes.all.current
-        } else {
-            0
-        };
+        let before = self.book.allocated_before(alloc);
         match alloc.malloc(size, raw_stream) {
             Ok(h) => {
                 *slot = IdSlot {
