@@ -108,4 +108,4 @@ def run_script(script_argv: list[str]) -> None:
 
 
 def command_line(prog: str) -> str:
-    return shlex.join([f"python -m {prog}", *sys.argv[1:]])
+    return f"python -m {prog} " + shlex.join(sys.argv[1:])

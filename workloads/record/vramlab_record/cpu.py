@@ -45,6 +45,20 @@ def main(argv: list[str] | None = None) -> int:
                         "GPUs; 0 for none)")
     p.add_argument("--assume", action="append", default=[], metavar="KEY=VALUE",  # issue 20 (datadep.py)
                    help="answer a data-dependent read: FILE:LINE=VALUE, item=VALUE, nonzero=FRACTION")
+    dist = p.add_argument_group("sharded training (a script written for torchrun; see vramlab_record.distributed)")
+    dist.add_argument("--world-size", type=int, default=None, metavar="N",
+                      help="run the script as one rank of N, with a fake process group")
+    dist.add_argument("--rank", type=int, default=None, metavar="R",
+                      help="the rank to record (0..N-1; default 0); -o is its trace")
+    dist.add_argument("--ranks", default=None, metavar="all|R,R,...",
+                      help="record these ranks, each in its own process, into the job folder -o DIR "
+                           "(job.json + one trace per distinct rank; ranks not recorded are noted as "
+                           "assumed like rank 0)")
+    dist.add_argument("--gpus-per-node", type=int, default=8, metavar="G",
+                      help="GPUs per node: LOCAL_RANK = RANK %% G (default 8)")
+    dist.add_argument("--nccl-channels", type=int, default=None, metavar="C",
+                      help="NCCL channels per communicator for the outside-the-allocator estimate "
+                           "(default 16)")
     p.add_argument("workload", nargs="?", help="a built-in workload (see --list)")
     ns, rest = p.parse_known_args(own)
     if ns.list:
@@ -57,6 +71,21 @@ def main(argv: list[str] | None = None) -> int:
     if script is not None and rest:
         p.error(f"unrecognised arguments before '--': {' '.join(rest)}")
     params = cli.workload_params(ns.workload, rest) if ns.workload else {}
+    if ns.world_size is None and (ns.rank is not None or ns.ranks is not None):
+        p.error("--rank and --ranks need --world-size")
+    if ns.world_size is not None:
+        if script is None:
+            p.error("--world-size records a script: give '-- SCRIPT [ARGS]'")
+        if ns.world_size < 1:
+            p.error("--world-size must be at least 1")
+        if ns.rank is not None and ns.ranks is not None:
+            p.error("give --rank (one trace) or --ranks (a job folder), not both")
+        if ns.ranks is not None:
+            from .job import record_job
+
+            return record_job(argv, ns, script)
+        if not 0 <= (ns.rank or 0) < ns.world_size:
+            p.error(f"--rank {ns.rank} is outside the world of {ns.world_size} ranks (0..{ns.world_size - 1})")
     if ns.quiet:
         warnings.filterwarnings("ignore")
 
@@ -70,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     if ns.real:
         recorder = AllocationRecorder(rec, device_type="cpu")
-        with recorder:
+        with recorder, _world(ns, recorder) as world:
             _run(ns.workload, params, script, Ctx(torch.device("cpu"), False, recorder=recorder))
             finish(recorder)
     else:
@@ -82,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
 
         set_assumptions(ns.assume)
         with fake_recording(rec, device_type=dev, cublas_workspace=ws, scripts=script is not None) as recorder:
-            _run(ns.workload, params, script, Ctx(torch.device(dev), True, recorder=recorder))
+            with _world(ns, recorder) as world:
+                _run(ns.workload, params, script, Ctx(torch.device(dev), True, recorder=recorder))
+            if world is not None:
+                recorder.complete_deferred()
     seconds = time.time() - t0
 
     what = ns.workload or " ".join(script)
@@ -93,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         "recorder": "vramlab_record.cpu " + ("--real" if ns.real else "(FakeTensorMode)"),
         "command": cli.command_line("vramlab_record.cpu"),
     })
+    if ns.world_size is not None:
+        rec.header.update(_world_header(ns, world))
     if ns.workload:
         rec.header["workload"] = ns.workload
         rec.params.update(cli.header_params(ns.workload, params))
@@ -101,6 +135,33 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{ns.output}: {rec.allocs} allocations, {rec.num_events} events, peak live "
           f"{rec.peak_live_bytes / 2**30:.3f} GiB, recorded in {seconds:.1f} s", file=sys.stderr)
     return 0
+
+
+def _world(ns, recorder):
+    """The fake world of ``--world-size``/``--rank``, or nothing."""
+    import contextlib
+
+    if ns.world_size is None:
+        return contextlib.nullcontext(None)
+    from .distributed import FakeWorld
+
+    return FakeWorld(ns.world_size, ns.rank or 0, ns.gpus_per_node, recorder=recorder)
+
+
+def _world_header(ns, world) -> dict:
+    """The rank's header lines: its place in the world and NCCL's estimate."""
+    from .distributed import NCCL_BUFFSIZE, NCCL_CHANNELS, nccl_estimate
+
+    channels = ns.nccl_channels or NCCL_CHANNELS
+    groups = world.groups
+    return {
+        "world_size": ns.world_size,
+        "rank": ns.rank or 0,
+        "process_groups": " ".join(str(n) for n in groups) or "none",
+        "outside_allocator_bytes": nccl_estimate(groups, channels, NCCL_BUFFSIZE),
+        "outside_allocator": f"NCCL buffers, estimate: {sum(1 for n in groups if n > 1)} communicator(s) "
+                             f"x 2 ring peers x {channels} channels x NCCL_BUFFSIZE {NCCL_BUFFSIZE} bytes",
+    }
 
 
 def _run(workload, params, script, ctx):

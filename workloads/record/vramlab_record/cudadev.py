@@ -129,6 +129,10 @@ class CudaOnFakeCpu(TorchFunctionMode):
             with self.rec.side("host" if self._host(t) else "device"):
                 return func(t, dtype=dtype, non_blocking=non_blocking, copy=copy, **kwargs) if dtype is not None \
                     else func(t, non_blocking=non_blocking, copy=copy, **kwargs)
+        if getattr(self.rec, "cpu_means_host", 0) and not _is_cuda_device(target) and not self._host(t):
+            # Library code that names the host as "cpu" (FSDP2's gradient
+            # offload, vramlab_record.distributed): a copy to the host.
+            return self._move(t, False, dtype, non_blocking=non_blocking)
         # Any device named (cuda, or the fake cpu that stands for it) is the
         # device side; only .cpu() goes back to the host.
         return self._move(t, True, dtype, non_blocking=non_blocking, copy=copy)

@@ -80,6 +80,17 @@ class Recording:
         self.events.append(("free", i, size))
         self.live_bytes -= size
 
+    def free_requested(self, i: int, size: int) -> None:
+        """A free whose block another stream still uses (``record_stream``):
+        the allocator counts the bytes freed now and reuses the block only
+        after :meth:`free_completed`."""
+        self.events.append(("free_requested", i, size))
+        self.live_bytes -= size
+
+    def free_completed(self, i: int, size: int) -> None:
+        """The deferred free of :meth:`free_requested` completes."""
+        self.events.append(("free_completed", i, size))
+
     def mark(self, label: str) -> None:
         """A phase mark (``# phase: label`` in the CSV)."""
         self.events.append(("mark", label, 0))
@@ -140,8 +151,8 @@ class Recording:
             for action, i, size in self.events:
                 if action == "alloc":
                     w(f"alloc,{i},{size},{streams.get(i, 0)}\n")
-                elif action == "free":
-                    w(f"free,{i},,\n")
+                elif action in ("free", "free_requested", "free_completed"):
+                    w(f"{action},{i},,\n")
                 elif action == "empty_cache":
                     w("empty_cache,,,\n")
                 elif action == "capture_begin":
@@ -156,7 +167,8 @@ class Recording:
 
         Addresses are synthetic (one 512-byte slot per id), there are no
         segments (the recording starts from an empty allocator), every free
-        is a ``free_requested`` directly followed by ``free_completed``, and
+        is a ``free_requested`` directly followed by ``free_completed`` (unless a
+        recorded ``record_stream`` deferred it), and
         phase marks are ``external_annotations``.
         """
         base = 0x7F0000000000
@@ -189,6 +201,8 @@ class Recording:
             elif action == "free":
                 for a in ("free_requested", "free_completed"):
                     trace.append(entry(a, i, size, n))
+            elif action in ("free_requested", "free_completed"):
+                trace.append(entry(action, i, size, n))
             elif action == "empty_cache":
                 # A snapshot shows empty_cache() only as the segment_free
                 # entries of what it released, which depend on the
@@ -235,6 +249,10 @@ class AllocationRecorder(TorchDispatchMode):
         self._host: set[int] = set()
         self._host_mode = 0
         self._orig_resize = None
+        #: storage -> streams other than its own that used it (record_stream)
+        self._stream_uses: dict[int, set] = {}
+        #: deferred frees not completed yet: (id, recorded bytes)
+        self._pending: list[tuple[int, int]] = []
 
     # ---- mode entry/exit: wrap UntypedStorage.resize_ (not dispatched) --
     def __enter__(self):
@@ -346,8 +364,31 @@ class AllocationRecorder(TorchDispatchMode):
 
     def _released(self, key: int) -> None:
         entry = self._live.pop(key, None)
-        if entry is not None:
+        if entry is None:
+            return
+        if self._stream_uses.pop(key, None):
+            self.rec.free_requested(entry[0], entry[1])
+            self._pending.append((entry[0], entry[1]))
+        else:
             self.rec.free(entry[0], entry[1])
+
+    # ---- streams (vramlab_record.distributed) ---------------------------
+    def record_stream(self, t: torch.Tensor, stream: int) -> None:
+        """``t.record_stream(stream)``: when ``t``'s storage is freed, the
+        allocator waits for ``stream`` before reusing it (a deferred free)."""
+        try:
+            key = id(t.untyped_storage())
+        except (RuntimeError, NotImplementedError):
+            return
+        i = self._live.get(key)
+        if i is not None and self.rec.alloc_streams.get(i[0], 0) != stream:
+            self._stream_uses.setdefault(key, set()).add(stream)
+
+    def complete_deferred(self) -> None:
+        """The streams synchronised: every deferred free completes."""
+        pending, self._pending = self._pending, []
+        for i, size in pending:
+            self.rec.free_completed(i, size)
 
     def _host_tensor(self, t: torch.Tensor) -> None:
         """Remembers a tensor made from Python data as host-side (not recorded)."""
