@@ -1,6 +1,8 @@
 //! `vramlab oom-point`: the smallest GPU a trace fits on per setting, or
 //! (with a capacity) where and why it runs out.
 
+mod job_mode;
+
 use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
@@ -32,6 +34,9 @@ pub struct OomPointArgs {
 /// Runs `oom-point`.
 pub fn run(args: OomPointArgs) -> Result<()> {
     args.conf.one_release("oom-point")?;
+    if let Some(file) = crate::job::job_file(&args.trace.trace) {
+        return job_mode::run(&args, &file);
+    }
     let trace = args.trace.load(args.conf.torch_version())?.trace;
     let scenarios = scenarios(&args.conf, &args.device, &trace)?;
     // Capacities are what-ifs: a mid-run trace starts fresh unless told.

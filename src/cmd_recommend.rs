@@ -1,6 +1,8 @@
 //! `vramlab recommend`: rank settings for a card and say what to export —
 //! or that the defaults are fine.
 
+mod job_mode;
+
 use anyhow::{Result, bail};
 use clap::Args;
 use vramlab_replay::{GridEntry, OomEvent, SweepRow, TorchTarget, UpgradeAdvice};
@@ -39,6 +41,9 @@ pub fn run(args: RecommendArgs) -> Result<()> {
             "recommend needs the card: --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
         );
     };
+    if let Some(file) = crate::job::job_file(&args.trace.trace) {
+        return job_mode::run(&args, &file, capacity);
+    }
     let upgrade_to = args.grid.upgrade_to("recommend")?;
     let vramlab_replay::Input {
         trace, label: name, ..

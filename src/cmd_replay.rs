@@ -1,5 +1,7 @@
 //! `vramlab replay`: replay a trace under one or more settings.
 
+mod job_mode;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -76,6 +78,9 @@ fn build_scenarios(
 
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> Result<()> {
+    if let Some(file) = crate::job::job_file(&args.trace.trace) {
+        return job_mode::run(&args, &file);
+    }
     let trace = args.trace.load(args.conf.torch_version())?.trace;
     if args.cuda.run_on.kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
         let settings = args.conf.settings(Some(&trace))?;

@@ -1,6 +1,8 @@
 //! `vramlab sweep`: every trace × every setting, in parallel, as rows for
 //! pandas; and the grid options the sweeping commands share.
 
+mod job_mode;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -17,7 +19,9 @@ use crate::render::sweep::{print_sweep, summary};
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     /// Traces to sweep: files in any format vramlab reads, or folders (every
-    /// trace inside, not recursing).
+    /// trace inside, not recursing); or one multi-rank job (a folder
+    /// with a job.json, or the job.json itself): rows per distinct trace and
+    /// the job's worst-rank row per setting.
     #[arg(value_name = "TRACE", required_unless_present = "merge")]
     traces: Vec<PathBuf>,
     #[command(flatten)]
@@ -155,6 +159,19 @@ pub fn run(args: SweepArgs) -> Result<()> {
             .num_threads(n.max(1))
             .build_global()
             .ok();
+    }
+    let jobs: Vec<std::path::PathBuf> = args
+        .traces
+        .iter()
+        .filter_map(|t| crate::job::job_file(t))
+        .collect();
+    match (jobs.as_slice(), args.traces.len()) {
+        ([], _) => {}
+        ([file], 1) => return job_mode::run(&args, file),
+        ([file, ..], _) => bail!(
+            "{} is a job: sweep it alone (its ranks are its traces)",
+            file.display()
+        ),
     }
     let rows = if !args.merge.is_empty() {
         let mut all = Vec::new();

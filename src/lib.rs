@@ -63,6 +63,7 @@ mod cmd_sweep;
 mod command_table;
 mod inputs;
 pub mod invoke;
+mod job;
 pub mod output;
 mod progress;
 mod render;

@@ -156,6 +156,17 @@ def test_sweep_rows_equal_the_cli_csv(tmp_path):
     assert vramlab.sweep([GPT], grid=CONFS, capacity="8GiB") == json.loads(out.read_text())
 
 
+def test_a_job_folder_is_a_source_answered_for_its_worst_rank():
+    # tests/jobs/two-seqs: ranks 0-2 share one trace, rank 3 has its own.
+    job = ROOT / "tests" / "jobs" / "two-seqs"
+    confs = ["default", "expandable_segments:True"]
+    api = vramlab.replay(job, conf=confs)
+    assert api == cli_json("replay", job, "--json", "--conf", confs[0], "--conf", confs[1])
+    assert [s["worst_rank"] for s in api["job"]["settings"]] == [3, 3]
+    assert api["job"]["settings"][0]["fits_on"] == "a10g"
+    assert vramlab.oom_point(job / "job.json")["job"]["settings"][0]["card"] == "v100-16gb"
+
+
 def test_rows_to_pandas():
     pd = pytest.importorskip("pandas")
     df = vramlab.sweep(GPT, grid=CONFS).to_pandas()

@@ -265,6 +265,21 @@ def _one_or_list(out: Any, conf: Conf) -> Any:
     return results[0] if len(results) == 1 else results
 
 
+def _is_job(data: Any) -> bool:
+    """A multi-rank job's answer (a job folder, or its job.json, as the
+    trace): one object with the job's figures under ``job``."""
+    return isinstance(data, Mapping) and "job" in data
+
+
+def _job_answer(data: Any) -> Any:
+    """A job's answer whole, its sweep rows (``rows``, ``job_rows``) as
+    :class:`Rows`."""
+    for key in ("rows", "job_rows"):
+        if key in data:
+            data[key] = Rows(data[key])
+    return data
+
+
 def _sources(sources: Any) -> List[Any]:
     """A sweep's sources as a list: a single path, dict or Trace, or one
     list of events, counts as one source."""
@@ -334,9 +349,13 @@ def _invoke(command: str, result: str, params: Mapping[str, Any], options: Mappi
             run(_argv(command, positional, options))
             with open(options["json"], encoding="utf-8") as f:
                 data = json.load(f, object_hook=Record)
+            if _is_job(data):
+                return _job_answer(data)
             return Rows(data) if result == "rows_file" else data
         options["json"] = True
         data = _json(_argv(command, positional, options))
+    if _is_job(data):
+        return _job_answer(data)
     if result == "json_list":
         return list(data)
     if result == "json_per_conf":

@@ -16,7 +16,8 @@
 //!   capacity, [`OomPoint`]), [`max_fitting_size`] (the largest workload,
 //!   [`FitResult`]), [`run_matrix`] (variants × settings, [`Matrix`]),
 //!   [`placement_range`] (how much a prediction depends on the driver's
-//!   address order), [`bench`] (the policy benchmark) and
+//!   address order), a multi-rank job's worst rank ([`job_setting`],
+//!   [`worst_rows`], [`JobView`]), [`bench`] (the policy benchmark) and
 //!   [`check_fidelity`] (the proof against PyTorch's recording).
 //! * The results: what each command answers, as typed values that
 //!   serialise to the CLI's `--json` ([`ReplayResult`], [`CapacityRun`],
@@ -62,6 +63,10 @@ pub use analysis::fidelity::{FidelityReport, FreeBlock, Mismatch, check_fidelity
 pub use analysis::fit::{FitError, FitProbe, FitResult, max_fitting_size};
 pub use analysis::gate;
 pub use analysis::grid::{GridEntry, default_grid, default_grid_for, parse_grid, parse_grid_line};
+pub use analysis::job::{
+    JOB_ROW_NAME, JobOomPoint, JobSetting, JobView, RankGroup, RankPeak, card_for, job_setting,
+    worst_rows,
+};
 pub use analysis::matrix::{
     MATRIX_SETTINGS, Matrix, MatrixCell, MatrixError, MatrixRequest, run_matrix,
 };
@@ -71,7 +76,7 @@ pub use analysis::placement::{
 };
 pub use analysis::recommend::{
     MinCapacity, Ranked, RecommendRequest, Recommendation, Verdict, check_direction_words,
-    recommend, recommend_trace,
+    recommend, recommend_outside, recommend_trace,
 };
 pub use analysis::serve_budget::{
     CaptureStep, ForwardRecording, KvCache, ServeBudget, batch_of_label, serve_budget,

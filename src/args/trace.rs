@@ -14,7 +14,9 @@ use vramlab_traces::Format;
 pub struct TraceArgs {
     /// Trace file: a PyTorch memory snapshot (.pickle, .pkl, also
     /// gzip-compressed .pickle.gz), a native trace (.csv, .csv.gz, .vlt,
-    /// .vlt.zst) or a RAPIDS RMM log (.csv).
+    /// .vlt.zst) or a RAPIDS RMM log (.csv). `replay`, `recommend` and
+    /// `oom-point` also take a multi-rank job: a folder with a job.json
+    /// (or the job.json itself), one trace per rank.
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
@@ -67,6 +69,13 @@ impl TraceArgs {
 
     /// Reads the trace, which may have no events (a state-only snapshot).
     pub fn load_any(&self, version: Option<TorchVersion>) -> Result<Input> {
+        if let Some(file) = vramlab_traces::Job::file_of(&self.trace) {
+            bail!(
+                "{} is a multi-rank job ({}): `replay`, `recommend`, `oom-point` and `sweep` take a job; this command takes one trace (give one rank's trace file)",
+                self.trace.display(),
+                file.display()
+            );
+        }
         if self.trace.is_dir() {
             bail!(
                 "{} is a folder: give one trace file (`vramlab sweep {}` takes every trace in a folder)",

@@ -7,6 +7,7 @@
 //! * [`recommendation`]: the verdict, the export lines and the ranking.
 //! * [`oom`] and [`oom_code`]: the allocator state at an OOM, and the code
 //!   that made the failing allocation.
+//! * [`job`]: a multi-rank job's traces and its worst rank per setting.
 //! * [`oom_point`]: the smallest capacity and card per setting.
 //! * [`fidelity`]: a snapshot's fidelity check.
 //! * [`fit`]: the largest workload that fits, per setting.
@@ -30,6 +31,7 @@ pub mod explain;
 pub mod fidelity;
 pub mod fit;
 pub mod gpus;
+pub mod job;
 pub mod json;
 pub mod matrix;
 pub mod oom;

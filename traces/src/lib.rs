@@ -9,7 +9,7 @@
 //!   [`read_binary`], [`read_rmm`], …), what a trace holds
 //!   ([`TraceSummary`]), joining traces ([`concat`], [`repeat`]) and the
 //!   pickle document ([`PickleDoc`] to read, [`Value`] and
-//!   [`PickleWriter`] to write);
+//!   [`PickleWriter`] to write), and a multi-rank job's manifest ([`Job`]);
 //! - [`snapshot`]: PyTorch memory snapshots, their typed model and their
 //!   conversion to traces;
 //! - [`advice`]: options named in messages, as data.
@@ -28,6 +28,7 @@ mod csv;
 mod error;
 mod fresh_start;
 mod io;
+mod job;
 mod lines;
 mod model;
 mod pickle;
@@ -44,6 +45,10 @@ pub use concat::{ConcatError, concat, repeat};
 pub use csv::{read_csv, write_csv};
 pub use error::{Location, TraceError};
 pub use io::{Format, PROGRESS_STEP, ReadProgress, read_snapshot_file, read_traces, write_trace};
+pub use job::{
+    Basis, JOB_FILE, JOB_VERSION, Job, JobError, JobTrace, OutsideAllocator, RankSource,
+    rank_ranges,
+};
 pub use model::{
     AllocId, Event, ExpectedOom, ExpectedRecord, ExpectedSegmentEvent, FinalSegment, Frame,
     InitialBlock, InitialBlockState, InitialLive, InitialReservation, InitialSegment, InitialState,

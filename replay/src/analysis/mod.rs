@@ -12,6 +12,7 @@ pub(crate) mod fit;
 pub mod gate;
 pub(crate) mod grid;
 pub(crate) mod growth;
+pub(crate) mod job;
 pub(crate) mod matrix;
 pub(crate) mod oom_point;
 pub(crate) mod peak_state;

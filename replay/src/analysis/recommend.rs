@@ -215,8 +215,14 @@ pub fn check_direction_words(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn smallest_card_words(bytes: u64) -> String {
-    match smallest_gpu_for(bytes) {
+fn smallest_card_words(bytes: u64, outside: u64) -> String {
+    match smallest_gpu_for(bytes.saturating_add(outside)) {
+        Some(g) if outside > 0 => format!(
+            "{} (smallest card: {}, with {} outside the allocator)",
+            size_words(bytes),
+            g.name,
+            size_words(outside)
+        ),
         Some(g) => format!("{} (smallest card: {})", size_words(bytes), g.name),
         None => format!(
             "{} (more than any card in `{}`)",
@@ -245,6 +251,20 @@ pub fn recommend(
     peak_live: u64,
     target: &TorchTarget,
     min_capacities: &[MinCapacity],
+) -> Recommendation {
+    recommend_outside(rows, capacity, peak_live, target, min_capacities, 0)
+}
+
+/// [`recommend`] for a job whose GPU also holds `outside` bytes beyond
+/// the allocator (`capacity` is what is left for it): the smallest cards
+/// the advice names hold the capacities found plus `outside`.
+pub fn recommend_outside(
+    rows: &[SweepRow],
+    capacity: u64,
+    peak_live: u64,
+    target: &TorchTarget,
+    min_capacities: &[MinCapacity],
+    outside: u64,
 ) -> Recommendation {
     // Only settings every release of the target accepts are ranked: an
     // export line must work with whichever of them recorded the trace.
@@ -279,7 +299,7 @@ pub fn recommend(
         (Some(w), _) if !w.row.fits() => {
             (Verdict::NothingFits, nothing_fits(w, capacity, peak_live))
         }
-        (Some(w), Some(b)) => verdict_against_defaults(w, b, capacity, &min_cap),
+        (Some(w), Some(b)) => verdict_against_defaults(w, b, capacity, &min_cap, outside),
         (Some(w), None) => (
             Verdict::UseSetting,
             format!(
@@ -354,9 +374,10 @@ fn verdict_against_defaults(
     b: &SweepRow,
     capacity: u64,
     min_cap: &dyn Fn(&str) -> Option<u64>,
+    outside: u64,
 ) -> (Verdict, String) {
     let mut s = String::new();
-    let cards = |line: &str| min_cap(line).map(smallest_card_words);
+    let cards = |line: &str| min_cap(line).map(|b| smallest_card_words(b, outside));
     if !b.fits() {
         s.push_str(&format!(
             "With the defaults the job does not fit {}: it runs out of memory {} with {} reserved, {} of it reserved but unallocated. ",

@@ -163,7 +163,12 @@ class FakeWorld:
 
         def init_device_mesh(device_type, mesh_shape, *args, **kw):
             with _outside_modes():
-                return orig_init_mesh(_fake_device_type(device_type), mesh_shape, *args, **kw)
+                mesh = orig_init_mesh(_fake_device_type(device_type), mesh_shape, *args, **kw)
+            if mesh.ndim > 1:
+                # Each dimension of a mesh of several gets its own groups (a
+                # 1-D mesh over the world reuses the default group).
+                world.groups.extend(int(n) for n in mesh.shape)
+            return mesh
 
         self._set(dm, "init_device_mesh", init_device_mesh)
         if hasattr(dist, "init_device_mesh"):

@@ -314,6 +314,11 @@ class AllocationRecorder(TorchDispatchMode):
         return self.device_type is None or dev == self.device_type
 
     def _see(self, t: torch.Tensor, scale: int = 1) -> None:
+        # A DTensor (FSDP2's sharded parameters, tensor parallel) holds its
+        # rank's shard in a local tensor: that is the memory.
+        local = getattr(t, "_local_tensor", None)
+        if isinstance(local, torch.Tensor):
+            t = local
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):

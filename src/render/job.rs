@@ -1,0 +1,184 @@
+//! A multi-rank job for people: each distinct trace's compact results, and
+//! the job's worst rank, imbalance and card per setting.
+
+use vramlab_replay::gpus::CONTEXT_ALLOWANCE;
+use vramlab_replay::{JobOomPoint, JobSetting, RankGroup, Run};
+use vramlab_traces::{Job, Trace};
+
+use crate::render::table::{Table, bytes, count};
+
+/// The job's header: its ranks, where they come from, the outside bytes.
+pub fn print_header(job: &Job, groups: &[RankGroup]) {
+    outln!(
+        "job: {} ({} rank{}, {} distinct trace{})",
+        job.path.display(),
+        job.world_size,
+        if job.world_size == 1 { "" } else { "s" },
+        groups.len(),
+        if groups.len() == 1 { "" } else { "s" }
+    );
+    if let Some(s) = &job.source {
+        outln!("source: {s}");
+    }
+    match &job.outside {
+        Some(o) => outln!(
+            "outside the allocator: {} per rank{}",
+            bytes(o.bytes),
+            if o.what.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", o.what)
+            }
+        ),
+        None => outln!("outside the allocator: none given"),
+    }
+}
+
+/// Each distinct trace under each setting, one compact table per trace.
+pub fn print_traces(
+    job: &Job,
+    groups: &[RankGroup],
+    traces: &[Trace],
+    runs: &[Vec<Run>],
+    card: Option<&str>,
+) {
+    print_header(job, groups);
+    outln!("device: {}", card.unwrap_or("unlimited capacity"));
+    for ((g, t), runs) in groups.iter().zip(traces).zip(runs) {
+        outln!();
+        outln!(
+            "{}: {} ({} events)",
+            g.label,
+            g.trace,
+            count(t.events.len() as u64)
+        );
+        let mut tab = Table::new(vec![
+            "setting".into(),
+            "peak live".into(),
+            "peak allocated".into(),
+            "peak reserved".into(),
+            "waste at peak".into(),
+            "OOM".into(),
+        ]);
+        for r in runs {
+            let s = &r.summary;
+            tab.row(vec![
+                r.conf.clone(),
+                bytes(s.peak_requested_bytes),
+                bytes(s.peak_allocated_bytes),
+                bytes(s.peak_reserved_bytes),
+                bytes(s.waste_at_peak_bytes),
+                r.oom
+                    .as_ref()
+                    .map_or("none".into(), |o| format!("event {}", count(o.event_index))),
+            ]);
+        }
+        out!("{}", tab.render());
+    }
+}
+
+/// The job per setting: worst rank, its peak, the least, the imbalance,
+/// the outside bytes and the card it fits on.
+pub fn print_job(job: &Job, settings: &[JobSetting], what: &str) {
+    outln!("job ({} ranks), worst rank per setting:", job.world_size);
+    let mut tab = Table::new(vec![
+        "setting".into(),
+        "worst rank".into(),
+        what.into(),
+        "least rank".into(),
+        "imbalance".into(),
+        "outside".into(),
+        "needs".into(),
+        "fits on".into(),
+    ]);
+    for s in settings {
+        tab.row(vec![
+            s.setting.clone(),
+            s.worst_rank.to_string(),
+            bytes(s.peak_reserved_bytes),
+            format!("{} ({})", s.least_rank, bytes(s.least_peak_reserved_bytes)),
+            format!("{} ({:.1}%)", bytes(s.imbalance_bytes), s.imbalance_percent),
+            bytes(s.outside_allocator_bytes),
+            bytes(s.needs_bytes),
+            fits_cell(s),
+        ]);
+    }
+    out!("{}", tab.render());
+    for s in settings.iter().filter(|s| !s.oom_ranks.is_empty()) {
+        outln!(
+            "under {}, rank {} ran out of memory: the job does not fit this capacity",
+            s.setting,
+            vramlab_traces::rank_ranges(&s.oom_ranks)
+        );
+    }
+    outln!("{}", fits_note());
+}
+
+fn fits_cell(s: &JobSetting) -> String {
+    match (&s.fits_on, s.oom_ranks.is_empty()) {
+        (Some(c), _) => c.clone(),
+        (None, true) => "none".into(),
+        (None, false) => "OOM".into(),
+    }
+}
+
+/// What "fits on" means.
+pub fn fits_note() -> String {
+    format!(
+        "(imbalance: worst − least peak reserved, as a share of the least; needs: the worst rank's figure + the bytes outside the allocator; fits on: the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context and less the outside bytes, holds the worst rank)",
+        bytes(CONTEXT_ALLOWANCE)
+    )
+}
+
+/// The OOM points: per trace, then the job's per setting.
+pub fn print_oom_points(
+    job: &Job,
+    groups: &[RankGroup],
+    per_trace: &[Vec<vramlab_replay::OomPoint>],
+    points: &[JobOomPoint],
+) {
+    print_header(job, groups);
+    outln!();
+    let mut tab = Table::new(vec![
+        "ranks".into(),
+        "setting".into(),
+        "smallest capacity".into(),
+        "live peak (bound)".into(),
+        "checked".into(),
+    ])
+    .left(1);
+    for (g, ps) in groups.iter().zip(per_trace) {
+        for p in ps {
+            tab.row(vec![
+                g.label.clone(),
+                p.setting.clone(),
+                bytes(p.min_capacity),
+                bytes(p.lower_bound),
+                if p.verified { "yes" } else { "no" }.into(),
+            ]);
+        }
+    }
+    out!("{}", tab.render());
+    outln!();
+    outln!("job ({} ranks), worst rank per setting:", job.world_size);
+    let mut tab = Table::new(vec![
+        "setting".into(),
+        "worst rank".into(),
+        "smallest capacity".into(),
+        "outside".into(),
+        "needs".into(),
+        "card".into(),
+    ]);
+    for p in points {
+        tab.row(vec![
+            p.setting.clone(),
+            p.worst_rank.to_string(),
+            bytes(p.min_capacity),
+            bytes(p.outside_allocator_bytes),
+            bytes(p.needs_bytes),
+            p.card.clone().unwrap_or_else(|| "none".into()),
+        ]);
+    }
+    out!("{}", tab.render());
+    outln!("{}", fits_note());
+}

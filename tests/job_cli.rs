@@ -1,0 +1,283 @@
+//! A multi-rank job (a folder with job.json) as the TRACE of `replay`,
+//! `recommend`, `oom-point` and `sweep`: pinned numbers on the fixture
+//! tests/jobs/two-seqs (ranks 0-2: Llama-1B training at seq 512, rank 3 at
+//! seq 2048; 864 MiB per rank outside the allocator), each checked against
+//! the single-trace commands, and the malformed manifests' messages.
+
+mod common;
+use common::vramlab;
+use serde_json::Value;
+
+const JOB: &str = "tests/jobs/two-seqs";
+const RANK0: &str = "tests/jobs/two-seqs/rank0.csv.gz";
+const RANK3: &str = "tests/jobs/two-seqs/rank3.csv.gz";
+const GRID: &str = "tests/jobs/grid.txt";
+const OUTSIDE: u64 = 905_969_664;
+
+fn json(args: &[&str]) -> Value {
+    let (code, out, err) = vramlab(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).expect("one JSON document")
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().expect("a whole number")
+}
+
+#[test]
+fn replay_names_the_worst_rank_of_the_single_trace_replays() {
+    let confs = ["--conf", "default", "--conf", "expandable_segments:True"];
+    let job = json(&[&["replay", JOB, "--json"][..], &confs].concat());
+    let single = |t: &str| json(&[&["replay", t, "--json"][..], &confs].concat());
+    let (r0, r3) = (single(RANK0), single(RANK3));
+    let s = &job["job"]["settings"];
+    assert_eq!(job["job"]["world_size"], 4);
+    assert_eq!(u(&job["job"]["outside_allocator"]["bytes"]), OUTSIDE);
+    assert_eq!(
+        job["job"]["ranks"][0]["label"],
+        "ranks 0-2 (rank 0's trace; 1 recorded identical; 2 assumed alike)"
+    );
+    assert_eq!(job["job"]["ranks"][1]["label"], "rank 3");
+    for i in 0..2 {
+        let (a, b) = (
+            u(&r0[i]["peak_reserved_bytes"]),
+            u(&r3[i]["peak_reserved_bytes"]),
+        );
+        assert_eq!(u(&s[i]["peak_reserved_bytes"]), a.max(b));
+        assert_eq!(u(&s[i]["least_peak_reserved_bytes"]), a.min(b));
+        assert_eq!(u(&s[i]["needs_bytes"]), a.max(b) + OUTSIDE);
+        assert_eq!(s[i]["worst_rank"], 3);
+        assert_eq!(
+            job["traces"][1]["results"][i]["peak_reserved_bytes"],
+            r3[i]["peak_reserved_bytes"]
+        );
+    }
+    assert_eq!(s[0]["setting"], "default");
+    assert_eq!(u(&s[0]["peak_reserved_bytes"]), 15_804_137_472);
+    assert_eq!(u(&s[0]["least_peak_reserved_bytes"]), 13_012_828_160);
+    assert_eq!(u(&s[0]["imbalance_bytes"]), 2_791_309_312);
+    assert_eq!(s[0]["imbalance_percent"], 21.5);
+    // 14.72 GiB + 864 MiB: more than a V100-16GB holds, an A10G does.
+    assert_eq!(s[0]["fits_on"], "a10g");
+    assert_eq!(s[1]["setting"], "expandable_segments:True");
+    assert_eq!(s[1]["fits_on"], "v100-16gb");
+
+    let (code, out, err) = vramlab(&[&["replay", JOB][..], &confs].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("outside the allocator: 864.00 MiB per rank"),
+        "{out}"
+    );
+    assert!(
+        out.contains("default                            3      14.72 GiB  0 (12.12 GiB)  2.60 GiB (21.5%)  864.00 MiB  15.56 GiB       a10g"),
+        "{out}"
+    );
+}
+
+#[test]
+fn recommend_ranks_the_worst_rank_on_the_card_less_the_outside_bytes() {
+    let job = json(&["recommend", JOB, "--gpu", "v100-16gb", "--json"]);
+    let card = (16_160u64 - 512) << 20;
+    assert_eq!(u(&job["card_bytes"]), card);
+    assert_eq!(u(&job["capacity_bytes"]), card - OUTSIDE);
+    let cap = (card - OUTSIDE).to_string();
+    // Rank 3 is the worst under every setting: the job's ranking is its.
+    let r3 = json(&["recommend", RANK3, "--capacity", &cap, "--json"]);
+    // Rows that fit; where a setting runs out, the job's row is the rank
+    // that runs out first.
+    let lines = |v: &Value| -> Vec<(String, u64)> {
+        v.as_array()
+            .expect("ranked")
+            .iter()
+            .filter(|r| r["row"]["oom_event"] == -1)
+            .map(|r| {
+                (
+                    r["row"]["grid_line"].as_str().unwrap_or("").to_string(),
+                    u(&r["row"]["peak_reserved_bytes"]),
+                )
+            })
+            .collect()
+    };
+    let rec = &job["recommendation"];
+    assert_eq!(lines(&rec["ranked"]), lines(&r3["ranked"]));
+    assert_eq!(rec["verdict"], "defaults_are_fine");
+    assert_eq!(
+        rec["ranked"][0]["row"]["setting"],
+        "expandable_segments:True"
+    );
+    assert_eq!(rec["ranked"][0]["row"]["trace"], "job (worst rank)");
+    assert!(
+        rec["why"]
+            .as_str()
+            .unwrap_or("")
+            .contains("13.79 GiB (smallest card: v100-16gb, with 864 MiB outside the allocator)"),
+        "{}",
+        rec["why"]
+    );
+    // Each combined row is the worst of the ranks' rows on that line.
+    let ranked = rec["ranked"].as_array().expect("ranked");
+    for r in ranked.iter().filter(|r| r["row"]["oom_event"] == -1) {
+        let line = &r["row"]["grid_line"];
+        let most = job["traces"]
+            .as_array()
+            .expect("traces")
+            .iter()
+            .flat_map(|t| t["results"].as_array().expect("rows").iter())
+            .filter(|row| &row["grid_line"] == line)
+            .map(|row| u(&row["peak_reserved_bytes"]))
+            .max();
+        assert_eq!(Some(u(&r["row"]["peak_reserved_bytes"])), most, "{line}");
+    }
+    let per_rank = &job["per_rank"];
+    assert_eq!(per_rank[0]["rank"], 0);
+    assert_eq!(per_rank[1]["default"]["fits"], true);
+    assert_eq!(
+        u(&per_rank[0]["recommended"]["peak_reserved_bytes"]),
+        12_499_025_920
+    );
+    let s = &job["job"]["settings"];
+    assert_eq!(s[1]["setting"], "default");
+    assert_eq!(s[1]["fits_on"], "v100-16gb");
+    assert_eq!(u(&s[1]["needs_bytes"]), 14_807_990_272 + OUTSIDE);
+
+    let (code, out, err) = vramlab(&["recommend", JOB, "--gpu", "v100-16gb"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("capacity for the allocator: 14.44 GiB = v100-16gb (15.28 GiB usable of 15.78 GiB) less 864.00 MiB outside the allocator"),
+        "{out}"
+    );
+    assert!(
+        out.contains("per rank (recommended: expandable_segments:True):"),
+        "{out}"
+    );
+}
+
+#[test]
+fn oom_point_of_a_job_is_its_worst_ranks_plus_the_outside_bytes() {
+    let job = json(&["oom-point", JOB, "--json"]);
+    let single = |t: &str| u(&json(&["oom-point", t, "--json"])[0]["min_capacity"]);
+    let (a, b) = (single(RANK0), single(RANK3));
+    let p = &job["job"]["settings"][0];
+    assert_eq!(u(&p["min_capacity"]), a.max(b));
+    assert_eq!(u(&p["min_capacity"]), 14_807_990_272);
+    assert_eq!(p["worst_rank"], 3);
+    assert_eq!(u(&p["needs_bytes"]), 14_807_990_272 + OUTSIDE);
+    assert_eq!(p["card"], "v100-16gb");
+    assert_eq!(u(&job["traces"][0]["results"][0]["min_capacity"]), a);
+}
+
+#[test]
+fn sweep_gives_rows_per_trace_and_the_jobs_worst_rank_rows() {
+    let out = std::env::temp_dir().join(format!("vramlab-job-sweep-{}.json", std::process::id()));
+    let path = out.display().to_string();
+    let (code, text, err) = vramlab(&["sweep", JOB, "--grid", GRID, "--json", &path]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("written")).expect("JSON");
+    std::fs::remove_file(&out).ok();
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4);
+    assert_eq!(
+        rows[0]["trace"],
+        "rank0.csv.gz [ranks 0-2 (rank 0's trace; 1 recorded identical; 2 assumed alike)]"
+    );
+    assert_eq!(rows[2]["trace"], "rank3.csv.gz [rank 3]");
+    let job_rows = v["job_rows"].as_array().expect("job rows");
+    assert_eq!(job_rows.len(), 2);
+    for (i, r) in job_rows.iter().enumerate() {
+        assert_eq!(r["trace"], "job (worst rank)");
+        assert_eq!(r["peak_reserved_bytes"], rows[2 + i]["peak_reserved_bytes"]);
+    }
+    assert_eq!(u(&job_rows[0]["peak_reserved_bytes"]), 15_804_137_472);
+    assert_eq!(v["job"]["settings"][0]["fits_on"], "a10g");
+    assert!(text.contains("job (worst rank): 9,300 events"), "{text}");
+}
+
+/// Writes `manifest` as job.json in a fresh folder; returns the folder.
+fn job_dir(name: &str, manifest: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vramlab-job-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("job.json"), manifest).expect("write");
+    dir
+}
+
+#[test]
+fn malformed_jobs_are_refused_with_the_file_rank_and_reason() {
+    let rank0 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(RANK0);
+    let r0 = rank0.display().to_string().replace('\\', "/");
+    let m = |ranks: &str| format!(r#"{{"vramlab_job": 1, "world_size": 3, "ranks": [{ranks}]}}"#);
+    let cases = [
+        (
+            "bad-json",
+            "{\"vramlab_job\": 1,".to_string(),
+            "not valid JSON: EOF while parsing",
+        ),
+        (
+            "missing-rank",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 2, "same_as": 0, "basis": "assumed"}}"#
+            )),
+            "rank 1 missing (every rank 0-2 must appear once)",
+        ),
+        (
+            "duplicate-rank",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "trace": "{r0}"}}, {{"rank": 1, "trace": "{r0}"}}"#
+            )),
+            "rank 1 appears twice",
+        ),
+        (
+            "same-as-no-trace",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "same_as": 2, "basis": "recorded"}}, {{"rank": 2, "same_as": 0, "basis": "recorded"}}"#
+            )),
+            "rank 1: same_as 2, but rank 2 has no trace (same_as must name a rank with a \"trace\")",
+        ),
+        (
+            "missing-file",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "trace": "gone.csv.gz"}}, {{"rank": 2, "same_as": 0, "basis": "assumed"}}"#
+            )),
+            "rank 1: trace ",
+        ),
+    ];
+    for (name, manifest, want) in cases {
+        let dir = job_dir(name, &manifest);
+        let d = dir.display().to_string();
+        for cmd in [
+            &["replay", &d][..],
+            &["oom-point", &d],
+            &["sweep", &d],
+            &["recommend", &d, "--gpu", "a10g"],
+        ] {
+            let (code, out, err) = vramlab(cmd);
+            assert_ne!(code, 0, "{cmd:?}: {out}");
+            assert!(err.contains(&format!("{d}/job.json: ")), "{cmd:?}: {err}");
+            assert!(err.contains(want), "{cmd:?}: {err}\nwant: {want}");
+        }
+        if name == "missing-file" {
+            let (_, _, err) = vramlab(&["replay", &d]);
+            assert!(err.contains("gone.csv.gz: no such file"), "{err}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[test]
+fn commands_about_one_trace_refuse_a_job_and_say_which_take_one() {
+    let (code, _, err) = vramlab(&["explain", JOB]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("tests/jobs/two-seqs is a multi-rank job (tests/jobs/two-seqs/job.json)"),
+        "{err}"
+    );
+    let (code, _, err) = vramlab(&["sweep", JOB, RANK0]);
+    assert_ne!(code, 0);
+    assert!(err.contains("is a job: sweep it alone"), "{err}");
+    let (code, _, err) = vramlab(&["replay", JOB, "--timeline", "t.csv"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("replay of a job does not take --timeline"),
+        "{err}"
+    );
+}
