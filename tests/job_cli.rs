@@ -281,3 +281,64 @@ fn commands_about_one_trace_refuse_a_job_and_say_which_take_one() {
         "{err}"
     );
 }
+
+/// Every recorded job of workloads/data/sharded/ (MANIFEST.tsv) replays as a
+/// job: its manifest is valid, its worst rank holds at least the recorder's
+/// peak of live bytes, the outside bytes are the manifest's, and the peaks
+/// are pinned (PyTorch 2.15's rules, the default settings).
+#[test]
+fn the_sharded_corpus_replays_as_jobs() {
+    let manifest =
+        std::fs::read_to_string("workloads/data/sharded/MANIFEST.tsv").expect("the manifest");
+    let mut lines = manifest.lines();
+    let head: Vec<&str> = lines.next().expect("a header").split('\t').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).expect(name);
+    let mut seen = Vec::new();
+    for line in lines.filter(|l| !l.is_empty()) {
+        let cells: Vec<&str> = line.split('\t').collect();
+        let name = cells[col("job")];
+        let dir = format!("workloads/data/sharded/{name}");
+        let job = json(&["replay", &dir, "--json", "--torch-version", "2.15"]);
+        let s = &job["job"]["settings"][0];
+        assert_eq!(s["setting"], "default", "{name}");
+        let live = cells[col("peak_live_bytes")]
+            .split(' ')
+            .map(|kv| {
+                kv.split_once('=')
+                    .expect("rankN=bytes")
+                    .1
+                    .parse::<u64>()
+                    .expect("bytes")
+            })
+            .max()
+            .expect("a peak");
+        assert!(u(&s["peak_reserved_bytes"]) >= live, "{name}");
+        assert_eq!(
+            u(&job["job"]["outside_allocator"]["bytes"]).to_string(),
+            cells[col("outside_allocator_bytes")],
+            "{name}"
+        );
+        assert_eq!(
+            job["job"]["world_size"].to_string(),
+            cells[col("world_size")],
+            "{name}"
+        );
+        seen.push((name.to_string(), u(&s["peak_reserved_bytes"])));
+    }
+    let pinned: Vec<(String, u64)> = [
+        ("llama-3-8b-fsdp2-8r", 39_531_315_200),
+        ("llama-3-8b-fsdp2-64r", 31_824_281_600),
+        ("llama-3-8b-hsdp-64r", 39_531_315_200),
+        ("llama-3-8b-fsdp2-ckpt-8r", 58_047_070_208),
+        ("llama-3-70b-fsdp2-8r", 218_997_194_752),
+        ("llama-3-70b-fsdp2-64r", 62_832_771_072),
+        ("llama-3-8b-tp-8r", 40_837_840_896),
+        ("opt-1.3b-lora-ckpt-fsdp2-4r", 14_977_859_584),
+        ("gpt2-ddp-8r", 17_429_430_272),
+        ("resnet-50-ddp-8r", 3_699_376_128),
+    ]
+    .iter()
+    .map(|(n, b)| (n.to_string(), *b))
+    .collect();
+    assert_eq!(seen, pinned);
+}

@@ -68,7 +68,9 @@ def record(tmp_path, script, world, rank, *script_args):
 
 
 def pin(got, want):
-    if PINNED:
+    if os.environ.get("VRAMLAB_REPIN"):
+        print("PIN", got)
+    elif PINNED:
         assert got == want
 
 
@@ -84,7 +86,7 @@ def test_fsdp2_rank_of_eight(tmp_path):
     # The full weights are moved to the device before fully_shard shards
     # them: the first allocation is a whole 4096 x 1024 fp32 weight.
     assert s["sizes"][0] == 4096 * 1024 * 4
-    pin((s["allocs"], s["peak"]), (326, 889470984))
+    pin((s["allocs"], s["peak"]), (310, 520146952))
 
 
 def test_fsdp2_options_move_the_peak(tmp_path):
@@ -96,7 +98,7 @@ def test_fsdp2_options_move_the_peak(tmp_path):
     assert keep["peak"] > base["peak"]
     # Offloaded: sharded parameters, gradients and optimizer states on the host.
     assert offload["peak"] < base["peak"]
-    pin((base["peak"], keep["peak"], offload["peak"]), (1250309128, 1351011336, 1225127944))
+    pin((base["peak"], keep["peak"], offload["peak"]), (696323080, 797025288, 671141896))
 
 
 def test_uneven_shards_make_a_job_with_two_traces(tmp_path):
@@ -148,7 +150,7 @@ def test_tensor_parallel_shards(tmp_path):
     s = record(tmp_path, "tp_mlp", 4, 1)
     # ColwiseParallel: rank 1 keeps 1024 of up's 4096 output rows.
     assert 1024 * 1024 * 4 in s["sizes"]
-    pin((s["allocs"], s["peak"]), (75, 247574528))
+    pin((s["allocs"], s["peak"]), (57, 113287168))
 
 
 def test_world_of_one(tmp_path):
@@ -167,3 +169,56 @@ def test_bad_world_arguments(tmp_path, args, message):
     p = run(*args, "-o", str(tmp_path / "o"), "--", os.path.join(EXAMPLES, "fsdp2_mlp.py"))
     assert p.returncode != 0
     assert message in p.stderr
+
+
+def test_a_users_fsdp2_script_with_a_dataloader(tmp_path):
+    """A script as people write it: meta-device init, fully_shard without a
+    mesh (FSDP2's default mesh), to_empty on cuda:LOCAL_RANK, a DataLoader
+    with a DistributedSampler, the loss all-reduced for logging and read
+    with .item()."""
+    script = tmp_path / "train.py"
+    script.write_text('''
+import os, torch, torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.distributed.fsdp import fully_shard
+from transformers import AutoConfig, AutoModelForCausalLM
+
+class Tokens(Dataset):
+    def __len__(self): return 32
+    def __getitem__(self, i): return torch.randint(0, 1000, (128,))
+
+local_rank = int(os.environ["LOCAL_RANK"])
+device = torch.device(f"cuda:{local_rank}")
+torch.cuda.set_device(device)
+dist.init_process_group(backend="nccl", device_id=device)
+cfg = AutoConfig.for_model("llama", vocab_size=1000, hidden_size=256, intermediate_size=512,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+with torch.device("meta"):
+    model = AutoModelForCausalLM.from_config(cfg)
+for layer in model.model.layers:
+    fully_shard(layer)
+fully_shard(model)
+model.to_empty(device=device)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+data = Tokens()
+for step, batch in enumerate(DataLoader(data, batch_size=2, sampler=DistributedSampler(data))):
+    batch = batch.to(device)
+    loss = model(input_ids=batch, labels=batch).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    logged = loss.detach().clone()
+    dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+    if dist.get_rank() == 0:
+        print(f"step {step} loss {logged.item():.3f}")
+    if step == 1:
+        break
+dist.destroy_process_group()
+''')
+    out = tmp_path / "rank0.csv"
+    p = run("--world-size", "8", "--rank", "0", "-o", str(out), "--", str(script))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "step 1 loss" in p.stdout
+    s = stats(out)
+    assert s["streams"] == [0, 1, 3]
+    assert s["allocs"] > 100

@@ -230,3 +230,45 @@ def cuda_grad_scaler():
         yield
     finally:
         cls.__init__ = orig
+
+
+@contextlib.contextmanager
+def host_samplers():
+    """Data samplers (``RandomSampler``, ``DistributedSampler``, ...) shuffle
+    with ``torch.randperm(...).tolist()`` on the host, and a DataLoader's
+    iterator draws a seed with ``.item()``: values a GPU run has and fake
+    tensors lack. They run outside the fake and recording modes (real host
+    tensors, never recorded) and give plain indices."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    import torch.utils.data as data
+
+    classes = [getattr(data, n) for n in ("RandomSampler", "DistributedSampler", "SubsetRandomSampler",
+                                           "WeightedRandomSampler") if hasattr(data, n)]
+    saved = {cls: cls.__iter__ for cls in classes}
+
+    def wrap(orig):
+        def __iter__(self):
+            with _disable_current_modes():
+                indices = list(orig(self))
+            return iter(indices)
+        return __iter__
+
+    for cls, orig in saved.items():
+        cls.__iter__ = wrap(orig)
+    # The loader's iterator draws its base seed with `.random_().item()`.
+    from torch.utils.data import dataloader
+
+    base = dataloader._BaseDataLoaderIter
+    orig_init = base.__init__
+
+    def __init__(self, loader):
+        with _disable_current_modes():
+            orig_init(self, loader)
+
+    base.__init__ = __init__
+    try:
+        yield
+    finally:
+        base.__init__ = orig_init
+        for cls, orig in saved.items():
+            cls.__iter__ = orig

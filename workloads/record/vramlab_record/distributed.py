@@ -170,9 +170,14 @@ class FakeWorld:
                 world.groups.extend(int(n) for n in mesh.shape)
             return mesh
 
-        self._set(dm, "init_device_mesh", init_device_mesh)
-        if hasattr(dist, "init_device_mesh"):
-            self._set(dist, "init_device_mesh", init_device_mesh)
+        # Every module that imported it by name (FSDP2's default mesh too).
+        import sys
+
+        import torch.distributed.fsdp._fully_shard._fsdp_init  # noqa: F401
+
+        for mod in list(sys.modules.values()):
+            if getattr(mod, "init_device_mesh", None) is orig_init_mesh:
+                self._set(mod, "init_device_mesh", init_device_mesh)
 
     # ---- torch.cuda answers ---------------------------------------------
     def _patch_cuda(self):

@@ -401,9 +401,10 @@ def fake_recording(recording: Recording | None = None, device_type: str = "cpu",
                 undo()
 
             stack.callback(restore)
-            from .cudadev import cuda_grad_scaler, gpu_optimizer_defaults
+            from .cudadev import cuda_grad_scaler, gpu_optimizer_defaults, host_samplers
 
             stack.enter_context(gpu_optimizer_defaults())
+            stack.enter_context(host_samplers())
             if device_type == "cpu":
                 stack.enter_context(cuda_grad_scaler())
         # CUDA graphs and MemPools write pool events (vramlab_record.graphs).
