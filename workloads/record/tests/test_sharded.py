@@ -132,7 +132,7 @@ def test_fsdp1_record_stream_defers_frees(tmp_path):
     # FSDP1 records the reduce-scatter's buffers on other streams: their
     # frees wait for the streams to synchronise.
     assert s["deferred"] > 0 and s["deferred"] == s["completed"]
-    pin((s["allocs"], s["deferred"], s["peak"]), (123, 6, 612459528))
+    pin((s["allocs"], s["deferred"], s["peak"]), (123, 18, 612459528))
 
 
 def test_ddp_buckets(tmp_path):
@@ -222,3 +222,35 @@ dist.destroy_process_group()
     s = stats(out)
     assert s["streams"] == [0, 1, 3]
     assert s["allocs"] > 100
+
+
+def test_a_failing_rank_leaves_no_job(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "x = torch.ones(1024, device='cuda')\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    raise RuntimeError('rank one fails')\n")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "job.json").write_text('{"stale": true}')
+    p = run("--world-size", "2", "--ranks", "all", "-o", str(job), "--", str(script))
+    assert p.returncode != 0
+    assert "rank 1 failed" in p.stderr and "rank one fails" in p.stderr
+    assert os.listdir(job) == []
+
+
+def test_subgroups_count_only_this_ranks_communicators(tmp_path):
+    script = tmp_path / "groups.py"
+    script.write_text(
+        "import torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "groups = [dist.new_group(list(range(i, i + 2))) for i in range(0, 8, 2)]\n")
+    out = tmp_path / "r.csv"
+    p = run("--world-size", "8", "--rank", "3", "-o", str(out), "--", str(script))
+    assert p.returncode == 0, p.stderr[-3000:]
+    header, _ = read(out)
+    # The world's group and the pair {2, 3}: two communicators of 128 MiB.
+    assert header["process_groups"] == "8 2"
+    assert header["outside_allocator_bytes"] == str(2 * 128 * 2**20)

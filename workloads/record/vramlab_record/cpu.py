@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     if script is not None and rest:
         p.error(f"unrecognised arguments before '--': {' '.join(rest)}")
     params = cli.workload_params(ns.workload, rest) if ns.workload else {}
+    if ns.nccl_channels is not None and ns.nccl_channels < 1:
+        p.error("--nccl-channels must be at least 1")
     if ns.world_size is None and (ns.rank is not None or ns.ranks is not None):
         p.error("--rank and --ranks need --world-size")
     if ns.world_size is not None:
@@ -102,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         with recorder, _world(ns, recorder) as world:
             _run(ns.workload, params, script, Ctx(torch.device("cpu"), False, recorder=recorder))
             finish(recorder)
+        recorder.complete_deferred()
     else:
         dev = ns.device_type
         if dev == "auto":
@@ -113,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         with fake_recording(rec, device_type=dev, cublas_workspace=ws, scripts=script is not None) as recorder:
             with _world(ns, recorder) as world:
                 _run(ns.workload, params, script, Ctx(torch.device(dev), True, recorder=recorder))
-            if world is not None:
-                recorder.complete_deferred()
+        # Frees deferred by record_stream complete at the end (after the
+        # recording's own teardown, which may release more of them).
+        recorder.complete_deferred()
     seconds = time.time() - t0
 
     what = ns.workload or " ".join(script)
@@ -152,7 +156,7 @@ def _world_header(ns, world) -> dict:
     """The rank's header lines: its place in the world and NCCL's estimate."""
     from .distributed import NCCL_BUFFSIZE, NCCL_CHANNELS, nccl_estimate
 
-    channels = ns.nccl_channels or NCCL_CHANNELS
+    channels = NCCL_CHANNELS if ns.nccl_channels is None else ns.nccl_channels
     groups = world.groups
     return {
         "world_size": ns.world_size,

@@ -89,10 +89,14 @@ class FakeWorld:
         saved = {k: os.environ.get(k) for k in self.environment()}
         os.environ.update(self.environment())
         st.callback(_restore_env, saved)
-        self._patch_distributed()
-        self._patch_cuda()
-        self._patch_streams()
-        self._patch_wrappers()
+        try:
+            self._patch_distributed()
+            self._patch_cuda()
+            self._patch_streams()
+            self._patch_wrappers()
+        except BaseException:
+            self._stack.close()  # undo what was patched
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -134,7 +138,10 @@ class FakeWorld:
             kw.pop("device_id", None)
             with _outside_modes():
                 group = orig_new_group(ranks=ranks, timeout=timeout, *args, **kw)
-            world.groups.append(len(ranks) if ranks is not None else world.world_size)
+            # Every rank calls new_group for every group; NCCL sets up a
+            # communicator only in the groups this rank belongs to.
+            if ranks is None or world.rank in ranks:
+                world.groups.append(len(ranks) if ranks is not None else world.world_size)
             return group
 
         orig_all_reduce = c10d.all_reduce

@@ -36,7 +36,6 @@ def main(argv=None) -> int:
     import torch.distributed as dist
     import torch.testing._internal.distributed.fake_pg  # noqa: F401
     from torch._C._distributed_c10d import FakeStore
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.device_mesh import init_device_mesh
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,6 +68,18 @@ def main(argv=None) -> int:
         mesh = init_device_mesh("cpu", (world // per_node, per_node), mesh_dim_names=("replicate", "shard"))
     else:
         mesh = init_device_mesh("cpu", (world,))
+    try:
+        out["tracker_peak_bytes"] = _track(model, args, mesh, lt)
+    finally:
+        dist.destroy_process_group()
+    print(json.dumps(out))
+    return 0
+
+
+def _track(model, args, mesh, lt) -> int:
+    """FSDPMemTracker's peak (bytes) over the job's steps."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
     with FakeTensorMode():
@@ -94,10 +105,7 @@ def main(argv=None) -> int:
                 if step == 0:
                     tracker.reset_mod_stats()  # the tracker follows one iteration at a time
         peak = tracker.get_tracker_snapshot("peak")
-        out["tracker_peak_bytes"] = max(v.get("Total", 0) for v in peak.values())
-    print(json.dumps(out))
-    dist.destroy_process_group()
-    return 0
+        return max(v.get("Total", 0) for v in peak.values())
 
 
 if __name__ == "__main__":

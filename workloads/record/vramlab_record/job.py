@@ -81,7 +81,7 @@ def _events(path: str) -> bytes:
         lines = [line for line in f if not line.startswith(b"#")]
     last_alloc = max((k for k, line in enumerate(lines) if line.startswith(b"alloc,")), default=-1)
     tail = lines[last_alloc + 1:]
-    if all(line.startswith(b"free,") for line in tail):
+    if all(line.startswith(b"free") for line in tail):  # free, free_requested, free_completed
         tail = sorted(tail)
     return b"".join(lines[: last_alloc + 1] + tail)
 
@@ -106,6 +106,9 @@ def record_job(argv: list[str], ns, script: list[str]) -> int:
     if folder.endswith((".csv", ".gz", ".pickle", ".pkl")):
         raise SystemExit(f"--ranks writes a job folder: -o {folder} looks like a file (give a folder)")
     os.makedirs(folder, exist_ok=True)
+    manifest_path = os.path.join(folder, "job.json")
+    if os.path.exists(manifest_path):
+        os.remove(manifest_path)  # never a manifest beside traces it does not describe
     own, _ = cli.split_argv(argv)
     base = [sys.executable, "-m", "vramlab_record.cpu", *_own_args_for_rank(own)]
 
@@ -117,13 +120,23 @@ def record_job(argv: list[str], ns, script: list[str]) -> int:
 
     workers = max(1, min(len(ranks), (os.cpu_count() or 1), 4))
     results = {}
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(workers)
+    try:
         for rank, path, p in pool.map(one, ranks):
             if p.returncode != 0:
                 sys.stderr.write(p.stdout + p.stderr)
-                raise SystemExit(f"rank {rank} failed (exit {p.returncode}); its output is above")
+                raise SystemExit(f"rank {rank} failed (exit {p.returncode}); its output is above; "
+                                 f"no job.json was written")
             print(f"rank {rank}: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else path}", file=sys.stderr)
             results[rank] = path
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for rank in ranks:  # no partial job left behind
+            part = os.path.join(folder, f"rank{rank}.csv.gz")
+            if os.path.exists(part):
+                os.remove(part)
+        raise
+    pool.shutdown()
 
     kept: list[tuple[int, bytes]] = []
     entries = []
@@ -143,7 +156,9 @@ def record_job(argv: list[str], ns, script: list[str]) -> int:
             entries.append({"rank": rank, "same_as": first, "basis": "assumed"})
     entries.sort(key=lambda e: e["rank"])
     headers = [_header(results[r]) for r, _ in kept]
-    outside = max((int(h.get("outside_allocator_bytes", 0)) for h in headers), default=0)
+    # The rank with the most communicators (its estimate names them).
+    widest = max(headers, key=lambda h: int(h.get("outside_allocator_bytes", 0)), default={})
+    outside = int(widest.get("outside_allocator_bytes", 0))
     manifest = {
         "vramlab_job": 1,
         "world_size": world,
@@ -152,7 +167,7 @@ def record_job(argv: list[str], ns, script: list[str]) -> int:
         "command": cli.command_line("vramlab_record.cpu"),
         "framework": cli.versions(),
         "ranks": entries,
-        "outside_allocator": {"bytes": outside, "what": headers[0].get("outside_allocator", "") if headers else ""},
+        "outside_allocator": {"bytes": outside, "what": widest.get("outside_allocator", "")},
     }
     with open(os.path.join(folder, "job.json"), "w") as f:
         json.dump(manifest, f, indent=1)

@@ -348,7 +348,7 @@ class AllocationRecorder(TorchDispatchMode):
             scaled = nbytes * old[1] // old[2] if old[2] else nbytes
             i = self.rec.alloc(scaled)
             self._live[key] = (i, scaled, nbytes)
-        self.rec.free(old[0], old[1])
+        self._free(key, old)
 
     def _resized(self, st) -> None:
         # Only storages already seen through a tensor can be told apart from
@@ -370,7 +370,15 @@ class AllocationRecorder(TorchDispatchMode):
     def _released(self, key: int) -> None:
         entry = self._live.pop(key, None)
         if entry is None:
+            self._stream_uses.pop(key, None)
             return
+        self._free(key, entry)
+
+    def _free(self, key: int, entry: tuple) -> None:
+        """The free of a recorded block: deferred when other streams used it
+        (``record_stream``), as the caching allocator defers it. A storage
+        freed by ``resize_(0)`` (FSDP1's unsharded parameters) and one
+        released are alike."""
         if self._stream_uses.pop(key, None):
             self.rec.free_requested(entry[0], entry[1])
             self._pending.append((entry[0], entry[1]))

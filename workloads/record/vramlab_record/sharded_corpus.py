@@ -66,7 +66,7 @@ def record(data: str, name: str, world: int, per_node: int, args: list[str]) -> 
                 if not line.startswith("#"):
                     break
     print(f"{name}: {len(traces)} distinct trace(s), {time.time() - t0:.0f} s", file=sys.stderr)
-    flag = dict(zip(args[::2], args[1::2]))
+    flag = {a: b for a, b in zip(args, args[1:] + [""]) if a.startswith("--") and not b.startswith("--")}
     return {
         "job": name, "world_size": world, "gpus_per_node": per_node, "parallel": flag.get("--parallel", ""),
         "model": flag.get("--model", ""), "args": " ".join(args), "traces": " ".join(e["trace"] for e in traces),
