@@ -169,11 +169,11 @@ def record_job(argv: list[str], ns, script: list[str]) -> int:
         "ranks": entries,
         "outside_allocator": {"bytes": outside, "what": widest.get("outside_allocator", "")},
     }
-    with open(os.path.join(folder, "job.json"), "w") as f:
+    with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
     distinct = ", ".join(str(r) for r, _ in kept)
-    print(f"{folder}/job.json: world of {world}, {len(ranks)} rank(s) recorded, distinct traces: ranks {distinct}"
+    print(f"{manifest_path}: world of {world}, {len(ranks)} rank(s) recorded, distinct traces: ranks {distinct}"
           + (f"; {world - len(ranks)} rank(s) assumed like rank {first}" if world > len(ranks) else ""),
           file=sys.stderr)
     return 0
