@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use vramlab_allocator::Placement;
 use vramlab_replay::GridEntry;
 use vramlab_replay::{Inputs, Pick, Start};
 use vramlab_replay::{SWEEP_CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep};
@@ -80,11 +81,12 @@ fn write_outputs(rows: &[SweepRow], csv: Option<&Path>, json: Option<&Path>) -> 
     Ok(())
 }
 
-/// Runs the grid over the traces with a progress bar.
+/// Runs the grid over the traces with a progress bar, on `card`: the
+/// capacity (`None`: unlimited) and the placement.
 pub fn sweep_rows(
     traces: &[(String, Trace)],
     grid: &[GridEntry],
-    card: &DeviceArgs,
+    card: (Option<u64>, Placement),
     shard: Option<Shard>,
     start: Option<Start>,
     quiet: bool,
@@ -93,16 +95,8 @@ pub fn sweep_rows(
     let total = shard.map_or(total, |s| total.div_ceil(s.n as u64));
     let pb = crate::progress::replay_count_bar(total, quiet);
     let tick = || pb.inc(1);
-    let rows = run_sweep(
-        traces,
-        grid,
-        card.bytes(),
-        card.placement,
-        shard,
-        start,
-        &tick,
-    )
-    .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
+    let rows = run_sweep(traces, grid, card.0, card.1, shard, start, &tick)
+        .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     pb.finish_and_clear();
     Ok(rows)
 }
@@ -203,7 +197,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         let rows = sweep_rows(
             &traces,
             &grid,
-            &args.card,
+            (args.card.bytes(), args.card.placement),
             args.shard,
             args.start.start,
             args.quiet,

@@ -97,6 +97,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Replay a trace under one or more allocator settings and report memory.
+    ///
+    /// TRACE may also be a multi-rank job: a folder with a job.json (or the
+    /// job.json itself), one trace per rank; the job's answer is its worst
+    /// rank, on the card less the memory each rank spends outside the
+    /// allocator.
     Replay(cmd_replay::ReplayArgs),
     /// Validate a PYTORCH_ALLOC_CONF string and explain what it does.
     Conf(cmd_conf::ConfArgs),
@@ -111,8 +116,18 @@ enum Command {
     Sweep(cmd_sweep::SweepArgs),
     /// The smallest GPU capacity on which a trace runs without OOM, or
     /// (with --capacity) where and why it runs out.
+    ///
+    /// TRACE may also be a multi-rank job: a folder with a job.json (or the
+    /// job.json itself), one trace per rank; the job's answer is its worst
+    /// rank (its smallest capacity, the largest of the ranks'), and the card
+    /// it needs with the memory each rank spends outside the allocator.
     OomPoint(cmd_oom_point::OomPointArgs),
     /// Rank settings for a GPU capacity and print the line to export.
+    ///
+    /// TRACE may also be a multi-rank job: a folder with a job.json (or the
+    /// job.json itself), one trace per rank; the job's answer is its worst
+    /// rank, on the card less the memory each rank spends outside the
+    /// allocator.
     Recommend(cmd_recommend::RecommendArgs),
     /// A serving engine's CUDA graph pool for a list of capture sizes, and
     /// the largest KV cache left on a card, from forwards recorded at a few

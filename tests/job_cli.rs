@@ -193,18 +193,22 @@ fn sweep_gives_rows_per_trace_and_the_jobs_worst_rank_rows() {
     assert!(text.contains("job (worst rank): 9,300 events"), "{text}");
 }
 
-/// Writes `manifest` as job.json in a fresh folder; returns the folder.
+/// Writes `manifest` as job.json in a fresh folder, with a copy of the
+/// fixture's rank 0 trace as r0.csv.gz; returns the folder.
 fn job_dir(name: &str, manifest: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("vramlab-job-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     std::fs::write(dir.join("job.json"), manifest).expect("write");
+    let rank0 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(RANK0);
+    std::fs::copy(&rank0, dir.join("r0.csv.gz")).expect("copy");
+    std::fs::copy(&rank0, dir.join("r0.trace")).expect("copy");
+    std::fs::create_dir_all(dir.join("sub")).expect("sub folder");
     dir
 }
 
 #[test]
 fn malformed_jobs_are_refused_with_the_file_rank_and_reason() {
-    let rank0 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(RANK0);
-    let r0 = rank0.display().to_string().replace('\\', "/");
+    let r0 = "r0.csv.gz";
     let m = |ranks: &str| format!(r#"{{"vramlab_job": 1, "world_size": 3, "ranks": [{ranks}]}}"#);
     let cases = [
         (
@@ -239,6 +243,49 @@ fn malformed_jobs_are_refused_with_the_file_rank_and_reason() {
                 r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "trace": "gone.csv.gz"}}, {{"rank": 2, "same_as": 0, "basis": "assumed"}}"#
             )),
             "rank 1: trace ",
+        ),
+        (
+            "ranks-missing",
+            m(&format!(r#"{{"rank": 2, "trace": "{r0}"}}"#)),
+            ": ranks 0-1 missing (every rank 0-2 must appear once)",
+        ),
+        (
+            "huge-world",
+            r#"{"vramlab_job": 1, "world_size": 4000000000, "ranks": []}"#.to_string(),
+            "\"world_size\": 4000000000 is more ranks than this release takes (at most 1048576)",
+        ),
+        (
+            "absolute-trace",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "trace": "/tmp/r1.csv.gz"}}, {{"rank": 2, "same_as": 0, "basis": "assumed"}}"#
+            )),
+            "rank 1: \"trace\": /tmp/r1.csv.gz is an absolute path; give it relative to the job's folder",
+        ),
+        (
+            "folder-trace",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "trace": "sub"}}, {{"rank": 2, "same_as": 0, "basis": "assumed"}}"#
+            )),
+            "sub: is a folder, not a trace file",
+        ),
+        (
+            "unknown-extension",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "trace": "r0.trace"}}, {{"rank": 2, "same_as": 0, "basis": "assumed"}}"#
+            )),
+            "r0.trace: the file name does not say its format: give it in the manifest, {\"rank\": 1, \"trace\": ..., \"format\": \"csv\"} (csv, csv.gz, vlt, vlt.zst, snapshot, rmm)",
+        ),
+        (
+            "bad-format",
+            m(&format!(
+                r#"{{"rank": 0, "trace": "{r0}"}}, {{"rank": 1, "trace": "r0.trace", "format": "gz"}}, {{"rank": 2, "same_as": 0, "basis": "assumed"}}"#
+            )),
+            "rank 1: \"format\": \"gz\" is not one of csv, csv.gz, vlt, vlt.zst, snapshot, rmm",
+        ),
+        (
+            "fractional-version",
+            r#"{"vramlab_job": 1.5, "world_size": 1, "ranks": []}"#.to_string(),
+            "\"vramlab_job\": 1.5: the version is an integer (this release reads 1)",
         ),
     ];
     for (name, manifest, want) in cases {
@@ -341,4 +388,256 @@ fn the_sharded_corpus_replays_as_jobs() {
     .map(|(n, b)| (n.to_string(), *b))
     .collect();
     assert_eq!(seen, pinned);
+}
+
+/// The allocator's capacity on a card, and a rank's cut-off peak, from
+/// `replay --json` of the fixture on `--capacity BYTES`.
+fn replay_on(bytes: u64) -> Value {
+    json(&["replay", JOB, "--capacity", &bytes.to_string(), "--json"])
+}
+
+#[test]
+fn replay_and_sweep_run_on_the_card_less_the_outside_bytes() {
+    // Rank 3's smallest capacity (oom-point): one byte less, with the
+    // outside bytes on top, and rank 3 runs out; on the card itself it
+    // would not have.
+    const RANK3_MIN: u64 = 14_807_990_272;
+    let tight = RANK3_MIN + OUTSIDE - 1;
+    let v = replay_on(tight);
+    assert_eq!(u(&v["capacity_bytes"]), RANK3_MIN - 1);
+    let s = &v["job"]["settings"][0];
+    assert_eq!(s["oom_ranks"], serde_json::json!([3]));
+    assert_eq!(s["fits_on"], Value::Null);
+    let v = replay_on(tight + 1);
+    let s = &v["job"]["settings"][0];
+    assert_eq!(s["oom_ranks"], serde_json::json!([]));
+    assert_eq!(u(&s["peak_reserved_bytes"]), RANK3_MIN);
+    assert_eq!(s["fits_on"], "v100-16gb");
+
+    let (code, out, err) = vramlab(&["replay", JOB, "--capacity", &tight.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("capacity for the allocator: 13.79 GiB = 14.63 GiB less 864.00 MiB outside the allocator"),
+        "{out}"
+    );
+    assert!(
+        out.contains("under default, rank 3 ran out of memory: the job does not fit this capacity"),
+        "{out}"
+    );
+    assert!(out.contains("no placement check"), "{out}");
+    assert!(
+        out.contains("fits on (from peak reserved on the capacity above; `vramlab oom-point JOB` gives the smallest card, which can be smaller)"),
+        "{out}"
+    );
+
+    let (code, out, err) = vramlab(&[
+        "sweep",
+        JOB,
+        "--grid",
+        GRID,
+        "--capacity",
+        &tight.to_string(),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("capacity for the allocator: 13.79 GiB = 14.63 GiB less 864.00 MiB outside the allocator"),
+        "{out}"
+    );
+    assert!(
+        out.contains("under default, rank 3 ran out of memory"),
+        "{out}"
+    );
+
+    // A V100-16GB: the allocator has 15.28 GiB less 864 MiB; the default
+    // settings fit there (the search says 13.79 GiB), and the card is the
+    // one the capacity implies, not the a10g that the peak on an unlimited
+    // device asks for.
+    let card = (16_160u64 - 512) << 20;
+    for cmd in [
+        &["replay", JOB, "--gpu", "v100-16gb"][..],
+        &[
+            "sweep",
+            JOB,
+            "--grid",
+            GRID,
+            "--gpu",
+            "v100-16gb",
+            "--quiet",
+        ],
+    ] {
+        let (code, out, err) = vramlab(cmd);
+        assert_eq!(code, 0, "{cmd:?}: {err}");
+        assert!(
+            out.contains("capacity for the allocator: 14.44 GiB = v100-16gb (15.28 GiB usable of 15.78 GiB) less 864.00 MiB outside the allocator"),
+            "{cmd:?}: {out}"
+        );
+        assert!(out.contains("13.79 GiB"), "{cmd:?}: {out}");
+    }
+    let v = json(&["replay", JOB, "--gpu", "v100-16gb", "--json"]);
+    assert_eq!(u(&v["capacity_bytes"]), card - OUTSIDE);
+    assert_eq!(
+        u(&v["job"]["settings"][0]["peak_reserved_bytes"]),
+        RANK3_MIN
+    );
+    assert_eq!(v["job"]["settings"][0]["fits_on"], "v100-16gb");
+
+    // Outside bytes that fill the card: refused, by all three.
+    let small = OUTSIDE.to_string();
+    for cmd in [
+        &["replay", JOB, "--capacity", &small][..],
+        &["sweep", JOB, "--capacity", &small],
+        &["recommend", JOB, "--capacity", &small],
+    ] {
+        let (code, _, err) = vramlab(cmd);
+        assert_ne!(code, 0, "{cmd:?}");
+        assert!(
+            err.contains("the card's 864.00 MiB do not cover the 864.00 MiB each rank spends outside the allocator"),
+            "{cmd:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_least_rank_is_one_that_ran_to_the_end() {
+    // On rank 0's smallest capacity (+ the outside bytes) rank 3 runs out
+    // with a peak cut off below rank 0's: rank 0 is the least.
+    let v = replay_on(13_012_828_160 + OUTSIDE);
+    let s = &v["job"]["settings"][0];
+    assert_eq!(s["oom_ranks"], serde_json::json!([3]));
+    assert!(
+        u(&v["traces"][1]["results"][0]["peak_reserved_bytes"]) < 13_012_828_160,
+        "{v}"
+    );
+    assert_eq!(s["least_rank"], 0);
+    assert_eq!(u(&s["least_peak_reserved_bytes"]), 13_012_828_160);
+    // Every rank out: no least.
+    let v = replay_on((1 << 30) + OUTSIDE);
+    let s = &v["job"]["settings"][0];
+    assert_eq!(s["oom_ranks"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(s["least_rank"], Value::Null);
+    let (code, out, err) = vramlab(&["replay", JOB, "--capacity", "1888MiB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("- (all OOM)"), "{out}");
+    assert!(
+        out.contains("under default, ranks 0-3 ran out of memory"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_jobs_csv_rows_follow_the_traces_rows() {
+    let csv = std::env::temp_dir().join(format!("vramlab-job-sweep-{}.csv", std::process::id()));
+    let path = csv.display().to_string();
+    let (code, _, err) = vramlab(&["sweep", JOB, "--grid", GRID, "--csv", &path, "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&csv).expect("written");
+    std::fs::remove_file(&csv).ok();
+    let index: Vec<(String, String)> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let mut cells = l.splitn(3, ',');
+            let i = cells.next().unwrap_or("").to_string();
+            let t = cells.next().unwrap_or("").to_string();
+            (i, t)
+        })
+        .collect();
+    let want: Vec<String> = (0..6).map(|i| i.to_string()).collect();
+    assert_eq!(
+        index.iter().map(|(i, _)| i.clone()).collect::<Vec<_>>(),
+        want
+    );
+    assert_eq!(index[4].1, "job (worst rank)");
+}
+
+/// A tiny CSV trace that records the settings it ran under.
+fn tiny_trace(conf: &str) -> String {
+    format!(
+        "# vramlab trace v1\n# alloc_conf: {conf}\naction,id,size,stream\nalloc,a,4194304,0\nalloc,b,1048576,0\nfree,a\nfree,b\n"
+    )
+}
+
+#[test]
+fn ranks_under_different_settings_are_refused() {
+    let dir = job_dir(
+        "settings",
+        r#"{"vramlab_job": 1, "world_size": 2, "ranks": [
+            {"rank": 0, "trace": "a.csv"}, {"rank": 1, "trace": "b.log", "format": "csv"}]}"#,
+    );
+    std::fs::write(dir.join("a.csv"), tiny_trace("expandable_segments:True")).expect("a");
+    std::fs::write(dir.join("b.log"), tiny_trace("max_split_size_mb:512")).expect("b");
+    let d = dir.display().to_string();
+    for cmd in [
+        &["replay", &d, "--recorded-conf"][..],
+        &["oom-point", &d, "--recorded-conf"],
+    ] {
+        let (code, out, err) = vramlab(cmd);
+        assert_eq!(code, 2, "{cmd:?}: {out}{err}");
+        assert!(
+            err.contains("the ranks' traces do not run under the same settings (rank 0: expandable_segments:True; rank 1: max_split_size_mb:512)"),
+            "{cmd:?}: {err}"
+        );
+        assert!(
+            err.contains("give the settings with --conf"),
+            "{cmd:?}: {err}"
+        );
+    }
+    // The same settings for both (and "format" read the .log): fine.
+    let v = json(&["replay", &d, "--conf", "default", "--json"]);
+    assert_eq!(v["job"]["settings"][0]["setting"], "default");
+    assert_eq!(u(&v["job"]["settings"][0]["peak_reserved_bytes"]), 22 << 20);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn options_of_one_trace_and_the_notes_of_each_command() {
+    let (code, _, err) = vramlab(&["replay", JOB, "--trace-device", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "replay of a job does not take --trace-device (each rank's snapshot has its own device"
+        ),
+        "{err}"
+    );
+    let (code, _, err) = vramlab(&["sweep", JOB, "--trace-device", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("sweep of a job does not take --trace-device"),
+        "{err}"
+    );
+    let (code, _, err) = vramlab(&["oom-point", JOB, "--format", "csv"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("oom-point of a job does not take --format (a rank's format goes in job.json"),
+        "{err}"
+    );
+    let (code, out, err) = vramlab(&["oom-point", JOB]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("imbalance"), "{out}");
+    assert!(!out.contains("fits on"), "{out}");
+    assert!(
+        out.contains("(smallest capacity: the worst rank's"),
+        "{out}"
+    );
+
+    // A manifest version written 1.0 is version 1.
+    let dir = job_dir(
+        "version-float",
+        r#"{"vramlab_job": 1.0, "world_size": 1, "ranks": [{"rank": 0, "trace": "r0.trace", "format": "csv.gz"}]}"#,
+    );
+    let d = dir.display().to_string();
+    let v = json(&["oom-point", &d, "--json"]);
+    assert_eq!(u(&v["job"]["settings"][0]["min_capacity"]), 12_486_443_008);
+    std::fs::remove_dir_all(&dir).ok();
+
+    // The job sentence is in the help of the four commands that take one.
+    for cmd in ["replay", "recommend", "oom-point", "sweep"] {
+        let (_, out, _) = vramlab(&[cmd, "--help"]);
+        assert!(out.contains("multi-rank job"), "{cmd}: {out}");
+    }
+    for cmd in ["explain", "report", "serve-budget", "replay-cuda"] {
+        let (_, out, _) = vramlab(&[cmd, "--help"]);
+        assert!(!out.contains("multi-rank job"), "{cmd}: {out}");
+    }
 }

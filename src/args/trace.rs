@@ -14,9 +14,7 @@ use vramlab_traces::Format;
 pub struct TraceArgs {
     /// Trace file: a PyTorch memory snapshot (.pickle, .pkl, also
     /// gzip-compressed .pickle.gz), a native trace (.csv, .csv.gz, .vlt,
-    /// .vlt.zst) or a RAPIDS RMM log (.csv). `replay`, `recommend` and
-    /// `oom-point` also take a multi-rank job: a folder with a job.json
-    /// (or the job.json itself), one trace per rank.
+    /// .vlt.zst) or a RAPIDS RMM log (.csv).
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 

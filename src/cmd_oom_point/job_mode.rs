@@ -11,7 +11,7 @@ use vramlab_replay::{JobOomPoint, JobView, OomPoint, Scenario, find_oom_point};
 use vramlab_traces::advice::with_callers_spelling;
 
 use super::OomPointArgs;
-use crate::job::{LoadedJob, TraceResults, refuse};
+use crate::job::{LoadedJob, TraceResults, refuse, refuse_trace_args};
 
 /// What `oom-point --json` answers for a job.
 #[derive(Debug, Serialize)]
@@ -27,13 +27,19 @@ pub fn run(args: &OomPointArgs, file: &Path) -> Result<()> {
     if args.device.bytes().is_some() {
         return refuse("oom-point", "--gpu or --capacity", file);
     }
-    if args.trace.format.is_some() {
-        return refuse("oom-point", "--format", file);
+    refuse_trace_args("oom-point", &args.trace, file)?;
+    let job = LoadedJob::read(file, args.conf.torch_version(), None)?;
+    let mut scenarios: Vec<Vec<Scenario>> = Vec::new();
+    for trace in &job.traces {
+        scenarios.push(crate::args::scenarios(&args.conf, &args.device, trace)?);
     }
-    let job = LoadedJob::read(file, args.conf.torch_version(), args.trace.device)?;
+    let labels: Vec<Vec<String>> = scenarios
+        .iter()
+        .map(|ss| ss.iter().map(Scenario::label).collect())
+        .collect();
+    let labels = job.common_labels(&labels)?;
     let mut per_trace: Vec<Vec<OomPoint>> = Vec::new();
-    for (g, trace) in job.groups.iter().zip(&job.traces) {
-        let scenarios = crate::args::scenarios(&args.conf, &args.device, trace)?;
+    for ((g, trace), scenarios) in job.groups.iter().zip(&job.traces).zip(&scenarios) {
         let start = vramlab_replay::choose_start(trace, args.start.start, false);
         let points = scenarios
             .par_iter()
@@ -46,34 +52,21 @@ pub fn run(args: &OomPointArgs, file: &Path) -> Result<()> {
             .collect::<Result<Vec<_>>>()?;
         per_trace.push(points);
     }
-    let n = per_trace.iter().map(Vec::len).min().unwrap_or(0);
-    let points: Vec<JobOomPoint> = (0..n)
-        .map(|i| {
+    let points: Vec<JobOomPoint> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, setting)| {
             let caps: Vec<u64> = per_trace
                 .iter()
                 .map(|p| p.get(i).map_or(0, |p| p.min_capacity))
                 .collect();
-            let setting = per_trace
-                .first()
-                .and_then(|p| p.get(i))
-                .map_or(String::new(), |p| p.setting.clone());
-            JobOomPoint::new(&setting, &job.groups, &caps, job.outside())
+            JobOomPoint::new(setting, &job.groups, &caps, job.outside())
         })
         .collect();
     if args.json {
-        let traces = job
-            .groups
-            .iter()
-            .zip(per_trace)
-            .map(|(g, results)| TraceResults {
-                ranks: g.label.clone(),
-                trace: g.trace.clone(),
-                results,
-            })
-            .collect();
         return crate::render::json::print(&JobOomPoints {
             job: JobView::new(&job.job, points),
-            traces,
+            traces: job.trace_results(per_trace),
         });
     }
     crate::render::job::print_oom_points(&job.job, &job.groups, &per_trace, &points);

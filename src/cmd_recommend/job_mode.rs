@@ -4,16 +4,16 @@
 
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde::Serialize;
 use vramlab_replay::{
     GridEntry, JobSetting, JobView, MinCapacity, RankPeak, Recommendation, SweepRow, TorchTarget,
-    card_for, find_oom_point, job_setting, recommend, recommend_outside, run_sweep, start_for,
-    worst_rows,
+    card_for, find_oom_point, recommend, recommend_outside, run_sweep, start_for, worst_rows,
 };
 
 use super::RecommendArgs;
-use crate::job::{LoadedJob, TraceResults, refuse};
+use crate::job::{LoadedJob, TraceResults, refuse, refuse_trace_args};
+use crate::render::job::FitsFrom;
 use crate::render::table::{Table, bytes};
 
 /// One rank group under a setting.
@@ -82,20 +82,10 @@ pub fn run(args: &RecommendArgs, file: &Path, card: u64) -> Result<()> {
     if args.grid.upgrade_to("recommend")?.is_some() {
         return refuse("recommend", "--upgrade-to", file);
     }
-    if args.trace.format.is_some() {
-        return refuse("recommend", "--format", file);
-    }
-    let job = LoadedJob::read(file, args.grid.torch_version(), args.trace.device)?;
+    refuse_trace_args("recommend", &args.trace, file)?;
+    let job = LoadedJob::read(file, args.grid.torch_version(), Some(card))?;
     let outside = job.outside();
-    if outside >= card {
-        bail!(
-            "{}: the card's {} do not cover the {} each rank spends outside the allocator",
-            file.display(),
-            bytes(card),
-            bytes(outside)
-        );
-    }
-    let capacity = card - outside;
+    let capacity = job.capacity.unwrap_or(card);
     let named = job.named();
     let target = args.grid.target_of_all(&named);
     let grid = args.grid.entries(&target)?;
@@ -112,7 +102,7 @@ pub fn run(args: &RecommendArgs, file: &Path, card: u64) -> Result<()> {
     .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
     pb.finish_and_clear();
     let per_trace: Vec<Vec<SweepRow>> = rows.chunks(grid.len().max(1)).map(<[_]>::to_vec).collect();
-    let combined = worst_rows(&per_trace);
+    let combined = worst_rows(&per_trace, rows.len() as u64);
     let peak_live = job
         .traces
         .iter()
@@ -133,23 +123,14 @@ pub fn run(args: &RecommendArgs, file: &Path, card: u64) -> Result<()> {
         }
     }
     let rec = recommend_outside(&combined, capacity, peak_live, &target, &caps, outside);
-    let (settings, per_rank) = summarise(&job, &per_trace, &rec, &caps);
+    let (settings, per_rank) = summarise(&job, &per_trace, &rec, &caps)?;
     let answer = JobRecommend {
         job: JobView::new(&job.job, settings),
         card_bytes: card,
         capacity_bytes: capacity,
         recommendation: rec,
         per_rank,
-        traces: job
-            .groups
-            .iter()
-            .zip(per_trace)
-            .map(|(g, rows)| TraceResults {
-                ranks: g.label.clone(),
-                trace: g.trace.clone(),
-                results: rows,
-            })
-            .collect(),
+        traces: job.trace_results(per_trace),
     };
     if args.json {
         return crate::render::json::print(&answer);
@@ -165,7 +146,7 @@ fn summarise(
     per_trace: &[Vec<SweepRow>],
     rec: &Recommendation,
     caps: &[MinCapacity],
-) -> (Vec<JobSetting>, Vec<RankFit>) {
+) -> Result<(Vec<JobSetting>, Vec<RankFit>)> {
     let winner = rec.ranked.first().map(|w| w.row.grid_line.clone());
     let mut lines: Vec<String> = winner.iter().cloned().collect();
     if !lines.iter().any(|l| l == "default") {
@@ -178,25 +159,29 @@ fn summarise(
         peak_reserved_bytes: r.peak_reserved_bytes,
     };
     let outside = job.outside();
-    let mut settings = Vec::new();
-    for line in &lines {
-        let rows: Vec<SweepRow> = per_trace.iter().filter_map(|r| row_of(r, line)).collect();
-        let Some(label) = rows.first().map(|r| r.setting.clone()) else {
-            continue;
-        };
-        let peaks: Vec<RankPeak> = rows
-            .iter()
-            .map(|r| RankPeak {
-                peak_reserved_bytes: r.peak_reserved_bytes,
-                oom: !r.fits(),
-            })
-            .collect();
-        let mut s = job_setting(&label, &job.groups, &peaks, outside);
+    // Each trace's rows on the lines shown (every trace has every line of
+    // the grid), in the order of `lines`.
+    let lines: Vec<String> = lines
+        .into_iter()
+        .filter(|l| per_trace.iter().all(|rows| row_of(rows, l).is_some()))
+        .collect();
+    let picked: Vec<Vec<SweepRow>> = per_trace
+        .iter()
+        .map(|rows| lines.iter().filter_map(|l| row_of(rows, l)).collect())
+        .collect();
+    let mut settings = job.settings(
+        &picked,
+        |r| r.setting.clone(),
+        |r| RankPeak {
+            peak_reserved_bytes: r.peak_reserved_bytes,
+            oom: !r.fits(),
+        },
+    )?;
+    for (s, line) in settings.iter_mut().zip(&lines) {
         if let Some(c) = caps.iter().find(|c| &c.grid_line == line) {
             s.needs_bytes = c.bytes.saturating_add(outside);
             s.fits_on = card_for(c.bytes, outside);
         }
-        settings.push(s);
     }
     let per_rank = job
         .groups
@@ -209,21 +194,15 @@ fn summarise(
             default: row_of(rows, "default").map(fit_of),
         })
         .collect();
-    (settings, per_rank)
+    Ok((settings, per_rank))
 }
 
 /// The advice for people: the job, the capacity, the ranking, each rank.
 fn print(job: &LoadedJob, args: &RecommendArgs, a: &JobRecommend, target: &TorchTarget) {
     crate::render::job::print_header(&job.job, &job.groups);
-    let card = args
-        .device
-        .describe()
-        .unwrap_or_else(|| bytes(a.card_bytes));
-    outln!(
-        "capacity for the allocator: {} = {card} less {} outside the allocator",
-        bytes(a.capacity_bytes),
-        bytes(a.card_bytes - a.capacity_bytes)
-    );
+    if let Some(line) = job.capacity_line(args.device.describe()) {
+        outln!("{line}");
+    }
     outln!("{}", target.describe());
     let name = format!("job (worst of {} ranks)", job.job.world_size);
     crate::render::recommendation::print_recommendation(
@@ -260,8 +239,10 @@ fn print(job: &LoadedJob, args: &RecommendArgs, a: &JobRecommend, target: &Torch
     }
     out!("{}", tab.render());
     outln!();
-    crate::render::job::print_job(&job.job, &a.job.settings, "peak reserved");
-    outln!(
-        "(needs and fits on: from the job's smallest capacity under each setting, the largest of its ranks')"
+    crate::render::job::print_job(
+        &job.job,
+        &a.job.settings,
+        "peak reserved",
+        FitsFrom::SmallestCapacity,
     );
 }

@@ -3,20 +3,22 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::Serialize;
-use vramlab_replay::{
-    JobSetting, JobView, RankPeak, ReplayOptions, ReplayResult, Run, Scenario, job_setting,
-};
+use vramlab_replay::{JobSetting, JobView, RankPeak, ReplayOptions, ReplayResult, Run, Scenario};
 
 use super::ReplayArgs;
-use crate::job::{LoadedJob, TraceResults, refuse};
+use crate::job::{LoadedJob, TraceResults, refuse, refuse_trace_args};
+use crate::render::job::FitsFrom;
 
 /// What `replay --json` answers for a job.
 #[derive(Debug, Serialize)]
 pub struct JobReplay {
     /// The job and, per setting, its worst rank, imbalance and card.
     pub job: JobView<JobSetting>,
+    /// What each rank's allocator had: the card less the bytes outside the
+    /// allocator (`None`: unlimited).
+    pub capacity_bytes: Option<u64>,
     /// Each distinct trace's replays, one per setting.
     pub traces: Vec<TraceResults<Vec<ReplayResult>>>,
 }
@@ -35,11 +37,10 @@ fn check_args(args: &ReplayArgs, file: &Path) -> Result<()> {
             args.cuda.run_on.kind == crate::cmd_replay_cuda::DeviceKind::Cuda,
             "--run-on cuda",
         ),
-        (args.trace.format.is_some(), "--format"),
     ];
     match one_trace.iter().find(|(given, _)| *given) {
         Some((_, what)) => refuse("replay", what, file),
-        None => Ok(()),
+        None => refuse_trace_args("replay", &args.trace, file),
     }
 }
 
@@ -69,70 +70,66 @@ fn replay_all(
 /// Runs `replay` on the job at `file`.
 pub fn run(args: &ReplayArgs, file: &Path) -> Result<()> {
     check_args(args, file)?;
-    let job = LoadedJob::read(file, args.conf.torch_version(), args.trace.device)?;
-    let mut all_runs: Vec<Vec<Run>> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
-    for (g, trace) in job.groups.iter().zip(&job.traces) {
-        let scenarios = crate::args::scenarios(&args.conf, &args.device, trace)?;
-        let these: Vec<String> = scenarios.iter().map(Scenario::label).collect();
-        if labels.is_empty() {
-            labels = these;
-        } else if labels.len() != these.len() {
-            bail!(
-                "{}: {} is replayed under {} settings, rank {} under {}: give the settings with --conf",
-                file.display(),
-                g.label,
-                these.len(),
-                job.groups.first().map_or(0, |g| g.rank),
-                labels.len()
-            );
+    let job = LoadedJob::read(file, args.conf.torch_version(), args.device.bytes())?;
+    // Every rank's scenarios, on the card less the outside bytes; the
+    // settings must be the same for all before anything is replayed.
+    let mut per_trace: Vec<Vec<Scenario>> = Vec::new();
+    for trace in &job.traces {
+        let mut scenarios = crate::args::scenarios(&args.conf, &args.device, trace)?;
+        for s in &mut scenarios {
+            s.capacity = job.capacity;
         }
-        all_runs.push(replay_all(args, trace, &scenarios, &g.trace)?);
+        per_trace.push(scenarios);
     }
-    let outside = job.outside();
-    let settings: Vec<JobSetting> = labels
+    let labels: Vec<Vec<String>> = per_trace
         .iter()
-        .enumerate()
-        .map(|(i, label)| {
-            let peaks: Vec<RankPeak> = all_runs
-                .iter()
-                .map(|runs| RankPeak {
-                    peak_reserved_bytes: runs.get(i).map_or(0, |r| r.summary.peak_reserved_bytes),
-                    oom: runs.get(i).is_some_and(|r| r.oom.is_some()),
-                })
-                .collect();
-            job_setting(label, &job.groups, &peaks, outside)
-        })
+        .map(|ss| ss.iter().map(Scenario::label).collect())
         .collect();
+    job.common_labels(&labels)?;
+    let mut all_runs: Vec<Vec<Run>> = Vec::new();
+    for ((g, trace), scenarios) in job.groups.iter().zip(&job.traces).zip(&per_trace) {
+        all_runs.push(replay_all(args, trace, scenarios, &g.trace)?);
+    }
+    let settings = job.settings(
+        &all_runs,
+        |r| r.conf.clone(),
+        |r| RankPeak {
+            peak_reserved_bytes: r.summary.peak_reserved_bytes,
+            oom: r.oom.is_some(),
+        },
+    )?;
     if args.json {
-        let traces = job
-            .groups
+        let results = job
+            .traces
             .iter()
-            .zip(&job.traces)
+            .zip(&job.groups)
             .zip(&all_runs)
-            .map(|((g, t), runs)| TraceResults {
-                ranks: g.label.clone(),
-                trace: g.trace.clone(),
-                results: runs
-                    .iter()
+            .map(|((t, g), runs)| {
+                runs.iter()
                     .map(|r| ReplayResult::new(t, &g.trace, r, None))
-                    .collect(),
+                    .collect()
             })
             .collect();
         return crate::render::json::print(&JobReplay {
             job: JobView::new(&job.job, settings),
-            traces,
+            capacity_bytes: job.capacity,
+            traces: job.trace_results(results),
         });
     }
-    let card = args.device.describe();
     crate::render::job::print_traces(
         &job.job,
         &job.groups,
         &job.traces,
         &all_runs,
-        card.as_deref(),
+        job.capacity_line(args.device.describe()).as_deref(),
     );
     outln!();
-    crate::render::job::print_job(&job.job, &settings, "peak reserved");
+    let from = FitsFrom::PeakReserved {
+        on_card: job.capacity.is_some(),
+    };
+    crate::render::job::print_job(&job.job, &settings, "peak reserved", from);
+    outln!(
+        "(a job's replays run under the simulated driver's placement only: no placement check, as with --no-placement-check)"
+    );
     Ok(())
 }

@@ -34,16 +34,18 @@ pub fn print_header(job: &Job, groups: &[RankGroup]) {
     }
 }
 
-/// Each distinct trace under each setting, one compact table per trace.
+/// Each distinct trace under each setting, one compact table per trace
+/// (`capacity`: the line that says what the allocator has on the card;
+/// `None`: an unlimited device).
 pub fn print_traces(
     job: &Job,
     groups: &[RankGroup],
     traces: &[Trace],
     runs: &[Vec<Run>],
-    card: Option<&str>,
+    capacity: Option<&str>,
 ) {
     print_header(job, groups);
-    outln!("device: {}", card.unwrap_or("unlimited capacity"));
+    outln!("{}", capacity.unwrap_or("device: unlimited capacity"));
     for ((g, t), runs) in groups.iter().zip(traces).zip(runs) {
         outln!();
         outln!(
@@ -77,9 +79,22 @@ pub fn print_traces(
     }
 }
 
+/// Where the "needs" and "fits on" of [`print_job`] come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FitsFrom {
+    /// The worst rank's peak reserved (`replay`, `sweep`), on an
+    /// unlimited device or (`on_card`) on the capacity the card leaves.
+    PeakReserved {
+        /// A card was given.
+        on_card: bool,
+    },
+    /// The job's smallest capacity, searched (`recommend`).
+    SmallestCapacity,
+}
+
 /// The job per setting: worst rank, its peak, the least, the imbalance,
-/// the outside bytes and the card it fits on.
-pub fn print_job(job: &Job, settings: &[JobSetting], what: &str) {
+/// the outside bytes and the card it fits on (`from`: how that was found).
+pub fn print_job(job: &Job, settings: &[JobSetting], what: &str, from: FitsFrom) {
     outln!("job ({} ranks), worst rank per setting:", job.world_size);
     let mut tab = Table::new(vec![
         "setting".into(),
@@ -96,7 +111,10 @@ pub fn print_job(job: &Job, settings: &[JobSetting], what: &str) {
             s.setting.clone(),
             s.worst_rank.to_string(),
             bytes(s.peak_reserved_bytes),
-            format!("{} ({})", s.least_rank, bytes(s.least_peak_reserved_bytes)),
+            match (s.least_rank, s.least_peak_reserved_bytes) {
+                (Some(r), Some(b)) => format!("{r} ({})", bytes(b)),
+                _ => "- (all OOM)".into(),
+            },
             format!("{} ({:.1}%)", bytes(s.imbalance_bytes), s.imbalance_percent),
             bytes(s.outside_allocator_bytes),
             bytes(s.needs_bytes),
@@ -106,12 +124,12 @@ pub fn print_job(job: &Job, settings: &[JobSetting], what: &str) {
     out!("{}", tab.render());
     for s in settings.iter().filter(|s| !s.oom_ranks.is_empty()) {
         outln!(
-            "under {}, rank {} ran out of memory: the job does not fit this capacity",
+            "under {}, {} ran out of memory: the job does not fit this capacity",
             s.setting,
-            vramlab_traces::rank_ranges(&s.oom_ranks)
+            vramlab_traces::ranks_phrase(&s.oom_ranks)
         );
     }
-    outln!("{}", fits_note());
+    outln!("{}", fits_note(from));
 }
 
 fn fits_cell(s: &JobSetting) -> String {
@@ -122,10 +140,32 @@ fn fits_cell(s: &JobSetting) -> String {
     }
 }
 
-/// What "fits on" means.
-pub fn fits_note() -> String {
+/// What the columns of [`print_job`] mean.
+pub fn fits_note(from: FitsFrom) -> String {
+    let (needs, fits) = match from {
+        FitsFrom::PeakReserved { on_card } => (
+            "the worst rank's peak reserved",
+            if on_card {
+                "from peak reserved on the capacity above; `vramlab oom-point JOB` gives the smallest card, which can be smaller"
+            } else {
+                "from peak reserved on an unlimited device; `vramlab oom-point JOB` gives the smallest card, which can be smaller"
+            },
+        ),
+        FitsFrom::SmallestCapacity => (
+            "the job's smallest capacity",
+            "from the job's smallest capacity, the largest of its ranks'",
+        ),
+    };
     format!(
-        "(imbalance: worst − least peak reserved, as a share of the least; needs: the worst rank's figure + the bytes outside the allocator; fits on: the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context and less the outside bytes, holds the worst rank)",
+        "(least rank: of the ranks that did not run out of memory; imbalance: worst − least peak reserved, as a share of the least; needs: {needs} + the bytes outside the allocator; fits on ({fits}): the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context and less the outside bytes, holds the worst rank)",
+        bytes(CONTEXT_ALLOWANCE)
+    )
+}
+
+/// What the job table of [`print_oom_points`] means.
+fn oom_point_note() -> String {
+    format!(
+        "(smallest capacity: the worst rank's, the largest of the ranks'; needs: it + the bytes outside the allocator; card: the smallest GPU of `vramlab gpus` whose memory, less {} for the CUDA context and less the outside bytes, holds it)",
         bytes(CONTEXT_ALLOWANCE)
     )
 }
@@ -180,5 +220,5 @@ pub fn print_oom_points(
         ]);
     }
     out!("{}", tab.render());
-    outln!("{}", fits_note());
+    outln!("{}", oom_point_note());
 }

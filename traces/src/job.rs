@@ -11,9 +11,11 @@
 //! ```
 //!
 //! Every rank `0..world_size` appears once, with its own `trace` (a path
-//! relative to the manifest's folder) or `same_as` a rank that has one
-//! (`basis`: `recorded`, the events are identical, or `assumed`, the rank
-//! was not recorded). Unknown top-level keys are ignored. [`Job::read`]
+//! relative to the manifest's folder; `format`, optional, names its format
+//! when the extension does not say: csv, csv.gz, vlt, vlt.zst, snapshot,
+//! rmm) or `same_as` a rank that has one (`basis`: `recorded`, the events
+//! are identical, or `assumed`, the rank was not recorded). `world_size` is
+//! at most [`MAX_WORLD_SIZE`]. Unknown top-level keys are ignored. [`Job::read`]
 //! checks all of it and that every trace file exists; [`JobTrace`] is one
 //! distinct trace and the ranks it stands for.
 
@@ -22,11 +24,16 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::io::Format;
+
 /// The manifest's file name in a job folder.
 pub const JOB_FILE: &str = "job.json";
 
 /// The manifest version this release reads.
 pub const JOB_VERSION: u64 = 1;
+
+/// The most ranks a manifest may have.
+pub const MAX_WORLD_SIZE: u64 = 1 << 20;
 
 /// How a rank without its own trace is known to be like another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -42,7 +49,12 @@ pub enum Basis {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RankSource {
     /// Its own trace file (resolved against the manifest's folder).
-    Trace(PathBuf),
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// Its format, when the manifest names it.
+        format: Option<Format>,
+    },
     /// Another rank's trace.
     SameAs {
         /// The rank whose trace it shares.
@@ -81,6 +93,9 @@ pub struct Job {
 pub struct JobTrace {
     /// The trace file.
     pub path: PathBuf,
+    /// Its format, when the manifest names it (else its extension says).
+    #[serde(skip)]
+    pub format: Option<Format>,
     /// The lowest rank that names the file.
     pub rank: u32,
     /// Every rank it stands for, ascending.
@@ -99,6 +114,12 @@ pub struct JobError {
     pub path: PathBuf,
     /// What is wrong (naming the rank or key).
     pub message: String,
+}
+
+/// `rank 3`, `ranks 0-2, 5`: ranks as ranges, with the word.
+pub fn ranks_phrase(ranks: &[u32]) -> String {
+    let word = if ranks.len() == 1 { "rank" } else { "ranks" };
+    format!("{word} {}", rank_ranges(ranks))
 }
 
 /// `1-3, 5`: ranks as ranges.
@@ -124,11 +145,6 @@ pub fn rank_ranges(ranks: &[u32]) -> String {
 impl JobTrace {
     /// `ranks 0-6 (rank 0's trace; 1-6 recorded identical)`, `rank 7`.
     pub fn label(&self) -> String {
-        let word = if self.ranks.len() == 1 {
-            "rank"
-        } else {
-            "ranks"
-        };
         let mut why = Vec::new();
         if !self.recorded.is_empty() {
             why.push(format!(
@@ -139,7 +155,7 @@ impl JobTrace {
         if !self.assumed.is_empty() {
             why.push(format!("{} assumed alike", rank_ranges(&self.assumed)));
         }
-        let mut s = format!("{word} {}", rank_ranges(&self.ranks));
+        let mut s = ranks_phrase(&self.ranks);
         if !why.is_empty() {
             s.push_str(&format!(
                 " (rank {}'s trace; {})",
@@ -163,7 +179,8 @@ impl Job {
         (name == JOB_FILE || name.ends_with(".job.json")).then(|| path.to_path_buf())
     }
 
-    /// Reads and checks the manifest at `path` (every trace file must exist).
+    /// Reads and checks the manifest at `path` (every trace file must
+    /// exist, and its format be known).
     pub fn read(path: &Path) -> Result<Job, JobError> {
         let text = std::fs::read_to_string(path).map_err(|e| JobError {
             path: path.to_path_buf(),
@@ -171,12 +188,24 @@ impl Job {
         })?;
         let job = Job::parse(&text, path)?;
         for (rank, src) in job.ranks.iter().enumerate() {
-            if let RankSource::Trace(p) = src {
-                if !p.is_file() {
-                    return Err(
-                        job.error(format!("rank {rank}: trace {}: no such file", p.display()))
-                    );
-                }
+            let RankSource::Trace { path: p, format } = src else {
+                continue;
+            };
+            let problem = if p.is_dir() {
+                Some("is a folder, not a trace file".to_string())
+            } else if !p.is_file() {
+                Some("no such file".to_string())
+            } else if format.is_none() && Format::from_path(p).is_none() {
+                let names: Vec<&str> = Format::ALL.iter().map(|(_, n, _)| *n).collect();
+                Some(format!(
+                    "the file name does not say its format: give it in the manifest, {{\"rank\": {rank}, \"trace\": ..., \"format\": \"csv\"}} ({})",
+                    names.join(", ")
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = problem {
+                return Err(job.error(format!("rank {rank}: trace {}: {why}", p.display())));
             }
         }
         Ok(job)
@@ -196,19 +225,27 @@ impl Job {
             .ok_or_else(|| err("a job manifest is a JSON object".into()))?;
         match top.get("vramlab_job") {
             None => return Err(err("not a vramlab job: no \"vramlab_job\" key".into())),
-            Some(n) if n.as_u64() == Some(JOB_VERSION) => {}
+            Some(n) if whole(n) == Some(JOB_VERSION) => {}
+            Some(n) if whole(n).is_none() => {
+                return Err(err(format!(
+                    "\"vramlab_job\": {n}: the version is an integer (this release reads {JOB_VERSION})"
+                )));
+            }
             Some(n) => {
                 return Err(err(format!(
                     "vramlab_job {n} is not supported (this release reads version {JOB_VERSION})"
                 )));
             }
         }
-        let world_size = top
-            .get("world_size")
-            .and_then(Value::as_u64)
-            .filter(|&n| n >= 1 && n <= u32::MAX as u64)
-            .ok_or_else(|| err("\"world_size\" must be a whole number ≥ 1".into()))?
-            as u32;
+        let world_size = match top.get("world_size").map(|v| (v, whole(v))) {
+            Some((_, Some(n))) if (1..=MAX_WORLD_SIZE).contains(&n) => n as u32,
+            Some((v, Some(n))) if n > MAX_WORLD_SIZE => {
+                return Err(err(format!(
+                    "\"world_size\": {v} is more ranks than this release takes (at most {MAX_WORLD_SIZE})"
+                )));
+            }
+            _ => return Err(err("\"world_size\" must be a whole number ≥ 1".into())),
+        };
         let source = match top.get("source") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
@@ -244,18 +281,22 @@ impl Job {
         let mut out: Vec<JobTrace> = Vec::new();
         let mut owner_of = vec![0usize; self.ranks.len()];
         for (rank, src) in self.ranks.iter().enumerate() {
-            let RankSource::Trace(p) = src else { continue };
+            let RankSource::Trace { path: p, format } = src else {
+                continue;
+            };
             let rank = rank as u32;
             let at = match out.iter().position(|t| &t.path == p) {
                 Some(i) => {
                     if let Some(t) = out.get_mut(i) {
                         t.recorded.push(rank);
+                        t.format = t.format.or(*format);
                     }
                     i
                 }
                 None => {
                     out.push(JobTrace {
                         path: p.clone(),
+                        format: *format,
                         rank,
                         ranks: Vec::new(),
                         recorded: Vec::new(),
@@ -271,7 +312,7 @@ impl Job {
         for (rank, src) in self.ranks.iter().enumerate() {
             let rank = rank as u32;
             let at = match src {
-                RankSource::Trace(_) => owner_of.get(rank as usize).copied(),
+                RankSource::Trace { .. } => owner_of.get(rank as usize).copied(),
                 RankSource::SameAs { rank: r, basis } => {
                     let at = owner_of.get(*r as usize).copied();
                     if let Some(t) = at.and_then(|i| out.get_mut(i)) {
@@ -295,6 +336,65 @@ impl Job {
     }
 }
 
+/// A JSON number that is a whole number (`1` or `1.0`).
+fn whole(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < u64::MAX as f64)
+            .map(|f| f as u64)
+    })
+}
+
+/// Entry `i`'s rank number.
+fn rank_of(i: usize, entry: &Value) -> Result<u64, String> {
+    entry
+        .as_object()
+        .ok_or_else(|| format!("ranks[{i}] must be an object"))?
+        .get("rank")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("ranks[{i}]: \"rank\" must be a whole number"))
+}
+
+/// Why `list` cannot hold every rank of `0..world_size` once, found
+/// without a slot per rank: an entry without a rank, a rank out of range,
+/// one twice, or the ranks missing.
+fn count_mismatch(list: &[Value], world_size: u32) -> String {
+    let last = u64::from(world_size) - 1;
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, entry) in list.iter().enumerate() {
+        let rank = match rank_of(i, entry) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        if rank > last {
+            return format!("rank {rank}: out of range (world_size {world_size}: ranks 0-{last})");
+        }
+        if !seen.insert(rank) {
+            return format!("rank {rank} appears twice");
+        }
+    }
+    // Fewer entries than ranks, each once: name the gaps as ranges.
+    let mut gaps: Vec<String> = Vec::new();
+    let mut next = 0u64;
+    let mut missing = 0u64;
+    for r in seen.iter().copied().chain(std::iter::once(last + 1)) {
+        if r > next {
+            missing += r - next;
+            gaps.push(if r - 1 == next {
+                next.to_string()
+            } else {
+                format!("{next}-{}", r - 1)
+            });
+        }
+        next = r + 1;
+    }
+    format!(
+        "{} {} missing (every rank 0-{last} must appear once)",
+        if missing == 1 { "rank" } else { "ranks" },
+        gaps.join(", ")
+    )
+}
+
 /// The `ranks` array: every rank once, each with a trace or a `same_as`
 /// a rank that has one.
 fn parse_ranks(
@@ -306,15 +406,16 @@ fn parse_ranks(
         .get("ranks")
         .and_then(Value::as_array)
         .ok_or("\"ranks\" must be an array of {\"rank\": N, ...}")?;
-    let mut ranks: Vec<Option<RankSource>> = vec![None; world_size as usize];
+    // One slot per rank only once there are as many entries as ranks.
+    if list.len() != world_size as usize {
+        return Err(count_mismatch(list, world_size));
+    }
+    let mut ranks: Vec<Option<RankSource>> = vec![None; list.len()];
     for (i, entry) in list.iter().enumerate() {
+        let rank = rank_of(i, entry)?;
         let obj = entry
             .as_object()
             .ok_or_else(|| format!("ranks[{i}] must be an object"))?;
-        let rank = obj
-            .get("rank")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("ranks[{i}]: \"rank\" must be a whole number"))?;
         let last = world_size - 1;
         let slot = usize::try_from(rank)
             .ok()
@@ -332,32 +433,52 @@ fn parse_ranks(
         .collect();
     if !missing.is_empty() {
         return Err(format!(
-            "rank {} missing (every rank 0-{} must appear once)",
-            rank_ranges(&missing),
+            "{} missing (every rank 0-{} must appear once)",
+            ranks_phrase(&missing),
             world_size - 1
         ));
     }
     let ranks: Vec<RankSource> = ranks.into_iter().flatten().collect();
     for (rank, src) in ranks.iter().enumerate() {
-        if let RankSource::SameAs { rank: other, .. } = src {
-            if !matches!(ranks.get(*other as usize), Some(RankSource::Trace(_))) {
-                return Err(format!(
-                    "rank {rank}: same_as {other}, but rank {other} has no trace (same_as must name a rank with a \"trace\")"
-                ));
+        match src {
+            RankSource::SameAs { rank: other, .. } => {
+                if !matches!(ranks.get(*other as usize), Some(RankSource::Trace { .. })) {
+                    return Err(format!(
+                        "rank {rank}: same_as {other}, but rank {other} has no trace (same_as must name a rank with a \"trace\")"
+                    ));
+                }
             }
+            RankSource::Trace {
+                path,
+                format: Some(f),
+            } => {
+                let clash = ranks.iter().enumerate().find(|(_, o)| {
+                    matches!(o, RankSource::Trace { path: p, format: Some(g) } if p == path && g != f)
+                });
+                if let Some((other, _)) = clash {
+                    return Err(format!(
+                        "ranks {rank} and {other} name {} with different formats",
+                        path.display()
+                    ));
+                }
+            }
+            RankSource::Trace { format: None, .. } => {}
         }
     }
     Ok(ranks)
 }
 
-/// One entry of `ranks`: its `trace`, or `same_as` with its `basis`.
+/// One entry of `ranks`: its `trace` (and `format`), or `same_as` with its
+/// `basis`.
 fn rank_source(obj: &Map<String, Value>, rank: u64, folder: &Path) -> Result<RankSource, String> {
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !matches!(k.as_str(), "rank" | "trace" | "same_as" | "basis"))
-    {
+    if let Some(k) = obj.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "rank" | "trace" | "format" | "same_as" | "basis"
+        )
+    }) {
         return Err(format!(
-            "rank {rank}: unknown key \"{k}\" (a rank has rank, and trace or same_as with basis)"
+            "rank {rank}: unknown key \"{k}\" (a rank has rank, and trace (with format, optional) or same_as with basis)"
         ));
     }
     match (obj.get("trace"), obj.get("same_as")) {
@@ -373,14 +494,35 @@ fn rank_source(obj: &Map<String, Value>, rank: u64, folder: &Path) -> Result<Ran
                     "rank {rank}: \"basis\" goes with \"same_as\", not with \"trace\""
                 ));
             }
+            let format = match obj.get("format") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_str().and_then(Format::from_name).ok_or_else(|| {
+                    let names: Vec<&str> = Format::ALL.iter().map(|(_, n, _)| *n).collect();
+                    format!(
+                        "rank {rank}: \"format\": {v} is not one of {}",
+                        names.join(", ")
+                    )
+                })?),
+            };
             match t.as_str() {
-                Some(s) if !s.is_empty() => Ok(RankSource::Trace(folder.join(s))),
+                Some(s) if Path::new(s).is_absolute() => Err(format!(
+                    "rank {rank}: \"trace\": {s} is an absolute path; give it relative to the job's folder"
+                )),
+                Some(s) if !s.is_empty() => Ok(RankSource::Trace {
+                    path: folder.join(s),
+                    format,
+                }),
                 _ => Err(format!(
                     "rank {rank}: \"trace\" must be a file name (relative to the job's folder)"
                 )),
             }
         }
         (None, Some(s)) => {
+            if obj.contains_key("format") {
+                return Err(format!(
+                    "rank {rank}: \"format\" goes with \"trace\", not with \"same_as\""
+                ));
+            }
             let other = s
                 .as_u64()
                 .and_then(|r| u32::try_from(r).ok())
@@ -420,8 +562,9 @@ fn parse_outside(v: Option<&Value>) -> Result<Option<OutsideAllocator>, String> 
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
     use super::*;
 
     const GOOD: &str = r#"{"vramlab_job": 1, "world_size": 5, "source": "test", "extra": [1],
@@ -579,6 +722,70 @@ mod tests {
             assert!(e.starts_with("j/job.json: "), "{e}");
             assert!(e.contains(want), "{text}\n  gave: {e}\n  want: {want}");
         }
+    }
+
+    #[test]
+    fn counts_are_checked_before_a_slot_per_rank_is_made() {
+        let e = bad(r#"{"vramlab_job": 1, "world_size": 4000000000, "ranks": []}"#);
+        assert!(
+            e.contains(
+                "\"world_size\": 4000000000 is more ranks than this release takes (at most 1048576)"
+            ),
+            "{e}"
+        );
+        let e = bad(r#"{"vramlab_job": 1, "world_size": 1048576, "ranks": []}"#);
+        assert!(
+            e.contains("ranks 0-1048575 missing (every rank 0-1048575 must appear once)"),
+            "{e}"
+        );
+        let t = |r: u32| format!(r#"{{"rank": {r}, "trace": "a.csv"}}"#);
+        let w = |n: u32, ranks: &[u32]| {
+            let list: Vec<String> = ranks.iter().map(|&r| t(r)).collect();
+            format!(
+                r#"{{"vramlab_job": 1, "world_size": {n}, "ranks": [{}]}}"#,
+                list.join(",")
+            )
+        };
+        assert!(bad(&w(6, &[2, 4])).contains("ranks 0-1, 3, 5 missing"));
+        assert!(bad(&w(3, &[2])).contains("ranks 0-1 missing (every rank 0-2"));
+        assert!(bad(&w(3, &[0, 2])).contains(": rank 1 missing"));
+        assert!(bad(&w(2, &[0, 1, 1])).contains("rank 1 appears twice"));
+        assert!(bad(&w(2, &[0, 5, 1])).contains("rank 5: out of range"));
+        assert!(bad(&w(2, &[0])).contains("rank 1 missing"));
+    }
+
+    #[test]
+    fn versions_formats_and_paths() {
+        let one = |extra: &str, rank: &str| {
+            format!(r#"{{"vramlab_job": 1{extra}, "world_size": 1, "ranks": [{rank}]}}"#)
+        };
+        let r0 = r#"{"rank": 0, "trace": "a.csv"}"#;
+        let job =
+            parse(&one("", r0).replace("\"vramlab_job\": 1", "\"vramlab_job\": 1.0")).unwrap();
+        assert_eq!(job.world_size, 1);
+        let e = bad(&one("", r0).replace("\"vramlab_job\": 1", "\"vramlab_job\": 1.5"));
+        assert!(e.contains("the version is an integer"), "{e}");
+        let e = bad(&one("", r#"{"rank": 0, "trace": "/abs/a.csv"}"#));
+        assert!(
+            e.contains("rank 0: \"trace\": /abs/a.csv is an absolute path; give it relative to the job's folder"),
+            "{e}"
+        );
+        let job = parse(&one(
+            "",
+            r#"{"rank": 0, "trace": "a.log", "format": "csv.gz"}"#,
+        ))
+        .unwrap();
+        assert_eq!(job.traces()[0].format, Some(Format::CsvGz));
+        let e = bad(&one(
+            "",
+            r#"{"rank": 0, "trace": "a.log", "format": "tsv"}"#,
+        ));
+        assert!(
+            e.contains(
+                "rank 0: \"format\": \"tsv\" is not one of csv, csv.gz, vlt, vlt.zst, snapshot, rmm"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

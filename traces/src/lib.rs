@@ -46,8 +46,8 @@ pub use csv::{read_csv, write_csv};
 pub use error::{Location, TraceError};
 pub use io::{Format, PROGRESS_STEP, ReadProgress, read_snapshot_file, read_traces, write_trace};
 pub use job::{
-    Basis, JOB_FILE, JOB_VERSION, Job, JobError, JobTrace, OutsideAllocator, RankSource,
-    rank_ranges,
+    Basis, JOB_FILE, JOB_VERSION, Job, JobError, JobTrace, MAX_WORLD_SIZE, OutsideAllocator,
+    RankSource, rank_ranges, ranks_phrase,
 };
 pub use model::{
     AllocId, Event, ExpectedOom, ExpectedRecord, ExpectedSegmentEvent, FinalSegment, Frame,

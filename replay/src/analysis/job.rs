@@ -91,11 +91,12 @@ pub struct JobSetting {
     pub worst_ranks: String,
     /// The worst rank's peak reserved bytes.
     pub peak_reserved_bytes: u64,
-    /// The rank that reserves least.
-    pub least_rank: u32,
+    /// The rank that reserves least, of those that did not run out of
+    /// memory (`None`: every rank did).
+    pub least_rank: Option<u32>,
     /// Its peak reserved bytes.
-    pub least_peak_reserved_bytes: u64,
-    /// Worst − least peak reserved.
+    pub least_peak_reserved_bytes: Option<u64>,
+    /// Worst − least peak reserved (0 when every rank ran out).
     pub imbalance_bytes: u64,
     /// The imbalance as a share of the least, in percent.
     pub imbalance_percent: f64,
@@ -140,20 +141,26 @@ pub fn job_setting(
     outside: u64,
 ) -> JobSetting {
     let w = worst_index(peaks);
+    // A rank that ran out stopped early: its peak is cut off, not its least.
     let least = peaks
         .iter()
         .enumerate()
+        .filter(|(_, p)| !p.oom)
         .min_by_key(|(i, p)| (p.peak_reserved_bytes, *i))
-        .map_or(0, |(i, _)| i);
+        .map(|(i, _)| i);
     let peak = |i: usize| peaks.get(i).map_or(0, |p| p.peak_reserved_bytes);
     let rank = |i: usize| groups.get(i).map_or(0, |g| g.rank);
-    let (max, min) = (peak(w), peak(least));
-    let imbalance = peaks
-        .iter()
-        .map(|p| p.peak_reserved_bytes)
-        .max()
-        .unwrap_or(0)
-        .saturating_sub(min);
+    let max = peak(w);
+    let min = least.map(peak);
+    let imbalance = match min {
+        Some(min) => peaks
+            .iter()
+            .map(|p| p.peak_reserved_bytes)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(min),
+        None => 0,
+    };
     let mut oom_ranks: Vec<u32> = groups
         .iter()
         .zip(peaks)
@@ -166,13 +173,12 @@ pub fn job_setting(
         worst_rank: rank(w),
         worst_ranks: groups.get(w).map_or(String::new(), |g| g.label.clone()),
         peak_reserved_bytes: max,
-        least_rank: rank(least),
+        least_rank: least.map(rank),
         least_peak_reserved_bytes: min,
         imbalance_bytes: imbalance,
-        imbalance_percent: if min == 0 {
-            0.0
-        } else {
-            (imbalance as f64 / min as f64 * 1000.0).round() / 10.0
+        imbalance_percent: match min {
+            Some(min) if min > 0 => (imbalance as f64 / min as f64 * 1000.0).round() / 10.0,
+            _ => 0.0,
         },
         fits_on: if oom_ranks.is_empty() {
             card_for(max, outside)
@@ -191,8 +197,9 @@ pub const JOB_ROW_NAME: &str = "job (worst rank)";
 /// The job's row per grid line from each group's rows (`rows[g]` are
 /// group `g`'s rows in grid order): the worst rank's row (an OOM first —
 /// the earliest —, then the most reserved), named [`JOB_ROW_NAME`] and
-/// indexed by grid line.
-pub fn worst_rows(rows: &[Vec<SweepRow>]) -> Vec<SweepRow> {
+/// indexed `first_index` + its grid line (give the number of the groups'
+/// rows, so that the job's rows follow them without sharing an index).
+pub fn worst_rows(rows: &[Vec<SweepRow>], first_index: u64) -> Vec<SweepRow> {
     let n = rows.iter().map(Vec::len).min().unwrap_or(0);
     (0..n)
         .filter_map(|i| {
@@ -213,7 +220,7 @@ pub fn worst_rows(rows: &[Vec<SweepRow>]) -> Vec<SweepRow> {
                 }
             }
             let mut row = worst.clone();
-            row.index = i as u64;
+            row.index = first_index + i as u64;
             row.trace = JOB_ROW_NAME.to_string();
             row.placement_free = line.iter().all(|r| r.placement_free);
             Some(row)
@@ -297,12 +304,12 @@ mod tests {
             vec![row(5, -1), row(9, 7), row(4, -1)],
             vec![row(6, -1), row(8, 3), row(4, -1)],
         ];
-        let w = worst_rows(&rows);
+        let w = worst_rows(&rows, 6);
         let got: Vec<(u64, i64, u64)> = w
             .iter()
             .map(|r| (r.peak_reserved_bytes, r.oom_event, r.index))
             .collect();
-        assert_eq!(got, vec![(6, -1, 0), (8, 3, 1), (4, -1, 2)]);
+        assert_eq!(got, vec![(6, -1, 6), (8, 3, 7), (4, -1, 8)]);
         assert!(w.iter().all(|r| r.trace == JOB_ROW_NAME));
     }
 
@@ -319,7 +326,7 @@ mod tests {
             &[p(10 << 30, false), p(15 << 30, false)],
             1 << 30,
         );
-        assert_eq!((s.worst_rank, s.least_rank), (2, 0));
+        assert_eq!((s.worst_rank, s.least_rank), (2, Some(0)));
         assert_eq!(s.imbalance_bytes, 5 << 30);
         assert_eq!(s.imbalance_percent, 50.0);
         assert_eq!(s.needs_bytes, 16 << 30);
@@ -329,6 +336,16 @@ mod tests {
             (s.worst_rank, s.oom_ranks.clone(), s.fits_on),
             (0, vec![0, 1], None)
         );
+        // The least is of the ranks that ran to the end: rank 0's 10 GiB
+        // were cut off by its OOM.
+        assert_eq!(
+            (s.least_rank, s.least_peak_reserved_bytes),
+            (Some(2), Some(15 << 30))
+        );
+        assert_eq!(s.imbalance_bytes, 0);
+        let s = job_setting("default", &g, &[p(10 << 30, true), p(15 << 30, true)], 0);
+        assert_eq!((s.least_rank, s.least_peak_reserved_bytes), (None, None));
+        assert_eq!((s.imbalance_bytes, s.imbalance_percent), (0, 0.0));
         let o = JobOomPoint::new("default", &g, &[5 << 30, 5 << 30], 0);
         assert_eq!((o.worst_rank, o.card.as_deref()), (0, Some("t4")));
     }
