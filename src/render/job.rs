@@ -145,15 +145,18 @@ pub fn fits_note(from: FitsFrom) -> String {
     let (needs, fits) = match from {
         FitsFrom::PeakReserved { on_card } => (
             "the worst rank's peak reserved",
-            if on_card {
-                "from peak reserved on the capacity above; `vramlab oom-point JOB` gives the smallest card, which can be smaller"
-            } else {
-                "from peak reserved on an unlimited device; `vramlab oom-point JOB` gives the smallest card, which can be smaller"
-            },
+            format!(
+                "from peak reserved on {}; `vramlab oom-point JOB` gives the smallest card, which can be smaller",
+                if on_card {
+                    "the capacity above"
+                } else {
+                    "an unlimited device"
+                }
+            ),
         ),
         FitsFrom::SmallestCapacity => (
             "the job's smallest capacity",
-            "from the job's smallest capacity, the largest of its ranks'",
+            "from the job's smallest capacity, the largest of its ranks'".to_string(),
         ),
     };
     format!(

@@ -242,8 +242,6 @@ class FakeWorld:
         self._set(event, "wait", lambda e, stream=None: _synchronised(rec))
         self._set(event, "synchronize", lambda e: _synchronised(rec))
 
-        import torch.distributed.fsdp._common_utils as cu
-
         def no_dispatch_record_stream(tensor, stream):
             if rec is not None:
                 rec.record_stream(tensor, getattr(stream, "vramlab_stream", 0))
@@ -253,7 +251,6 @@ class FakeWorld:
             mod = __import__(modname, fromlist=["_"])
             if hasattr(mod, "_no_dispatch_record_stream"):
                 self._set(mod, "_no_dispatch_record_stream", no_dispatch_record_stream)
-        del cu
 
     # ---- wrappers that name a CUDA device ----------------------------------
     def _patch_wrappers(self):
@@ -338,10 +335,6 @@ class FakeWorld:
         for mod in (fc, fpg):
             if hasattr(mod, "foreach_reduce"):
                 self._set(mod, "foreach_reduce", foreach_reduce)
-
-    # ---- what the job spends outside the caching allocator ---------------
-    def nccl_estimate(self, channels: int = NCCL_CHANNELS, buffsize: int = NCCL_BUFFSIZE) -> int:
-        return nccl_estimate(self.groups, channels, buffsize)
 
 
 def nccl_estimate(groups: list[int], channels: int = NCCL_CHANNELS, buffsize: int = NCCL_BUFFSIZE) -> int:

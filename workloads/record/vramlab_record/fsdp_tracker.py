@@ -22,7 +22,10 @@ import sys
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    own, _, script_args = (argv[: argv.index("--")], None, argv[argv.index("--") + 1:]) if "--" in argv else (argv, None, [])
+    from .cli import split_argv
+
+    own, script_args = split_argv(argv)
+    script_args = script_args or []
     p = argparse.ArgumentParser(prog="python -m vramlab_record.fsdp_tracker", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--world-size", type=int, required=True)

@@ -86,7 +86,8 @@ def _events(path: str) -> bytes:
     return b"".join(lines[: last_alloc + 1] + tail)
 
 
-def _header(path: str) -> dict:
+def trace_header(path: str) -> dict:
+    """A trace's `# key: value` header lines (gzip CSV), as a dict."""
     out = {}
     with gzip.open(path, "rt") as f:
         for line in f:
@@ -155,7 +156,7 @@ def record_job(argv: list[str], ns, script: list[str]) -> int:
         if rank not in results:
             entries.append({"rank": rank, "same_as": first, "basis": "assumed"})
     entries.sort(key=lambda e: e["rank"])
-    headers = [_header(results[r]) for r, _ in kept]
+    headers = [trace_header(results[r]) for r, _ in kept]
     # The rank with the most communicators (its estimate names them).
     widest = max(headers, key=lambda h: int(h.get("outside_allocator_bytes", 0)), default={})
     outside = int(widest.get("outside_allocator_bytes", 0))

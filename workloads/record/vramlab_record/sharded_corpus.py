@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+from .job import trace_header
+
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The script, relative to workloads/record (the recordings' working folder).
 SCRIPT = "examples/sharded/llm_train.py"
@@ -55,16 +57,7 @@ def record(data: str, name: str, world: int, per_node: int, args: list[str]) -> 
     subprocess.run(cmd, check=True, cwd=HERE)
     manifest = json.load(open(os.path.join(out, "job.json")))
     traces = [e for e in manifest["ranks"] if "trace" in e]
-    peaks = []
-    for e in traces:
-        import gzip
-
-        with gzip.open(os.path.join(out, e["trace"]), "rt") as f:
-            for line in f:
-                if line.startswith("# peak_live_bytes: "):
-                    peaks.append(f"rank{e['rank']}={line.split(': ')[1].strip()}")
-                if not line.startswith("#"):
-                    break
+    peaks = [f"rank{e['rank']}={trace_header(os.path.join(out, e['trace']))['peak_live_bytes']}" for e in traces]
     print(f"{name}: {len(traces)} distinct trace(s), {time.time() - t0:.0f} s", file=sys.stderr)
     flag = {a: b for a, b in zip(args, args[1:] + [""]) if a.startswith("--") and not b.startswith("--")}
     return {
