@@ -641,3 +641,19 @@ fn options_of_one_trace_and_the_notes_of_each_command() {
         assert!(!out.contains("multi-rank job"), "{cmd}: {out}");
     }
 }
+
+/// A folder of job folders is not a folder of traces: the message names the
+/// jobs and how to give one.
+#[test]
+fn a_folder_of_jobs_names_them() {
+    let (code, _, err) = vramlab(&["sweep", "workloads/data/sharded"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no trace files in it, but 10 job folder(s) (gpt2-ddp-8r, "),
+        "{err}"
+    );
+    assert!(
+        err.contains("`vramlab replay workloads/data/sharded/gpt2-ddp-8r`"),
+        "{err}"
+    );
+}

@@ -191,7 +191,7 @@ impl<'a> Inputs<'a> {
                 .filter(|f| f.is_file() && Format::from_path(f).is_some())
                 .collect();
             if inside.is_empty() {
-                return Err(InputError::EmptyFolder(p.clone()));
+                return Err(empty_folder(p));
             }
             inside.sort();
             out.extend(inside);
@@ -521,4 +521,24 @@ pub fn snapshot_devices(
         }
     }
     out
+}
+
+/// The error for a folder without trace files: it names the job folders
+/// inside it, when there are some.
+fn empty_folder(folder: &Path) -> InputError {
+    let mut jobs: Vec<String> = std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|d| d.join("job.json").is_file())
+        .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    if jobs.is_empty() {
+        return InputError::EmptyFolder(folder.to_path_buf());
+    }
+    jobs.sort();
+    InputError::JobsInFolder {
+        folder: folder.to_path_buf(),
+        jobs,
+    }
 }

@@ -95,6 +95,14 @@ pub enum InputError {
     },
     /// A folder holds no trace files.
     EmptyFolder(PathBuf),
+    /// A folder holds no trace files but job folders (each with a
+    /// `job.json`), which are read one at a time.
+    JobsInFolder {
+        /// The folder.
+        folder: PathBuf,
+        /// The job folders' names, sorted.
+        jobs: Vec<String>,
+    },
     /// The device asked for could not be read.
     Device {
         /// The file, as messages name it.
@@ -135,6 +143,17 @@ impl fmt::Display for InputError {
                 "{}: a folder with no traces in it (known extensions: .pickle, .pkl, .pickle.gz, .csv, .csv.gz, .vlt, .vlt.zst)",
                 p.display()
             ),
+            InputError::JobsInFolder { folder, jobs } => {
+                let first = jobs.first().map_or("", String::as_str);
+                write!(
+                    f,
+                    "{}: no trace files in it, but {} job folder(s) ({}): give one job at a time, e.g. `vramlab replay {}`",
+                    folder.display(),
+                    jobs.len(),
+                    jobs.join(", "),
+                    folder.join(first).display()
+                )
+            }
             InputError::Device {
                 file,
                 pick,
