@@ -1,6 +1,7 @@
 //! `vramlab replay`: replay a trace under one or more settings.
 
 mod job_mode;
+mod streamed;
 
 use std::path::PathBuf;
 
@@ -81,6 +82,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if let Some(file) = crate::job::job_file(&args.trace.trace) {
         return job_mode::run(&args, &file);
     }
+    if streamed::can_stream(&args) && streamed::run(&args)? {
+        return Ok(());
+    }
     let trace = args.trace.load(args.conf.torch_version())?.trace;
     if args.cuda.run_on.kind == crate::cmd_replay_cuda::DeviceKind::Cuda {
         let settings = args.conf.settings(Some(&trace))?;
@@ -155,11 +159,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             pb.finish_and_clear();
         }
         let mut run = result.with_context(ctx)?;
-        if releases.len() > 1 {
-            if let Some(c) = s.policy.native_conf() {
-                run.conf = format!("{} @ torch {}", run.conf, c.version);
-            }
-        }
+        name_release(&mut run, s, releases);
         runs.push(run);
     }
     // Where the driver's address order decides a tie, the other order's
@@ -199,15 +199,11 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             path.display()
         );
     }
-    // The settings of one release (labels without the release).
-    let settings: Vec<String> = scenarios
-        .iter()
-        .take(scenarios.len() / releases.len().max(1))
-        .map(|s| s.label())
-        .collect();
+    let settings = one_release_labels(&scenarios, releases);
     print_runs(
         &ReplayOutput {
             trace: &trace,
+            counts: vramlab_traces::StreamCounts::of(&trace),
             path: &args.trace.trace,
             runs: &runs,
             ranges: &ranges,
@@ -217,4 +213,29 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         },
         args.json,
     )
+}
+
+/// With several releases, `run`'s setting names its release too.
+fn name_release(
+    run: &mut vramlab_replay::Run,
+    s: &vramlab_replay::Scenario,
+    releases: &[vramlab_allocator::TorchVersion],
+) {
+    if releases.len() > 1 {
+        if let Some(c) = s.policy.native_conf() {
+            run.conf = format!("{} @ torch {}", run.conf, c.version);
+        }
+    }
+}
+
+/// The settings of one release (labels without the release).
+fn one_release_labels(
+    scenarios: &[vramlab_replay::Scenario],
+    releases: &[vramlab_allocator::TorchVersion],
+) -> Vec<String> {
+    scenarios
+        .iter()
+        .take(scenarios.len() / releases.len().max(1))
+        .map(|s| s.label())
+        .collect()
 }

@@ -56,6 +56,25 @@ impl ReadBar {
     }
 }
 
+/// Moves a [`stream_bar`] from the reading thread.
+pub type StreamHook = Box<dyn Fn(u64) + Send>;
+
+/// A bar of the bytes read while a large file on a terminal is replayed as
+/// it is read, and the hook that moves it; `None` otherwise.
+pub fn stream_bar(path: &std::path::Path) -> Option<(ProgressBar, StreamHook)> {
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    if bytes < READ_BAR_BYTES || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = bar(
+        bytes,
+        "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} (eta {eta})",
+        format!("replaying {} as it is read", path.display()),
+    );
+    let moved = pb.clone();
+    Some((pb, Box::new(move |n| moved.set_position(n))))
+}
+
 /// A bar of the events replayed, and the hook that moves it, for a long
 /// trace on a terminal; `None` otherwise. Call
 /// [`ProgressBar::finish_and_clear`] when the replay ends.

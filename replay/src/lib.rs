@@ -51,6 +51,7 @@ pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use engine::scenario::Scenario;
 pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
+pub use engine::stream::{StreamError, Streamed, replay_streamed};
 pub use engine::{
     GrowthFn, GrowthHook, ProgressHook, ReplayDevice, ReplayError, ReplayOptions, replay,
 };
@@ -72,7 +73,7 @@ pub use analysis::matrix::{
 };
 pub use analysis::oom_point::{OOM_POINT_STEP, OomPoint, find_oom_point};
 pub use analysis::placement::{
-    PlacementRange, Predicted, SettingRange, placement_note, placement_range,
+    PlacementRange, Predicted, SettingRange, placement_note, placement_range, placement_range_with,
 };
 pub use analysis::recommend::{
     MinCapacity, Ranked, RecommendRequest, Recommendation, Verdict, check_direction_words,

@@ -39,8 +39,10 @@ pub fn latency_table(runs: &[Run], latencies: &[(LatencySummary, LatencySummary)
 /// `--latency`), and for an upgrade the settings of one release and the
 /// releases.
 pub struct ReplayOutput<'a> {
-    /// The trace.
+    /// The trace (a streamed one without its events).
     pub trace: &'a Trace,
+    /// Its events and allocations.
+    pub counts: vramlab_traces::StreamCounts,
     /// Its path.
     pub path: &'a std::path::Path,
     /// One run per setting (per release).
@@ -68,7 +70,7 @@ pub fn print_runs(o: &ReplayOutput<'_>, json: bool) -> Result<()> {
             .collect();
         return crate::render::json::print_one_or_many(&results);
     }
-    out!("{}", human(o.trace, o.path, o.runs));
+    out!("{}", human(o.trace, o.counts, o.path, o.runs));
     if let Some(note) = placement_note(o.ranges) {
         outln!("\n{note}");
     }
@@ -84,13 +86,18 @@ pub fn print_runs(o: &ReplayOutput<'_>, json: bool) -> Result<()> {
 
 /// The replay table for people: one column per setting, then each OOM with
 /// the code that made the failing allocation.
-pub fn human(trace: &Trace, path: &std::path::Path, runs: &[Run]) -> String {
+pub fn human(
+    trace: &Trace,
+    counts: vramlab_traces::StreamCounts,
+    path: &std::path::Path,
+    runs: &[Run],
+) -> String {
     let mut out = String::new();
-    let allocs = trace.num_allocs() as u64;
+    let allocs = counts.allocs;
     out.push_str(&format!(
         "trace: {} ({} events, {} allocations, {} stream{})\n",
         path.display(),
-        count(trace.events.len() as u64),
+        count(counts.events),
         count(allocs),
         trace.streams.len(),
         if trace.streams.len() == 1 { "" } else { "s" }

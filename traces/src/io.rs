@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::advice::{Cmd, Opt};
 use crate::binary::{is_binary, read_binary, write_binary};
-use crate::csv::{read_csv, write_csv};
+use crate::csv::{CsvEvents, read_csv, write_csv};
 use crate::error::{Location, TraceError};
 use crate::model::Trace;
 use crate::pickle::MAX_INPUT_LEN;
@@ -139,15 +139,15 @@ pub type ReadProgress<'a> = &'a dyn Fn(u64);
 pub const PROGRESS_STEP: u64 = 4 << 20;
 
 /// A reader that reports the bytes read through it.
-struct Counting<'a, R> {
+struct Counting<R, P> {
     inner: R,
     read: u64,
     next_report: u64,
-    progress: Option<ReadProgress<'a>>,
+    progress: Option<P>,
 }
 
-impl<'a, R> Counting<'a, R> {
-    fn new(inner: R, progress: Option<ReadProgress<'a>>) -> Self {
+impl<R, P: Fn(u64)> Counting<R, P> {
+    fn new(inner: R, progress: Option<P>) -> Self {
         Counting {
             inner,
             read: 0,
@@ -157,11 +157,11 @@ impl<'a, R> Counting<'a, R> {
     }
 }
 
-impl<R: Read> Read for Counting<'_, R> {
+impl<R: Read, P: Fn(u64)> Read for Counting<R, P> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.read += n as u64;
-        if let Some(p) = self.progress {
+        if let Some(p) = &self.progress {
             if self.read >= self.next_report || n == 0 {
                 p(self.read);
                 self.next_report = self.read + PROGRESS_STEP;
@@ -218,6 +218,44 @@ pub fn read_traces(
             snapshot_to_traces(&snap, &name, rules)
         }
     }
+}
+
+/// A native CSV trace (`.csv` or `.csv.gz`) opened to be read block by
+/// block, with the bytes read reported to `progress` (compressed bytes for
+/// `.csv.gz`); `Ok(None)` when `path` holds another format (an RMM log, a
+/// binary trace, a snapshot), which is read whole with [`read_traces`].
+pub fn open_csv_events<P: Fn(u64) + Send + 'static>(
+    path: &Path,
+    format: Option<Format>,
+    id_use: crate::csv::IdUse,
+    progress: Option<P>,
+) -> Result<Option<CsvEvents<Box<dyn Read + Send>>>, TraceError> {
+    let fmt = resolve(path, format)?;
+    let name = path.display().to_string();
+    let file = || File::open(path).map_err(|e| open_error(path, e));
+    let input: Box<dyn Read + Send> = match fmt {
+        Format::Csv => {
+            let first =
+                first_data_line(&mut BufReader::new(file()?)).map_err(|e| open_error(path, e))?;
+            if first.as_deref().is_some_and(is_rmm_header) {
+                return Ok(None);
+            }
+            Box::new(Counting::new(file()?, progress))
+        }
+        Format::CsvGz => {
+            let gz = flate2::read::MultiGzDecoder::new(file()?);
+            let first = first_data_line(&mut BufReader::new(gz)).map_err(|e| {
+                TraceError::new(&name, Location::File, format!("cannot decompress: {e}"))
+            })?;
+            if first.as_deref().is_some_and(is_rmm_header) {
+                return Ok(None);
+            }
+            let counted = Counting::new(file()?, progress);
+            Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(counted)))
+        }
+        _ => return Ok(None),
+    };
+    CsvEvents::open(input, &name, id_use).map(Some)
 }
 
 /// Reads a PyTorch memory snapshot file, reporting the bytes read to

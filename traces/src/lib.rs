@@ -42,9 +42,12 @@ mod summary;
 
 pub use binary::{read_binary, validate, write_binary};
 pub use concat::{ConcatError, concat, repeat};
-pub use csv::{read_csv, write_csv};
+pub use csv::{CsvEvents, IdUse, StreamCounts, StreamEnd, read_csv, write_csv};
 pub use error::{Location, TraceError};
-pub use io::{Format, PROGRESS_STEP, ReadProgress, read_snapshot_file, read_traces, write_trace};
+pub use io::{
+    Format, PROGRESS_STEP, ReadProgress, open_csv_events, read_snapshot_file, read_traces,
+    write_trace,
+};
 pub use job::{
     Basis, JOB_FILE, JOB_VERSION, Job, JobError, JobTrace, MAX_WORLD_SIZE, OutsideAllocator,
     RankSource, rank_ranges, ranks_phrase,

@@ -112,6 +112,23 @@ pub fn placement_range(
     seen: Predicted,
     opts: &ReplayOptions,
 ) -> Result<PlacementRange, ReplayError> {
+    placement_range_with(trace, scenario, seen, opts, |other, lean| {
+        other.run(trace, lean)
+    })
+}
+
+/// [`placement_range`] with the other placement's replay made by
+/// `replay_other` (called with the scenario under the other placement and
+/// lean options, only when the range is not settled without it): a
+/// streamed trace is read again rather than kept in memory. `trace` needs
+/// its header and initial state only.
+pub fn placement_range_with<E>(
+    trace: &Trace,
+    scenario: &Scenario,
+    seen: Predicted,
+    opts: &ReplayOptions,
+    replay_other: impl FnOnce(&Scenario, &ReplayOptions) -> Result<Run, E>,
+) -> Result<PlacementRange, E> {
     let other = scenario.placement.other();
     let mut range = PlacementRange {
         placement: scenario.placement,
@@ -150,7 +167,7 @@ pub fn placement_range(
         progress: None,
         ..opts.clone()
     };
-    let other_run = scenario.clone().with_placement(other).run(trace, &lean)?;
+    let other_run = replay_other(&scenario.clone().with_placement(other), &lean)?;
     range.other_peak_reserved_bytes = other_run.summary.peak_reserved_bytes;
     range.other_oom_event = other_run.oom.as_ref().map(|o| o.event_index);
     Ok(range)

@@ -31,6 +31,7 @@ mod replayer;
 pub(crate) mod run;
 pub(crate) mod scenario;
 pub(crate) mod start;
+pub(crate) mod stream;
 pub(crate) mod timed;
 
 /// What the engine needs from a device beyond [`Device`].

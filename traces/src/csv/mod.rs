@@ -31,12 +31,13 @@
 //! `pools.rs`. The writer writes v2 only for traces that have pools, so
 //! every other trace stays a v1 file; the reader reads both.
 
+mod events;
 mod ids;
 mod pools;
 mod read;
 mod write;
 
-pub use read::read_csv;
+pub use events::{CsvEvents, IdUse, StreamCounts, StreamEnd, read_csv};
 pub use write::write_csv;
 
 /// The header row every file must have.

@@ -10,71 +10,11 @@
 //! as it did when every line was a `String`; errors name the line and say
 //! the same.
 
-use std::io::{BufRead, ErrorKind};
-
 use crate::csv::HEADER_ROW;
-use crate::csv::ids::{Ids, Live, State};
+use crate::csv::ids::{IdUse, Ids, Live, State};
 use crate::error::{Location, TraceError};
 use crate::lines::MAX_LINE;
 use crate::model::{AllocId, Event, StreamInterner, Trace, TraceHeader};
-
-/// Bytes read from the input at a time.
-const BLOCK: usize = 1 << 20;
-
-/// Reads a native CSV trace. `path` is used in error messages.
-pub fn read_csv(mut input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
-    let mut r = Reader::new(path);
-    // A block, plus room for a line that began in the block before.
-    let mut buf = vec![0u8; BLOCK + MAX_LINE + 2];
-    let (mut pos, mut filled) = (0usize, 0usize);
-    loop {
-        if pos > 0 {
-            buf.copy_within(pos..filled, 0);
-            filled -= pos;
-            pos = 0;
-        }
-        let n = loop {
-            let room = buf.get_mut(filled..).unwrap_or_default();
-            match input.read(room) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(r.err(r.lineno + 1, format!("cannot read: {e}"))),
-            }
-        };
-        filled += n;
-        let block = buf.get(..filled).unwrap_or_default();
-        loop {
-            let rest = block.get(pos..).unwrap_or_default();
-            // A plain row is cut and its end found in one pass.
-            if r.seen_header {
-                if let Some((row, len)) = Row::plain_line(rest) {
-                    r.lineno += 1;
-                    r.row(row)?;
-                    pos += len;
-                    continue;
-                }
-            }
-            let Some(i) = memchr::memchr(b'\n', rest) else {
-                break;
-            };
-            r.line(rest.get(..i).unwrap_or_default())?;
-            pos += i + 1;
-        }
-        let partial = filled - pos;
-        if partial > MAX_LINE + 2 {
-            return Err(r.err(
-                r.lineno + 1,
-                format!("line longer than {MAX_LINE} bytes (is this a text trace?)"),
-            ));
-        }
-        if n == 0 {
-            if partial > 0 {
-                r.line(block.get(pos..filled).unwrap_or_default())?;
-            }
-            return r.finish();
-        }
-    }
-}
 
 /// ASCII whitespace as `str::trim` sees it (vertical tab included).
 fn is_space(b: u8) -> bool {
@@ -98,7 +38,7 @@ fn trim(mut s: &[u8]) -> &[u8] {
 }
 
 /// Up to four fields of a row and what follows a fourth comma.
-struct Row<'a> {
+pub(super) struct Row<'a> {
     action: &'a [u8],
     id: &'a [u8],
     size: &'a [u8],
@@ -116,7 +56,7 @@ impl<'a> Row<'a> {
     /// included. `None` for anything else, a line without its newline in
     /// `text` included.
     #[inline]
-    fn plain_line(text: &'a [u8]) -> Option<(Row<'a>, usize)> {
+    pub(super) fn plain_line(text: &'a [u8]) -> Option<(Row<'a>, usize)> {
         if text.first().is_none_or(|&b| b == b'#') {
             return None;
         }
@@ -204,24 +144,34 @@ fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)
 }
 
-struct Reader<'p> {
-    path: &'p str,
-    trace: Trace,
+/// The row-by-row state of a read: the trace so far (its events since the
+/// last hand-off), the live ids, the line number.
+pub(super) struct Reader {
+    path: Box<str>,
+    pub(super) trace: Trace,
     ids: Ids,
-    seen_header: bool,
+    pub(super) seen_header: bool,
     next_id: AllocId,
+    /// How dense ids are given out.
+    id_use: IdUse,
+    /// Dense ids whose allocation ended, for [`IdUse::Recycled`].
+    spare: Vec<AllocId>,
+    /// Events handed off before those in `trace.events`.
+    pub(super) emitted: u64,
+    /// `alloc` rows read.
+    pub(super) allocs: u64,
     streams: StreamInterner,
     /// The last raw stream and its index: one stream never hashes.
     last_stream: Option<(u64, u32)>,
-    lineno: u64,
+    pub(super) lineno: u64,
     /// Private pools declared (format v2).
     pools: super::pools::PoolNames,
 }
 
-impl<'p> Reader<'p> {
-    fn new(path: &'p str) -> Self {
+impl Reader {
+    pub(super) fn new(path: &str, id_use: IdUse) -> Self {
         Reader {
-            path,
+            path: path.into(),
             trace: Trace::new(TraceHeader {
                 source: path.to_string(),
                 ..Default::default()
@@ -229,6 +179,10 @@ impl<'p> Reader<'p> {
             ids: Ids::default(),
             seen_header: false,
             next_id: 0,
+            id_use,
+            spare: Vec::new(),
+            emitted: 0,
+            allocs: 0,
             streams: StreamInterner::default(),
             last_stream: None,
             lineno: 0,
@@ -236,12 +190,12 @@ impl<'p> Reader<'p> {
         }
     }
 
-    fn err(&self, line: u64, msg: String) -> TraceError {
-        TraceError::new(self.path, Location::Line(line), msg)
+    pub(super) fn err(&self, line: u64, msg: String) -> TraceError {
+        TraceError::new(&*self.path, Location::Line(line), msg)
     }
 
     /// One line, without its `\n`.
-    fn line(&mut self, raw: &[u8]) -> Result<(), TraceError> {
+    pub(super) fn line(&mut self, raw: &[u8]) -> Result<(), TraceError> {
         self.lineno += 1;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if self.seen_header && raw.len() <= MAX_LINE {
@@ -287,7 +241,7 @@ impl<'p> Reader<'p> {
                     .map_err(|m| self.err(self.lineno, m))?;
             } else if let Some(label) = c.trim().strip_prefix("phase:") {
                 self.trace.phases.push(crate::model::PhaseMark {
-                    event_index: self.trace.events.len() as u64,
+                    event_index: self.emitted + self.trace.events.len() as u64,
                     label: label.trim().to_string(),
                 });
             }
@@ -313,7 +267,7 @@ impl<'p> Reader<'p> {
         self.row(Row::split(text, unicode))
     }
 
-    fn row(&mut self, row: Row<'_>) -> Result<(), TraceError> {
+    pub(super) fn row(&mut self, row: Row<'_>) -> Result<(), TraceError> {
         if let Some(extra) = row.extra {
             return Err(self.err(
                 self.lineno,
@@ -348,7 +302,7 @@ impl<'p> Reader<'p> {
             Err(m) => Err(format!("stream: {m}")),
         };
         let ev = (self.pools.event(action, &fields, stream_of))
-            .map_err(|m| TraceError::new(self.path, Location::Line(self.lineno), m))?;
+            .map_err(|m| TraceError::new(&*self.path, Location::Line(self.lineno), m))?;
         self.trace.events.push(ev);
         Ok(())
     }
@@ -398,18 +352,24 @@ impl<'p> Reader<'p> {
                 .map_or_else(|| parse_stream(&text(row.stream)), Ok)
                 .map_err(|m| self.err(self.lineno, format!("stream: {m}")))?
         };
-        let key = Ids::key(row.id, self.lineno);
+        let key = Ids::key(row.id);
         if self.ids.get(key).is_some() {
             return Err(self.err(
                 self.lineno,
                 format!("alloc of id '{}', which is still allocated", text(row.id)),
             ));
         }
-        let dense = self.next_id;
-        self.next_id = self
-            .next_id
-            .checked_add(1)
-            .ok_or_else(|| self.err(self.lineno, "more than 4294967295 allocations".into()))?;
+        let dense = match self.spare.pop() {
+            Some(d) => d,
+            None => {
+                let d = self.next_id;
+                self.next_id = self.next_id.checked_add(1).ok_or_else(|| {
+                    self.err(self.lineno, "more than 4294967295 allocations".into())
+                })?;
+                d
+            }
+        };
+        self.allocs += 1;
         let stream = self.stream_index(raw_stream);
         self.trace.events.push(Event::Alloc {
             id: dense,
@@ -433,7 +393,7 @@ impl<'p> Reader<'p> {
         };
         self.need_id(row, action)?;
         self.only_id(row, action)?;
-        let key = Ids::key(row.id, self.lineno);
+        let key = Ids::key(row.id);
         let live = match self.ids.get(key) {
             Some(l) if l.state == State::Allocated => l,
             Some(l) => {
@@ -455,6 +415,7 @@ impl<'p> Reader<'p> {
         };
         if row.action == b"free" {
             self.ids.remove(key);
+            self.release(live.dense);
             self.trace.events.push(Event::Free { id: live.dense });
         } else {
             let requested = Live {
@@ -473,11 +434,12 @@ impl<'p> Reader<'p> {
     fn free_completed(&mut self, row: &Row<'_>) -> Result<(), TraceError> {
         self.need_id(row, "free_completed")?;
         self.only_id(row, "free_completed")?;
-        let key = Ids::key(row.id, self.lineno);
+        let key = Ids::key(row.id);
         match self.ids.get(key) {
             Some(l) if l.state == State::Requested => {
                 self.trace.events.push(Event::FreeCompleted { id: l.dense });
                 self.ids.remove(key);
+                self.release(l.dense);
                 Ok(())
             }
             Some(_) => Err(self.err(
@@ -497,14 +459,29 @@ impl<'p> Reader<'p> {
         }
     }
 
-    fn finish(mut self) -> Result<Trace, TraceError> {
-        if !self.seen_header {
-            return Err(TraceError::new(
-                self.path,
-                Location::File,
-                format!("no header row '{HEADER_ROW}' found; is this a vramlab trace?"),
-            ));
+    /// The allocation of `dense` ended: with [`IdUse::Recycled`], the next
+    /// `alloc` takes it.
+    fn release(&mut self, dense: AllocId) {
+        if self.id_use == IdUse::Recycled {
+            self.spare.push(dense);
         }
+    }
+
+    /// The error for a file without a header row, if this is one.
+    pub(super) fn check_header(&self) -> Result<(), TraceError> {
+        if self.seen_header {
+            return Ok(());
+        }
+        Err(TraceError::new(
+            &*self.path,
+            Location::File,
+            format!("no header row '{HEADER_ROW}' found; is this a vramlab trace?"),
+        ))
+    }
+
+    /// The trace read (its events those not handed off), with its id count.
+    pub(super) fn finish(mut self) -> Result<Trace, TraceError> {
+        self.check_header()?;
         self.trace.num_ids = self.next_id;
         Ok(self.trace)
     }

@@ -1,16 +1,17 @@
 //! The per-event steps of a replay: the state one replay keeps (one slot
 //! per allocation id, the peaks, the timeline window, the device log) and
-//! what each kind of event does to it.
+//! what each kind of event does to it (the private pools' calls in
+//! `pool_calls`, fidelity mode's placements and refusals in `fidelity`).
+
+mod fidelity;
+mod pool_calls;
 
 use vramlab_allocator::Refusal;
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport, PoolRoute};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
 use vramlab_allocator::{Device, DeviceCallKind};
-use vramlab_traces::{
-    Event, ExpectedOom, ExpectedSegmentEvent, PrivatePoolKind, SegmentEventKind, Trace,
-};
+use vramlab_traces::{Event, ExpectedOom, ExpectedSegmentEvent, Trace};
 
 use super::addresses::AddressBook;
-use super::fresh_pools::pool_options;
 use super::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 use super::start::{Seeded, Start, StartOom, seed};
 use super::{ReplayDevice, ReplayError, ReplayOptions};
@@ -32,6 +33,10 @@ struct IdSlot {
     /// Requested bytes.
     size: u64,
     state: IdState,
+    /// The id reported for it (an OOM's allocation, the largest live
+    /// ones): the slot's own id, or with recycled ids the allocation's
+    /// number in the trace (the id a whole read gives it).
+    number: u32,
 }
 
 impl IdSlot {
@@ -39,6 +44,7 @@ impl IdSlot {
         handle: BlockHandle::NULL,
         size: 0,
         state: IdState::Unused,
+        number: 0,
     };
 }
 
@@ -56,6 +62,18 @@ fn describe(state: IdState) -> &'static str {
 pub(super) struct Replayer<'t> {
     trace: &'t Trace,
     opts: &'t ReplayOptions,
+    /// The trace's stream table; a streamed replay learns new streams as
+    /// the file is read ([`Replayer::add_streams`]).
+    streams: std::borrow::Cow<'t, [u64]>,
+    /// Events in the trace: `None` while a streamed replay reads them
+    /// ([`Replayer::set_events`] at the end).
+    n_events: Option<usize>,
+    /// Ids are recycled (a streamed read, `IdUse::Recycled`): the slot
+    /// table grows with the ids met, an id whose allocation ended may be
+    /// allocated again, and ids are reported by allocation number.
+    recycled: bool,
+    /// What the run's summary counts as the trace's events.
+    total_events: u64,
     /// One slot per id. The trace is not trusted to keep its ids below
     /// `num_ids` (a library user may hand-build it): every lookup is a
     /// `get`, and an id out of range is a [`ReplayError::Trace`].
@@ -91,13 +109,33 @@ pub(super) struct Replayer<'t> {
 }
 
 impl<'t> Replayer<'t> {
+    /// A replay of `trace`'s events.
     pub(super) fn new(trace: &'t Trace, opts: &'t ReplayOptions) -> Self {
+        Replayer::with_events(trace, opts, Some(trace.events.len()))
+    }
+
+    /// A replay of events handed over as they are read, with recycled ids
+    /// (`trace` holds the header, pools and initial state). Its timeline
+    /// keeps one point, at the end: its spacing needs the event count.
+    pub(super) fn streamed(trace: &'t Trace, opts: &'t ReplayOptions) -> Self {
+        let mut r = Replayer::with_events(trace, opts, None);
+        r.recycled = true;
+        r
+    }
+
+    fn with_events(trace: &'t Trace, opts: &'t ReplayOptions, n_events: Option<usize>) -> Self {
         let n_ids = trace.num_ids as usize;
-        let events = trace.events.len();
-        let bucket = events.div_ceil(opts.timeline_points.max(1)).max(1);
+        let bucket = n_events.map_or(usize::MAX, |n| {
+            n.div_ceil(opts.timeline_points.max(1)).max(1)
+        });
+        let points = n_events.map_or(1, |n| n.div_ceil(bucket) + 1);
         Replayer {
             trace,
             opts,
+            streams: std::borrow::Cow::Borrowed(trace.streams.as_slice()),
+            n_events,
+            recycled: false,
+            total_events: n_events.unwrap_or(0) as u64,
             slots: vec![IdSlot::UNUSED; n_ids],
             book: AddressBook::new(opts.record_addresses, n_ids),
             live_requested: 0,
@@ -117,7 +155,7 @@ impl<'t> Replayer<'t> {
                 (Some(e), true) => e.ooms.as_slice(),
                 _ => &[],
             },
-            timeline: Vec::with_capacity(events.div_ceil(bucket) + 1),
+            timeline: Vec::with_capacity(points),
             window: TimelinePoint::default(),
             bucket,
             until_point: bucket,
@@ -162,6 +200,7 @@ impl<'t> Replayer<'t> {
                 } else {
                     IdState::Live
                 },
+                number: b.id,
             };
             if !b.pending {
                 // `requested` comes from the trace file, unchecked.
@@ -262,16 +301,16 @@ impl<'t> Replayer<'t> {
     /// requested bytes), largest first; ties by id.
     fn largest_live(&self) -> Vec<(u32, u64)> {
         let mut top: Vec<(u32, u64)> = Vec::with_capacity(crate::engine::run::LARGEST_LIVE + 1);
-        for (id, s) in self.slots.iter().enumerate() {
+        for s in &self.slots {
             if s.state != IdState::Live {
                 continue;
             }
             let pos = top
                 .iter()
-                .position(|&(_, sz)| s.size > sz)
+                .position(|&(n, sz)| s.size > sz || (s.size == sz && s.number < n))
                 .unwrap_or(top.len());
             if pos < crate::engine::run::LARGEST_LIVE {
-                top.insert(pos, (id as u32, s.size));
+                top.insert(pos, (s.number, s.size));
                 top.truncate(crate::engine::run::LARGEST_LIVE);
             }
         }
@@ -318,105 +357,6 @@ impl<'t> Replayer<'t> {
         Ok(stop)
     }
 
-    /// A private-pool event: the pool calls PyTorch makes for it
-    /// (`beginAllocateToPool`, `endAllocateToPool`, `releasePool`, and for
-    /// a MemPool `createOrIncrefPool` and, when it is deleted,
-    /// `emptyCache(id)`).
-    fn pool_event<A: Allocator>(&mut self, alloc: &mut A, ev: &Event) -> Result<(), AllocError> {
-        let decl = |pool: u32| self.trace.pools.get(pool as usize);
-        let options = |pool: u32| pool_options(self.trace, pool);
-        match *ev {
-            Event::PoolCreate { pool } => alloc.create_pool(pool, options(pool)),
-            Event::CaptureBegin { pool, stream } => {
-                let raw = self
-                    .trace
-                    .streams
-                    .get(stream as usize)
-                    .copied()
-                    .unwrap_or(0);
-                alloc.begin_allocate_to_pool(
-                    pool,
-                    PoolRoute::Capture { stream: raw },
-                    options(pool),
-                )
-            }
-            Event::PoolEnter { pool } => {
-                alloc.begin_allocate_to_pool(pool, PoolRoute::Thread, options(pool))
-            }
-            Event::CaptureEnd { pool } => alloc.end_allocate_to_pool(pool),
-            Event::PoolExit { pool } => {
-                alloc.end_allocate_to_pool(pool)?;
-                alloc.release_pool(pool)
-            }
-            Event::PoolRelease { pool } => {
-                alloc.release_pool(pool)?;
-                if decl(pool).is_some_and(|d| d.kind == PrivatePoolKind::MemPool) {
-                    // `~MemPool`: releasePool, then emptyCache(id).
-                    alloc.empty_cache_pool(pool)?;
-                }
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Fidelity mode: tells the device where event `i`'s new segments go.
-    fn place_segments<A>(&mut self, alloc: &mut A, i: usize) -> bool
-    where
-        A: Allocator,
-        A::Dev: ReplayDevice,
-    {
-        let mut placed = false;
-        while let Some((s, rest)) = self.expected_segments.split_first() {
-            if s.event_index as usize > i {
-                break;
-            }
-            if s.event_index as usize == i
-                && matches!(s.kind, SegmentEventKind::Alloc | SegmentEventKind::Map)
-            {
-                alloc.device_mut().place_next(s.address);
-                placed = true;
-            }
-            self.expected_segments = rest;
-        }
-        placed
-    }
-
-    /// Fidelity mode: makes the device refuse event `i`'s allocations as
-    /// the real one did (a recorded OOM, or a malloc that had to release
-    /// the cache and retry).
-    fn refuse_as_recorded<A>(&mut self, alloc: &mut A, i: usize) -> bool
-    where
-        A: Allocator,
-        A::Dev: ReplayDevice,
-    {
-        let i = i as u32;
-        let mut refusal = Refusal::None;
-        while let Some((&r, rest)) = self.expected_retries.split_first() {
-            if r > i {
-                break;
-            }
-            if r == i {
-                refusal = Refusal::UntilRelease;
-            }
-            self.expected_retries = rest;
-        }
-        while let Some((o, rest)) = self.expected_ooms.split_first() {
-            if o.event_index > i {
-                break;
-            }
-            if o.event_index == i {
-                refusal = Refusal::All;
-            }
-            self.expected_ooms = rest;
-        }
-        if refusal == Refusal::None {
-            return false;
-        }
-        alloc.device_mut().refuse(refusal);
-        true
-    }
-
     fn alloc<A: Allocator>(
         &mut self,
         alloc: &mut A,
@@ -426,17 +366,29 @@ impl<'t> Replayer<'t> {
         size: u64,
     ) -> Result<bool, ReplayError> {
         let idu = id as usize;
+        if self.recycled && idu >= self.slots.len() {
+            // Recycled ids stay below the most allocations live at once.
+            self.slots.resize(idu + 1, IdSlot::UNUSED);
+        }
+        // With recycled ids, the allocation's number in the trace.
+        let number = if self.recycled {
+            u32::try_from(self.allocs).unwrap_or(u32::MAX)
+        } else {
+            id
+        };
         let slot = self
             .slots
             .get_mut(idu)
             .ok_or_else(|| bad_id(ei, id, self.trace.num_ids))?;
-        if slot.state != IdState::Unused {
+        let free_slot = slot.state == IdState::Unused
+            || (self.recycled && matches!(slot.state, IdState::Freed | IdState::Failed));
+        if !free_slot {
             return Err(trace_err(
                 ei,
                 format!("alloc of id {id}, which {}", describe(slot.state)),
             ));
         }
-        let raw_stream = *self.trace.streams.get(stream as usize).ok_or_else(|| {
+        let raw_stream = *self.streams.get(stream as usize).ok_or_else(|| {
             trace_err(
                 ei,
                 format!("stream index {stream} is not in the stream table"),
@@ -450,6 +402,7 @@ impl<'t> Replayer<'t> {
                     handle: h,
                     size,
                     state: IdState::Live,
+                    number,
                 };
                 // Saturating: seeded blocks carry unchecked sizes.
                 self.live_requested = self.live_requested.saturating_add(size);
@@ -463,7 +416,7 @@ impl<'t> Replayer<'t> {
             Err(AllocError::OutOfMemory(report)) => {
                 slot.state = IdState::Failed;
                 if self.oom.is_none() {
-                    self.oom = Some(self.oom_event(alloc, ei, size, Some(id), &report, false));
+                    self.oom = Some(self.oom_event(alloc, ei, size, Some(number), &report, false));
                 }
                 Ok(self.opts.stop_at_oom)
             }
@@ -568,7 +521,7 @@ impl<'t> Replayer<'t> {
         w.active = w.active.max(active);
         w.reserved = w.reserved.max(reserved);
         self.until_point -= 1;
-        if self.until_point == 0 || i + 1 == self.trace.events.len() || stop {
+        if self.until_point == 0 || Some(i + 1) == self.n_events || stop {
             self.until_point = self.bucket;
             self.window.event_index = ei;
             self.window.largest_free = alloc.largest_free_block();
@@ -609,7 +562,20 @@ impl<'t> Replayer<'t> {
         Ok(())
     }
 
-    pub(super) fn finish<A>(self, alloc: &A) -> Run
+    /// A streamed replay's stream table grew to `streams` (the whole
+    /// table so far).
+    pub(super) fn add_streams(&mut self, streams: &[u64]) {
+        if streams.len() > self.streams.len() {
+            self.streams = std::borrow::Cow::Owned(streams.to_vec());
+        }
+    }
+
+    /// A streamed replay's event count, known once the file is read.
+    pub(super) fn set_events(&mut self, events: u64) {
+        self.total_events = events;
+    }
+
+    pub(super) fn finish<A>(mut self, alloc: &A) -> Run
     where
         A: Allocator,
         A::Dev: ReplayDevice,
@@ -630,8 +596,14 @@ impl<'t> Replayer<'t> {
         } else {
             peak_active as f64 / peak_reserved as f64
         };
+        if self.n_events.is_none() && self.until_point != self.bucket && self.replayed > 0 {
+            // A streamed replay's one point: the window since the start.
+            self.window.event_index = self.replayed - 1;
+            self.window.largest_free = alloc.largest_free_block();
+            self.timeline.push(self.window);
+        }
         let summary = Summary {
-            events: self.trace.events.len() as u64,
+            events: self.total_events,
             events_replayed: self.replayed,
             allocs: self.allocs,
             frees: self.frees,
