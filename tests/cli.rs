@@ -365,3 +365,29 @@ fn an_annotated_2_14_snapshot_is_read_as_2_14() {
         "{out}"
     );
 }
+
+/// A CSV trace is replayed while it is read unless an option needs it
+/// whole (`--timeline`): both paths print the same table and the same
+/// JSON, OOMs included.
+#[test]
+fn a_csv_replayed_as_it_is_read_answers_as_when_read_whole() {
+    let dir = std::env::temp_dir().join(format!("vramlab-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline = dir.join("t.csv");
+    let timeline = timeline.to_str().unwrap();
+    for extra in [
+        &["--conf", "", "--conf", "expandable_segments:True"][..],
+        &["--gpu", "a10g", "--json"][..],
+        &["--capacity", "300MiB", "--continue-on-oom"][..],
+    ] {
+        let mut streamed = vec!["replay", "workloads/data/gpt-small-train.csv"];
+        streamed.extend_from_slice(extra);
+        let mut whole = streamed.clone();
+        whole.extend_from_slice(&["--timeline", timeline]);
+        let (c1, out1, _) = vramlab(&streamed);
+        let (c2, out2, _) = vramlab(&whole);
+        assert_eq!((c1, &out1), (c2, &out2), "{extra:?}");
+        assert!(out1.contains("peak"), "{out1}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

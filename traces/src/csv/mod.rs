@@ -88,6 +88,39 @@ mod tests {
         );
     }
 
+    /// Read block by block, a file of several input blocks gives the
+    /// events of the whole read, and a bad line past the first block is
+    /// the same error, line number included.
+    #[test]
+    fn blocks_read_as_the_whole_file() {
+        let mut csv = String::from("action,id,size,stream\n");
+        for i in 0..120_000 {
+            csv.push_str(&format!("alloc,{i},{},0\nfree,{i}\n", 512 + i));
+        }
+        let whole = read(&csv).unwrap();
+        let mut events = CsvEvents::open(csv.as_bytes(), "t.csv", IdUse::Unique).unwrap();
+        let (mut all, mut buf, mut blocks) = (Vec::new(), Vec::new(), 0);
+        while events.next_block(&mut buf).unwrap() {
+            all.extend_from_slice(&buf);
+            blocks += 1;
+        }
+        assert!(blocks > 1, "{blocks} block(s)");
+        assert_eq!(all, whole.events);
+        assert_eq!(events.finish().unwrap().counts.events, 240_000);
+        csv.push_str("free,7\n");
+        let want = read(&csv).unwrap_err().to_string();
+        assert!(want.contains(":240002:"), "{want}");
+        let mut events = CsvEvents::open(csv.as_bytes(), "t.csv", IdUse::Recycled).unwrap();
+        let got = loop {
+            match events.next_block(&mut buf) {
+                Ok(true) => continue,
+                Ok(false) => panic!("no error"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert_eq!(got, want);
+    }
+
     /// Rows the fast path takes (plain) and the same rows padded, with
     /// CRLF ends, tabs or non-ASCII ids (the general path) read alike.
     #[test]
