@@ -12,7 +12,7 @@ use crate::lines::MAX_LINE;
 use crate::model::{Event, Trace};
 
 /// Bytes read from the input at a time.
-const BLOCK: usize = 1 << 20;
+const BLOCK: usize = 1 << 18;
 
 /// Reads a native CSV trace. `path` is used in error messages.
 pub fn read_csv(input: impl Read, path: &str) -> Result<Trace, TraceError> {

@@ -328,8 +328,18 @@ impl<'t> Replayer<'t> {
         A: Allocator,
         A::Dev: ReplayDevice,
     {
-        let placed = self.place_segments(alloc, i);
-        let refused = self.refuse_as_recorded(alloc, i);
+        // Fidelity mode only: the recording's placements and refusals.
+        let as_recorded = !self.expected_segments.is_empty()
+            || !self.expected_retries.is_empty()
+            || !self.expected_ooms.is_empty();
+        let (placed, refused) = if as_recorded {
+            (
+                self.place_segments(alloc, i),
+                self.refuse_as_recorded(alloc, i),
+            )
+        } else {
+            (false, false)
+        };
         let ei = i as u64;
         let stop = match *ev {
             Event::Alloc { id, stream, size } => self.alloc(alloc, ei, id, stream, size)?,
