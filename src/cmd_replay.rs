@@ -32,14 +32,17 @@ pub struct ReplayArgs {
     /// skipped) instead of stopping at the first one.
     #[arg(long)]
     continue_on_oom: bool,
-    /// Write the down-sampled memory timeline of each run to this CSV file.
+    /// Write the down-sampled memory timeline of each run to this CSV file
+    /// (its spacing needs the event count first: the trace is read whole,
+    /// where a CSV trace is otherwise replayed as it is read).
     #[arg(long, value_name = "FILE")]
     timeline: Option<PathBuf>,
     /// Check the allocator's invariants after every event (slow).
     #[arg(long)]
     check: bool,
     /// Measure the host time of every malloc/free call of the policy
-    /// (p50/p99/max per setting).
+    /// (p50/p99/max per setting; the trace is read whole first, so that
+    /// reading does not disturb the measurement).
     #[arg(long)]
     latency: bool,
     /// Replay under the simulated driver's placement only, without the
@@ -49,7 +52,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     no_placement_check: bool,
     /// Write the replay as a PyTorch memory snapshot (.pickle) that
-    /// pytorch.org/memory_viz opens (one --conf only).
+    /// pytorch.org/memory_viz opens (one --conf only; the trace is read
+    /// whole).
     #[arg(long, value_name = "FILE")]
     snapshot_out: Option<PathBuf>,
     #[command(flatten)]

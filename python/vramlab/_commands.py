@@ -122,13 +122,15 @@ def replay(
             its frees are skipped) instead of stopping at the first one
         check: Check the allocator's invariants after every event (slow)
         latency: Measure the host time of every malloc/free call of the policy
-            (p50/p99/max per setting)
+            (p50/p99/max per setting; the trace is read whole first, so that
+            reading does not disturb the measurement)
         placement_check: ``False``: replay under the simulated driver's
             placement only, without the second replay under the other address
             order that tells whether a tie decides the result (twice as fast on
             traces that make device calls; the JSON then has no range)
         snapshot_out: Write the replay as a PyTorch memory snapshot (.pickle)
-            that pytorch.org/memory_viz opens (one conf= only)
+            that pytorch.org/memory_viz opens (one conf= only; the trace is read
+            whole)
     """
     return _api._invoke(
         "replay",

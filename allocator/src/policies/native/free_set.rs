@@ -226,7 +226,20 @@ impl FreeSet {
                 let Ok(r) = found else {
                     return false;
                 };
-                let to = v.partition_point(|e| e.key() < key);
+                // Where `new` goes: only the side of `old` it sorts to
+                // needs a search (a split's remainder sorts before it).
+                let to = match key.cmp(&old) {
+                    std::cmp::Ordering::Less => v
+                        .get(..r)
+                        .map_or(0, |below| below.partition_point(|e| e.key() < key)),
+                    std::cmp::Ordering::Equal => r,
+                    std::cmp::Ordering::Greater => {
+                        r + 1
+                            + v.get(r + 1..).map_or(0, |above| {
+                                above.partition_point(|e| e.key() < key)
+                            })
+                    }
+                };
                 if to != r && v.get(to).is_some_and(|e| e.key() == key) {
                     return false;
                 }
