@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::{InputError, Inputs, Pick};
-use vramlab_traces::{Format, Trace, TraceSummary};
+use vramlab_traces::{Format, IdUse, SummaryBuilder, Trace, TraceSummary, open_csv_events};
 
 use crate::args::parse_format;
 
@@ -35,6 +35,13 @@ pub struct StatsArgs {
 
 /// Runs `stats`.
 pub fn run(args: StatsArgs) -> Result<()> {
+    if let Some((trace, summary)) = streamed(&args)? {
+        if args.json {
+            return crate::render::json::print(&[summary]);
+        }
+        crate::render::stats::print_stats(&args.trace, &trace, &summary);
+        return Ok(());
+    }
     // A folder stands for every trace inside it.
     let inputs = Inputs::new([&args.trace])
         .format(args.format)
@@ -63,4 +70,38 @@ pub fn run(args: StatsArgs) -> Result<()> {
         crate::render::stats::print_stats(path, t, s);
     }
     Ok(())
+}
+
+/// The summary of a native CSV trace counted as it is read, in memory
+/// bounded by the ids in use (the trace without its events, and the
+/// summary); `None` for anything else (a folder, one device asked for,
+/// another format, private pools, no events), which is read whole.
+fn streamed(args: &StatsArgs) -> Result<Option<(Trace, TraceSummary)>> {
+    if args.device.is_some() || args.trace.is_dir() {
+        return Ok(None);
+    }
+    let (pb, hook) = match crate::progress::stream_bar(&args.trace, "reading") {
+        Some((pb, hook)) => (Some(pb), Some(hook)),
+        None => (None, None),
+    };
+    let Some(mut events) = open_csv_events(&args.trace, args.format, IdUse::Recycled, hook)? else {
+        return Ok(None);
+    };
+    if !events.trace().pools.is_empty() {
+        return Ok(None);
+    }
+    let mut summary = SummaryBuilder::streamed(events.trace());
+    let mut block = Vec::new();
+    while events.next_block(&mut block)? {
+        summary.events(&block, &events.trace().phases);
+    }
+    let end = events.finish()?;
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    if end.counts.events == 0 {
+        return Ok(None);
+    }
+    let summary = summary.finish(&end.trace);
+    Ok(Some((end.trace, summary)))
 }

@@ -61,7 +61,7 @@ pub type StreamHook = Box<dyn Fn(u64) + Send>;
 
 /// A bar of the bytes read while a large file on a terminal is replayed as
 /// it is read, and the hook that moves it; `None` otherwise.
-pub fn stream_bar(path: &std::path::Path) -> Option<(ProgressBar, StreamHook)> {
+pub fn stream_bar(path: &std::path::Path, doing: &str) -> Option<(ProgressBar, StreamHook)> {
     let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
     if bytes < READ_BAR_BYTES || !std::io::stderr().is_terminal() {
         return None;
@@ -69,7 +69,7 @@ pub fn stream_bar(path: &std::path::Path) -> Option<(ProgressBar, StreamHook)> {
     let pb = bar(
         bytes,
         "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} (eta {eta})",
-        format!("replaying {} as it is read", path.display()),
+        format!("{doing} {}", path.display()),
     );
     let moved = pb.clone();
     Some((pb, Box::new(move |n| moved.set_position(n))))

@@ -27,7 +27,7 @@ pub(super) fn can_stream(args: &ReplayArgs) -> bool {
 /// CSV trace (the caller reads it whole).
 pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
     let path = &args.trace.trace;
-    let bar = crate::progress::stream_bar(path);
+    let bar = crate::progress::stream_bar(path, "replaying");
     let (pb, hook) = match bar {
         Some((pb, hook)) => (Some(pb), Some(hook)),
         None => (None, None),

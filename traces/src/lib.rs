@@ -62,4 +62,4 @@ pub use pool_summary::PoolSummary;
 pub use pools::{PoolDecl, PrivatePoolKind};
 pub use rmm::read_rmm;
 pub use state_summary::StateSummary;
-pub use summary::{PhaseSummary, SizeBucket, TraceSummary};
+pub use summary::{PhaseSummary, SizeBucket, SummaryBuilder, TraceSummary};

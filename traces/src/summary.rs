@@ -122,136 +122,212 @@ impl PhaseSummary {
 impl TraceSummary {
     /// Computes the summary of `t`.
     pub fn of(t: &Trace) -> TraceSummary {
-        let mut sizes = vec![0u64; t.num_ids as usize];
-        let mut live = vec![false; t.num_ids as usize];
-        let mut cur = 0u64;
-        let mut initial_live = 0u64;
-        let mut initial_segments = 0u64;
-        if let Some(init) = &t.initial {
-            initial_segments = init.segments.len() as u64;
-            for b in &init.live {
-                if let InitialBlockState::Allocated(id) = b.state {
-                    let i = id as usize;
-                    if let (Some(s), Some(l)) = (sizes.get_mut(i), live.get_mut(i)) {
-                        *s = b.requested;
-                        *l = true;
-                        // Sizes come from the file: sums saturate.
-                        cur = cur.saturating_add(b.requested);
-                        initial_live = initial_live.saturating_add(b.requested);
-                    }
-                }
-            }
-        }
-        let mut s = TraceSummary {
-            device: t.header.device,
-            events: t.events.len() as u64,
-            allocs: 0,
-            frees: 0,
-            deferred_frees: 0,
-            empty_cache: 0,
-            captures: 0,
-            private_pools: t.pools.len() as u64,
-            streams: t.streams.len() as u64,
-            live_at_end: 0,
-            total_requested_bytes: 0,
-            max_request_bytes: 0,
-            peak_live_bytes: cur,
-            initial_live_bytes: initial_live,
-            initial_segments,
-            initial_live_blocks: t.initial.as_ref().map_or(0, |i| i.live_blocks() as u64),
-            starts_mid_run: t.initial.is_some(),
-            initial_layout_error: t.initial.as_ref().and_then(|i| i.layout_error.clone()),
-            initial_state: t
-                .initial
-                .as_ref()
-                .filter(|i| i.layout_error.is_none() && !i.segments.is_empty())
-                .map(StateSummary::of),
-            duration_us: t
-                .header
-                .extra
-                .get("duration_us")
-                .and_then(|d| d.parse().ok()),
-            size_histogram: Vec::new(),
-            notes: t.notes.clone(),
-            phases: Vec::new(),
-            pools: pool_summaries(t),
+        let mut b = SummaryBuilder::new(t);
+        b.events(&t.events, &t.phases);
+        b.finish(t)
+    }
+}
+
+/// A [`TraceSummary`] built block by block, for a trace read as it is
+/// read (`CsvEvents`): memory follows the ids in use, not the trace's
+/// length. Ids may be recycled (an id whose allocation ended allocated
+/// again). Private pools' summaries need the whole trace: a trace that
+/// declares pools is summarised with [`TraceSummary::of`].
+pub struct SummaryBuilder {
+    s: TraceSummary,
+    /// Requested bytes and liveness of each id.
+    sizes: Vec<u64>,
+    live: Vec<bool>,
+    /// Live bytes now.
+    cur: u64,
+    hist: [(u64, u64); 65],
+    /// Phase marks taken so far, and the phase open.
+    marks_taken: usize,
+    phase: Option<PhaseSummary>,
+    /// Index of the next event.
+    next: u64,
+    /// Ids are recycled ([`SummaryBuilder::streamed`]): the tables grow
+    /// with the ids met.
+    grows: bool,
+}
+
+impl SummaryBuilder {
+    /// Starts the summary of `t` (its header, initial state and pools; its
+    /// events come through [`SummaryBuilder::events`]).
+    pub fn new(t: &Trace) -> Self {
+        let n = t.num_ids as usize;
+        let mut b = SummaryBuilder {
+            s: TraceSummary {
+                device: t.header.device,
+                events: 0,
+                allocs: 0,
+                frees: 0,
+                deferred_frees: 0,
+                empty_cache: 0,
+                captures: 0,
+                private_pools: t.pools.len() as u64,
+                streams: t.streams.len() as u64,
+                live_at_end: 0,
+                total_requested_bytes: 0,
+                max_request_bytes: 0,
+                peak_live_bytes: 0,
+                initial_live_bytes: 0,
+                initial_segments: t.initial.as_ref().map_or(0, |i| i.segments.len() as u64),
+                initial_live_blocks: t.initial.as_ref().map_or(0, |i| i.live_blocks() as u64),
+                starts_mid_run: t.initial.is_some(),
+                initial_layout_error: t.initial.as_ref().and_then(|i| i.layout_error.clone()),
+                initial_state: t
+                    .initial
+                    .as_ref()
+                    .filter(|i| i.layout_error.is_none() && !i.segments.is_empty())
+                    .map(StateSummary::of),
+                duration_us: t
+                    .header
+                    .extra
+                    .get("duration_us")
+                    .and_then(|d| d.parse().ok()),
+                size_histogram: Vec::new(),
+                notes: Vec::new(),
+                phases: Vec::new(),
+                pools: pool_summaries(t),
+            },
+            sizes: vec![0u64; n],
+            live: vec![false; n],
+            cur: 0,
+            hist: [(0u64, 0u64); 65],
+            marks_taken: 0,
+            phase: None,
+            next: 0,
+            grows: false,
         };
-        let mut hist = [(0u64, 0u64); 65];
-        let mut marks = t.phases.iter().peekable();
-        let mut phase: Option<PhaseSummary> = None;
-        for (i, e) in t.events.iter().enumerate() {
-            if !t.phases.is_empty() {
-                let i = i as u64;
-                let mut next = None;
-                while let Some(m) = marks.next_if(|m| m.event_index <= i) {
-                    next = Some(m);
-                }
-                match (next, &phase) {
-                    (Some(m), _) => {
-                        s.phases.extend(phase.take());
-                        phase = Some(PhaseSummary::open(&m.label, i, cur));
-                    }
-                    (None, None) => {
-                        phase = Some(PhaseSummary::open("(before the first mark)", i, cur))
-                    }
-                    (None, Some(_)) => {}
-                }
-            }
-            let before = (s.allocs, s.frees + s.deferred_frees);
-            match *e {
-                Event::Alloc { id, size, .. } => {
-                    s.allocs += 1;
-                    // Sizes come from the file (up to 2^64 - 1): sums saturate.
-                    s.total_requested_bytes = s.total_requested_bytes.saturating_add(size);
-                    s.max_request_bytes = s.max_request_bytes.max(size);
-                    add_to_bucket(&mut hist, size);
+        if let Some(init) = &t.initial {
+            for l in &init.live {
+                if let InitialBlockState::Allocated(id) = l.state {
                     let i = id as usize;
-                    if let (Some(slot), Some(l)) = (sizes.get_mut(i), live.get_mut(i)) {
-                        *slot = size;
-                        *l = true;
-                    }
-                    cur = cur.saturating_add(size);
-                    s.peak_live_bytes = s.peak_live_bytes.max(cur);
-                }
-                Event::Free { id } | Event::FreeRequested { id } => {
-                    if matches!(e, Event::Free { .. }) {
-                        s.frees += 1;
-                    } else {
-                        s.deferred_frees += 1;
-                    }
-                    let i = id as usize;
-                    if let (Some(l), Some(&size)) = (live.get_mut(i), sizes.get(i)) {
-                        if *l {
-                            *l = false;
-                            cur = cur.saturating_sub(size);
-                        }
+                    if let (Some(s), Some(live)) = (b.sizes.get_mut(i), b.live.get_mut(i)) {
+                        *s = l.requested;
+                        *live = true;
+                        // Sizes come from the file: sums saturate.
+                        b.cur = b.cur.saturating_add(l.requested);
+                        b.s.initial_live_bytes = b.s.initial_live_bytes.saturating_add(l.requested);
                     }
                 }
-                Event::FreeCompleted { .. } => {}
-                Event::EmptyCache => s.empty_cache += 1,
-                Event::CaptureBegin { .. } => s.captures += 1,
-                Event::PoolCreate { .. }
-                | Event::CaptureEnd { .. }
-                | Event::PoolEnter { .. }
-                | Event::PoolExit { .. }
-                | Event::PoolRelease { .. } => {}
-            }
-            if let Some(p) = &mut phase {
-                p.events += 1;
-                if s.allocs > before.0 {
-                    p.allocs += 1;
-                    if let Event::Alloc { size, .. } = *e {
-                        p.allocated_bytes = p.allocated_bytes.saturating_add(size);
-                    }
-                }
-                p.frees += s.frees + s.deferred_frees - before.1;
-                p.peak_live_bytes = p.peak_live_bytes.max(cur);
-                p.live_at_end_bytes = cur;
             }
         }
-        s.phases.extend(phase);
-        s.live_at_end = live.iter().filter(|&&l| l).count() as u64;
-        for (b, &(count, bytes)) in hist.iter().enumerate() {
+        b.s.peak_live_bytes = b.cur;
+        b
+    }
+
+    /// Starts the summary of a trace read as it is read, with recycled ids
+    /// (`IdUse::Recycled`): `t` holds what was read before its events.
+    pub fn streamed(t: &Trace) -> Self {
+        let mut b = SummaryBuilder::new(t);
+        b.grows = true;
+        b
+    }
+
+    /// Counts the next `events`; `phases` are the trace's marks known so
+    /// far (every mark at or before the last of these events among them).
+    pub fn events(&mut self, events: &[Event], phases: &[crate::model::PhaseMark]) {
+        for e in events {
+            let i = self.next;
+            self.next += 1;
+            if !phases.is_empty() {
+                self.phase_at(i, phases);
+            }
+            self.event(e);
+        }
+    }
+
+    /// Opens the phase event `i` begins, if a mark says so.
+    fn phase_at(&mut self, i: u64, phases: &[crate::model::PhaseMark]) {
+        let mut mark = None;
+        while let Some(m) = phases.get(self.marks_taken).filter(|m| m.event_index <= i) {
+            mark = Some(m);
+            self.marks_taken += 1;
+        }
+        match (mark, &self.phase) {
+            (Some(m), _) => {
+                self.s.phases.extend(self.phase.take());
+                self.phase = Some(PhaseSummary::open(&m.label, i, self.cur));
+            }
+            (None, None) => {
+                self.phase = Some(PhaseSummary::open("(before the first mark)", i, self.cur))
+            }
+            (None, Some(_)) => {}
+        }
+    }
+
+    fn event(&mut self, e: &Event) {
+        let s = &mut self.s;
+        let before = (s.allocs, s.frees + s.deferred_frees);
+        match *e {
+            Event::Alloc { id, size, .. } => {
+                s.allocs += 1;
+                // Sizes come from the file (up to 2^64 - 1): sums saturate.
+                s.total_requested_bytes = s.total_requested_bytes.saturating_add(size);
+                s.max_request_bytes = s.max_request_bytes.max(size);
+                add_to_bucket(&mut self.hist, size);
+                let i = id as usize;
+                if self.grows && i >= self.sizes.len() && i <= self.next as usize {
+                    // Recycled ids stay below the events read so far.
+                    self.sizes.resize(i + 1, 0);
+                    self.live.resize(i + 1, false);
+                }
+                if let (Some(slot), Some(l)) = (self.sizes.get_mut(i), self.live.get_mut(i)) {
+                    *slot = size;
+                    *l = true;
+                }
+                self.cur = self.cur.saturating_add(size);
+                s.peak_live_bytes = s.peak_live_bytes.max(self.cur);
+            }
+            Event::Free { id } | Event::FreeRequested { id } => {
+                if matches!(e, Event::Free { .. }) {
+                    s.frees += 1;
+                } else {
+                    s.deferred_frees += 1;
+                }
+                let i = id as usize;
+                if let (Some(l), Some(&size)) = (self.live.get_mut(i), self.sizes.get(i)) {
+                    if *l {
+                        *l = false;
+                        self.cur = self.cur.saturating_sub(size);
+                    }
+                }
+            }
+            Event::FreeCompleted { .. } => {}
+            Event::EmptyCache => s.empty_cache += 1,
+            Event::CaptureBegin { .. } => s.captures += 1,
+            Event::PoolCreate { .. }
+            | Event::CaptureEnd { .. }
+            | Event::PoolEnter { .. }
+            | Event::PoolExit { .. }
+            | Event::PoolRelease { .. } => {}
+        }
+        if let Some(p) = &mut self.phase {
+            p.events += 1;
+            if s.allocs > before.0 {
+                p.allocs += 1;
+                if let Event::Alloc { size, .. } = *e {
+                    p.allocated_bytes = p.allocated_bytes.saturating_add(size);
+                }
+            }
+            p.frees += s.frees + s.deferred_frees - before.1;
+            p.peak_live_bytes = p.peak_live_bytes.max(self.cur);
+            p.live_at_end_bytes = self.cur;
+        }
+    }
+
+    /// The summary; `t` is the trace as read to its end (its streams and
+    /// notes).
+    pub fn finish(mut self, t: &Trace) -> TraceSummary {
+        let mut s = self.s;
+        s.events = self.next;
+        s.streams = t.streams.len() as u64;
+        s.notes = t.notes.clone();
+        s.phases.extend(self.phase.take());
+        s.live_at_end = self.live.iter().filter(|&&l| l).count() as u64;
+        for (b, &(count, bytes)) in self.hist.iter().enumerate() {
             if count > 0 {
                 let lo = if b == 0 { 0 } else { 1u64 << (b - 1) };
                 let hi = if b == 0 {
@@ -324,6 +400,41 @@ mod tests {
                 bytes: 1000
             }
         );
+    }
+
+    /// Counted block by block with recycled ids, a trace with phase marks
+    /// gives the summary of the whole read.
+    #[test]
+    fn a_summary_counted_as_read_is_the_whole_reads() {
+        let mut csv = String::from("action,id,size,stream\nalloc,w,100,0\n");
+        for step in 0..300 {
+            csv.push_str(&format!("# phase: step {step}\n"));
+            for i in 0..50 {
+                csv.push_str(&format!("alloc,{step}_{i},{},{}\n", 512 * (i + 1), i % 3));
+            }
+            for i in 0..50 {
+                let free = if i % 7 == 0 { "free_requested" } else { "free" };
+                csv.push_str(&format!("{free},{step}_{i}\n"));
+                if i % 7 == 0 {
+                    csv.push_str(&format!("free_completed,{step}_{i}\n"));
+                }
+            }
+        }
+        let whole = TraceSummary::of(&read_csv(csv.as_bytes(), "t.csv").unwrap());
+        let mut events =
+            crate::CsvEvents::open(csv.as_bytes(), "t.csv", crate::IdUse::Recycled).unwrap();
+        let mut b = SummaryBuilder::streamed(events.trace());
+        let mut block = Vec::new();
+        while events.next_block(&mut block).unwrap() {
+            // Smaller blocks than a read hands over: marks between them.
+            for part in block.chunks(37) {
+                b.events(part, &events.trace().phases);
+            }
+        }
+        let end = events.finish().unwrap();
+        assert!(end.trace.num_ids < 60, "{}", end.trace.num_ids);
+        assert_eq!(b.finish(&end.trace), whole);
+        assert_eq!(whole.phases.len(), 301);
     }
 
     #[test]

@@ -235,9 +235,8 @@ impl FreeSet {
                     std::cmp::Ordering::Equal => r,
                     std::cmp::Ordering::Greater => {
                         r + 1
-                            + v.get(r + 1..).map_or(0, |above| {
-                                above.partition_point(|e| e.key() < key)
-                            })
+                            + v.get(r + 1..)
+                                .map_or(0, |above| above.partition_point(|e| e.key() < key))
                     }
                 };
                 if to != r && v.get(to).is_some_and(|e| e.key() == key) {
