@@ -6,6 +6,12 @@
 #
 #   bash scripts/bench.sh            # full run (criterion benches: several minutes)
 #   bash scripts/bench.sh --quick    # skip criterion, table and plots only
+#
+# With DYNAPIPE=PATH/allocation_simulator.py (a checkout of
+# github.com/awslabs/optimizing-multitask-training-through-dynamic-pipelines,
+# and `pip install sortedcontainers`), the full run also times DynaPipe's
+# Python model of the allocator against `vramlab replay` on 1M- and
+# 10M-event CSV traces (scripts/bench_vs_dynapipe.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
@@ -56,7 +62,13 @@ if [ $QUICK = 0 ]; then
     )
     # What a user waits for: whole-process timings, and the same with an
     # older build for a before/after column when OLD_BIN names one.
-    python3 scripts/bench_process.py --runs 5 ${OLD_BIN:+--old "$OLD_BIN"} > "$OUT/process.md"
+    python3 scripts/bench_process.py --runs 5 --all-cores ${OLD_BIN:+--old "$OLD_BIN"} > "$OUT/process.md"
+    if [ -n "${DYNAPIPE:-}" ]; then
+        python3 scripts/make_1m_csv.py target/1m.csv
+        python3 scripts/make_1m_csv.py target/10m.csv --events 10000000
+        python3 scripts/bench_vs_dynapipe.py --dynapipe "$DYNAPIPE" target/1m.csv target/10m.csv \
+            --csv "$OUT/dynapipe.csv" > "$OUT/dynapipe.md"
+    fi
 fi
 EVENTS=$(python3 -c "print(3280*305)")
 {
@@ -90,12 +102,18 @@ EVENTS=$(python3 -c "print(3280*305)")
     if [ -f "$OUT/process.md" ]; then
         echo "## Whole process (what a user waits for)"
         echo
-        echo "\`python3 scripts/bench_process.py --runs 5${OLD_BIN:+ --old OLD_BIN}\`: best of 5 wall-clock runs of the release binary"
-        echo "(one core, pinned with taskset, except the commands that run settings in parallel)."
-        echo "\`replay\` now also replays under the other driver address order when the trace makes device calls"
+        echo "\`python3 scripts/bench_process.py --runs 5 --all-cores${OLD_BIN:+ --old OLD_BIN}\`: best of 5 wall-clock runs of the release binary"
+        echo "on every core: \`replay\` of a CSV trace reads on one thread and replays on another."
+        echo "\`replay\` also replays under the other driver address order when a tie it decides was met"
         echo "(docs/driver-placement.md); \`--no-placement-check\` leaves that second replay out."
         echo
         cat "$OUT/process.md"
+    fi
+    if [ -f "$OUT/dynapipe.md" ]; then
+        echo
+        cat docs/bench/dynapipe-intro.md
+        echo
+        cat "$OUT/dynapipe.md"
     fi
     echo
     echo "## Every policy on every bundled trace"
