@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use vramlab_replay::ReplayOptions;
-use vramlab_replay::{SettingRange, placement_range};
+use vramlab_replay::{SettingRange, placement_range_with};
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, scenarios as scenarios_of};
 use crate::render::replay::{ReplayOutput, print_runs, write_timeline};
@@ -168,25 +168,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     }
     // Where the driver's address order decides a tie, the other order's
     // result too.
-    let mut ranges = Vec::new();
-    for (s, r) in scenarios
-        .iter()
-        .zip(&runs)
-        .filter(|_| !args.no_placement_check)
-    {
-        let range = placement_range(&trace, s, r.into(), &opts).with_context(|| {
-            format!(
-                "replaying {} under {} with {} placement",
-                args.trace.trace.display(),
-                s.label(),
-                s.placement.other()
-            )
-        })?;
-        ranges.push(SettingRange {
-            setting: s.label(),
-            range,
-        });
-    }
+    let ranges = placement_ranges(&args, &trace, &scenarios, &runs, &opts, |other, lean| {
+        Ok(other.run(&trace, lean)?)
+    })?;
     if let Some(path) = &args.timeline {
         write_timeline(path, &runs)?;
     }
@@ -242,4 +226,38 @@ fn one_release_labels(
         .take(scenarios.len() / releases.len().max(1))
         .map(|s| s.label())
         .collect()
+}
+
+/// Each setting's placement range (none with `--no-placement-check`);
+/// `replay_other` replays a scenario under the other placement when its
+/// range is not settled without it.
+fn placement_ranges(
+    args: &ReplayArgs,
+    trace: &vramlab_traces::Trace,
+    scenarios: &[vramlab_replay::Scenario],
+    runs: &[vramlab_replay::Run],
+    opts: &ReplayOptions,
+    replay_other: impl Fn(&vramlab_replay::Scenario, &ReplayOptions) -> Result<vramlab_replay::Run>,
+) -> Result<Vec<SettingRange>> {
+    let mut ranges = Vec::new();
+    for (s, r) in scenarios
+        .iter()
+        .zip(runs)
+        .filter(|_| !args.no_placement_check)
+    {
+        let range =
+            placement_range_with(trace, s, r.into(), opts, &replay_other).with_context(|| {
+                format!(
+                    "replaying {} under {} with {} placement",
+                    args.trace.trace.display(),
+                    s.label(),
+                    s.placement.other()
+                )
+            })?;
+        ranges.push(SettingRange {
+            setting: s.label(),
+            range,
+        });
+    }
+    Ok(ranges)
 }

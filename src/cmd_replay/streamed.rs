@@ -5,13 +5,10 @@
 //! `--trace-device`, a GPU) takes the other path.
 
 use anyhow::{Context, Result};
-use vramlab_replay::{
-    ReplayOptions, Scenario, SettingRange, StreamError, Streamed, placement_range_with,
-    replay_streamed,
-};
+use vramlab_replay::{ReplayOptions, Scenario, StreamError, Streamed, replay_streamed};
 use vramlab_traces::{IdUse, open_csv_events};
 
-use super::{ReplayArgs, build_scenarios, name_release, one_release_labels};
+use super::{ReplayArgs, build_scenarios, name_release, one_release_labels, placement_ranges};
 use crate::render::replay::{ReplayOutput, print_runs};
 
 /// The options that replay a trace as it is read.
@@ -62,28 +59,9 @@ pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
     for (run, s) in runs.iter_mut().zip(&scenarios) {
         name_release(run, s, releases);
     }
-    let mut ranges = Vec::new();
-    for (s, r) in scenarios
-        .iter()
-        .zip(&runs)
-        .filter(|_| !args.no_placement_check)
-    {
-        let range = placement_range_with(&end.trace, s, r.into(), &opts, |other, lean| {
-            replay_again(args, other, lean)
-        })
-        .with_context(|| {
-            format!(
-                "replaying {} under {} with {} placement",
-                path.display(),
-                s.label(),
-                s.placement.other()
-            )
-        })?;
-        ranges.push(SettingRange {
-            setting: s.label(),
-            range,
-        });
-    }
+    let ranges = placement_ranges(args, &end.trace, &scenarios, &runs, &opts, |other, lean| {
+        replay_again(args, other, lean)
+    })?;
     print_runs(
         &ReplayOutput {
             trace: &end.trace,

@@ -192,8 +192,7 @@ pub fn read_traces(
     };
     match fmt {
         Format::Csv => {
-            let first = first_data_line(&mut open()?).map_err(|e| open_error(path, e))?;
-            if first.as_deref().is_some_and(is_rmm_header) {
+            if holds_rmm_log(path, false)? {
                 Ok(vec![read_rmm(open()?, &name)?])
             } else {
                 Ok(vec![read_csv(open()?, &name)?])
@@ -202,10 +201,7 @@ pub fn read_traces(
         Format::CsvGz => {
             let gz =
                 || Ok::<_, TraceError>(BufReader::new(flate2::read::MultiGzDecoder::new(open()?)));
-            let first = first_data_line(&mut gz()?).map_err(|e| {
-                TraceError::new(&name, Location::File, format!("cannot decompress: {e}"))
-            })?;
-            if first.as_deref().is_some_and(is_rmm_header) {
+            if holds_rmm_log(path, true)? {
                 Ok(vec![read_rmm(gz()?, &name)?])
             } else {
                 Ok(vec![read_csv(gz()?, &name)?])
@@ -218,6 +214,27 @@ pub fn read_traces(
             snapshot_to_traces(&snap, &name, rules)
         }
     }
+}
+
+/// `true` when the `.csv` (`gz`: `.csv.gz`) file at `path` is a RAPIDS RMM
+/// log rather than a native trace, by its first line that is not blank and
+/// not a comment.
+fn holds_rmm_log(path: &Path, gz: bool) -> Result<bool, TraceError> {
+    let file = File::open(path).map_err(|e| open_error(path, e))?;
+    let first = if gz {
+        first_data_line(&mut BufReader::new(flate2::read::MultiGzDecoder::new(file))).map_err(
+            |e| {
+                TraceError::new(
+                    path.display().to_string(),
+                    Location::File,
+                    format!("cannot decompress: {e}"),
+                )
+            },
+        )?
+    } else {
+        first_data_line(&mut BufReader::new(file)).map_err(|e| open_error(path, e))?
+    };
+    Ok(first.as_deref().is_some_and(is_rmm_header))
 }
 
 /// A native CSV trace (`.csv` or `.csv.gz`) opened to be read block by
@@ -234,22 +251,11 @@ pub fn open_csv_events<P: Fn(u64) + Send + 'static>(
     let name = path.display().to_string();
     let file = || File::open(path).map_err(|e| open_error(path, e));
     let input: Box<dyn Read + Send> = match fmt {
-        Format::Csv => {
-            let first =
-                first_data_line(&mut BufReader::new(file()?)).map_err(|e| open_error(path, e))?;
-            if first.as_deref().is_some_and(is_rmm_header) {
-                return Ok(None);
-            }
-            Box::new(Counting::new(file()?, progress))
+        Format::Csv | Format::CsvGz if holds_rmm_log(path, fmt == Format::CsvGz)? => {
+            return Ok(None);
         }
+        Format::Csv => Box::new(Counting::new(file()?, progress)),
         Format::CsvGz => {
-            let gz = flate2::read::MultiGzDecoder::new(file()?);
-            let first = first_data_line(&mut BufReader::new(gz)).map_err(|e| {
-                TraceError::new(&name, Location::File, format!("cannot decompress: {e}"))
-            })?;
-            if first.as_deref().is_some_and(is_rmm_header) {
-                return Ok(None);
-            }
             let counted = Counting::new(file()?, progress);
             Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(counted)))
         }

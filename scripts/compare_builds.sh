@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# compare_builds.sh: two vramlab builds, byte for byte (stdout, stderr, exit
+# code), over every CSV trace of the corpus and the tests (option sets that
+# stop at and continue past OOMs, several settings, other policies, two
+# releases), the malformed files, and `stats`; prints each difference and
+# the count. What a change that must not change answers (a faster reader,
+# a streamed replay) is checked with.
+#
+#   bash scripts/compare_builds.sh OLD_BIN [NEW_BIN]   # NEW_BIN: target/release/vramlab
+#
+# OLD_BIN and NEW_BIN must have the same file name (usage lines name it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OLD=${1:?usage: compare_builds.sh OLD_BIN [NEW_BIN]}
+NEW=${2:-target/release/vramlab}
+if [ "$(basename "$OLD")" != "$(basename "$NEW")" ]; then
+    echo "the two binaries must have the same file name (messages name it)" >&2
+    exit 2
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+runs=0
+differ=0
+check() { # ARGS...: one command under both builds
+    runs=$((runs + 1))
+    "$OLD" "$@" >"$tmp/o.out" 2>"$tmp/o.err"
+    local ro=$?
+    "$NEW" "$@" >"$tmp/n.out" 2>"$tmp/n.err"
+    local rn=$?
+    if [ $ro != $rn ] || ! cmp -s "$tmp/o.out" "$tmp/n.out" || ! cmp -s "$tmp/o.err" "$tmp/n.err"; then
+        differ=$((differ + 1))
+        echo "differs: vramlab $* (exit $ro / $rn)"
+        diff "$tmp/o.out" "$tmp/n.out" | head -5
+        diff "$tmp/o.err" "$tmp/n.err" | head -5
+    fi
+}
+option_sets=(
+    ""
+    "--json"
+    "--conf expandable_segments:True --conf max_split_size_mb:128 --json"
+    "--capacity 2GiB --json"
+    "--capacity 2GiB --continue-on-oom"
+    "--policy bfc --json"
+    "--policy async --capacity 1GiB"
+    "--torch-version 2.11 --json"
+    "--torch-version 2.11 --torch-version 2.15"
+)
+for f in workloads/data/*.csv workloads/data/*.csv.gz tests/*/*.csv; do
+    [ -f "$f" ] || continue
+    for opts in "${option_sets[@]}"; do
+        # shellcheck disable=SC2086 # the option sets are word lists
+        check replay "$f" $opts
+    done
+    check stats "$f"
+    check stats "$f" --json
+done
+for f in tests/malformed/*.csv*; do
+    check replay "$f"
+    check stats "$f"
+done
+echo "$runs runs, $differ differ"
+[ $differ = 0 ]
