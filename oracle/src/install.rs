@@ -136,7 +136,15 @@ impl Installer {
         );
         let st = run_to_stderr(
             Command::new(&python)
-                .args(["-m", "pip", "install", "--disable-pip-version-check"])
+                // No copy of the multi-GB wheel in pip's cache: the venv is
+                // the cache, and disks on CI machines can be small.
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-cache-dir",
+                ])
                 .arg(&spec)
                 .arg("numpy"),
             "pip",
