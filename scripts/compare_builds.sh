@@ -2,8 +2,11 @@
 # compare_builds.sh: two vramlab builds, byte for byte (stdout, stderr, exit
 # code), over every CSV trace of the corpus and the tests (option sets that
 # stop at and continue past OOMs, several settings, other policies, two
-# releases), the malformed files, and `stats`; prints each difference and
-# the count. What a change that must not change answers (a faster reader,
+# releases), the malformed files, and `stats`; then the same over `.vlt`
+# files converted from PyTorch's snapshots of tests/pools and, when they
+# are there, ../shared/traces/real (mid-run starts, private pools, stacks),
+# and over cut and doubled copies of one (the error compared); prints each
+# difference and the count. What a change that must not change answers (a faster reader,
 # a streamed replay) is checked with.
 #
 #   bash scripts/compare_builds.sh OLD_BIN [NEW_BIN]   # NEW_BIN: target/release/vramlab
@@ -34,6 +37,22 @@ check() { # ARGS...: one command under both builds
         diff "$tmp/o.err" "$tmp/n.err" | head -5
     fi
 }
+check_error() { # ARGS...: a command that fails: exit code, stdout and the error line
+    runs=$((runs + 1))
+    "$OLD" "$@" >"$tmp/o.out" 2>"$tmp/o.err"
+    local ro=$?
+    "$NEW" "$@" >"$tmp/n.out" 2>"$tmp/n.err"
+    local rn=$?
+    # A trace replayed as it is read prints the notes of its metadata
+    # before a later part of the file turns out broken; the error is the
+    # same.
+    if [ $ro != $rn ] || ! cmp -s "$tmp/o.out" "$tmp/n.out" ||
+        [ "$(tail -n 1 "$tmp/o.err")" != "$(tail -n 1 "$tmp/n.err")" ]; then
+        differ=$((differ + 1))
+        echo "differs: vramlab $* (exit $ro / $rn)"
+        diff <(tail -n 1 "$tmp/o.err") <(tail -n 1 "$tmp/n.err")
+    fi
+}
 option_sets=(
     ""
     "--json"
@@ -58,5 +77,28 @@ for f in tests/malformed/*.csv*; do
     check replay "$f"
     check stats "$f"
 done
+# Binary traces (read as they are read since .vlt streaming), converted
+# by the old build so that both read the same bytes.
+for snap in tests/pools/snapshots/*.pickle ../shared/traces/real/*.pickle; do
+    [ -f "$snap" ] || continue
+    vlt="$tmp/$(basename "$snap" .pickle).vlt"
+    "$OLD" convert "$snap" "$vlt" >/dev/null 2>&1 || continue
+    for opts in "${option_sets[@]}"; do
+        # shellcheck disable=SC2086 # the option sets are word lists
+        check replay "$vlt" $opts
+    done
+    check stats "$vlt"
+done
+one="$tmp/serving-warmup-midrun.torch2.15.vlt"
+if [ -f "$one" ]; then
+    size=$(stat -c %s "$one")
+    for cut in 11 20 100 $((size / 2)) $((size - 9)) $((size - 1)); do
+        head -c "$cut" "$one" >"$tmp/cut.vlt"
+        check_error replay "$tmp/cut.vlt"
+        check_error stats "$tmp/cut.vlt"
+    done
+    cat "$one" "$one" >"$tmp/twice.vlt"
+    check_error replay "$tmp/twice.vlt"
+fi
 echo "$runs runs, $differ differ"
 [ $differ = 0 ]

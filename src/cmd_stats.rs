@@ -6,7 +6,9 @@ use anyhow::Result;
 use clap::Args;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::{InputError, Inputs, Pick};
-use vramlab_traces::{Format, IdUse, SummaryBuilder, Trace, TraceSummary, open_csv_events};
+use vramlab_traces::{
+    EventBlocks, Format, IdUse, SummaryBuilder, Trace, TraceSummary, open_events,
+};
 
 use crate::args::parse_format;
 
@@ -72,7 +74,7 @@ pub fn run(args: StatsArgs) -> Result<()> {
     Ok(())
 }
 
-/// The summary of a native CSV trace counted as it is read, in memory
+/// The summary of a native trace (CSV or .vlt) counted as it is read, in memory
 /// bounded by the ids in use (the trace without its events, and the
 /// summary); `None` for anything else (a folder, one device asked for,
 /// another format, private pools, no events), which is read whole.
@@ -84,7 +86,7 @@ fn streamed(args: &StatsArgs) -> Result<Option<(Trace, TraceSummary)>> {
         Some((pb, hook)) => (Some(pb), Some(hook)),
         None => (None, None),
     };
-    let Some(mut events) = open_csv_events(&args.trace, args.format, IdUse::Recycled, hook)? else {
+    let Some(mut events) = open_events(&args.trace, args.format, IdUse::Recycled, hook)? else {
         return Ok(None);
     };
     if !events.trace().pools.is_empty() {

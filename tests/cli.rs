@@ -366,27 +366,52 @@ fn an_annotated_2_14_snapshot_is_read_as_2_14() {
     );
 }
 
-/// A CSV trace is replayed while it is read unless an option needs it
-/// whole (`--timeline`): both paths print the same table and the same
-/// JSON, OOMs included.
+/// A native trace (CSV, or a .vlt converted from a snapshot that starts
+/// mid-run with private pools) is replayed while it is read unless an
+/// option needs it whole (`--timeline`): both paths print the same table,
+/// the same JSON and the same notes, OOMs included.
 #[test]
-fn a_csv_replayed_as_it_is_read_answers_as_when_read_whole() {
+fn a_native_trace_replayed_as_it_is_read_answers_as_when_read_whole() {
     let dir = std::env::temp_dir().join(format!("vramlab-stream-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let timeline = dir.join("t.csv");
     let timeline = timeline.to_str().unwrap();
-    for extra in [
-        &["--conf", "", "--conf", "expandable_segments:True"][..],
-        &["--gpu", "a10g", "--json"][..],
-        &["--capacity", "300MiB", "--continue-on-oom"][..],
+    let vlt = dir.join("midrun.vlt.zst");
+    let vlt = vlt.to_str().unwrap();
+    let snap = "tests/pools/snapshots/serving-warmup-midrun.torch2.15.pickle";
+    let (code, _, err) = vramlab(&["convert", snap, vlt]);
+    assert_eq!(code, 0, "{err}");
+    for (trace, extra) in [
+        (
+            "workloads/data/gpt-small-train.csv",
+            &["--conf", "", "--conf", "expandable_segments:True"][..],
+        ),
+        (
+            "workloads/data/gpt-small-train.csv",
+            &["--gpu", "a10g", "--json"][..],
+        ),
+        (
+            "workloads/data/gpt-small-train.csv",
+            &["--capacity", "300MiB", "--continue-on-oom"][..],
+        ),
+        (vlt, &[][..]),
+        (vlt, &["--conf", "expandable_segments:True", "--json"][..]),
+        (vlt, &["--capacity", "3GiB"][..]),
     ] {
-        let mut streamed = vec!["replay", "workloads/data/gpt-small-train.csv"];
+        let mut streamed = vec!["replay", trace];
         streamed.extend_from_slice(extra);
         let mut whole = streamed.clone();
         whole.extend_from_slice(&["--timeline", timeline]);
-        let (c1, out1, _) = vramlab(&streamed);
-        let (c2, out2, _) = vramlab(&whole);
-        assert_eq!((c1, &out1), (c2, &out2), "{extra:?}");
+        let (c1, out1, err1) = vramlab(&streamed);
+        let (c2, out2, err2) = vramlab(&whole);
+        assert_eq!((c1, &out1), (c2, &out2), "{trace} {extra:?}");
+        let notes = |e: &str| {
+            e.lines()
+                .filter(|l| !l.contains("timeline"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(notes(&err1), notes(&err2), "{trace} {extra:?}");
         assert!(out1.contains("peak"), "{out1}");
     }
     std::fs::remove_dir_all(&dir).ok();

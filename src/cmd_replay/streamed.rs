@@ -1,12 +1,12 @@
-//! `vramlab replay` of a native CSV trace (`.csv`, `.csv.gz`) while it is
-//! read: the read on one thread, the replays on another, memory bounded by
-//! what is live. The answers are those of the trace read whole; what needs
+//! `vramlab replay` of a native trace (`.csv`, `.csv.gz`, `.vlt`,
+//! `.vlt.zst`) while it is read: the read on one thread, the replays on
+//! another, memory bounded by what is live. The answers are those of the trace read whole; what needs
 //! the whole trace in memory (`--timeline`, `--snapshot-out`, `--latency`,
 //! `--trace-device`, a GPU) takes the other path.
 
 use anyhow::{Context, Result};
 use vramlab_replay::{ReplayOptions, Scenario, StreamError, Streamed, replay_streamed};
-use vramlab_traces::{IdUse, open_csv_events};
+use vramlab_traces::{EventBlocks, IdUse, open_events};
 
 use super::{ReplayArgs, build_scenarios, name_release, one_release_labels, placement_ranges};
 use crate::render::replay::{ReplayOutput, print_runs};
@@ -21,7 +21,7 @@ pub(super) fn can_stream(args: &ReplayArgs) -> bool {
 }
 
 /// Replays the trace as it is read; `Ok(false)` when it is not a native
-/// CSV trace (the caller reads it whole).
+/// trace (the caller reads it whole).
 pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
     let path = &args.trace.trace;
     let bar = crate::progress::stream_bar(path, "replaying");
@@ -29,9 +29,12 @@ pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
         Some((pb, hook)) => (Some(pb), Some(hook)),
         None => (None, None),
     };
-    let Some(events) = open_csv_events(path, args.trace.format, IdUse::Recycled, hook)? else {
+    let Some(events) = open_events(path, args.trace.format, IdUse::Recycled, hook)? else {
         return Ok(false);
     };
+    // A binary trace's notes are in its metadata: printed before the
+    // scenarios' own, as for a trace read whole.
+    crate::inputs::print_streamed_notes(path, events.trace(), None);
     let scenarios = build_scenarios(args, events.trace())?;
     let start = vramlab_replay::start_for(events.trace(), &scenarios, args.start.start);
     let pools = !events.trace().pools.is_empty();
@@ -50,11 +53,14 @@ pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
     }
     let Streamed { mut runs, end } = streamed.map_err(|e| in_words(e, args))?;
     if end.counts.events == 0 {
-        anyhow::bail!(
-            "{}: nothing to replay: the trace has no events",
-            path.display()
-        );
+        let why = end
+            .trace
+            .notes
+            .first()
+            .map_or("the trace has no events", |n| n);
+        anyhow::bail!("{}: nothing to replay: {why}", path.display());
     }
+    crate::inputs::print_streamed_notes(path, &end.trace, Some(end.counts));
     let releases = &args.conf.torch_versions;
     for (run, s) in runs.iter_mut().zip(&scenarios) {
         name_release(run, s, releases);
@@ -86,7 +92,7 @@ fn replay_again(
     opts: &ReplayOptions,
 ) -> Result<vramlab_replay::Run> {
     let path = &args.trace.trace;
-    let events = open_csv_events(path, args.trace.format, IdUse::Recycled, None::<fn(u64)>)?
+    let events = open_events(path, args.trace.format, IdUse::Recycled, None::<fn(u64)>)?
         .with_context(|| format!("{} changed while it was read", path.display()))?;
     let streamed = replay_streamed(events, std::slice::from_ref(scenario), opts)
         .map_err(|e| in_words(e, args))?;

@@ -6,9 +6,10 @@ use std::io::{BufRead, BufReader, BufWriter, Read};
 use std::path::Path;
 
 use crate::advice::{Cmd, Opt};
-use crate::binary::{is_binary, read_binary, write_binary};
+use crate::binary::{VltEvents, is_binary, read_binary, write_binary};
 use crate::csv::{CsvEvents, read_csv, write_csv};
 use crate::error::{Location, TraceError};
+use crate::event_blocks::TraceEvents;
 use crate::model::Trace;
 use crate::pickle::MAX_INPUT_LEN;
 use crate::rmm::{is_rmm_header, read_rmm};
@@ -237,16 +238,17 @@ fn holds_rmm_log(path: &Path, gz: bool) -> Result<bool, TraceError> {
     Ok(first.as_deref().is_some_and(is_rmm_header))
 }
 
-/// A native CSV trace (`.csv` or `.csv.gz`) opened to be read block by
-/// block, with the bytes read reported to `progress` (compressed bytes for
-/// `.csv.gz`); `Ok(None)` when `path` holds another format (an RMM log, a
-/// binary trace, a snapshot), which is read whole with [`read_traces`].
-pub fn open_csv_events<P: Fn(u64) + Send + 'static>(
+/// A native trace (`.csv`, `.csv.gz`, `.vlt`, `.vlt.zst`) opened to be
+/// read block by block, with the bytes read reported to `progress`
+/// (compressed bytes for a compressed file); `Ok(None)` when `path` holds
+/// another format (an RMM log, a snapshot), which is read whole with
+/// [`read_traces`].
+pub fn open_events<P: Fn(u64) + Send + 'static>(
     path: &Path,
     format: Option<Format>,
     id_use: crate::csv::IdUse,
     progress: Option<P>,
-) -> Result<Option<CsvEvents<Box<dyn Read + Send>>>, TraceError> {
+) -> Result<Option<TraceEvents>, TraceError> {
     let fmt = resolve(path, format)?;
     let name = path.display().to_string();
     let file = || File::open(path).map_err(|e| open_error(path, e));
@@ -259,9 +261,14 @@ pub fn open_csv_events<P: Fn(u64) + Send + 'static>(
             let counted = Counting::new(file()?, progress);
             Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(counted)))
         }
-        _ => return Ok(None),
+        Format::Binary | Format::BinaryZstd => {
+            let input: Box<dyn BufRead + Send> =
+                Box::new(BufReader::new(Counting::new(file()?, progress)));
+            return VltEvents::open(input, &name, id_use).map(|e| Some(TraceEvents::Vlt(e)));
+        }
+        Format::Rmm | Format::Snapshot => return Ok(None),
     };
-    CsvEvents::open(input, &name, id_use).map(Some)
+    CsvEvents::open(input, &name, id_use).map(|e| Some(TraceEvents::Csv(e)))
 }
 
 /// Reads a PyTorch memory snapshot file, reporting the bytes read to

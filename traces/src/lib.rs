@@ -26,6 +26,7 @@ mod binary;
 mod concat;
 mod csv;
 mod error;
+mod event_blocks;
 mod fresh_start;
 mod io;
 mod job;
@@ -40,13 +41,13 @@ pub mod snapshot;
 mod state_summary;
 mod summary;
 
-pub use binary::{read_binary, validate, write_binary};
+pub use binary::{VltEvents, read_binary, validate, write_binary};
 pub use concat::{ConcatError, concat, repeat};
 pub use csv::{CsvEvents, IdUse, StreamCounts, StreamEnd, read_csv, write_csv};
 pub use error::{Location, TraceError};
+pub use event_blocks::{EventBlocks, TraceEvents};
 pub use io::{
-    Format, PROGRESS_STEP, ReadProgress, open_csv_events, read_snapshot_file, read_traces,
-    write_trace,
+    Format, PROGRESS_STEP, ReadProgress, open_events, read_snapshot_file, read_traces, write_trace,
 };
 pub use job::{
     Basis, JOB_FILE, JOB_VERSION, Job, JobError, JobTrace, MAX_WORLD_SIZE, OutsideAllocator,

@@ -225,7 +225,14 @@ pub struct InitialLive {
 impl InitialLive {
     /// The allocation id of the block.
     pub fn id(&self) -> AllocId {
-        match self.state {
+        self.state.id()
+    }
+}
+
+impl InitialBlockState {
+    /// The allocation id of a block in use; `AllocId::MAX` for a free one.
+    pub fn id(&self) -> AllocId {
+        match *self {
             InitialBlockState::Allocated(id) | InitialBlockState::PendingFree(id) => id,
             InitialBlockState::Free => AllocId::MAX,
         }
@@ -278,6 +285,22 @@ impl InitialState {
     /// Number of blocks that are allocated or pending-free at the start.
     pub fn live_blocks(&self) -> usize {
         self.live.len()
+    }
+
+    /// One more than the largest id of a block in use, in the live list or
+    /// the segments' layout (0 when none is in use): the ids a table of
+    /// the initial state's blocks needs.
+    pub fn id_bound(&self) -> usize {
+        let live = self.live.iter().map(InitialLive::id);
+        let laid_out = self
+            .segments
+            .iter()
+            .flat_map(|s| s.blocks.iter().map(|b| b.state.id()));
+        live.chain(laid_out)
+            .filter(|&id| id != AllocId::MAX)
+            .map(|id| id as usize + 1)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Bytes requested by the blocks in use at the start.

@@ -149,13 +149,19 @@ pub struct SummaryBuilder {
     /// Ids are recycled ([`SummaryBuilder::streamed`]): the tables grow
     /// with the ids met.
     grows: bool,
+    /// With recycled ids, the ids of the initial state are below this.
+    id_floor: usize,
 }
 
 impl SummaryBuilder {
     /// Starts the summary of `t` (its header, initial state and pools; its
     /// events come through [`SummaryBuilder::events`]).
     pub fn new(t: &Trace) -> Self {
-        let n = t.num_ids as usize;
+        Self::with_ids(t, t.num_ids as usize)
+    }
+
+    /// [`SummaryBuilder::new`] with tables for the ids below `n`.
+    fn with_ids(t: &Trace, n: usize) -> Self {
         let mut b = SummaryBuilder {
             s: TraceSummary {
                 device: t.header.device,
@@ -199,6 +205,7 @@ impl SummaryBuilder {
             phase: None,
             next: 0,
             grows: false,
+            id_floor: 0,
         };
         if let Some(init) = &t.initial {
             for l in &init.live {
@@ -221,8 +228,15 @@ impl SummaryBuilder {
     /// Starts the summary of a trace read as it is read, with recycled ids
     /// (`IdUse::Recycled`): `t` holds what was read before its events.
     pub fn streamed(t: &Trace) -> Self {
-        let mut b = SummaryBuilder::new(t);
+        // Tables for the initial state's ids only (recycled ids start
+        // above them); they grow with the ids met.
+        let n = t
+            .initial
+            .as_ref()
+            .map_or(0, crate::model::InitialState::id_bound);
+        let mut b = SummaryBuilder::with_ids(t, n);
         b.grows = true;
+        b.id_floor = n;
         b
     }
 
@@ -269,8 +283,9 @@ impl SummaryBuilder {
                 s.max_request_bytes = s.max_request_bytes.max(size);
                 add_to_bucket(&mut self.hist, size);
                 let i = id as usize;
-                if self.grows && i >= self.sizes.len() && i <= self.next as usize {
-                    // Recycled ids stay below the events read so far.
+                if self.grows && i >= self.sizes.len() && i <= self.id_floor + self.next as usize {
+                    // Recycled ids stay below the initial state's ids plus
+                    // the events read so far.
                     self.sizes.resize(i + 1, 0);
                     self.live.resize(i + 1, false);
                 }

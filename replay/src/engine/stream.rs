@@ -9,11 +9,10 @@
 //! ([`crate::engine::replay`]), but for the timeline, which keeps one
 //! point (its spacing needs the event count before the first event).
 
-use std::io::Read;
 use std::sync::mpsc;
 
 use vramlab_allocator::Allocator;
-use vramlab_traces::{CsvEvents, Event, StreamEnd, Trace, TraceError};
+use vramlab_traces::{Event, EventBlocks, StreamEnd, Trace, TraceError};
 
 use super::replayer::Replayer;
 use super::run::Run;
@@ -51,18 +50,29 @@ pub struct Streamed {
     pub end: StreamEnd,
 }
 
-/// One block of events and, when it met new streams, the stream table.
+/// One block of events, the trace's own id of each of its `alloc`s when
+/// the reader renamed them, and, when it met new streams, the stream table.
 struct Block {
     events: Vec<Event>,
+    numbers: Vec<u32>,
     streams: Option<Vec<u64>>,
 }
+
+/// A block's buffers, going back to the reader.
+type Buffers = (Vec<Event>, Vec<u32>);
 
 /// One scenario's replay, fed block by block.
 trait Stepper {
     fn add_streams(&mut self, streams: &[u64]);
-    /// Replays `events`, the first of which is event `first`; `Ok(true)`
-    /// when the replay stopped (an OOM, or `stop_before`).
-    fn events(&mut self, first: usize, events: &[Event]) -> Result<bool, ReplayError>;
+    /// Replays `events`, the first of which is event `first`, whose
+    /// `alloc`s the trace names `numbers` (empty: by their place);
+    /// `Ok(true)` when the replay stopped (an OOM, or `stop_before`).
+    fn events(
+        &mut self,
+        first: usize,
+        events: &[Event],
+        numbers: &[u32],
+    ) -> Result<bool, ReplayError>;
     fn finish(self: Box<Self>, events: u64) -> Run;
 }
 
@@ -81,9 +91,10 @@ where
     fn new(
         mut alloc: A,
         trace: &'t Trace,
+        initial_numbers: &[u32],
         opts: &'t ReplayOptions,
     ) -> Result<(Self, bool), ReplayError> {
-        let mut replayer = Replayer::streamed(trace, opts);
+        let mut replayer = Replayer::streamed(trace, initial_numbers, opts);
         let start_oom = replayer.seed(&mut alloc)?;
         replayer.begin(&alloc);
         let mut stopped = false;
@@ -110,7 +121,13 @@ where
         self.replayer.add_streams(streams);
     }
 
-    fn events(&mut self, first: usize, events: &[Event]) -> Result<bool, ReplayError> {
+    fn events(
+        &mut self,
+        first: usize,
+        events: &[Event],
+        numbers: &[u32],
+    ) -> Result<bool, ReplayError> {
+        self.replayer.set_numbers(numbers);
         for (k, ev) in events.iter().enumerate() {
             let i = first + k;
             if i >= self.stop_before {
@@ -134,15 +151,16 @@ impl Scenario {
     fn stepper<'t>(
         &self,
         trace: &'t Trace,
+        initial_numbers: &[u32],
         opts: &'t ReplayOptions,
     ) -> Result<(Box<dyn Stepper + 't>, bool), ReplayError> {
         if let Some(a) = self.native_allocator(trace) {
-            let (step, stopped) = Step::new(a, trace, opts)?;
+            let (step, stopped) = Step::new(a, trace, initial_numbers, opts)?;
             return Ok((Box::new(step), stopped));
         }
         let dev = self.device(trace);
         Ok(vramlab_allocator::with_policy!(&self.policy, dev, |a| {
-            let (step, stopped) = Step::new(a, trace, opts)?;
+            let (step, stopped) = Step::new(a, trace, initial_numbers, opts)?;
             (Box::new(step) as Box<dyn Stepper + 't>, stopped)
         }))
     }
@@ -159,25 +177,32 @@ fn skeleton(t: &Trace) -> Trace {
     }
 }
 
-/// Replays the CSV trace `events` (opened with `IdUse::Recycled`) under
-/// every scenario while it is read, the read on a thread of its own. The
-/// whole file is read even when every replay stopped early, so that a
-/// malformed line anywhere is an error, as it is for a trace read whole.
-pub fn replay_streamed<R: Read + Send>(
-    mut events: CsvEvents<R>,
+/// Replays the trace `events` (a CSV or binary trace opened with
+/// `IdUse::Recycled`) under every scenario while it is read, the read on a
+/// thread of its own. The whole file is read even when every replay
+/// stopped early, so that a malformed line anywhere is an error, as it is
+/// for a trace read whole.
+pub fn replay_streamed<E: EventBlocks + Send>(
+    mut events: E,
     scenarios: &[Scenario],
     opts: &ReplayOptions,
 ) -> Result<Streamed, StreamError> {
     let start = skeleton(events.trace());
+    let initial_numbers = events.initial_numbers().to_vec();
     // Events parsed with the header are the first block.
     let mut first = Vec::new();
     events.next_block(&mut first)?;
+    let head = Block {
+        events: first,
+        numbers: events.numbers().to_vec(),
+        streams: None,
+    };
     let (to_replay, from_reader) = mpsc::sync_channel::<Block>(BLOCKS_IN_FLIGHT);
-    let (to_reader, spare) = mpsc::channel::<Vec<Event>>();
+    let (to_reader, spare) = mpsc::channel::<Buffers>();
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || read_blocks(events, &to_replay, &spare));
-        let replayed = start_all(scenarios, &start, opts).and_then(|mut live| {
-            replay_blocks(&mut live, scenarios, first, &from_reader, &to_reader)?;
+        let replayed = start_all(scenarios, &start, &initial_numbers, opts).and_then(|mut live| {
+            replay_blocks(&mut live, scenarios, head, &from_reader, &to_reader)?;
             Ok(live)
         });
         // Drain what is left, so that the reader finishes the file.
@@ -208,15 +233,17 @@ type Live<'t> = Vec<(Box<dyn Stepper + 't>, bool)>;
 fn start_all<'t>(
     scenarios: &[Scenario],
     trace: &'t Trace,
+    initial_numbers: &[u32],
     opts: &'t ReplayOptions,
 ) -> Result<Live<'t>, StreamError> {
     scenarios
         .iter()
         .map(|s| {
-            s.stepper(trace, opts).map_err(|error| StreamError::Replay {
-                scenario: s.label(),
-                error,
-            })
+            s.stepper(trace, initial_numbers, opts)
+                .map_err(|error| StreamError::Replay {
+                    scenario: s.label(),
+                    error,
+                })
         })
         .collect()
 }
@@ -224,25 +251,27 @@ fn start_all<'t>(
 /// The reader's side: fills buffers (the returned ones, or new ones while
 /// fewer than [`BLOCKS_IN_FLIGHT`] are out) and sends them until the end
 /// of the file; then the end of the read.
-fn read_blocks<R: Read>(
-    mut events: CsvEvents<R>,
+fn read_blocks<E: EventBlocks>(
+    mut events: E,
     to_replay: &mpsc::SyncSender<Block>,
-    spare: &mpsc::Receiver<Vec<Event>>,
+    spare: &mpsc::Receiver<Buffers>,
 ) -> Result<StreamEnd, TraceError> {
     let mut streams_sent = events.trace().streams.len();
     let mut made = 0usize;
     loop {
-        let mut buf = match spare.try_recv() {
+        let (mut buf, mut numbers) = match spare.try_recv() {
             Ok(b) => b,
             Err(_) if made < BLOCKS_IN_FLIGHT + 1 => {
                 made += 1;
-                Vec::new()
+                Default::default()
             }
             Err(_) => spare.recv().unwrap_or_default(),
         };
         if !events.next_block(&mut buf)? {
             break;
         }
+        numbers.clear();
+        numbers.extend_from_slice(events.numbers());
         let table = &events.trace().streams;
         let streams = (table.len() > streams_sent).then(|| {
             streams_sent = table.len();
@@ -251,6 +280,7 @@ fn read_blocks<R: Read>(
         if to_replay
             .send(Block {
                 events: buf,
+                numbers,
                 streams,
             })
             .is_err()
@@ -266,9 +296,9 @@ fn read_blocks<R: Read>(
 fn replay_blocks(
     live: &mut Live<'_>,
     scenarios: &[Scenario],
-    first: Vec<Event>,
+    head: Block,
     from_reader: &mpsc::Receiver<Block>,
-    to_reader: &mpsc::Sender<Vec<Event>>,
+    to_reader: &mpsc::Sender<Buffers>,
 ) -> Result<(), StreamError> {
     let mut step = |block: &Block, next: usize| -> Result<(), StreamError> {
         for ((stepper, stopped), s) in live.iter_mut().zip(scenarios) {
@@ -278,19 +308,14 @@ fn replay_blocks(
             if *stopped {
                 continue;
             }
-            *stopped =
-                stepper
-                    .events(next, &block.events)
-                    .map_err(|error| StreamError::Replay {
-                        scenario: s.label(),
-                        error,
-                    })?;
+            *stopped = stepper
+                .events(next, &block.events, &block.numbers)
+                .map_err(|error| StreamError::Replay {
+                    scenario: s.label(),
+                    error,
+                })?;
         }
         Ok(())
-    };
-    let head = Block {
-        events: first,
-        streams: None,
     };
     step(&head, 0)?;
     let mut next = head.events.len();
@@ -298,7 +323,7 @@ fn replay_blocks(
         step(&block, next)?;
         next += block.events.len();
         // The reader may have finished: a failed send only drops a buffer.
-        let _ = to_reader.send(block.events);
+        let _ = to_reader.send((block.events, block.numbers));
     }
     Ok(())
 }

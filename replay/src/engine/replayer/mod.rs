@@ -5,6 +5,7 @@
 
 mod fidelity;
 mod pool_calls;
+mod streamed;
 
 use vramlab_allocator::Refusal;
 use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
@@ -72,6 +73,16 @@ pub(super) struct Replayer<'t> {
     /// table grows with the ids met, an id whose allocation ended may be
     /// allocated again, and ids are reported by allocation number.
     recycled: bool,
+    /// With recycled ids, the trace's own id of each `alloc` of the block
+    /// being replayed, when the reader renamed them
+    /// ([`Replayer::set_numbers`]); empty: an allocation's number is its
+    /// place among the `alloc`s.
+    numbers: Vec<u32>,
+    /// The next entry of `numbers`.
+    next_number: usize,
+    /// With recycled ids, the trace's own id of each block of the initial
+    /// state, by the id handed over (empty: the ids are the trace's).
+    initial_numbers: Vec<u32>,
     /// What the run's summary counts as the trace's events.
     total_events: u64,
     /// One slot per id. The trace is not trusted to keep its ids below
@@ -114,15 +125,6 @@ impl<'t> Replayer<'t> {
         Replayer::with_events(trace, opts, Some(trace.events.len()))
     }
 
-    /// A replay of events handed over as they are read, with recycled ids
-    /// (`trace` holds the header, pools and initial state). Its timeline
-    /// keeps one point, at the end: its spacing needs the event count.
-    pub(super) fn streamed(trace: &'t Trace, opts: &'t ReplayOptions) -> Self {
-        let mut r = Replayer::with_events(trace, opts, None);
-        r.recycled = true;
-        r
-    }
-
     fn with_events(trace: &'t Trace, opts: &'t ReplayOptions, n_events: Option<usize>) -> Self {
         let n_ids = trace.num_ids as usize;
         let bucket = n_events.map_or(usize::MAX, |n| {
@@ -135,6 +137,9 @@ impl<'t> Replayer<'t> {
             streams: std::borrow::Cow::Borrowed(trace.streams.as_slice()),
             n_events,
             recycled: false,
+            numbers: Vec::new(),
+            next_number: 0,
+            initial_numbers: Vec::new(),
             total_events: n_events.unwrap_or(0) as u64,
             slots: vec![IdSlot::UNUSED; n_ids],
             book: AddressBook::new(opts.record_addresses, n_ids),
@@ -182,6 +187,7 @@ impl<'t> Replayer<'t> {
         };
         let slots = &mut self.slots;
         let live = &mut self.live_requested;
+        let numbers = &self.initial_numbers;
         let mut each = |b: Seeded| -> Result<(), ReplayError> {
             let slot = match slots.get_mut(b.id as usize) {
                 Some(slot) if slot.state == IdState::Unused => slot,
@@ -200,7 +206,7 @@ impl<'t> Replayer<'t> {
                 } else {
                     IdState::Live
                 },
-                number: b.id,
+                number: numbers.get(b.id as usize).copied().unwrap_or(b.id),
             };
             if !b.pending {
                 // `requested` comes from the trace file, unchecked.
@@ -266,7 +272,10 @@ impl<'t> Replayer<'t> {
         let AllocError::OutOfMemory(report) = o.error else {
             return;
         };
-        self.oom = Some(self.oom_event(alloc, 0, o.bytes, o.id, &report, true));
+        // The block's id in the trace (renamed when ids are recycled).
+        let id =
+            o.id.map(|id| self.initial_numbers.get(id as usize).copied().unwrap_or(id));
+        self.oom = Some(self.oom_event(alloc, 0, o.bytes, id, &report, true));
     }
 
     fn oom_event<A: Allocator>(
@@ -382,7 +391,9 @@ impl<'t> Replayer<'t> {
         }
         // With recycled ids, the allocation's number in the trace.
         let number = if self.recycled {
-            u32::try_from(self.allocs).unwrap_or(u32::MAX)
+            let n = self.numbers.get(self.next_number).copied();
+            self.next_number += 1;
+            n.unwrap_or_else(|| u32::try_from(self.allocs).unwrap_or(u32::MAX))
         } else {
             id
         };
@@ -570,19 +581,6 @@ impl<'t> Replayer<'t> {
             self.seen_calls = calls.len();
         }
         Ok(())
-    }
-
-    /// A streamed replay's stream table grew to `streams` (the whole
-    /// table so far).
-    pub(super) fn add_streams(&mut self, streams: &[u64]) {
-        if streams.len() > self.streams.len() {
-            self.streams = std::borrow::Cow::Owned(streams.to_vec());
-        }
-    }
-
-    /// A streamed replay's event count, known once the file is read.
-    pub(super) fn set_events(&mut self, events: u64) {
-        self.total_events = events;
     }
 
     pub(super) fn finish<A>(mut self, alloc: &A) -> Run
