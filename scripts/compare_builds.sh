@@ -5,6 +5,7 @@
 # releases), the malformed files, and `stats`; then the same over `.vlt`
 # files converted from PyTorch's snapshots of tests/pools and, when they
 # are there, ../shared/traces/real (mid-run starts, private pools, stacks),
+# and over RMM logs made from corpus traces (scripts/csv_to_rmm_log.py),
 # and over cut and doubled copies of one (the error compared); prints each
 # difference and the count. What a change that must not change answers (a faster reader,
 # a streamed replay) is checked with.
@@ -88,6 +89,22 @@ for snap in tests/pools/snapshots/*.pickle ../shared/traces/real/*.pickle; do
         check replay "$vlt" $opts
     done
     check stats "$vlt"
+done
+# RAPIDS RMM logs (read as they are read since RMM streaming), made from
+# corpus traces.
+for f in workloads/data/gpt-small-train.csv tests/pools/graph-shared.csv tests/explain/pending-free.csv; do
+    [ -f "$f" ] || continue
+    log="$tmp/$(basename "$f" .csv)-rmm.csv"
+    python3 scripts/csv_to_rmm_log.py "$f" "$log"
+    for opts in "${option_sets[@]}"; do
+        # shellcheck disable=SC2086 # the option sets are word lists
+        check replay "$log" $opts
+    done
+    check stats "$log"
+done
+for f in tests/malformed/rmm-*.csv; do
+    check replay "$f"
+    check stats "$f"
 done
 one="$tmp/serving-warmup-midrun.torch2.15.vlt"
 if [ -f "$one" ]; then

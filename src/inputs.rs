@@ -64,26 +64,23 @@ pub fn folder(folder: &Path) -> Result<Vec<(String, Trace)>> {
 }
 
 /// The notes of a trace replayed as it is read, as [`read`] prints them
-/// for one trace read whole: the file's own notes (`counts`: `None` when
-/// the trace is just opened), then, at the end of the read, a warning
-/// when it has events but no allocation.
+/// for one trace read whole: `notes` of the file (those known when it was
+/// opened, then at the end those learnt while reading it), and at the end
+/// (`counts`) a warning when it has events but no allocation.
 pub fn print_streamed_notes(
     path: &Path,
-    trace: &Trace,
+    notes: &[String],
     counts: Option<vramlab_traces::StreamCounts>,
 ) {
     let file = path.display().to_string();
-    let Some(counts) = counts else {
-        for note in &trace.notes {
-            let note = vramlab_replay::InputNote::Trace {
-                file: file.clone(),
-                note: note.clone(),
-            };
-            errln!("{note}");
-        }
-        return;
-    };
-    if counts.events > 0 && counts.allocs == 0 {
+    for note in notes {
+        let note = vramlab_replay::InputNote::Trace {
+            file: file.clone(),
+            note: note.clone(),
+        };
+        errln!("{note}");
+    }
+    if counts.is_some_and(|c| c.events > 0 && c.allocs == 0) {
         errln!(
             "{}",
             vramlab_replay::InputNote::NoAllocations { name: file }

@@ -10,6 +10,9 @@ use vramlab_allocator::policies::native::{allocation_size, round_size};
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
 use vramlab_traces::read_rmm;
 use vramlab_traces::snapshot::{SizeRules, read_snapshot, snapshot_to_traces};
+use vramlab_traces::{
+    EventBlocks, IdUse, RmmEvents, StreamCounts, StreamEnd, TraceError, VltEvents,
+};
 use vramlab_traces::{PickleDoc, PickleWriter};
 use vramlab_traces::{read_binary, write_binary};
 use vramlab_traces::{read_csv, write_csv};
@@ -127,9 +130,16 @@ pub fn csv(data: &[u8]) {
 /// checks structure, not the order of allocations and frees: the replay
 /// reports those errors with the event's index.)
 pub fn binary(data: &[u8]) {
+    // Read as it is read (ids recycled): never panics, and accepts only
+    // what the whole read accepts (it also checks the ids' order).
+    let streamed = VltEvents::open(data, "fuzz.vlt", IdUse::Recycled).and_then(drain);
     let Ok(trace) = read_binary(data, "fuzz.vlt") else {
+        assert!(streamed.is_err(), "read as it is read, not whole");
         return;
     };
+    if let Ok(end) = streamed {
+        assert_eq!(end.counts, StreamCounts::of(&trace));
+    }
     check_read_trace_with(&trace, false);
     for compress in [false, true] {
         let mut out = Vec::new();
@@ -143,9 +153,24 @@ pub fn binary(data: &[u8]) {
 /// The RMM log reader: never panics; a trace it reads validates and replays
 /// without an invariant violation.
 pub fn rmm(data: &[u8]) {
-    if let Ok(trace) = read_rmm(data, "fuzz.csv") {
+    // Read as it is read (ids recycled): the same answer as the whole read.
+    let streamed = RmmEvents::open(data, "fuzz.csv", IdUse::Recycled).and_then(drain);
+    let whole = read_rmm(data, "fuzz.csv");
+    match (&whole, &streamed) {
+        (Ok(t), Ok(end)) => assert_eq!(end.counts, StreamCounts::of(t)),
+        (Err(a), Err(b)) => assert_eq!(a, b),
+        _ => panic!("whole read {whole:?}, read as it is read {streamed:?}"),
+    }
+    if let Ok(trace) = whole {
         check_read_trace(&trace);
     }
+}
+
+/// Takes every block of a read as it is read, and ends it.
+fn drain<E: EventBlocks>(mut events: E) -> Result<StreamEnd, TraceError> {
+    let mut block = Vec::new();
+    while events.next_block(&mut block)? {}
+    events.finish()
 }
 
 /// Settings parsers: `AllocConf::parse` under every modelled release and

@@ -6,7 +6,7 @@
 //! bundled CSV trace under settings that stop at an OOM, continue past
 //! OOMs, and expand segments, on random traces, and (as `.vlt` files) on
 //! PyTorch's own snapshots of private pools and mid-run starts and on the
-//! real snapshots.
+//! real snapshots, and (as RAPIDS RMM logs) on bundled and random traces.
 
 use std::path::Path;
 
@@ -14,8 +14,8 @@ use proptest::prelude::*;
 use vramlab_allocator::{AllocConf, PolicySpec, TorchVersion};
 use vramlab_replay::{ReplayOptions, Run, Scenario, replay_streamed};
 use vramlab_traces::{
-    CsvEvents, EventBlocks, IdUse, Trace, VltEvents, open_events, read_traces, write_binary,
-    write_csv,
+    CsvEvents, Event, EventBlocks, IdUse, RmmEvents, Trace, VltEvents, open_events, read_traces,
+    write_binary, write_csv,
 };
 
 mod random;
@@ -226,5 +226,76 @@ fn real_snapshots_replay_alike_streamed_as_vlt() {
         for t in read_traces(path, None, &Default::default(), None).unwrap() {
             assert_vlt_streamed_as_whole(&t, false, &path.display().to_string());
         }
+    }
+}
+
+/// `t` as a RAPIDS RMM log: each allocation at its own pointer, a deferred
+/// free logged when it completes, the streams as they are, a time column
+/// that passes midnight.
+fn rmm_log_of(t: &Trace) -> String {
+    let mut log = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    let mut sizes = std::collections::HashMap::new();
+    for (i, e) in t.events.iter().enumerate() {
+        let secs = 86_390 + i as u64 / 1000;
+        let time = format!(
+            "{}:{:02}:{:02}.{:06}",
+            secs / 3600 % 24,
+            secs / 60 % 60,
+            secs % 60,
+            i % 1000
+        );
+        let row = |action: &str, id: u32, size: u64, stream: u64| {
+            format!(
+                "1,{time},{action},{:#x},{size},{stream:#x}\n",
+                0x7f00_0000_0000u64 + u64::from(id) * 0x1000
+            )
+        };
+        match *e {
+            Event::Alloc { id, stream, size } => {
+                sizes.insert(id, size);
+                log.push_str(&row("allocate", id, size, t.streams[stream as usize]));
+            }
+            Event::Free { id } | Event::FreeCompleted { id } => {
+                log.push_str(&row("free", id, sizes[&id], 0));
+            }
+            _ => {}
+        }
+    }
+    log
+}
+
+/// Bundled traces and random ones, written as RMM logs: streamed (ids
+/// recycled) and whole replays agree, and so do the notes and the counts.
+#[test]
+fn rmm_logs_replay_alike_streamed_and_whole() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data");
+    let mut traces = Vec::new();
+    for name in [
+        "gpt-small-train.csv",
+        "gpt-small-train-leak-empty-cache-seq128.csv.gz",
+    ] {
+        if let Ok(mut t) = read_traces(&data.join(name), None, &Default::default(), None) {
+            traces.push((name.to_string(), t.remove(0)));
+        }
+    }
+    assert!(!traces.is_empty());
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for k in 0..6 {
+        let t = proptest::strategy::ValueTree::current(
+            &random::trace(120).new_tree(&mut runner).unwrap(),
+        );
+        traces.push((format!("random trace {k}"), t));
+    }
+    for (what, t) in &traces {
+        let log = rmm_log_of(t);
+        let whole = vramlab_traces::read_rmm(log.as_bytes(), "rmm.csv").unwrap();
+        if whole.events.is_empty() {
+            continue;
+        }
+        let open = || RmmEvents::open(log.as_bytes(), "rmm.csv", IdUse::Recycled).unwrap();
+        assert_streamed_as_whole(&whole, open, what);
+        let end = open().finish().unwrap();
+        assert_eq!(end.trace.notes, whole.notes, "{what}");
+        assert_eq!(end.trace.header, whole.header, "{what}");
     }
 }

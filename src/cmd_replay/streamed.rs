@@ -1,5 +1,5 @@
 //! `vramlab replay` of a native trace (`.csv`, `.csv.gz`, `.vlt`,
-//! `.vlt.zst`) while it is read: the read on one thread, the replays on
+//! `.vlt.zst`) or an RMM log while it is read: the read on one thread, the replays on
 //! another, memory bounded by what is live. The answers are those of the trace read whole; what needs
 //! the whole trace in memory (`--timeline`, `--snapshot-out`, `--latency`,
 //! `--trace-device`, a GPU) takes the other path.
@@ -20,8 +20,8 @@ pub(super) fn can_stream(args: &ReplayArgs) -> bool {
         && args.trace.device.is_none()
 }
 
-/// Replays the trace as it is read; `Ok(false)` when it is not a native
-/// trace (the caller reads it whole).
+/// Replays the trace as it is read; `Ok(false)` for a snapshot (the
+/// caller reads it whole).
 pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
     let path = &args.trace.trace;
     let bar = crate::progress::stream_bar(path, "replaying");
@@ -33,8 +33,10 @@ pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
         return Ok(false);
     };
     // A binary trace's notes are in its metadata: printed before the
-    // scenarios' own, as for a trace read whole.
-    crate::inputs::print_streamed_notes(path, events.trace(), None);
+    // scenarios' own, as for a trace read whole (an RMM log's come at its
+    // end).
+    let noted = events.trace().notes.len();
+    crate::inputs::print_streamed_notes(path, &events.trace().notes, None);
     let scenarios = build_scenarios(args, events.trace())?;
     let start = vramlab_replay::start_for(events.trace(), &scenarios, args.start.start);
     let pools = !events.trace().pools.is_empty();
@@ -60,7 +62,8 @@ pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
             .map_or("the trace has no events", |n| n);
         anyhow::bail!("{}: nothing to replay: {why}", path.display());
     }
-    crate::inputs::print_streamed_notes(path, &end.trace, Some(end.counts));
+    let later = end.trace.notes.get(noted..).unwrap_or_default();
+    crate::inputs::print_streamed_notes(path, later, Some(end.counts));
     let releases = &args.conf.torch_versions;
     for (run, s) in runs.iter_mut().zip(&scenarios) {
         name_release(run, s, releases);

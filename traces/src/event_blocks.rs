@@ -1,6 +1,6 @@
 //! Traces read block by block, whatever their format: the [`EventBlocks`]
 //! interface that a streamed replay or summary reads from, and
-//! [`TraceEvents`], a native file (CSV or binary) opened for it.
+//! [`TraceEvents`], a file (native CSV or binary, an RMM log) opened for it.
 
 use std::io::{BufRead, Read};
 
@@ -8,6 +8,7 @@ use crate::binary::VltEvents;
 use crate::csv::{CsvEvents, StreamEnd};
 use crate::error::TraceError;
 use crate::model::{AllocId, Event, Trace};
+use crate::rmm::RmmEvents;
 
 /// A trace whose events are handed over a block at a time: open, take
 /// blocks until `next_block` says the end, then `finish`.
@@ -71,13 +72,27 @@ impl<R: BufRead> EventBlocks for VltEvents<R> {
     }
 }
 
-/// A native trace file opened to be read block by block
+impl<R: BufRead> EventBlocks for RmmEvents<R> {
+    fn trace(&self) -> &Trace {
+        RmmEvents::trace(self)
+    }
+    fn next_block(&mut self, out: &mut Vec<Event>) -> Result<bool, TraceError> {
+        RmmEvents::next_block(self, out)
+    }
+    fn finish(self) -> Result<StreamEnd, TraceError> {
+        RmmEvents::finish(self)
+    }
+}
+
+/// A trace file opened to be read block by block
 /// ([`crate::open_events`]).
 pub enum TraceEvents {
     /// A native CSV trace (`.csv`, `.csv.gz`).
     Csv(CsvEvents<Box<dyn Read + Send>>),
     /// A binary trace (`.vlt`, `.vlt.zst`).
     Vlt(VltEvents<Box<dyn BufRead + Send>>),
+    /// A RAPIDS RMM log.
+    Rmm(RmmEvents<Box<dyn BufRead + Send>>),
 }
 
 impl EventBlocks for TraceEvents {
@@ -85,23 +100,25 @@ impl EventBlocks for TraceEvents {
         match self {
             TraceEvents::Csv(e) => e.trace(),
             TraceEvents::Vlt(e) => e.trace(),
+            TraceEvents::Rmm(e) => e.trace(),
         }
     }
     fn next_block(&mut self, out: &mut Vec<Event>) -> Result<bool, TraceError> {
         match self {
             TraceEvents::Csv(e) => e.next_block(out),
             TraceEvents::Vlt(e) => e.next_block(out),
+            TraceEvents::Rmm(e) => e.next_block(out),
         }
     }
     fn numbers(&self) -> &[AllocId] {
         match self {
-            TraceEvents::Csv(_) => &[],
+            TraceEvents::Csv(_) | TraceEvents::Rmm(_) => &[],
             TraceEvents::Vlt(e) => e.numbers(),
         }
     }
     fn initial_numbers(&self) -> &[AllocId] {
         match self {
-            TraceEvents::Csv(_) => &[],
+            TraceEvents::Csv(_) | TraceEvents::Rmm(_) => &[],
             TraceEvents::Vlt(e) => e.initial_numbers(),
         }
     }
@@ -109,6 +126,7 @@ impl EventBlocks for TraceEvents {
         match self {
             TraceEvents::Csv(e) => e.finish(),
             TraceEvents::Vlt(e) => e.finish(),
+            TraceEvents::Rmm(e) => e.finish(),
         }
     }
 }

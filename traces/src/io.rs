@@ -12,7 +12,7 @@ use crate::error::{Location, TraceError};
 use crate::event_blocks::TraceEvents;
 use crate::model::Trace;
 use crate::pickle::MAX_INPUT_LEN;
-use crate::rmm::{is_rmm_header, read_rmm};
+use crate::rmm::{RmmEvents, is_rmm_header, read_rmm};
 use crate::snapshot::{SizeRules, Snapshot, read_snapshot, snapshot_to_traces};
 
 /// A trace file format.
@@ -238,11 +238,10 @@ fn holds_rmm_log(path: &Path, gz: bool) -> Result<bool, TraceError> {
     Ok(first.as_deref().is_some_and(is_rmm_header))
 }
 
-/// A native trace (`.csv`, `.csv.gz`, `.vlt`, `.vlt.zst`) opened to be
-/// read block by block, with the bytes read reported to `progress`
-/// (compressed bytes for a compressed file); `Ok(None)` when `path` holds
-/// another format (an RMM log, a snapshot), which is read whole with
-/// [`read_traces`].
+/// A trace file (native `.csv`, `.csv.gz`, `.vlt`, `.vlt.zst`, or an RMM
+/// log) opened to be read block by block, with the bytes read reported to
+/// `progress` (compressed bytes for a compressed file); `Ok(None)` for a
+/// snapshot, which is read whole with [`read_traces`].
 pub fn open_events<P: Fn(u64) + Send + 'static>(
     path: &Path,
     format: Option<Format>,
@@ -252,22 +251,27 @@ pub fn open_events<P: Fn(u64) + Send + 'static>(
     let fmt = resolve(path, format)?;
     let name = path.display().to_string();
     let file = || File::open(path).map_err(|e| open_error(path, e));
+    let gz = fmt == Format::CsvGz;
     let input: Box<dyn Read + Send> = match fmt {
-        Format::Csv | Format::CsvGz if holds_rmm_log(path, fmt == Format::CsvGz)? => {
-            return Ok(None);
-        }
-        Format::Csv => Box::new(Counting::new(file()?, progress)),
-        Format::CsvGz => {
+        Format::Snapshot => return Ok(None),
+        Format::Csv | Format::CsvGz | Format::Rmm => {
             let counted = Counting::new(file()?, progress);
-            Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(counted)))
+            if gz {
+                Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(counted)))
+            } else {
+                Box::new(counted)
+            }
         }
         Format::Binary | Format::BinaryZstd => {
             let input: Box<dyn BufRead + Send> =
                 Box::new(BufReader::new(Counting::new(file()?, progress)));
             return VltEvents::open(input, &name, id_use).map(|e| Some(TraceEvents::Vlt(e)));
         }
-        Format::Rmm | Format::Snapshot => return Ok(None),
     };
+    if fmt == Format::Rmm || holds_rmm_log(path, gz)? {
+        let input: Box<dyn BufRead + Send> = Box::new(BufReader::new(input));
+        return RmmEvents::open(input, &name, id_use).map(|e| Some(TraceEvents::Rmm(e)));
+    }
     CsvEvents::open(input, &name, id_use).map(|e| Some(TraceEvents::Csv(e)))
 }
 

@@ -61,6 +61,6 @@ pub use model::{
 pub use pickle::{BigInt, DictBuilder, PickleDoc, PickleError, PickleWriter, Value, ValueRef};
 pub use pool_summary::PoolSummary;
 pub use pools::{PoolDecl, PrivatePoolKind};
-pub use rmm::read_rmm;
+pub use rmm::{RmmEvents, read_rmm};
 pub use state_summary::StateSummary;
 pub use summary::{PhaseSummary, SizeBucket, SummaryBuilder, TraceSummary};

@@ -340,6 +340,15 @@ impl SummaryBuilder {
         s.events = self.next;
         s.streams = t.streams.len() as u64;
         s.notes = t.notes.clone();
+        // A log's duration is known once it is read to its end.
+        if let Some(d) = t
+            .header
+            .extra
+            .get("duration_us")
+            .and_then(|d| d.parse().ok())
+        {
+            s.duration_us = Some(d);
+        }
         s.phases.extend(self.phase.take());
         s.live_at_end = self.live.iter().filter(|&&l| l).count() as u64;
         for (b, &(count, bytes)) in self.hist.iter().enumerate() {

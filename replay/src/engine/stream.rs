@@ -192,10 +192,13 @@ pub fn replay_streamed<E: EventBlocks + Send>(
     // Events parsed with the header are the first block.
     let mut first = Vec::new();
     events.next_block(&mut first)?;
+    // Streams met in the first block (a reader may have read only its
+    // header when it opened).
+    let table = &events.trace().streams;
     let head = Block {
         events: first,
         numbers: events.numbers().to_vec(),
-        streams: None,
+        streams: (table.len() > start.streams.len()).then(|| table.clone()),
     };
     let (to_replay, from_reader) = mpsc::sync_channel::<Block>(BLOCKS_IN_FLIGHT);
     let (to_reader, spare) = mpsc::channel::<Buffers>();
