@@ -13,7 +13,7 @@ use crate::event_blocks::TraceEvents;
 use crate::model::Trace;
 use crate::pickle::MAX_INPUT_LEN;
 use crate::rmm::{RmmEvents, is_rmm_header, read_rmm};
-use crate::snapshot::{SizeRules, Snapshot, read_snapshot, snapshot_to_traces};
+use crate::snapshot::{SizeRules, Snapshot, read_snapshot_owned, snapshot_to_traces};
 
 /// A trace file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,7 +334,7 @@ pub fn read_snapshot_file(
             "this is a vramlab binary trace, not a PyTorch snapshot",
         ));
     }
-    read_snapshot(&bytes, &path.display().to_string())
+    read_snapshot_owned(bytes, &path.display().to_string())
 }
 
 /// Writes a trace in `format` (or the one the extension says).

@@ -307,3 +307,37 @@ fn state_only_snapshots_have_no_events() {
         traces[0].notes
     );
 }
+
+/// Entries share equal `compile_context` and `user_metadata` texts (a
+/// million entries hold one copy of "N/A"), and keep different ones apart.
+#[test]
+fn equal_entry_texts_are_shared() {
+    let with = |action: &str, addr: u64, ctx: &str| {
+        DictBuilder::new()
+            .entry("action", action)
+            .entry("addr", addr as i64)
+            .entry("size", 512i64)
+            .entry("stream", 0i64)
+            .entry("compile_context", ctx.to_string())
+            .entry("user_metadata", "")
+            .build()
+    };
+    let bytes = snapshot(
+        vec![
+            with("alloc", 0x1000, "N/A"),
+            with("free_requested", 0x1000, "N/A"),
+            with("alloc", 0x2000, "step 3"),
+        ],
+        Vec::new(),
+    );
+    let snap = read_snapshot(&bytes, "s.pickle").unwrap();
+    let e = &snap.device_traces[0];
+    let (a, b, c) = (&e[0], &e[1], &e[2]);
+    let ctx = |x: &vramlab_traces::snapshot::TraceEntry| x.compile_context.clone().unwrap();
+    assert!(std::sync::Arc::ptr_eq(&ctx(a), &ctx(b)));
+    assert_eq!(&*ctx(c), "step 3");
+    assert!(std::sync::Arc::ptr_eq(
+        a.user_metadata.as_ref().unwrap(),
+        c.user_metadata.as_ref().unwrap()
+    ));
+}

@@ -32,14 +32,31 @@ use crate::pickle::PickleDoc;
 
 /// Reads a snapshot from the bytes of a pickle file. `path` is for messages.
 pub fn read_snapshot(bytes: &[u8], path: &str) -> Result<Snapshot, TraceError> {
-    let doc = PickleDoc::from_slice(bytes).map_err(|e| {
+    let doc = parse_pickle(bytes, path)?;
+    typed(&doc, path)
+}
+
+/// [`read_snapshot`] of bytes it may drop once the pickle is parsed (the
+/// document holds copies of its strings): the file's bytes and the typed
+/// snapshot are never in memory together.
+pub(crate) fn read_snapshot_owned(bytes: Vec<u8>, path: &str) -> Result<Snapshot, TraceError> {
+    let doc = parse_pickle(&bytes, path)?;
+    drop(bytes);
+    typed(&doc, path)
+}
+
+fn parse_pickle(bytes: &[u8], path: &str) -> Result<PickleDoc, TraceError> {
+    PickleDoc::from_slice(bytes).map_err(|e| {
         let msg = e.to_string();
         TraceError::new(
             path,
             Location::File,
             format!("not a readable pickle: {msg}"),
         )
-    })?;
-    snapshot_from_doc(&doc)
+    })
+}
+
+fn typed(doc: &PickleDoc, path: &str) -> Result<Snapshot, TraceError> {
+    snapshot_from_doc(doc)
         .map_err(|p| TraceError::new(path, Location::File, format!("{}: {}", p.path, p.message)))
 }

@@ -154,10 +154,11 @@ pub struct TraceEntry {
     pub time_us: Option<i64>,
     /// Stack, when kept.
     pub frames: Option<FramesRef>,
-    /// `compile_context` (≈2.5+).
-    pub compile_context: Option<String>,
-    /// `user_metadata` (≈2.7+).
-    pub user_metadata: Option<String>,
+    /// `compile_context` (≈2.5+). Entries share equal texts (most carry
+    /// the same one), so a million entries do not hold a million copies.
+    pub compile_context: Option<std::sync::Arc<str>>,
+    /// `user_metadata` (≈2.7+), shared like `compile_context`.
+    pub user_metadata: Option<std::sync::Arc<str>>,
     /// `pool_id`: the pool the block or segment belongs to, `(0, 0)` for
     /// the default pool (written from 2.12; absent before).
     pub pool_id: Option<(i64, i64)>,

@@ -71,6 +71,8 @@ struct Ctx {
     /// Segments, blocks and trace entries still allowed (see
     /// [`items_allowed`]).
     items_left: u64,
+    /// Texts that entries share ([`Ctx::shared_text`]).
+    texts: HashMap<Box<str>, std::sync::Arc<str>>,
 }
 
 /// At most one segment, block or trace entry per 8 bytes of pickle. Real
@@ -83,7 +85,23 @@ fn items_allowed(input_len: usize) -> u64 {
     input_len as u64 / 8 + 1024
 }
 
+/// Distinct texts shared by [`Ctx::shared_text`]; past this many, a text
+/// gets a copy of its own (a field that differs on every entry).
+const SHARED_TEXTS: usize = 4096;
+
 impl Ctx {
+    /// `s` as an `Arc` shared with every equal text read before.
+    fn shared_text(&mut self, s: &str) -> std::sync::Arc<str> {
+        if let Some(t) = self.texts.get(s) {
+            return t.clone();
+        }
+        let t: std::sync::Arc<str> = s.into();
+        if self.texts.len() < SHARED_TEXTS {
+            self.texts.insert(s.into(), t.clone());
+        }
+        t
+    }
+
     /// Counts one segment, block or trace entry against the budget.
     fn spend(&mut self, path: &P<'_>) -> R<()> {
         match self.items_left.checked_sub(1) {
@@ -152,6 +170,7 @@ fn new_ctx(doc: &PickleDoc) -> Ctx {
         keys_seen: Default::default(),
         sampled: Vec::new(),
         items_left: items_allowed(doc.bytes_read()),
+        texts: HashMap::new(),
     }
 }
 
@@ -595,10 +614,10 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceE
         frames: frames(ctx, d.get("frames"), &path.field("frames"))?,
         compile_context: d
             .get("compile_context")
-            .and_then(|v| v.as_str().map(str::to_string)),
+            .and_then(|v| v.as_str().map(|s| ctx.shared_text(s))),
         user_metadata: d
             .get("user_metadata")
-            .and_then(|v| v.as_str().map(str::to_string)),
+            .and_then(|v| v.as_str().map(|s| ctx.shared_text(s))),
         pool_id: pool_id(d.get("pool_id"), &path.field("pool_id"))?,
         action,
     })
