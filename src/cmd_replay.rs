@@ -34,7 +34,7 @@ pub struct ReplayArgs {
     continue_on_oom: bool,
     /// Write the down-sampled memory timeline of each run to this CSV file
     /// (its spacing needs the event count first: the trace is read whole,
-    /// where a native trace, CSV or .vlt, is otherwise replayed as it is
+    /// where a native trace or an RMM log is otherwise replayed as it is
     /// read).
     #[arg(long, value_name = "FILE")]
     timeline: Option<PathBuf>,

@@ -74,10 +74,11 @@ pub fn run(args: StatsArgs) -> Result<()> {
     Ok(())
 }
 
-/// The summary of a native trace (CSV or .vlt) counted as it is read, in memory
-/// bounded by the ids in use (the trace without its events, and the
-/// summary); `None` for anything else (a folder, one device asked for,
-/// another format, private pools, no events), which is read whole.
+/// The summary of a native trace (CSV or .vlt) or an RMM log counted as
+/// it is read, in memory bounded by the ids in use (the trace without its
+/// events, and the summary); `None` for anything else (a folder, one
+/// device asked for, a snapshot, private pools, no events), which is read
+/// whole.
 fn streamed(args: &StatsArgs) -> Result<Option<(Trace, TraceSummary)>> {
     if args.device.is_some() || args.trace.is_dir() {
         return Ok(None);
@@ -90,6 +91,9 @@ fn streamed(args: &StatsArgs) -> Result<Option<(Trace, TraceSummary)>> {
         return Ok(None);
     };
     if !events.trace().pools.is_empty() {
+        if let Some(pb) = pb {
+            pb.finish_and_clear();
+        }
         return Ok(None);
     }
     let mut summary = SummaryBuilder::streamed(events.trace());

@@ -103,9 +103,10 @@ enum Command {
     /// rank, on the card less the memory each rank spends outside the
     /// allocator.
     ///
-    /// A native CSV trace (.csv, .csv.gz) is replayed while it is read: the
-    /// read on one thread, every setting on another, in memory bounded by
-    /// the allocations live at once rather than by the trace's length.
+    /// A native trace (.csv, .csv.gz, .vlt, .vlt.zst) or an RMM log is
+    /// replayed while it is read: the read on one thread, every setting on
+    /// another, in memory bounded by the allocations live at once rather
+    /// than by the trace's length (snapshots are read whole).
     Replay(cmd_replay::ReplayArgs),
     /// Validate a PYTORCH_ALLOC_CONF string and explain what it does.
     Conf(cmd_conf::ConfArgs),

@@ -83,19 +83,24 @@ fn assert_streamed_as_whole<E: EventBlocks + Send>(
     }
 }
 
+/// The files of `dir` (relative to this crate) whose names `keep`, sorted.
+fn files_in(dir: &str, keep: impl Fn(&str) -> bool) -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| keep(&p.to_string_lossy()))
+        .collect();
+    files.sort();
+    files
+}
+
 /// Every bundled CSV trace (plain and gzip), as the CLI opens them.
 #[test]
 fn bundled_traces_replay_alike_streamed_and_whole() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/data");
-    let mut files: Vec<_> = std::fs::read_dir(&data)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.to_string_lossy();
-            n.ends_with(".csv") || n.ends_with(".csv.gz")
-        })
-        .collect();
-    files.sort();
+    let files = files_in("../workloads/data", |n| {
+        n.ends_with(".csv") || n.ends_with(".csv.gz")
+    });
     // A sample across the corpus keeps the debug build fast.
     let picked: Vec<_> = files.iter().step_by(14).collect();
     assert!(picked.len() >= 10, "{} files", files.len());
@@ -190,13 +195,9 @@ fn assert_vlt_streamed_as_whole(t: &Trace, zstd: bool, what: &str) {
 /// initial state whose ids follow the allocations'), as `.vlt` files.
 #[test]
 fn pool_and_mid_run_snapshots_replay_alike_streamed_as_vlt() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/pools/snapshots");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".torch2.15.pickle"))
-        .collect();
-    files.sort();
+    let files = files_in("../tests/pools/snapshots", |n| {
+        n.ends_with(".torch2.15.pickle")
+    });
     assert!(files.len() >= 8, "{files:?}");
     let mut mid_run = 0;
     for (i, path) in files.iter().enumerate() {
@@ -214,14 +215,8 @@ fn pool_and_mid_run_snapshots_replay_alike_streamed_as_vlt() {
 #[test]
 #[ignore]
 fn real_snapshots_replay_alike_streamed_as_vlt() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/real");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no snapshots in {}", dir.display());
+    let files = files_in("../../shared/traces/real", |n| n.ends_with(".pickle"));
+    assert!(!files.is_empty(), "no snapshots in ../shared/traces/real");
     for path in &files {
         for t in read_traces(path, None, &Default::default(), None).unwrap() {
             assert_vlt_streamed_as_whole(&t, false, &path.display().to_string());

@@ -1,8 +1,9 @@
 //! `vramlab replay` of a native trace (`.csv`, `.csv.gz`, `.vlt`,
-//! `.vlt.zst`) or an RMM log while it is read: the read on one thread, the replays on
-//! another, memory bounded by what is live. The answers are those of the trace read whole; what needs
-//! the whole trace in memory (`--timeline`, `--snapshot-out`, `--latency`,
-//! `--trace-device`, a GPU) takes the other path.
+//! `.vlt.zst`) or an RMM log while it is read: the read on one thread,
+//! the replays on another, memory bounded by what is live. The answers are
+//! those of the trace read whole; what needs the whole trace in memory
+//! (`--timeline`, `--snapshot-out`, `--latency`, `--trace-device`, a GPU)
+//! takes the other path.
 
 use anyhow::{Context, Result};
 use vramlab_replay::{ReplayOptions, Scenario, StreamError, Streamed, replay_streamed};
