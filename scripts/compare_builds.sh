@@ -6,7 +6,8 @@
 # files converted from PyTorch's snapshots of tests/pools and, when they
 # are there, ../shared/traces/real (mid-run starts, private pools, stacks),
 # and over RMM logs made from corpus traces (scripts/csv_to_rmm_log.py),
-# and over cut and doubled copies of one (the error compared); prints each
+# and over cut and doubled copies of one (the error compared), and over
+# the snapshots read directly, reshaped copies of them included; prints each
 # difference and the count. What a change that must not change answers (a faster reader,
 # a streamed replay) is checked with.
 #
@@ -105,6 +106,27 @@ done
 for f in tests/malformed/rmm-*.csv; do
     check replay "$f"
     check stats "$f"
+done
+# Snapshots read directly (their entries converted as the pickle is read
+# since snapshot streaming): the pool and real snapshots, the malformed
+# pickles, and reshaped copies that the streamed read must hand back to the
+# whole read (scripts/reshape_snapshot.py).
+for snap in tests/pools/snapshots/*.pickle ../shared/traces/real/*.pickle tests/releases/*.pickle; do
+    [ -f "$snap" ] || continue
+    check stats "$snap"
+    check stats "$snap" --json
+    check replay "$snap"
+    check replay "$snap" --json --conf expandable_segments:True
+    check fidelity "$snap"
+    for how in $(python3 scripts/reshape_snapshot.py --list); do
+        python3 scripts/reshape_snapshot.py "$how" "$snap" "$tmp/reshaped.pickle" || continue
+        check stats "$tmp/reshaped.pickle" --json
+        check replay "$tmp/reshaped.pickle"
+    done
+done
+for f in tests/malformed/*.pickle; do
+    check stats "$f"
+    check replay "$f"
 done
 one="$tmp/serving-warmup-midrun.torch2.15.vlt"
 if [ -f "$one" ]; then

@@ -9,7 +9,9 @@ use vramlab_allocator::AllocConf;
 use vramlab_allocator::policies::native::{allocation_size, round_size};
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
 use vramlab_traces::read_rmm;
-use vramlab_traces::snapshot::{SizeRules, read_snapshot, snapshot_to_traces};
+use vramlab_traces::snapshot::{
+    SizeRules, read_snapshot, read_snapshot_whole, snapshot_to_traces,
+};
 use vramlab_traces::{
     EventBlocks, IdUse, RmmEvents, StreamCounts, StreamEnd, TraceError, VltEvents,
 };
@@ -68,10 +70,19 @@ pub fn pickle(data: &[u8]) {
 }
 
 /// PyTorch snapshot pickles as arbitrary bytes: reading, the typed model and
-/// the conversion to traces never panic, and what they produce is a valid
-/// trace that replays without an invariant violation.
+/// the conversion to traces never panic, the read that converts entries as
+/// the pickle is read answers as the whole read does (errors included), and
+/// what they produce is a valid trace that replays without an invariant
+/// violation.
 pub fn snapshot(data: &[u8]) {
-    let Ok(snap) = read_snapshot(data, "fuzz.pickle") else {
+    let read = read_snapshot(data, "fuzz.pickle");
+    let whole = read_snapshot_whole(data, "fuzz.pickle");
+    match (&read, &whole) {
+        (Ok(a), Ok(b)) => assert!(a == b, "the streamed read differs from the whole read"),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        _ => panic!("one read failed and the other did not"),
+    }
+    let Ok(snap) = read else {
         return;
     };
     let Ok(traces) = snapshot_to_traces(&snap, "fuzz.pickle", &SizeRules::default()) else {

@@ -74,6 +74,12 @@ pub(crate) enum Node {
     Set(SetNode),
     FrozenSet(SetNode),
     ByteArray(Span),
+    /// A container whose contents were handed to a list sink (the `sink`
+    /// module) and freed while the pickle was read (a snapshot's trace
+    /// entry). Any read of it marks the document
+    /// ([`PickleDoc::retired_touched`]), so that the reader of a streamed
+    /// parse knows to read the file whole.
+    Retired,
 }
 
 /// Limits for [`PickleDoc::from_slice_with`].
@@ -123,6 +129,8 @@ pub struct PickleDoc {
     pub(crate) hasher: RandomState,
     pub(crate) protocol: Option<u8>,
     pub(crate) bytes_read: usize,
+    /// Set when a [`Node::Retired`] container was read.
+    pub(crate) retired_touched: Cell<bool>,
 }
 
 impl PickleDoc {
@@ -135,6 +143,7 @@ impl PickleDoc {
             hasher: RandomState::new(),
             protocol: None,
             bytes_read: 0,
+            retired_touched: Cell::new(false),
         }
     }
 
@@ -174,8 +183,24 @@ impl PickleDoc {
         self.bytes.get(sp.range()).unwrap_or(&[])
     }
 
+    /// The container `id`; `None` (and the document marked) for one whose
+    /// contents were handed to a sink and freed.
+    #[inline]
     pub(crate) fn node(&self, id: u32) -> Option<&Node> {
-        self.nodes.get(id as usize)
+        match self.nodes.get(id as usize) {
+            Some(Node::Retired) => {
+                self.retired_touched.set(true);
+                None
+            }
+            n => n,
+        }
+    }
+
+    /// Whether a container freed by a sink was read since the parse began:
+    /// then what was read of it is not the file's, and the caller reads the
+    /// file again without a sink.
+    pub(crate) fn retired_touched(&self) -> bool {
+        self.retired_touched.get()
     }
 }
 
@@ -209,7 +234,7 @@ pub(crate) fn slot_type_name(doc: &PickleDoc, slot: Slot) -> &'static str {
             Some(Node::Set(_)) => "set",
             Some(Node::FrozenSet(_)) => "frozenset",
             Some(Node::ByteArray(_)) => "bytearray",
-            None => "NoneType",
+            Some(Node::Retired) | None => "NoneType",
         },
     }
 }

@@ -71,6 +71,7 @@ mod keys;
 mod opcodes;
 mod reader;
 mod refs;
+mod sink;
 mod value;
 mod writer;
 
@@ -79,9 +80,11 @@ mod tests;
 
 pub use bigint::BigInt;
 pub use doc::PickleDoc;
-pub(crate) use doc::{MAX_INPUT_LEN, NodeId};
+pub(crate) use doc::{MAX_INPUT_LEN, NodeId, Slot};
 pub use error::PickleError;
+pub(crate) use reader::parse_with_sink;
 pub use refs::ValueRef;
 pub(crate) use refs::{DictRef, ListRef, View};
+pub(crate) use sink::{Claim, Done, ListPlace, ListSink};
 pub use value::{DictBuilder, Value};
 pub use writer::PickleWriter;

@@ -93,8 +93,9 @@ impl<'d> ValueRef<'d> {
                 Some(Node::Set(s)) => View::Set(SetRef { doc, set: s, id }),
                 Some(Node::FrozenSet(s)) => View::FrozenSet(SetRef { doc, set: s, id }),
                 Some(Node::ByteArray(sp)) => View::ByteArray(doc.bytes_of(*sp)),
-                // Node ids in slots always index the arena.
-                None => View::None,
+                // Node ids in slots always index the arena; `node` answers
+                // `None` for a freed container (and marks the document).
+                Some(Node::Retired) | None => View::None,
             },
         }
     }
@@ -265,6 +266,15 @@ impl<'d> ValueRef<'d> {
             View::Bytes(b) | View::ByteArray(b) => b.len(),
             _ => return None,
         })
+    }
+
+    /// Identity of the container, `None` for a scalar, without reading the
+    /// container (which a streamed read may have freed).
+    pub(crate) fn node_id_unread(&self) -> Option<NodeId> {
+        match self.slot {
+            Slot::Node(id) => Some(NodeId(id)),
+            _ => None,
+        }
     }
 
     /// Identity of the container (list, tuple, dict, set, frozenset,

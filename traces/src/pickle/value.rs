@@ -601,7 +601,7 @@ impl ValueRef<'_> {
                     Value::Dict(Arc::new(pairs))
                 }
                 Some(Node::ByteArray(sp)) => Value::Bytes(doc.bytes_of(*sp).into()),
-                None => Value::None,
+                Some(Node::Retired) | None => Value::None,
             };
             cache.insert(id, v);
             stack.pop();

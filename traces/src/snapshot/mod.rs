@@ -31,7 +31,22 @@ use crate::error::{Location, TraceError};
 use crate::pickle::PickleDoc;
 
 /// Reads a snapshot from the bytes of a pickle file. `path` is for messages.
+///
+/// The trace entries are converted as the pickle is read, and what the
+/// document no longer needs is freed; a pickle not shaped as PyTorch writes
+/// one is read whole instead (same answer, same errors).
 pub fn read_snapshot(bytes: &[u8], path: &str) -> Result<Snapshot, TraceError> {
+    if let Some(snap) = parse::snapshot_streamed(bytes) {
+        return Ok(snap);
+    }
+    let doc = parse_pickle(bytes, path)?;
+    typed(&doc, path)
+}
+
+/// [`read_snapshot`] without converting entries as the pickle is read: the
+/// reference the streamed read is checked against (tests, fuzzing).
+#[doc(hidden)]
+pub fn read_snapshot_whole(bytes: &[u8], path: &str) -> Result<Snapshot, TraceError> {
     let doc = parse_pickle(bytes, path)?;
     typed(&doc, path)
 }
@@ -40,6 +55,9 @@ pub fn read_snapshot(bytes: &[u8], path: &str) -> Result<Snapshot, TraceError> {
 /// document holds copies of its strings): the file's bytes and the typed
 /// snapshot are never in memory together.
 pub(crate) fn read_snapshot_owned(bytes: Vec<u8>, path: &str) -> Result<Snapshot, TraceError> {
+    if let Some(snap) = parse::snapshot_streamed(&bytes) {
+        return Ok(snap);
+    }
     let doc = parse_pickle(&bytes, path)?;
     drop(bytes);
     typed(&doc, path)

@@ -16,30 +16,39 @@ use super::{Machine, Result};
 impl Machine<'_> {
     // ---- building ----
 
+    /// Stores `node`: at an id a sink freed, if there is one, else at the
+    /// end of the arena.
     pub(super) fn new_node(&mut self, node: Node) -> Slot {
+        if let Some(id) = self.free_ids.pop() {
+            if let (Some(n), Some(m)) = (
+                self.doc.nodes.get_mut(id as usize),
+                self.meta.get_mut(id as usize),
+            ) {
+                *n = node;
+                *m = Meta::FRESH;
+                return Slot::Node(id);
+            }
+        }
         let id = self.doc.nodes.len() as u32; // < input length <= 1 GiB
         self.doc.nodes.push(node);
-        self.meta.push(Meta {
-            height: 1,
-            contained: false,
-        });
+        self.meta.push(Meta::FRESH);
         Slot::Node(id)
     }
 
     fn new_tuple(&mut self, items: Vec<Slot>) -> Slot {
         let hashable = items.iter().all(|&s| self.doc.is_hashable(s));
-        let id = self.doc.nodes.len() as u32;
-        self.meta.push(Meta {
-            height: 1,
-            contained: false,
-        });
-        self.adopt_items(id, &items);
-        self.doc.nodes.push(Node::Tuple(TupleNode {
-            items,
+        let s = self.new_node(Node::Tuple(TupleNode {
+            items: Vec::new(),
             hashable,
             hash: std::cell::Cell::new(None),
         }));
-        Slot::Node(id)
+        if let Slot::Node(id) = s {
+            self.adopt_items(id, &items);
+            if let Some(Node::Tuple(t)) = self.doc.nodes.get_mut(id as usize) {
+                t.items = items;
+            }
+        }
+        s
     }
 
     /// `dict[key] = value` (Python semantics: an existing key keeps its
@@ -203,9 +212,14 @@ impl Machine<'_> {
     #[inline(always)]
     pub(super) fn load_appends(&mut self) -> Result<()> {
         let mark = self.pop_mark()?;
-        let (_, target) = self.target_below(mark)?;
+        let (t, target) = self.target_below(mark)?;
         if let Slot::Node(id) = target {
             self.before_change(id);
+            if self.sink.is_some() && self.sink_takes(t, id)? {
+                self.sink_items(id, mark, self.stack.len())?;
+                self.stack.truncate(mark);
+                return Ok(());
+            }
             self.adopted(id, mark, self.stack.len());
         }
         let list = match target {
@@ -232,6 +246,9 @@ impl Machine<'_> {
         let target = self.top()?;
         if let Slot::Node(id) = target {
             self.before_change(id);
+            if self.sink.is_some() && self.sink_takes(self.stack.len() - 1, id)? {
+                return self.sink_item(id, v, self.stack.len());
+            }
             self.adopt_items(id, &[v]);
         }
         match target {
@@ -248,11 +265,12 @@ impl Machine<'_> {
     pub(super) fn load_list(&mut self) -> Result<()> {
         let mark = self.pop_mark()?;
         let items = self.stack.split_off(mark.min(self.stack.len()));
-        let id = self.doc.nodes.len() as u32;
         let s = self.new_node(Node::List(Vec::new()));
-        self.adopt_items(id, &items);
-        if let Some(Node::List(l)) = self.doc.nodes.get_mut(id as usize) {
-            *l = items;
+        if let Slot::Node(id) = s {
+            self.adopt_items(id, &items);
+            if let Some(Node::List(l)) = self.doc.nodes.get_mut(id as usize) {
+                *l = items;
+            }
         }
         self.push(s);
         Ok(())

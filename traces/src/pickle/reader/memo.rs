@@ -1,14 +1,33 @@
 //! The memo: `PUT`, `BINPUT`, `LONG_BINPUT` and `MEMOIZE` store the top of
 //! the stack under a key, `GET`, `BINGET` and `LONG_BINGET` push it again
-//! (the same slot, so a memoized container stays one node).
+//! (the same slot, so a memoized container stays one node). Each
+//! container's key is noted in its `Meta`, so that a container a sink took
+//! can leave the memo ([`FREED`]) and its id can be used again.
 
+use crate::pickle::doc::Slot;
 use crate::pickle::error::PickleError;
 
+use super::nesting::{MANY_MEMOS, NO_MEMO};
 use super::{Machine, Result};
+
+/// The id the memo holds (as `Slot::Node`) under the key of a container a
+/// sink took, once the container's id may be given to another (no
+/// container has this id: the arena holds fewer nodes than input bytes,
+/// at most 1 GiB).
+pub(super) const FREED: u32 = u32::MAX;
 
 impl Machine<'_> {
     fn memo_put(&mut self, key: u64) -> Result<()> {
         let v = self.top()?;
+        if let Slot::Node(id) = v {
+            if let Some(m) = self.meta.get_mut(id as usize) {
+                m.memo = match u32::try_from(key) {
+                    Ok(k) if m.memo == NO_MEMO && k < MANY_MEMOS => k,
+                    Ok(k) if m.memo == k => k,
+                    _ => MANY_MEMOS,
+                };
+            }
+        }
         let dense = self.memo.len() as u64;
         if let Some(cell) = usize::try_from(key).ok().and_then(|k| self.memo.get_mut(k)) {
             if cell.is_none() {
@@ -41,6 +60,8 @@ impl Machine<'_> {
             None => self.sparse_memo.get(&key).copied(),
         };
         match found {
+            // A container a sink took and freed: the read gives up.
+            Some(Slot::Node(FREED)) => Err(self.gave_up()),
             Some(v) => {
                 self.push(v);
                 Ok(())

@@ -18,8 +18,10 @@
 //! * `nesting`: container heights and the depth and cycle check on the
 //!   returned value;
 //! * `refused`: opcodes that import, construct or call objects;
+//! * `claims`: lists whose items a [`ListSink`] takes as they are appended;
 //! * framing (`PROTO`, `FRAME`, `STOP`): here.
 
+mod claims;
 mod containers;
 mod escapes;
 mod input;
@@ -35,6 +37,7 @@ use std::collections::HashMap;
 use super::doc::{MAX_INPUT_LEN, PickleDoc, ReadOptions, Slot, slot_type_name};
 use super::error::PickleError;
 use super::opcodes as op;
+use super::sink::ListSink;
 use nesting::Meta;
 
 type Result<T> = std::result::Result<T, PickleError>;
@@ -57,6 +60,28 @@ impl PickleDoc {
 /// The reader; `full_check` forces the depth and cycle walk even where the
 /// incremental heights suffice (tests compare both).
 pub(crate) fn parse(input: &[u8], opts: &ReadOptions, full_check: bool) -> Result<PickleDoc> {
+    run_machine(input, opts, full_check, None)
+}
+
+/// Reads a pickle like [`PickleDoc::from_slice`], handing the items of the
+/// lists `sink` claims to it as they are appended (see [`ListSink`]). An
+/// error may come from the sink giving up; the caller then reads the file
+/// again without one. The document's claimed lists are empty, and a read
+/// of a container the sink let go marks it
+/// ([`PickleDoc::retired_touched`]).
+pub(crate) fn parse_with_sink<'i>(
+    input: &'i [u8],
+    sink: &'i mut dyn ListSink,
+) -> Result<PickleDoc> {
+    run_machine(input, &ReadOptions::default(), false, Some(sink))
+}
+
+fn run_machine<'i>(
+    input: &'i [u8],
+    opts: &ReadOptions,
+    full_check: bool,
+    sink: Option<&'i mut dyn ListSink>,
+) -> Result<PickleDoc> {
     {
         let max_len = opts.max_input_len.min(MAX_INPUT_LEN);
         if input.len() > max_len {
@@ -82,10 +107,20 @@ pub(crate) fn parse(input: &[u8], opts: &ReadOptions, full_check: bool) -> Resul
             memo_count: 0,
             meta: Vec::with_capacity(input.len() / 64),
             full_check,
+            sink,
+            claimed: Vec::new(),
+            done: Vec::new(),
+            retired_any: false,
+            free_ids: Vec::new(),
         };
         m.doc.nodes.reserve(input.len() / 64);
         m.doc.strings.reserve(input.len() / 16);
         let root = m.run()?;
+        if m.retired_any && m.full_check {
+            // The walk that the depth and cycle check needs would not see
+            // the freed containers.
+            return Err(m.gave_up());
+        }
         m.check_root(root, opts.max_depth)?;
         let mut doc = m.doc;
         doc.root = root;
@@ -95,6 +130,17 @@ pub(crate) fn parse(input: &[u8], opts: &ReadOptions, full_check: bool) -> Resul
 }
 
 struct Machine<'i> {
+    /// The consumer of claimed lists' items, if any.
+    sink: Option<&'i mut dyn ListSink>,
+    /// The lists the sink claimed.
+    claimed: Vec<u32>,
+    /// The containers the sink is done with, for the item being handed
+    /// over.
+    done: Vec<super::sink::Done>,
+    /// Whether any container was freed.
+    retired_any: bool,
+    /// Ids of freed containers that nothing can reach, for new ones.
+    free_ids: Vec<u32>,
     input: &'i [u8],
     /// Next byte to read.
     pos: usize,

@@ -10,11 +10,38 @@ use crate::pickle::error::PickleError;
 
 use super::{Machine, Result};
 
-/// Height (a container of scalars has 1) and containment of one node.
+/// Height (a container of scalars has 1), containment and memo key of one
+/// node.
 #[derive(Clone, Copy)]
 pub(super) struct Meta {
     pub(super) height: u32,
-    pub(super) contained: bool,
+    /// How many times it was put into a container (saturating; never
+    /// lowered): 0 for a node no container holds.
+    pub(super) parents: u8,
+    /// The memo key it was stored under: [`NO_MEMO`], one key, or
+    /// [`MANY_MEMOS`].
+    pub(super) memo: u32,
+}
+
+/// [`Meta::memo`] of a node never stored in the memo.
+pub(super) const NO_MEMO: u32 = u32::MAX;
+/// [`Meta::memo`] of a node stored under several keys (or a key beyond
+/// `u32`).
+pub(super) const MANY_MEMOS: u32 = u32::MAX - 1;
+
+impl Meta {
+    /// A new node's.
+    pub(super) const FRESH: Meta = Meta {
+        height: 1,
+        parents: 0,
+        memo: NO_MEMO,
+    };
+
+    /// Whether a container holds the node.
+    #[inline]
+    pub(super) fn contained(&self) -> bool {
+        self.parents > 0
+    }
 }
 
 /// Marks the node `children` as contained in `parent` and raises
@@ -28,7 +55,7 @@ fn adopt(meta: &mut [Meta], parent: u32, children: &[Slot]) -> bool {
                 return false;
             }
             if let Some(m) = meta.get_mut(id as usize) {
-                m.contained = true;
+                m.parents = m.parents.saturating_add(1);
                 tallest = tallest.max(m.height);
             }
         }
@@ -44,7 +71,7 @@ impl Machine<'_> {
     /// heights of its ancestors stale.
     #[inline]
     pub(super) fn before_change(&mut self, id: u32) {
-        if self.meta.get(id as usize).is_none_or(|m| m.contained) {
+        if self.meta.get(id as usize).is_none_or(Meta::contained) {
             self.full_check = true;
         }
     }
@@ -55,6 +82,18 @@ impl Machine<'_> {
         let children = self.stack.get(children_from..children_to).unwrap_or(&[]);
         if !adopt(&mut self.meta, id, children) {
             self.full_check = true;
+        }
+    }
+
+    /// Raises claimed list `id`'s height over `item`'s, as if it held the
+    /// item (which goes to the sink instead: no container holds it).
+    pub(super) fn raise_over(&mut self, id: u32, item: Slot) {
+        let h = match item {
+            Slot::Node(c) => self.meta.get(c as usize).map_or(0, |m| m.height),
+            _ => 0,
+        };
+        if let Some(m) = self.meta.get_mut(id as usize) {
+            m.height = m.height.max(h.saturating_add(1));
         }
     }
 
@@ -163,6 +202,6 @@ fn child_at(node: Option<&Node>, pos: usize) -> Option<Slot> {
         Node::Tuple(t) => t.items.get(pos).copied(),
         Node::Dict(d) => d.entries.as_flattened().get(pos).copied(),
         Node::Set(s) | Node::FrozenSet(s) => s.items.get(pos).copied(),
-        Node::ByteArray(_) => None,
+        Node::ByteArray(_) | Node::Retired => None,
     }
 }

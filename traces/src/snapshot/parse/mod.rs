@@ -1,10 +1,17 @@
 //! From a parsed pickle to a typed [`Snapshot`], checking every field's type
 //! and naming the exact place of anything wrong.
 
+mod settings;
+mod streamed;
+
 use std::collections::HashMap;
 
 use crate::pickle::{DictRef, NodeId, PickleDoc, ValueRef, View};
 use crate::snapshot::model::*;
+
+use settings::settings;
+use streamed::Pre;
+pub(crate) use streamed::snapshot_streamed;
 
 /// A problem at a path such as `device_traces[0][12].size`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,7 +166,8 @@ const ENTRY_KEYS: &[&str] = &[
     "pool_id",
 ];
 
-fn new_ctx(doc: &PickleDoc) -> Ctx {
+/// A conversion context for a pickle of `input_len` bytes.
+fn new_ctx(input_len: usize) -> Ctx {
     Ctx {
         frames: Vec::new(),
         frame_cache: HashMap::new(),
@@ -169,7 +177,7 @@ fn new_ctx(doc: &PickleDoc) -> Ctx {
         unknown: Default::default(),
         keys_seen: Default::default(),
         sampled: Vec::new(),
-        items_left: items_allowed(doc.bytes_read()),
+        items_left: items_allowed(input_len),
         texts: HashMap::new(),
     }
 }
@@ -204,8 +212,21 @@ fn sample_keys(ctx: &mut Ctx, d: &DictRef<'_>, prefix: &'static str) {
 /// `torch.cuda.memory._snapshot()`, or the segment list of
 /// `torch.cuda.memory_snapshot()`.
 pub(crate) fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
+    let snap = convert_doc(doc, new_ctx(doc.bytes_read()), None)?;
+    // Without converted parts nothing is left to a streamed read.
+    snap.ok_or_else(|| problem("(top level)", "cannot be read"))
+}
+
+/// [`snapshot_from_doc`], where `pre` (from a streamed read) holds the
+/// segments and the claimed device lists' entries, converted while the
+/// pickle was read with `ctx`. `Ok(None)`: the document is not what the
+/// streamed read took it for, and the file is read again whole.
+fn convert_doc(doc: &PickleDoc, mut ctx: Ctx, mut pre: Option<&mut Pre>) -> R<Option<Snapshot>> {
     let root = doc.root();
     if let Some(list) = root.as_list() {
+        if pre.is_some() {
+            return Ok(None);
+        }
         return legacy_segment_list(doc, list);
     }
     let top = root.as_dict().ok_or_else(|| {
@@ -223,24 +244,30 @@ pub(crate) fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
             "has neither 'segments' nor 'device_traces': not a PyTorch memory snapshot",
         ));
     }
-    let mut ctx = new_ctx(doc);
+    if let Some(p) = pre.as_deref() {
+        if !p.is_at(&top) {
+            return Ok(None);
+        }
+    }
     note_unknown(&mut ctx, &top, TOP_KEYS, "");
     sample_keys(&mut ctx, &top, "");
     let mut snap = Snapshot::default();
-    let segs_p = P::Root("segments");
     let traces_p = P::Root("device_traces");
-    if let Some(v) = top.get("segments") {
-        let list = seq(v, &segs_p)?;
-        snap.segments.reserve(list.len());
-        for (i, s) in list.iter().enumerate() {
-            let p = segs_p.index(i);
-            ctx.spend(&p)?;
-            snap.segments.push(segment(&mut ctx, s, &p)?);
-        }
+    if let Some(p) = pre.as_deref_mut() {
+        snap.segments = std::mem::take(&mut p.segments);
+    } else if let Some(v) = top.get("segments") {
+        snap.segments = segments(&mut ctx, v)?;
     }
     if let Some(v) = top.get("device_traces") {
         let devs = seq(v, &traces_p)?;
         for (d, t) in devs.iter().enumerate() {
+            if let Some(p) = pre.as_deref_mut() {
+                match p.take_list(d, &t) {
+                    Some(out) => snap.device_traces.push(out),
+                    None => return Ok(None),
+                }
+                continue;
+            }
             let path = traces_p.index(d);
             let entries = seq(t, &path)?;
             let mut out = Vec::with_capacity(entries.len());
@@ -250,6 +277,9 @@ pub(crate) fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
             }
             snap.device_traces.push(out);
         }
+    }
+    if pre.is_some_and(|p| !p.all_taken()) {
+        return Ok(None);
     }
     if let Some(v) = top.get("allocator_settings") {
         if !v.is_none() {
@@ -268,13 +298,13 @@ pub(crate) fn snapshot_from_doc(doc: &PickleDoc) -> R<Snapshot> {
     snap.frames = ctx.frames;
     snap.unknown_keys = ctx.unknown;
     snap.keys_seen = ctx.keys_seen;
-    Ok(snap)
+    Ok(Some(snap))
 }
 
 /// The list `torch.cuda.memory_snapshot()` returns (segments only; older
 /// tutorials still pickle it): a state-only snapshot.
-fn legacy_segment_list(doc: &PickleDoc, list: crate::pickle::ListRef<'_>) -> R<Snapshot> {
-    let mut ctx = new_ctx(doc);
+fn legacy_segment_list(doc: &PickleDoc, list: crate::pickle::ListRef<'_>) -> R<Option<Snapshot>> {
+    let mut ctx = new_ctx(doc.bytes_read());
     let mut snap = Snapshot {
         legacy_segment_list: true,
         ..Default::default()
@@ -298,7 +328,7 @@ fn legacy_segment_list(doc: &PickleDoc, list: crate::pickle::ListRef<'_>) -> R<S
     snap.frames = ctx.frames;
     snap.unknown_keys = ctx.unknown;
     snap.keys_seen = ctx.keys_seen;
-    Ok(snap)
+    Ok(Some(snap))
 }
 
 fn note_unknown(ctx: &mut Ctx, d: &DictRef<'_>, known: &[&str], prefix: &str) {
@@ -405,6 +435,13 @@ fn string(v: &ValueRef<'_>, path: &P<'_>) -> R<String> {
 #[allow(clippy::indexing_slicing)]
 fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<FramesRef>> {
     let Some(v) = v else { return Ok(None) };
+    // A list converted before is not read again: a streamed read freed the
+    // lists of the entries it took.
+    if let Some(id) = v.node_id_unread() {
+        if let Some(&r) = ctx.frame_cache.get(&id) {
+            return Ok(Some(r));
+        }
+    }
     if v.is_none() {
         return Ok(None);
     }
@@ -457,6 +494,19 @@ fn frames(ctx: &mut Ctx, v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<Fram
     };
     ctx.frame_cache.insert(id, r);
     Ok(Some(r))
+}
+
+/// The top-level `segments` list.
+fn segments(ctx: &mut Ctx, v: ValueRef<'_>) -> R<Vec<Segment>> {
+    let segs_p = P::Root("segments");
+    let list = seq(v, &segs_p)?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, s) in list.iter().enumerate() {
+        let p = segs_p.index(i);
+        ctx.spend(&p)?;
+        out.push(segment(ctx, s, &p)?);
+    }
+    Ok(out)
 }
 
 fn segment(ctx: &mut Ctx, v: ValueRef<'_>, path: &P<'_>) -> R<Segment> {
@@ -621,53 +671,4 @@ fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceE
         pool_id: pool_id(d.get("pool_id"), &path.field("pool_id"))?,
         action,
     })
-}
-
-fn settings(v: ValueRef<'_>) -> R<AllocatorSettings> {
-    let path = &P::Root("allocator_settings");
-    let d = dict(&v, path)?;
-    let mut s = AllocatorSettings::default();
-    for (k, val) in d.iter() {
-        let key = text(&k);
-        s.keys.push(key.clone());
-        let kp = path.field(&key);
-        match key.as_str() {
-            "PYTORCH_CUDA_ALLOC_CONF" | "PYTORCH_ALLOC_CONF" => {
-                s.conf_string = if val.is_none() {
-                    None
-                } else {
-                    Some(string(&val, &kp)?)
-                }
-            }
-            "max_split_size" => s.max_split_size = Some(sint(&val, &kp)?),
-            "garbage_collection_threshold" => {
-                s.garbage_collection_threshold = Some(val.as_f64().ok_or_else(|| {
-                    problem(kp, format!("is a {}, expected a float", val.type_name()))
-                })?)
-            }
-            "expandable_segments" => s.expandable_segments = Some(boolean(&val, &kp)?),
-            "roundup_power2_divisions" => {
-                let rd = dict(&val, &kp)?;
-                for (ik, iv) in rd.iter() {
-                    let label = match ik.view() {
-                        View::Str(t) => t.parse::<u64>().ok(),
-                        View::Int(n) if n >= 0 => Some(n as u64),
-                        _ => None,
-                    }
-                    .ok_or_else(|| {
-                        problem(
-                            kp,
-                            format!("has key {}, expected an interval label", text(&ik)),
-                        )
-                    })?;
-                    s.roundup_power2_divisions
-                        .insert(label, uint(&iv, &kp.index(label as usize))?);
-                }
-            }
-            _ => {
-                s.other.insert(key, text(&val));
-            }
-        }
-    }
-    Ok(s)
 }
