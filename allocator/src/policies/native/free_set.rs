@@ -91,6 +91,47 @@ fn unpack((k, &idx): (&Key, &u32)) -> Entry {
     }
 }
 
+/// The first position in `v[..end]` (sorted) whose key is not below `key`,
+/// searched from `end` down in growing steps, then by halves: a block that
+/// shrinks or grows a little stays near its old place, and finding it there
+/// reads a few neighbouring entries instead of a binary search's scattered
+/// ones.
+#[inline]
+fn place_below(v: &[Entry], end: usize, key: Key) -> usize {
+    // Every entry of v[hi..end] is at or above `key`.
+    let mut hi = end.min(v.len());
+    let mut step = 1;
+    while hi > 0 {
+        let probe = hi.saturating_sub(step);
+        if v.get(probe).is_none_or(|e| e.key() < key) {
+            let rest = v.get(probe + 1..hi).unwrap_or(&[]);
+            return probe + 1 + rest.partition_point(|e| e.key() < key);
+        }
+        hi = probe;
+        step *= 2;
+    }
+    0
+}
+
+/// The first position in `v[start..]` (sorted) whose key is not below
+/// `key`, searched from `start` up in growing steps, then by halves.
+#[inline]
+fn place_above(v: &[Entry], start: usize, key: Key) -> usize {
+    // Every entry of v[start..lo] is below `key`.
+    let mut lo = start.min(v.len());
+    let mut step = 1;
+    while lo < v.len() {
+        let probe = (lo + step - 1).min(v.len() - 1);
+        if v.get(probe).is_none_or(|e| e.key() >= key) {
+            let rest = v.get(lo..probe).unwrap_or(&[]);
+            return lo + rest.partition_point(|e| e.key() < key);
+        }
+        lo = probe + 1;
+        step *= 2;
+    }
+    v.len()
+}
+
 /// A set of free blocks ordered by (size, counter, address).
 #[derive(Debug, Clone, Default)]
 pub(super) struct FreeSet {
@@ -227,17 +268,12 @@ impl FreeSet {
                     return false;
                 };
                 // Where `new` goes: only the side of `old` it sorts to
-                // needs a search (a split's remainder sorts before it).
+                // needs a search (a split's remainder sorts before it), and
+                // it starts next to `old`.
                 let to = match key.cmp(&old) {
-                    std::cmp::Ordering::Less => v
-                        .get(..r)
-                        .map_or(0, |below| below.partition_point(|e| e.key() < key)),
+                    std::cmp::Ordering::Less => place_below(v, r, key),
                     std::cmp::Ordering::Equal => r,
-                    std::cmp::Ordering::Greater => {
-                        r + 1
-                            + v.get(r + 1..)
-                                .map_or(0, |above| above.partition_point(|e| e.key() < key))
-                    }
+                    std::cmp::Ordering::Greater => place_above(v, r + 1, key),
                 };
                 if to != r && v.get(to).is_some_and(|e| e.key() == key) {
                     return false;
@@ -349,6 +385,26 @@ mod tests {
             counter,
             ptr,
             idx,
+        }
+    }
+
+    /// The stepped searches find what a binary search over the same side
+    /// finds, for every start, key and length up to 40.
+    #[test]
+    fn stepped_searches_equal_binary_search() {
+        for n in 0..40u64 {
+            let v: Vec<Entry> = (0..n).map(|i| e(10 * (i / 2), 0, i, i as u32)).collect();
+            for start in 0..=n as usize {
+                for size in 0..(10 * n / 2 + 12) {
+                    for ptr in [0, 1, 99] {
+                        let key = Key::new(size, 0, ptr);
+                        let below = v[..start].partition_point(|x| x.key() < key);
+                        assert_eq!(place_below(&v, start, key), below, "n {n} start {start}");
+                        let above = start + v[start..].partition_point(|x| x.key() < key);
+                        assert_eq!(place_above(&v, start, key), above, "n {n} start {start}");
+                    }
+                }
+            }
         }
     }
 
