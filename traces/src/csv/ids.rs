@@ -83,28 +83,40 @@ impl Ids {
         }
     }
 
-    pub(super) fn set(&mut self, key: Key<'_>, v: Live) {
+    /// Adds `v` under `key` unless the key is live (`false`, unchanged):
+    /// one lookup for a number.
+    pub(super) fn insert_new(&mut self, key: Key<'_>, v: Live) -> bool {
         match key {
-            Key::Number(n) => {
-                self.by_number.insert(n, v);
-            }
-            Key::Text(id) => match self.by_text.get_mut(id) {
-                Some(slot) => *slot = v,
-                None => {
-                    self.by_text.insert(id.into(), v);
+            Key::Number(n) => match self.by_number.entry(n) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(v);
+                    true
                 }
             },
+            Key::Text(id) => {
+                if self.by_text.contains_key(id) {
+                    return false;
+                }
+                self.by_text.insert(id.into(), v);
+                true
+            }
         }
     }
 
-    pub(super) fn remove(&mut self, key: Key<'_>) {
+    /// The live id `key`, to change in place.
+    pub(super) fn get_mut(&mut self, key: Key<'_>) -> Option<&mut Live> {
         match key {
-            Key::Number(n) => {
-                self.by_number.remove(&n);
-            }
-            Key::Text(id) => {
-                self.by_text.remove(id);
-            }
+            Key::Number(n) => self.by_number.get_mut(&n),
+            Key::Text(id) => self.by_text.get_mut(id),
+        }
+    }
+
+    /// Removes `key` and returns what it named.
+    pub(super) fn remove(&mut self, key: Key<'_>) -> Option<Live> {
+        match key {
+            Key::Number(n) => self.by_number.remove(&n),
+            Key::Text(id) => self.by_text.remove(id),
         }
     }
 }

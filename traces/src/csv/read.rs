@@ -353,22 +353,32 @@ impl Reader {
                 .map_err(|m| self.err(self.lineno, format!("stream: {m}")))?
         };
         let key = Ids::key(row.id);
-        if self.ids.get(key).is_some() {
-            return Err(self.err(
-                self.lineno,
+        let still_allocated = |r: &Self| {
+            r.err(
+                r.lineno,
                 format!("alloc of id '{}', which is still allocated", text(row.id)),
-            ));
-        }
+            )
+        };
+        // The id is taken first; an error ends the read, so what it took
+        // is never given back.
         let dense = match self.spare.pop() {
             Some(d) => d,
-            None => {
-                let d = self.next_id;
-                self.next_id = self.next_id.checked_add(1).ok_or_else(|| {
-                    self.err(self.lineno, "more than 4294967295 allocations".into())
-                })?;
-                d
-            }
+            None => match self.next_id.checked_add(1) {
+                Some(next) => std::mem::replace(&mut self.next_id, next),
+                None if self.ids.get(key).is_some() => return Err(still_allocated(self)),
+                None => {
+                    return Err(self.err(self.lineno, "more than 4294967295 allocations".into()));
+                }
+            },
         };
+        let live = Live {
+            dense,
+            state: State::Allocated,
+            line: self.lineno,
+        };
+        if !self.ids.insert_new(key, live) {
+            return Err(still_allocated(self));
+        }
         self.allocs += 1;
         let stream = self.stream_index(raw_stream);
         self.trace.events.push(Event::Alloc {
@@ -376,12 +386,6 @@ impl Reader {
             stream,
             size: bytes,
         });
-        let live = Live {
-            dense,
-            state: State::Allocated,
-            line: self.lineno,
-        };
-        self.ids.set(key, live);
         Ok(())
     }
 
@@ -394,7 +398,22 @@ impl Reader {
         self.need_id(row, action)?;
         self.only_id(row, action)?;
         let key = Ids::key(row.id);
-        let live = match self.ids.get(key) {
+        let lineno = self.lineno;
+        // One lookup: a plain free takes the id out, a requested one
+        // changes it in place (an error ends the read either way).
+        let found = if row.action == b"free" {
+            self.ids.remove(key)
+        } else {
+            self.ids.get_mut(key).map(|l| {
+                let was = *l;
+                if l.state == State::Allocated {
+                    l.state = State::Requested;
+                    l.line = lineno;
+                }
+                was
+            })
+        };
+        let live = match found {
             Some(l) if l.state == State::Allocated => l,
             Some(l) => {
                 return Err(self.err(
@@ -414,16 +433,9 @@ impl Reader {
             }
         };
         if row.action == b"free" {
-            self.ids.remove(key);
             self.release(live.dense);
             self.trace.events.push(Event::Free { id: live.dense });
         } else {
-            let requested = Live {
-                state: State::Requested,
-                line: self.lineno,
-                ..live
-            };
-            self.ids.set(key, requested);
             self.trace
                 .events
                 .push(Event::FreeRequested { id: live.dense });
@@ -435,10 +447,10 @@ impl Reader {
         self.need_id(row, "free_completed")?;
         self.only_id(row, "free_completed")?;
         let key = Ids::key(row.id);
-        match self.ids.get(key) {
+        // One lookup: the id is taken out (an error ends the read).
+        match self.ids.remove(key) {
             Some(l) if l.state == State::Requested => {
                 self.trace.events.push(Event::FreeCompleted { id: l.dense });
-                self.ids.remove(key);
                 self.release(l.dense);
                 Ok(())
             }
