@@ -9,9 +9,7 @@ use vramlab_allocator::AllocConf;
 use vramlab_allocator::policies::native::{allocation_size, round_size};
 use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
 use vramlab_traces::read_rmm;
-use vramlab_traces::snapshot::{
-    SizeRules, read_snapshot, read_snapshot_whole, snapshot_to_traces,
-};
+use vramlab_traces::snapshot::{SizeRules, read_snapshot, read_snapshot_whole, snapshot_to_traces};
 use vramlab_traces::{
     EventBlocks, IdUse, RmmEvents, StreamCounts, StreamEnd, TraceError, VltEvents,
 };
