@@ -5,10 +5,10 @@ checking that vramlab's streamed snapshot read answers as its whole read
 does: other pickle protocols (no batches, no marks, no MEMOIZE), the traces
 before the segments, one pool id object shared by every entry, entries
 referenced again after the traces, one entry's stack list shared with the
-next entry; and (`add-stacks`, which changes the data) stacks added to a
+next entry, the trace on several devices (an empty one first); and (`add-stacks`, which changes the data) stacks added to a
 snapshot recorded without them, shared as PyTorch shares them: frame dicts
 shared by every entry, one list per allocation shared by its alloc and
-free entries and its block.
+free entries and its block, one empty list for the entries without one.
 
     python3 scripts/reshape_snapshot.py --list
     python3 scripts/reshape_snapshot.py HOW SNAPSHOT.pickle OUT.pickle
@@ -27,6 +27,7 @@ HOWS = [
     "shared-pool-id",
     "entries-again",
     "shared-stack",
+    "devices",
     "add-stacks",
 ]
 
@@ -68,11 +69,37 @@ def reshape(how, snap):
         for a, b in pairs[:50]:
             b["frames"] = a["frames"]
         return snap, 4
+    if how == "devices":
+        # Three devices: none recorded on the first, the trace on the
+        # second, a copy of it (new entry dicts and pool ids, the same stack
+        # lists) on the third.
+        import copy
+
+        def again(e):
+            # A new dict, a new pool id; the stack list stays shared.
+            e = dict(e)
+            if isinstance(e.get("pool_id"), (tuple, list)):
+                e["pool_id"] = type(e["pool_id"])(list(e["pool_id"]))
+            return e
+
+        first = entries(snap)
+        snap["device_traces"] = [[], first, [again(e) for e in first]]
+        segs = snap.get("segments", [])
+        copies = copy.deepcopy(segs)
+        for seg in segs:
+            seg["device"] = 1
+        for seg in copies:
+            seg["device"] = 2
+        snap["segments"] = segs + copies
+        return snap, 4
     if how == "add-stacks":
         frames = [
             {"filename": f"model_{i}.py", "line": 10 * i + 1, "name": f"layer_{i}"}
             for i in range(4)
         ]
+        # One empty list for every entry without a stack, as PyTorch's
+        # `_memory_snapshot` gives them.
+        empty = []
         by_addr = {}
         for n, e in enumerate(entries(snap)):
             if e["action"] == "alloc":
@@ -80,9 +107,9 @@ def reshape(how, snap):
                 by_addr[e["addr"]] = stack
                 e["frames"] = stack
             elif e["action"] in ("free_requested", "free_completed"):
-                e["frames"] = by_addr.get(e["addr"], [])
+                e["frames"] = by_addr.get(e["addr"], empty)
             else:
-                e["frames"] = []
+                e["frames"] = empty
         for seg in snap.get("segments", []):
             for b in seg.get("blocks", []):
                 if b.get("state") != "inactive" and b.get("address") in by_addr:

@@ -195,7 +195,9 @@ impl ListSink for EntrySink {
         // The entry's dict and the containers it holds: its stack list,
         // converted (later entries that share it find it by its node), and
         // the others (its pool id), which the machine frees when nothing
-        // else can reach them.
+        // else can reach them. An empty stack list is left alone: PyTorch
+        // gives one list to every entry without a stack, and freeing it
+        // would gain nothing.
         if let Slot::Node(id) = item {
             let Some(d) = v.as_dict() else {
                 return false;
@@ -204,12 +206,13 @@ impl ListSink for EntrySink {
                 let Some(f_id) = f.node_id_unread() else {
                     continue;
                 };
-                done.push(match k.as_str() {
+                match k.as_str() {
                     Some("frames") if self.ctx.frame_cache.contains_key(&f_id) => {
-                        Done::Converted(f_id.0)
+                        done.push(Done::Converted(f_id.0));
                     }
-                    _ => Done::Part(f_id.0),
-                });
+                    Some("frames") => {}
+                    _ => done.push(Done::Part(f_id.0)),
+                }
             }
             done.push(Done::Item(id));
         }
