@@ -40,6 +40,8 @@ mod rmm;
 pub mod snapshot;
 mod state_summary;
 mod summary;
+#[cfg(test)]
+mod test_rng;
 
 pub use binary::{VltEvents, read_binary, validate, write_binary};
 pub use concat::{ConcatError, concat, repeat};

@@ -915,13 +915,7 @@ fn truncation_at_every_prefix() {
 fn mutated_inputs_never_panic() {
     let written = PickleWriter::new().to_vec(&sample_value());
     let seeds: [&[u8]; 5] = [SMALL_P0, SMALL_P1, SMALL_P2, SMALL_P5, &written];
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut rnd = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rnd = crate::test_rng::xorshift(0x2545_f491_4f6c_dd1d);
     let mut ok = 0;
     for round in 0..20_000 {
         let seed = seeds[round % seeds.len()];
@@ -958,13 +952,8 @@ fn mutated_inputs_never_panic() {
 /// and the full walk must agree.
 #[test]
 fn depth_and_cycle_checks_agree() {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rnd = move |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n
-    };
+    let mut next = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut rnd = move |n: u64| next() % n;
     let opts = ReadOptions {
         max_depth: 3,
         ..ReadOptions::default()

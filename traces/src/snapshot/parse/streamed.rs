@@ -297,13 +297,7 @@ mod tests {
                 .into_iter()
                 .take(4),
         );
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut streamed, mut runs) = (0, 0);
         for path in files {
             let original = std::fs::read(&path).unwrap();
