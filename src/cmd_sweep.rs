@@ -2,6 +2,7 @@
 //! pandas; and the grid options the sweeping commands share.
 
 mod job_mode;
+mod streamed;
 
 use std::path::{Path, PathBuf};
 
@@ -175,6 +176,8 @@ pub fn run(args: SweepArgs) -> Result<()> {
             all.extend(read_rows_csv(&text, &p.display().to_string()).map_err(anyhow::Error::msg)?);
         }
         merge_rows(all).map_err(anyhow::Error::msg)?
+    } else if let Some(rows) = streamed::sweep(&args)? {
+        rows
     } else {
         let inputs = Inputs::new(&args.traces)
             .pick(Pick::Pool(args.device))

@@ -90,6 +90,7 @@ pub use analysis::sweep::{
 pub use analysis::sweep_cases::{
     CASE_SCHEMA, CaseError, CasePlan, CaseTrace, SweepCase, plan_cases, run_case,
 };
+pub use analysis::sweep_streamed::{StreamedSweep, SweepFile, sweep_streamed};
 pub use analysis::upgrade::{
     UpgradeAdvice, UpgradeFit, UpgradeRow, upgrade_from_runs, upgrade_from_sweeps,
 };
@@ -105,7 +106,8 @@ pub use results::replay::ReplayResult;
 
 // Traces in and out; the PyTorch release a trace is judged by.
 pub use io::inputs::{
-    DeviceTraces, Input, InputError, InputNote, Inputs, Loaded, Pick, Reading, snapshot_devices,
+    DeviceTraces, Input, InputError, InputNote, Inputs, Loaded, Pick, Reading,
+    label as input_label, snapshot_devices,
 };
 pub use io::snapshot_out::{snapshot_value, write_snapshot};
 pub use torch_release::{TorchTarget, target_of};

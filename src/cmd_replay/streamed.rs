@@ -48,6 +48,7 @@ pub(super) fn run(args: &ReplayArgs) -> Result<bool> {
         // Each private pool's share at the peak and at the end.
         final_segments: pools,
         segments_at_peak: pools,
+        forget_device_calls: true,
         ..Default::default()
     };
     let streamed = replay_streamed(events, &scenarios, &opts);

@@ -127,6 +127,12 @@ pub trait Device {
     /// `cuMemAddressFree` of a reserved range (nothing may be mapped in it).
     fn release(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError>;
 
-    /// Every successful memory-changing call so far, in order.
+    /// Every successful memory-changing call so far, in order (since the
+    /// last [`Device::forget_calls`]).
     fn calls(&self) -> &[DeviceCall];
+
+    /// Drops the calls logged so far, for a caller that has read them and
+    /// keeps no more than counts: the log then does not grow with the
+    /// length of a replay. The device's state and time are kept.
+    fn forget_calls(&mut self);
 }

@@ -530,6 +530,10 @@ impl Device for SimDevice {
     fn calls(&self) -> &[DeviceCall] {
         &self.log
     }
+
+    fn forget_calls(&mut self) {
+        self.log.clear();
+    }
 }
 
 #[cfg(test)]

@@ -94,6 +94,7 @@ mod tests {
         fn calls(&self) -> &[DeviceCall] {
             &[]
         }
+        fn forget_calls(&mut self) {}
     }
 
     #[test]

@@ -22,4 +22,5 @@ pub(crate) mod serve_budget;
 pub mod stress;
 pub(crate) mod sweep;
 pub(crate) mod sweep_cases;
+pub(crate) mod sweep_streamed;
 pub(crate) mod upgrade;

@@ -72,6 +72,7 @@ pub fn find_oom_point(
         check_invariants: false,
         timeline_points: 1,
         start,
+        forget_device_calls: true,
         ..Default::default()
     };
     let unlimited: Run = scenario.clone().with_capacity(None).run(trace, &opts)?;

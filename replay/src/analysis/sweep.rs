@@ -186,6 +186,7 @@ pub fn run_sweep(
                     check_invariants: false,
                     timeline_points: 1,
                     start: start.unwrap_or_default(),
+                    forget_device_calls: true,
                     ..Default::default()
                 };
                 let run = entry

@@ -97,6 +97,12 @@ pub struct ReplayOptions {
     /// device allocate (a new segment, or pages mapped into an expandable
     /// one): what `explain` reads to see what a growing request found.
     pub growth_hook: Option<GrowthHook>,
+    /// Count the device's calls without keeping them: [`Run::device_log`]
+    /// stays empty and the device forgets each call once it is counted,
+    /// so that memory does not grow with the number of calls (a `direct`
+    /// policy makes one per event). For replays that report figures
+    /// alone: sweeps and replays of a trace as it is read.
+    pub forget_device_calls: bool,
 }
 
 /// A callback for [`ReplayOptions::growth_hook`]: the event's index and
@@ -169,6 +175,7 @@ impl Default for ReplayOptions {
             start: Start::Recorded,
             stop_before: None,
             growth_hook: None,
+            forget_device_calls: false,
         }
     }
 }

@@ -11,6 +11,8 @@
 
 use std::sync::mpsc;
 
+use rayon::prelude::*;
+
 use vramlab_allocator::Allocator;
 use vramlab_traces::{Event, EventBlocks, StreamEnd, Trace, TraceError};
 
@@ -61,8 +63,9 @@ struct Block {
 /// A block's buffers, going back to the reader.
 type Buffers = (Vec<Event>, Vec<u32>);
 
-/// One scenario's replay, fed block by block.
-trait Stepper {
+/// One scenario's replay, fed block by block (from any thread: the
+/// scenarios of a block are replayed in parallel).
+trait Stepper: Send {
     fn add_streams(&mut self, streams: &[u64]);
     /// Replays `events`, the first of which is event `first`, whose
     /// `alloc`s the trace names `numbers` (empty: by their place);
@@ -96,7 +99,7 @@ where
     ) -> Result<(Self, bool), ReplayError> {
         let mut replayer = Replayer::streamed(trace, initial_numbers, opts);
         let start_oom = replayer.seed(&mut alloc)?;
-        replayer.begin(&alloc);
+        replayer.begin(&mut alloc);
         let mut stopped = false;
         if let Some(o) = start_oom {
             replayer.oom_at_start(&alloc, o);
@@ -114,7 +117,7 @@ where
 
 impl<A> Stepper for Step<'_, A>
 where
-    A: Allocator,
+    A: Allocator + Send,
     A::Dev: ReplayDevice,
 {
     fn add_streams(&mut self, streams: &[u64]) {
@@ -294,8 +297,9 @@ fn read_blocks<E: EventBlocks>(
     events.finish()
 }
 
-/// The replay's side: every block through every scenario still running,
-/// each buffer sent back; the first replay error ends it.
+/// The replay's side: every block through every scenario still running
+/// (in parallel when there are several), each buffer sent back; the first
+/// replay error in scenario order ends it, as it would replayed in turn.
 fn replay_blocks(
     live: &mut Live<'_>,
     scenarios: &[Scenario],
@@ -303,27 +307,32 @@ fn replay_blocks(
     from_reader: &mpsc::Receiver<Block>,
     to_reader: &mpsc::Sender<Buffers>,
 ) -> Result<(), StreamError> {
-    let mut step = |block: &Block, next: usize| -> Result<(), StreamError> {
-        for ((stepper, stopped), s) in live.iter_mut().zip(scenarios) {
+    let step = |live: &mut Live<'_>, block: &Block, next: usize| -> Result<(), StreamError> {
+        let one = |(stepper, stopped): &mut (Box<dyn Stepper + '_>, bool)| {
             if let Some(table) = &block.streams {
                 stepper.add_streams(table);
             }
-            if *stopped {
-                continue;
+            if !*stopped {
+                *stopped = stepper.events(next, &block.events, &block.numbers)?;
             }
-            *stopped = stepper
-                .events(next, &block.events, &block.numbers)
-                .map_err(|error| StreamError::Replay {
-                    scenario: s.label(),
-                    error,
-                })?;
-        }
-        Ok(())
+            Ok(())
+        };
+        let done: Vec<Result<(), ReplayError>> = if live.len() > 1 {
+            live.par_iter_mut().map(one).collect()
+        } else {
+            live.iter_mut().map(one).collect()
+        };
+        done.into_iter().zip(scenarios).try_for_each(|(r, s)| {
+            r.map_err(|error| StreamError::Replay {
+                scenario: s.label(),
+                error,
+            })
+        })
     };
-    step(&head, 0)?;
+    step(live, &head, 0)?;
     let mut next = head.events.len();
     for block in from_reader.iter() {
-        step(&block, next)?;
+        step(live, &block, next)?;
         next += block.events.len();
         // The reader may have finished: a failed send only drops a buffer.
         let _ = to_reader.send((block.events, block.numbers));

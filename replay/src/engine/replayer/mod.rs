@@ -97,6 +97,10 @@ pub(super) struct Replayer<'t> {
     seed_calls: usize,
     seen_calls: usize,
     device_log: Vec<LoggedCall>,
+    /// Device allocations (malloc, map) and frees (free, unmap) after the
+    /// seed.
+    device_allocs: u64,
+    device_frees: u64,
     expected_segments: &'t [ExpectedSegmentEvent],
     /// Fidelity mode: events whose first device request the real device
     /// refused, and events that ran out of memory (both in order).
@@ -148,6 +152,8 @@ impl<'t> Replayer<'t> {
             seed_calls: 0,
             seen_calls: 0,
             device_log: Vec::new(),
+            device_allocs: 0,
+            device_frees: 0,
             expected_segments: match (&trace.expected, opts.place_at_expected) {
                 (Some(e), true) => e.segment_events.as_slice(),
                 _ => &[],
@@ -242,7 +248,10 @@ impl<'t> Replayer<'t> {
     }
 
     /// Takes the state after seeding as the starting point of the figures.
-    pub(super) fn begin<A: Allocator>(&mut self, alloc: &A) {
+    pub(super) fn begin<A: Allocator>(&mut self, alloc: &mut A) {
+        if self.opts.forget_device_calls {
+            alloc.device_mut().forget_calls();
+        }
         self.seed_calls = alloc.device().calls().len();
         self.seen_calls = self.seed_calls;
         self.device_log = alloc
@@ -373,6 +382,10 @@ impl<'t> Replayer<'t> {
         }
         self.replayed += 1;
         self.after_event(alloc, i, stop)?;
+        if self.opts.forget_device_calls && self.seen_calls > 0 {
+            alloc.device_mut().forget_calls();
+            self.seen_calls = 0;
+        }
         Ok(stop)
     }
 
@@ -571,13 +584,22 @@ impl<'t> Replayer<'t> {
                     (h.0)(ei, &alloc.segments());
                 }
             }
-            self.device_log
-                .extend(calls.iter().skip(self.seen_calls).map(|c| LoggedCall {
+            let new = calls.get(self.seen_calls..).unwrap_or_default();
+            for c in new {
+                match c.kind {
+                    DeviceCallKind::Malloc | DeviceCallKind::Map => self.device_allocs += 1,
+                    DeviceCallKind::Free | DeviceCallKind::Unmap => self.device_frees += 1,
+                    _ => {}
+                }
+            }
+            if !self.opts.forget_device_calls {
+                self.device_log.extend(new.iter().map(|c| LoggedCall {
                     event_index: Some(i as u32),
                     kind: c.kind,
                     ptr: c.ptr,
                     size: c.size,
                 }));
+            }
             self.seen_calls = calls.len();
         }
         Ok(())
@@ -589,14 +611,6 @@ impl<'t> Replayer<'t> {
         A::Dev: ReplayDevice,
     {
         let st = alloc.stats();
-        // The first `seed_calls` entries rebuilt the initial state.
-        let count = |kinds: &[DeviceCallKind]| {
-            self.device_log
-                .iter()
-                .skip(self.seed_calls)
-                .filter(|c| kinds.contains(&c.kind))
-                .count() as u64
-        };
         let peak_reserved = st.reserved_bytes.all.peak as u64;
         let peak_active = st.active_bytes.all.peak as u64;
         let utilization = if peak_reserved == 0 {
@@ -624,8 +638,8 @@ impl<'t> Replayer<'t> {
             waste_at_peak_bytes: self.waste_at_peak,
             utilization,
             fragmentation: 1.0 - utilization,
-            num_device_alloc: count(&[DeviceCallKind::Malloc, DeviceCallKind::Map]),
-            num_device_free: count(&[DeviceCallKind::Free, DeviceCallKind::Unmap]),
+            num_device_alloc: self.device_allocs,
+            num_device_free: self.device_frees,
             num_sync_all_streams: st.num_sync_all_streams as u64,
             num_alloc_retries: st.num_alloc_retries as u64,
             num_ooms: st.num_ooms as u64,

@@ -115,7 +115,7 @@ pub struct DeviceTraces {
 
 /// The name a trace goes by in tables: the file name, with `#N` for a
 /// device other than 0.
-pub(crate) fn label(path: &Path, device: u32) -> String {
+pub fn label(path: &Path, device: u32) -> String {
     let mut name = file_name(path);
     if device != 0 {
         name.push_str(&format!("#{device}"));
