@@ -2,6 +2,7 @@
 //! (with a capacity) where and why it runs out.
 
 mod job_mode;
+mod streamed;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -36,6 +37,9 @@ pub fn run(args: OomPointArgs) -> Result<()> {
     args.conf.one_release("oom-point")?;
     if let Some(file) = crate::job::job_file(&args.trace.trace) {
         return job_mode::run(&args, &file);
+    }
+    if streamed::run(&args)? {
+        return Ok(());
     }
     let trace = args.trace.load(args.conf.torch_version())?.trace;
     let scenarios = scenarios(&args.conf, &args.device, &trace)?;

@@ -71,7 +71,9 @@ pub use analysis::job::{
 pub use analysis::matrix::{
     MATRIX_SETTINGS, Matrix, MatrixCell, MatrixError, MatrixRequest, run_matrix,
 };
-pub use analysis::oom_point::{OOM_POINT_STEP, OomPoint, find_oom_point};
+pub use analysis::oom_point::find_oom_point;
+pub use analysis::oom_point_streamed::{StreamedOomPoints, find_oom_points_streamed};
+pub use analysis::oom_search::{OOM_POINT_STEP, OomPoint};
 pub use analysis::placement::{
     PlacementRange, Predicted, SettingRange, placement_note, placement_range, placement_range_with,
 };

@@ -15,6 +15,8 @@ pub(crate) mod growth;
 pub(crate) mod job;
 pub(crate) mod matrix;
 pub(crate) mod oom_point;
+pub(crate) mod oom_point_streamed;
+pub(crate) mod oom_search;
 pub(crate) mod peak_state;
 pub(crate) mod placement;
 pub(crate) mod recommend;

@@ -169,6 +169,26 @@ impl Scenario {
     }
 }
 
+/// The replay of the state at the start of a mid-run trace alone (no
+/// event), as [`replay_streamed`] would seed it from `events`: what that
+/// state reserves under `scenario`.
+pub(crate) fn replay_start_only<E: EventBlocks>(
+    events: &E,
+    scenario: &Scenario,
+    opts: &ReplayOptions,
+) -> Result<Run, ReplayError> {
+    let start = skeleton(events.trace());
+    let opts = ReplayOptions {
+        stop_before: Some(0),
+        ..opts.clone()
+    };
+    let (step, _) = scenario.stepper(&start, events.initial_numbers(), &opts)?;
+    let mut run = step.finish(0);
+    run.conf = scenario.label();
+    run.capacity = scenario.capacity;
+    Ok(run)
+}
+
 /// The trace a streamed replay starts from: `t` without its events.
 fn skeleton(t: &Trace) -> Trace {
     Trace {

@@ -1,0 +1,120 @@
+//! OOM points of a trace file that is read again for each step of the
+//! searches instead of being held: every setting's search
+//! ([`OomSearch`]) says what it needs replayed next, all of it is replayed
+//! in one read of the file (the settings in parallel), and each search
+//! takes its runs. Memory is bounded by what the replays hold live; the
+//! answers, probe for probe, are those of `find_oom_point` on the trace
+//! read whole.
+
+use vramlab_traces::{EventBlocks, StreamEnd, TraceError};
+
+use crate::analysis::oom_search::{OomPoint, OomSearch, search_options};
+use crate::engine::ReplayError;
+use crate::engine::run::Run;
+use crate::engine::scenario::Scenario;
+use crate::engine::start::Start;
+use crate::engine::stream::{StreamError, replay_start_only, replay_streamed};
+
+/// What [`find_oom_points_streamed`] gives.
+#[derive(Debug, Clone)]
+pub struct StreamedOomPoints {
+    /// One point per scenario, in their order (none when the trace has no
+    /// events).
+    pub points: Vec<OomPoint>,
+    /// The end of the first read: the trace without its events, its notes
+    /// and counts.
+    pub end: StreamEnd,
+    /// How many times the file was read.
+    pub reads: u32,
+}
+
+/// The OOM point of every scenario over the trace that `open` opens (with
+/// `IdUse::Recycled`) once per step of the searches. A trace that starts
+/// mid-run begins as `start` says. The first error in the scenarios'
+/// order is the answer when a search fails.
+pub fn find_oom_points_streamed<E, F>(
+    open: F,
+    scenarios: &[Scenario],
+    start: Start,
+) -> Result<StreamedOomPoints, StreamError>
+where
+    E: EventBlocks + Send,
+    F: Fn() -> Result<E, TraceError>,
+{
+    let opts = search_options(start);
+    let mut searches: Vec<Result<OomSearch, ReplayError>> =
+        scenarios.iter().map(|s| Ok(OomSearch::new(s))).collect();
+    let mut first_end = None;
+    let mut reads = 0u32;
+    loop {
+        let mut batch = Vec::new();
+        let mut owners = Vec::new();
+        for (k, (search, s)) in searches.iter().zip(scenarios).enumerate() {
+            for c in search.iter().flat_map(OomSearch::wanted) {
+                batch.push(s.clone().with_capacity(c));
+                owners.push(k);
+            }
+        }
+        // The first read happens even without a setting: its end says what
+        // the file holds.
+        if batch.is_empty() && first_end.is_some() {
+            break;
+        }
+        let events = open()?;
+        if first_end.is_none() && events.trace().initial.is_some() {
+            for (search, s) in searches.iter_mut().zip(scenarios) {
+                let unlimited = s.clone().with_capacity(None);
+                let r = replay_start_only(&events, &unlimited, &opts).map_err(|error| {
+                    StreamError::Replay {
+                        scenario: s.label(),
+                        error,
+                    }
+                })?;
+                if let Ok(search) = search {
+                    search.set_start_reserved(r.summary.peak_reserved_bytes);
+                }
+            }
+        }
+        let streamed = replay_streamed(events, &batch, &opts)?;
+        reads += 1;
+        let mut runs = streamed.runs.into_iter();
+        for (k, search) in searches.iter_mut().enumerate() {
+            let n = owners.iter().filter(|&&o| o == k).count();
+            let mine: Vec<Run> = runs.by_ref().take(n).collect();
+            if let Ok(s) = search {
+                if let Err(e) = s.feed(&mine) {
+                    *search = Err(e);
+                }
+            }
+        }
+        let end = first_end.get_or_insert(streamed.end);
+        if end.counts.events == 0 {
+            break;
+        }
+    }
+    let Some(end) = first_end else {
+        return Err(StreamError::Read(TraceError::new(
+            String::new(),
+            vramlab_traces::Location::File,
+            "the file was never read".to_string(),
+        )));
+    };
+    let points = if end.counts.events == 0 {
+        Vec::new()
+    } else {
+        searches
+            .into_iter()
+            .zip(scenarios)
+            .map(|(search, s)| {
+                let in_words = |error| StreamError::Replay {
+                    scenario: s.label(),
+                    error,
+                };
+                search.map_err(in_words)?.into_point().ok_or_else(|| {
+                    in_words(ReplayError::Malformed("the search did not end".into()))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    Ok(StreamedOomPoints { points, end, reads })
+}
