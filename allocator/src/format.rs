@@ -8,7 +8,7 @@
 //! | [`bytes`] | tables | `7.31 GiB`, `512 B` |
 //! | [`bytes_short`] | plots (three significant digits) | `753.6 MiB`, `1.50 KiB` |
 //! | [`bytes_words`] | sentences (MiB below 10 GiB) | `4565 MiB`, `75.22 GiB` |
-//! | [`size_string`] | settings strings ([`parse_size`] reads it back) | `8GiB`, `1048577` |
+//! | `size_string` | settings strings ([`parse_size`] reads it back) | `8GiB`, `1048577` |
 //! | [`count`], [`percent`] | counts and shares | `1,234,567`, `95.6%` |
 
 /// PyTorch's `format_size`: `N bytes` up to 1 KiB, then KiB up to 1 MiB, MiB

@@ -17,7 +17,7 @@
 //!   allocator, reproduced exactly; also [`NativeAllocator`] here), `direct`,
 //!   `bfc`, `async_pool`, `stitch` — each with its allocator type and its
 //!   `Settings`; [`PolicySpec`] and [`with_policy!`] name and build them.
-//! * [`format`]: one formatter per use for sizes, counts and shares.
+//! * [`format`](mod@format): one formatter per use for sizes, counts and shares.
 #![warn(
     clippy::unwrap_used,
     clippy::expect_used,

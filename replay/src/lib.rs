@@ -17,7 +17,7 @@
 //!   [`FitResult`]), [`run_matrix`] (variants × settings, [`Matrix`]),
 //!   [`placement_range`] (how much a prediction depends on the driver's
 //!   address order), a multi-rank job's worst rank ([`job_setting`],
-//!   [`worst_rows`], [`JobView`]), [`bench`] (the policy benchmark) and
+//!   [`worst_rows`], [`JobView`]), [`bench`](fn@bench) (the policy benchmark) and
 //!   [`check_fidelity`] (the proof against PyTorch's recording).
 //! * The results: what each command answers, as typed values that
 //!   serialise to the CLI's `--json` ([`ReplayResult`], [`CapacityRun`],

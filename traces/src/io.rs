@@ -277,7 +277,7 @@ pub fn open_events<P: Fn(u64) + Send + 'static>(
 
 /// Reads a PyTorch memory snapshot file, reporting the bytes read to
 /// `progress` (the parse that follows the read is not reported). A pickle
-/// is read whole, so files above [`MAX_INPUT_LEN`] (1 GiB) are refused
+/// is read whole, so files above `MAX_INPUT_LEN` (1 GiB) are refused
 /// before anything is read.
 pub fn read_snapshot_file(
     path: &Path,

@@ -7,7 +7,7 @@
 //!   errors ([`TraceError`], [`Location`]), every format's reader and writer
 //!   ([`read_traces`] / [`write_trace`] by [`Format`]; [`read_csv`],
 //!   [`read_binary`], [`read_rmm`], …), what a trace holds
-//!   ([`TraceSummary`]), joining traces ([`concat`], [`repeat`]) and the
+//!   ([`TraceSummary`]), joining traces ([`concat`](fn@concat), [`repeat`]) and the
 //!   pickle document ([`PickleDoc`] to read, [`Value`] and
 //!   [`PickleWriter`] to write), and a multi-rank job's manifest ([`Job`]);
 //! - [`snapshot`]: PyTorch memory snapshots, their typed model and their

@@ -522,7 +522,7 @@ pub struct Trace {
     #[serde(default)]
     pub phases: Vec<PhaseMark>,
     /// Private pools (CUDA graphs' pools, MemPools), indexed by
-    /// [`PoolIndex`]; empty when everything went to the default pool.
+    /// `PoolIndex`; empty when everything went to the default pool.
     #[serde(default)]
     pub pools: Vec<crate::pools::PoolDecl>,
 }
@@ -592,7 +592,7 @@ impl Trace {
     }
 
     /// Index of a raw stream handle, interning it if new. Scans the stream
-    /// table; readers that intern many handles use [`StreamInterner`].
+    /// table; readers that intern many handles use `StreamInterner`.
     pub fn stream_index(&mut self, raw: u64) -> StreamIndex {
         match self.streams.iter().position(|&s| s == raw) {
             Some(i) => i as StreamIndex,

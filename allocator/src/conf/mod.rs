@@ -178,7 +178,7 @@ impl AllocConf {
         }
     }
 
-    /// [`TorchVersion::ties_by_address`] of these settings' release.
+    /// `TorchVersion::ties_by_address` of these settings' release.
     pub fn ties_by_address(&self) -> bool {
         self.version.ties_by_address()
     }

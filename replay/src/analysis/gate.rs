@@ -83,7 +83,7 @@ pub(crate) const BENCH_SETTINGS: &[&str] = &[
     "policy=stitch",
 ];
 
-/// [`BENCH_SETTINGS`] as grid entries.
+/// `BENCH_SETTINGS` as grid entries.
 pub fn bench_grid() -> Vec<crate::analysis::grid::GridEntry> {
     BENCH_SETTINGS
         .iter()
@@ -93,7 +93,7 @@ pub fn bench_grid() -> Vec<crate::analysis::grid::GridEntry> {
         .collect()
 }
 
-/// Measures the gate: every trace under [`BENCH_SETTINGS`] (in parallel),
+/// Measures the gate: every trace under `BENCH_SETTINGS` (in parallel),
 /// fidelity of every snapshot, and the advice's words on both. Returns the
 /// metrics and the word problems (each names the trace, the capacity and
 /// the phrase).

@@ -134,7 +134,7 @@ pub struct OomEvent {
     /// PyTorch's error message.
     pub message: String,
     /// The largest allocations live at the failure (id, requested bytes),
-    /// largest first (at most [`LARGEST_LIVE`]): whose memory it was.
+    /// largest first (at most `LARGEST_LIVE`): whose memory it was.
     pub largest_live: Vec<(u32, u64)>,
     /// The allocator's segments at the failure.
     #[serde(skip)]

@@ -10,14 +10,14 @@ use crate::model::AllocId;
 /// How a read gives out dense allocation ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdUse {
-    /// Every `alloc` takes the next id (`0, 1, 2, …`), as [`Trace`]
+    /// Every `alloc` takes the next id (`0, 1, 2, …`), as `Trace`
     /// promises: a trace read whole.
     Unique,
     /// An `alloc` takes the id of an allocation whose free completed, when
     /// there is one: ids stay below the most allocations live at once, so
     /// a replay's table of ids is bounded by what is live. For events
     /// replayed as they are read; the `n`-th `alloc` of the file is still
-    /// the `n`-th allocation ([`StreamCounts::allocs`]).
+    /// the `n`-th allocation (`StreamCounts::allocs`).
     Recycled,
 }
 

@@ -147,7 +147,7 @@ impl PickleDoc {
         }
     }
 
-    /// Number of containers in the arena; every [`NodeId::index`] of this
+    /// Number of containers in the arena; every `NodeId::index` of this
     /// document is below it, so a consumer can cache per shared object in
     /// a `Vec` of this length.
     pub fn node_count(&self) -> usize {

@@ -134,7 +134,7 @@ pub enum PickleError {
         reason: String,
     },
     /// The input or the document is larger or deeper than
-    /// [`ReadOptions`](super::ReadOptions) allow.
+    /// `ReadOptions` allow.
     #[error("pickle exceeds the {what} limit of {limit}{}", fmt_offset(*.offset))]
     LimitExceeded {
         /// Which limit (`"input size"`, `"nesting depth"`).

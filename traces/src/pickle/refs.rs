@@ -32,7 +32,7 @@ impl fmt::Debug for PickleDoc {
 /// A value inside a [`PickleDoc`]: cheap to copy, borrows the document.
 ///
 /// The `as_*` accessors return `None` when the value has another type;
-/// [`ValueRef::view`] gives a `match`-able form.
+/// `ValueRef::view` gives a `match`-able form.
 #[derive(Clone, Copy)]
 pub struct ValueRef<'d> {
     pub(crate) doc: &'d PickleDoc,

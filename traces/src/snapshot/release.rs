@@ -46,9 +46,9 @@ pub(crate) const NEWEST: Release = (2, 15);
 pub struct ReleaseRange {
     /// Oldest release the keys allow.
     pub oldest: Release,
-    /// Newest release the keys allow ([`NEWEST`] when nothing bounds it).
+    /// Newest release the keys allow (`NEWEST` when nothing bounds it).
     pub newest: Release,
-    /// The file holds keys newer than [`NEWEST`]: a later release.
+    /// The file holds keys newer than `NEWEST`: a later release.
     pub later: bool,
     /// The signals that decided it, for people.
     pub evidence: Vec<String>,

@@ -57,7 +57,7 @@ pub(super) fn round_to_pow2_division(n: u64, divisions: u64) -> u64 {
 
 /// `round_size`: the block size a request of `n` bytes gets. Sizes within
 /// a rounding step of `u64::MAX` round to `u64::MAX` (`malloc` refuses
-/// requests of [`MAX_REQUEST`] or more before rounding them).
+/// requests of `MAX_REQUEST` or more before rounding them).
 // Indexing: `interval_index` clamps to `0..=15` and the table is a
 // `[u32; ROUNDUP_INTERVALS]` with `ROUNDUP_INTERVALS == 16` (asserted at
 // compile time below `interval_index`).

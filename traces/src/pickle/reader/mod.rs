@@ -43,7 +43,7 @@ use nesting::Meta;
 type Result<T> = std::result::Result<T, PickleError>;
 
 impl PickleDoc {
-    /// Reads a pickle with the default [`ReadOptions`].
+    /// Reads a pickle with the default `ReadOptions`.
     pub fn from_slice(input: &[u8]) -> Result<PickleDoc> {
         Self::from_slice_with(input, &ReadOptions::default())
     }
