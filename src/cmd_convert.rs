@@ -1,7 +1,9 @@
 //! `vramlab convert` and `vramlab stats`: move traces between formats and
 //! look at what they contain.
 
-use std::path::PathBuf;
+mod streamed;
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use clap::Args;
@@ -48,6 +50,10 @@ pub struct ConvertArgs {
 
 /// Runs `convert`.
 pub fn run_convert(args: ConvertArgs) -> Result<()> {
+    if let Some((out, end)) = streamed::run(&args)? {
+        report_written(&args, &out, &end.trace, end.counts.events);
+        return Ok(());
+    }
     let inputs = Inputs::new([&args.input])
         .format(args.from)
         .pick(Pick::Each(args.device))
@@ -77,25 +83,31 @@ pub fn run_convert(args: ConvertArgs) -> Result<()> {
         };
         let out = PathBuf::from(template.replace("{device}", &t.header.device.to_string()));
         write_trace(t, &out, args.to)?;
-        let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
-        errln!(
-            "wrote {} ({} events, {})",
-            out.display(),
-            count(t.events.len() as u64),
-            bytes(size)
-        );
-        for n in &t.notes {
-            errln!("note: {n}");
-        }
-        let to_csv = matches!(
-            args.to.or_else(|| Format::from_path(&out)),
-            Some(Format::Csv | Format::CsvGz)
-        );
-        if to_csv && (t.expected.is_some() || !t.frames.is_empty()) {
-            errln!(
-                "note: the CSV format keeps the events only: the recorded addresses and segment events (for `vramlab fidelity`) and the stack frames were left out; .vlt keeps them"
-            );
-        }
+        report_written(&args, &out, t, t.events.len() as u64);
     }
     Ok(())
+}
+
+/// What `convert` says once it wrote `out`: its size, the notes of the
+/// trace `t` (described; `events` events), and what CSV leaves out.
+fn report_written(args: &ConvertArgs, out: &Path, t: &Trace, events: u64) {
+    let size = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    errln!(
+        "wrote {} ({} events, {})",
+        out.display(),
+        count(events),
+        bytes(size)
+    );
+    for n in &t.notes {
+        errln!("note: {n}");
+    }
+    let to_csv = matches!(
+        args.to.or_else(|| Format::from_path(out)),
+        Some(Format::Csv | Format::CsvGz)
+    );
+    if to_csv && (t.expected.is_some() || !t.frames.is_empty()) {
+        errln!(
+            "note: the CSV format keeps the events only: the recorded addresses and segment events (for `vramlab fidelity`) and the stack frames were left out; .vlt keeps them"
+        );
+    }
 }

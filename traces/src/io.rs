@@ -6,11 +6,11 @@ use std::io::{BufRead, BufReader, BufWriter, Read};
 use std::path::Path;
 
 use crate::advice::{Cmd, Opt};
-use crate::binary::{VltEvents, is_binary, read_binary, write_binary};
-use crate::csv::{CsvEvents, read_csv, write_csv};
+use crate::binary::{VltEvents, VltWriter, is_binary, read_binary};
+use crate::csv::{CsvEvents, CsvWriter, read_csv};
 use crate::error::{Location, TraceError};
 use crate::event_blocks::TraceEvents;
-use crate::model::Trace;
+use crate::model::{Event, Trace};
 use crate::pickle::MAX_INPUT_LEN;
 use crate::rmm::{RmmEvents, is_rmm_header, read_rmm};
 use crate::snapshot::{SizeRules, Snapshot, read_snapshot_owned, snapshot_to_traces};
@@ -337,36 +337,86 @@ pub fn read_snapshot_file(
     read_snapshot_owned(bytes, &path.display().to_string())
 }
 
-/// Writes a trace in `format` (or the one the extension says).
+/// Writes `trace` to `path` in `format` (or the format its extension names).
 pub fn write_trace(trace: &Trace, path: &Path, format: Option<Format>) -> Result<(), TraceError> {
-    let fmt = resolve(path, format)?;
-    let name = path.display().to_string();
-    if matches!(fmt, Format::Snapshot | Format::Rmm) {
-        return Err(TraceError::new(
-            &name,
-            Location::File,
-            match fmt {
-                Format::Snapshot => format!(
-                    "writing a snapshot needs a replay: use `{}`",
-                    Cmd::Replay.with(&[], &[Opt::SnapshotOut.with_placeholder("FILE")])
-                ),
-                _ => "vramlab does not write RMM logs; write .csv or .vlt".to_string(),
-            },
-        ));
-    }
-    let f = File::create(path)
-        .map_err(|e| TraceError::new(&name, Location::File, format!("cannot create: {e}")))?;
-    let w = BufWriter::new(f);
-    match fmt {
-        Format::Csv => write_csv(trace, w, &name),
-        Format::CsvGz => {
-            let mut z = flate2::write::GzEncoder::new(w, flate2::Compression::best());
-            write_csv(trace, &mut z, &name)?;
-            z.finish()
-                .map(|_| ())
-                .map_err(|e| TraceError::new(&name, Location::File, format!("cannot write: {e}")))
+    let mut w = TraceWriter::create(trace, trace.events.len() as u64, path, format)?;
+    w.events(&trace.events)?;
+    w.finish()
+}
+
+/// A trace file written a block of events at a time, in any format vramlab
+/// writes (native CSV, `.csv.gz`, `.vlt`, `.vlt.zst`): created with the
+/// trace's description (header, streams, pools, phase marks, initial state;
+/// not its events) and the number of events to come, then fed the events,
+/// then finished. The bytes are those of [`write_trace`] of the whole trace.
+pub struct TraceWriter<'t> {
+    inner: Writing<'t>,
+    name: String,
+}
+
+enum Writing<'t> {
+    Csv(CsvWriter<'t, BufWriter<File>>),
+    CsvGz(CsvWriter<'t, flate2::write::GzEncoder<BufWriter<File>>>),
+    Vlt(VltWriter<BufWriter<File>>),
+}
+
+impl<'t> TraceWriter<'t> {
+    /// Creates `path` and writes the description of `trace` (its events
+    /// are not read) for `num_events` events to come.
+    pub fn create(
+        trace: &'t Trace,
+        num_events: u64,
+        path: &Path,
+        format: Option<Format>,
+    ) -> Result<Self, TraceError> {
+        let fmt = resolve(path, format)?;
+        let name = path.display().to_string();
+        if matches!(fmt, Format::Snapshot | Format::Rmm) {
+            return Err(TraceError::new(
+                &name,
+                Location::File,
+                match fmt {
+                    Format::Snapshot => format!(
+                        "writing a snapshot needs a replay: use `{}`",
+                        Cmd::Replay.with(&[], &[Opt::SnapshotOut.with_placeholder("FILE")])
+                    ),
+                    _ => "vramlab does not write RMM logs; write .csv or .vlt".to_string(),
+                },
+            ));
         }
-        Format::Binary => write_binary(trace, w, false, &name),
-        _ => write_binary(trace, w, true, &name),
+        let f = File::create(path)
+            .map_err(|e| TraceError::new(&name, Location::File, format!("cannot create: {e}")))?;
+        let w = BufWriter::new(f);
+        let inner = match fmt {
+            Format::Csv => Writing::Csv(CsvWriter::start(trace, w, &name)?),
+            Format::CsvGz => {
+                let z = flate2::write::GzEncoder::new(w, flate2::Compression::best());
+                Writing::CsvGz(CsvWriter::start(trace, z, &name)?)
+            }
+            Format::Binary => Writing::Vlt(VltWriter::start(trace, num_events, w, false, &name)?),
+            _ => Writing::Vlt(VltWriter::start(trace, num_events, w, true, &name)?),
+        };
+        Ok(TraceWriter { inner, name })
+    }
+
+    /// Writes `events`, the next events of the trace.
+    pub fn events(&mut self, events: &[Event]) -> Result<(), TraceError> {
+        match &mut self.inner {
+            Writing::Csv(w) => w.events(events),
+            Writing::CsvGz(w) => w.events(events),
+            Writing::Vlt(w) => w.events(events),
+        }
+    }
+
+    /// Ends the file (the last chunk, the end marker, the compressed
+    /// stream's end) and flushes it.
+    pub fn finish(self) -> Result<(), TraceError> {
+        match self.inner {
+            Writing::Csv(w) => w.finish().map(drop),
+            Writing::CsvGz(w) => w.finish()?.finish().map(drop).map_err(|e| {
+                TraceError::new(&self.name, Location::File, format!("cannot write: {e}"))
+            }),
+            Writing::Vlt(w) => w.finish().map(drop),
+        }
     }
 }

@@ -43,13 +43,14 @@ mod summary;
 #[cfg(test)]
 mod test_rng;
 
-pub use binary::{VltEvents, read_binary, validate, write_binary};
+pub use binary::{VltEvents, VltWriter, read_binary, validate, write_binary};
 pub use concat::{ConcatError, concat, repeat};
-pub use csv::{CsvEvents, IdUse, StreamCounts, StreamEnd, read_csv, write_csv};
+pub use csv::{CsvEvents, CsvWriter, IdUse, StreamCounts, StreamEnd, read_csv, write_csv};
 pub use error::{Location, TraceError};
 pub use event_blocks::{EventBlocks, TraceEvents};
 pub use io::{
-    Format, PROGRESS_STEP, ReadProgress, open_events, read_snapshot_file, read_traces, write_trace,
+    Format, PROGRESS_STEP, ReadProgress, TraceWriter, open_events, read_snapshot_file, read_traces,
+    write_trace,
 };
 pub use job::{
     Basis, JOB_FILE, JOB_VERSION, Job, JobError, JobTrace, MAX_WORLD_SIZE, OutsideAllocator,

@@ -138,76 +138,184 @@ pub fn write_binary(
     compress: bool,
     path: &str,
 ) -> Result<(), TraceError> {
-    let io =
-        |e: std::io::Error| TraceError::new(path, Location::File, format!("cannot write: {e}"));
-    let enc =
-        |e: postcard::Error| TraceError::new(path, Location::File, format!("cannot encode: {e}"));
-    let mut out = out;
-    // A trace without private pools is written as version 3, byte for
-    // byte what it was before pools, which older readers still read.
-    let version = if trace.pools.is_empty() {
-        VERSION_3
-    } else {
-        VERSION
-    };
-    out.write_all(MAGIC).map_err(io)?;
-    out.write_all(&version.to_le_bytes()).map_err(io)?;
-    out.write_all(&(if compress { FLAG_ZSTD } else { 0 }).to_le_bytes())
-        .map_err(io)?;
-    let init = trace.initial.as_ref();
-    let meta_v3 = Meta {
-        v2: MetaV2 {
-            header: trace.header.clone(),
-            streams: trace.streams.clone(),
-            initial: trace.initial.clone(),
-            num_ids: trace.num_ids,
-            expected: trace.expected.clone(),
-            notes: trace.notes.clone(),
-            frames: trace.frames.clone(),
-            alloc_frames: trace.alloc_frames.clone(),
-            num_events: trace.events.len() as u64,
-        },
-        phases: trace.phases.clone(),
-    };
-    let meta = MetaV4 {
-        v3: meta_v3,
-        pools: trace.pools.clone(),
-        segment_pools: init.map_or(Vec::new(), |i| i.segments.iter().map(|s| s.pool).collect()),
-        reservation_pools: init.map_or(Vec::new(), |i| {
-            i.reservations.iter().map(|r| r.pool).collect()
-        }),
-        live_pools: init.map_or(Vec::new(), |i| i.live.iter().map(|b| b.pool).collect()),
-        final_pools: trace.expected.as_ref().map_or(Vec::new(), |x| {
-            x.final_segments.iter().map(|s| s.pool).collect()
-        }),
-    };
-    let write_body = |w: &mut dyn Write| -> Result<(), TraceError> {
+    let mut w = VltWriter::start(trace, trace.events.len() as u64, out, compress, path)?;
+    w.events(&trace.events)?;
+    w.finish().map(drop)
+}
+
+/// Where a [`VltWriter`] writes: the file, or a zstd stream into it.
+enum Sink<W: Write> {
+    Plain(W),
+    Zstd(zstd::stream::write::Encoder<'static, W>),
+}
+
+impl<W: Write> Write for Sink<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Plain(w) => w.write(buf),
+            Sink::Zstd(z) => z.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(w) => w.write_all(buf),
+            Sink::Zstd(z) => z.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(w) => w.flush(),
+            Sink::Zstd(z) => z.flush(),
+        }
+    }
+}
+
+/// A binary trace written a block of events at a time: the metadata at
+/// [`VltWriter::start`] (which needs the number of events to come), the
+/// events in chunks of 65,536 as [`VltWriter::events`] gets them, the end
+/// marker at [`VltWriter::finish`]. The bytes are those of
+/// [`write_binary`] of the whole trace.
+pub struct VltWriter<W: Write> {
+    sink: Sink<W>,
+    /// Events not yet written: fewer than a chunk.
+    pending: Vec<Event>,
+    path: String,
+}
+
+impl<W: Write> VltWriter<W> {
+    /// Writes the metadata of `trace` (its events are not read: `num_events`
+    /// says how many will come).
+    pub fn start(
+        trace: &Trace,
+        num_events: u64,
+        mut out: W,
+        compress: bool,
+        path: &str,
+    ) -> Result<Self, TraceError> {
+        let io = io_error(path);
+        let enc = |e: postcard::Error| {
+            TraceError::new(path, Location::File, format!("cannot encode: {e}"))
+        };
+        // A trace without private pools is written as version 3, byte for
+        // byte what it was before pools, which older readers still read.
+        let version = if trace.pools.is_empty() {
+            VERSION_3
+        } else {
+            VERSION
+        };
+        out.write_all(MAGIC).map_err(io)?;
+        out.write_all(&version.to_le_bytes()).map_err(io)?;
+        out.write_all(&(if compress { FLAG_ZSTD } else { 0 }).to_le_bytes())
+            .map_err(io)?;
+        let init = trace.initial.as_ref();
+        let meta_v3 = Meta {
+            v2: MetaV2 {
+                header: trace.header.clone(),
+                streams: trace.streams.clone(),
+                initial: trace.initial.clone(),
+                num_ids: trace.num_ids,
+                expected: trace.expected.clone(),
+                notes: trace.notes.clone(),
+                frames: trace.frames.clone(),
+                alloc_frames: trace.alloc_frames.clone(),
+                num_events,
+            },
+            phases: trace.phases.clone(),
+        };
+        let meta = MetaV4 {
+            v3: meta_v3,
+            pools: trace.pools.clone(),
+            segment_pools: init.map_or(Vec::new(), |i| i.segments.iter().map(|s| s.pool).collect()),
+            reservation_pools: init.map_or(Vec::new(), |i| {
+                i.reservations.iter().map(|r| r.pool).collect()
+            }),
+            live_pools: init.map_or(Vec::new(), |i| i.live.iter().map(|b| b.pool).collect()),
+            final_pools: trace.expected.as_ref().map_or(Vec::new(), |x| {
+                x.final_segments.iter().map(|s| s.pool).collect()
+            }),
+        };
+        let mut sink = if compress {
+            Sink::Zstd(zstd::stream::write::Encoder::new(out, 3).map_err(io)?)
+        } else {
+            Sink::Plain(out)
+        };
         let m = if version == VERSION_3 {
             postcard::to_stdvec(&meta.v3)
         } else {
             postcard::to_stdvec(&meta)
         }
         .map_err(enc)?;
-        w.write_all(&(m.len() as u32).to_le_bytes()).map_err(io)?;
-        w.write_all(&m).map_err(io)?;
-        for chunk in trace.events.chunks(CHUNK) {
-            let b = postcard::to_stdvec(chunk).map_err(enc)?;
-            w.write_all(&(chunk.len() as u32).to_le_bytes())
-                .map_err(io)?;
-            w.write_all(&(b.len() as u32).to_le_bytes()).map_err(io)?;
-            w.write_all(&b).map_err(io)?;
-        }
-        w.write_all(&0u32.to_le_bytes()).map_err(io)?;
-        w.write_all(&0u32.to_le_bytes()).map_err(io)
-    };
-    if compress {
-        let mut z = zstd::stream::write::Encoder::new(&mut out, 3).map_err(io)?;
-        write_body(&mut z)?;
-        z.finish().map_err(io)?;
-    } else {
-        write_body(&mut out)?;
+        sink.write_all(&(m.len() as u32).to_le_bytes())
+            .map_err(io)?;
+        sink.write_all(&m).map_err(io)?;
+        Ok(VltWriter {
+            sink,
+            pending: Vec::new(),
+            path: path.to_string(),
+        })
     }
-    out.flush().map_err(io)
+
+    /// Writes `events`, the next events of the trace (whole chunks at once;
+    /// the rest waits for the next call or the end).
+    pub fn events(&mut self, mut events: &[Event]) -> Result<(), TraceError> {
+        if !self.pending.is_empty() {
+            let take = (CHUNK - self.pending.len()).min(events.len());
+            let (now, rest) = events.split_at(take);
+            self.pending.extend_from_slice(now);
+            events = rest;
+            if self.pending.len() < CHUNK {
+                return Ok(());
+            }
+            let full = std::mem::take(&mut self.pending);
+            self.chunk(&full)?;
+            self.pending = full;
+            self.pending.clear();
+        }
+        let mut chunks = events.chunks_exact(CHUNK);
+        for c in chunks.by_ref() {
+            self.chunk(c)?;
+        }
+        self.pending.extend_from_slice(chunks.remainder());
+        Ok(())
+    }
+
+    /// Writes the last chunk and the end marker, ends the zstd stream,
+    /// flushes, and gives the output back.
+    pub fn finish(mut self) -> Result<W, TraceError> {
+        if !self.pending.is_empty() {
+            let last = std::mem::take(&mut self.pending);
+            self.chunk(&last)?;
+        }
+        let io = io_error(&self.path);
+        self.sink.write_all(&0u32.to_le_bytes()).map_err(io)?;
+        self.sink.write_all(&0u32.to_le_bytes()).map_err(io)?;
+        let mut out = match self.sink {
+            Sink::Plain(w) => w,
+            Sink::Zstd(z) => z.finish().map_err(io)?,
+        };
+        out.flush().map_err(io)?;
+        Ok(out)
+    }
+
+    /// One chunk: its event count, its byte count, its events.
+    fn chunk(&mut self, chunk: &[Event]) -> Result<(), TraceError> {
+        let io = io_error(&self.path);
+        let b = postcard::to_stdvec(chunk).map_err(|e| {
+            TraceError::new(&self.path, Location::File, format!("cannot encode: {e}"))
+        })?;
+        self.sink
+            .write_all(&(chunk.len() as u32).to_le_bytes())
+            .map_err(io)?;
+        self.sink
+            .write_all(&(b.len() as u32).to_le_bytes())
+            .map_err(io)?;
+        self.sink.write_all(&b).map_err(io)
+    }
+}
+
+/// A write error of the file `path`.
+fn io_error(path: &str) -> impl Fn(std::io::Error) -> TraceError + Copy + '_ {
+    move |e| TraceError::new(path, Location::File, format!("cannot write: {e}"))
 }
 
 /// `true` if `bytes` start like a binary trace.
@@ -393,6 +501,46 @@ mod tests {
             },
         ];
         t
+    }
+
+    /// Events handed to a [`VltWriter`] in blocks of any size, across
+    /// chunk boundaries, give the bytes of the whole trace written at once;
+    /// so do the same blocks to a [`crate::CsvWriter`], with a phase mark
+    /// after the last event.
+    #[test]
+    fn written_in_blocks_as_written_whole() {
+        for n in [0u32, 1, 30_000, 32_768, 32_769, 70_000] {
+            let mut t = sample_n(n);
+            t.phases.push(PhaseMark {
+                event_index: t.events.len() as u64,
+                label: "after".into(),
+            });
+            for compress in [false, true] {
+                let mut whole = Vec::new();
+                write_binary(&t, &mut whole, compress, "t.vlt").unwrap();
+                for block in [1usize, 999, CHUNK - 1, CHUNK, CHUNK + 5, 200_000] {
+                    let total = t.events.len() as u64;
+                    let mut w = VltWriter::start(&t, total, Vec::new(), compress, "t.vlt").unwrap();
+                    for b in t.events.chunks(block) {
+                        w.events(b).unwrap();
+                    }
+                    let got = w.finish().unwrap();
+                    assert!(got == whole, "{n} events in blocks of {block}");
+                }
+            }
+            let mut whole = Vec::new();
+            crate::write_csv(&t, &mut whole, "t.csv").unwrap();
+            for block in [1usize, 999, 200_000] {
+                let mut w = crate::CsvWriter::start(&t, Vec::new(), "t.csv").unwrap();
+                for b in t.events.chunks(block) {
+                    w.events(b).unwrap();
+                }
+                assert!(
+                    w.finish().unwrap() == whole,
+                    "{n} events in blocks of {block}"
+                );
+            }
+        }
     }
 
     /// A version 2 file (no phase marks) still reads, as the same trace

@@ -38,7 +38,7 @@ mod read;
 mod write;
 
 pub use events::{CsvEvents, IdUse, StreamCounts, StreamEnd, read_csv};
-pub use write::write_csv;
+pub use write::{CsvWriter, write_csv};
 
 /// The header row every file must have.
 pub(crate) const HEADER_ROW: &str = "action,id,size,stream";
