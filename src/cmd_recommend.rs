@@ -2,12 +2,13 @@
 //! or that the defaults are fine.
 
 mod job_mode;
+mod streamed;
 
 use anyhow::{Result, bail};
 use clap::Args;
 use vramlab_replay::{GridEntry, OomEvent, SweepRow, TorchTarget, UpgradeAdvice};
-use vramlab_replay::{RecommendRequest, Recommendation, Verdict, recommend_trace};
-use vramlab_traces::Trace;
+use vramlab_replay::{HeldTrace, ReplayPasses, StreamError};
+use vramlab_replay::{RecommendRequest, Recommendation, Verdict, recommend_with};
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
@@ -45,15 +46,31 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         return job_mode::run(&args, &file, capacity);
     }
     let upgrade_to = args.grid.upgrade_to("recommend")?;
+    if streamed::run(&args, capacity, upgrade_to)? {
+        return Ok(());
+    }
     let vramlab_replay::Input {
         trace, label: name, ..
     } = args.trace.load(args.grid.torch_version())?;
-    let target = args.grid.target(&trace);
-    let before = ranked(&args, &trace, &name, &target, capacity)?;
+    advise(&args, &HeldTrace(&trace), &name, capacity, upgrade_to)
+}
+
+/// Ranks the grid over the trace of `passes` for the card and prints the
+/// advice (and, with `--upgrade-to`, the other release's).
+fn advise(
+    args: &RecommendArgs,
+    passes: &dyn ReplayPasses,
+    name: &str,
+    capacity: u64,
+    upgrade_to: Option<vramlab_allocator::TorchVersion>,
+) -> Result<()> {
+    let trace = passes.trace();
+    let target = args.grid.target(trace);
+    let before = ranked(args, passes, name, &target, capacity)?;
     let after = match upgrade_to {
         Some(v) => Some((
             v,
-            ranked(&args, &trace, &name, &TorchTarget::user(v), capacity)?,
+            ranked(args, passes, name, &TorchTarget::user(v), capacity)?,
         )),
         None => None,
     };
@@ -66,11 +83,11 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         };
     }
     let card = args.device.describe().unwrap_or_else(|| bytes(capacity));
-    print_ranked(&args, &trace, &name, &card, &before, capacity);
+    print_ranked(args, passes, name, &card, &before, capacity);
     if let Some((v, a)) = after {
         outln!();
         outln!("---");
-        print_ranked(&args, &trace, &name, &card, &a, capacity);
+        print_ranked(args, passes, name, &card, &a, capacity);
         outln!();
         let advice = UpgradeAdvice::new(target.rules, before.rec, v, a.rec);
         for line in advice.summary() {
@@ -78,6 +95,16 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A failed replay of a recommendation, in the words of a sweep's.
+fn in_words(e: StreamError, name: &str) -> anyhow::Error {
+    match e {
+        StreamError::Read(e) => e.into(),
+        StreamError::Replay { scenario, error } => {
+            anyhow::anyhow!("{name} under {scenario}: {error}")
+        }
+    }
 }
 
 /// One release's sweep, ranking and the grid it ranked.
@@ -91,26 +118,27 @@ struct Ranking {
 /// Sweeps the grid of `target` over the trace and ranks it for the card.
 fn ranked(
     args: &RecommendArgs,
-    trace: &Trace,
+    passes: &dyn ReplayPasses,
     name: &str,
     target: &TorchTarget,
     capacity: u64,
 ) -> Result<Ranking> {
     let grid = args.grid.entries(target)?;
     let pb = crate::progress::replay_count_bar(grid.len() as u64, false);
-    let (rows, rec) = recommend_trace(
+    let (rows, rec) = recommend_with(
         &RecommendRequest {
             name,
-            trace,
+            trace: passes.trace(),
             grid: &grid,
             capacity: Some(capacity),
             target,
             start: args.start.start,
             placement: args.device.placement,
         },
+        passes,
         &|| pb.inc(1),
     )
-    .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
+    .map_err(|e| in_words(e, name))?;
     pb.finish_and_clear();
     Ok(Ranking {
         target: target.clone(),
@@ -124,18 +152,19 @@ fn ranked(
 /// setting runs out).
 fn print_ranked(
     args: &RecommendArgs,
-    trace: &Trace,
+    passes: &dyn ReplayPasses,
     name: &str,
     card: &str,
     r: &Ranking,
     capacity: u64,
 ) {
+    let trace = passes.trace();
     let start = (trace.initial.is_some())
         .then(|| r.rows.first())
         .flatten()
         .map(|row| vramlab_replay::describe_start(trace, row.start.parse().ok()));
     let best_attempt = if r.rec.verdict == Verdict::NothingFits {
-        best_attempt(trace, &r.grid, &r.rec, capacity, &r.rows)
+        best_attempt(passes, &r.grid, &r.rec, capacity, &r.rows)
     } else {
         None
     };
@@ -153,7 +182,7 @@ fn print_ranked(
 
 /// The setting that got furthest, and where it ran out.
 fn best_attempt(
-    trace: &Trace,
+    passes: &dyn ReplayPasses,
     grid: &[GridEntry],
     rec: &Recommendation,
     capacity: u64,
@@ -171,6 +200,10 @@ fn best_attempt(
         start,
         ..Default::default()
     };
-    let run = g.scenario(Some(capacity)).run(trace, &opts).ok()?;
+    let run = passes
+        .replay(&[g.scenario(Some(capacity))], &opts)
+        .ok()?
+        .into_iter()
+        .next()?;
     Some((w.row.setting.clone(), run.oom?))
 }

@@ -48,6 +48,7 @@ mod torch_release;
 // The engine.
 #[cfg(feature = "cuda")]
 pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
+pub use engine::passes::{HeldTrace, ReplayPasses, TraceFile};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use engine::scenario::Scenario;
 pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
@@ -72,15 +73,18 @@ pub use analysis::matrix::{
     MATRIX_SETTINGS, Matrix, MatrixCell, MatrixError, MatrixRequest, run_matrix,
 };
 pub use analysis::oom_point::find_oom_point;
-pub use analysis::oom_point_streamed::{StreamedOomPoints, find_oom_points_streamed};
+pub use analysis::oom_point_streamed::{
+    StreamedOomPoints, find_oom_points_streamed, find_oom_points_with,
+};
 pub use analysis::oom_search::{OOM_POINT_STEP, OomPoint};
 pub use analysis::placement::{
     PlacementRange, Predicted, SettingRange, placement_note, placement_range, placement_range_with,
 };
 pub use analysis::recommend::{
-    MinCapacity, Ranked, RecommendRequest, Recommendation, Verdict, check_direction_words,
-    recommend, recommend_outside, recommend_trace,
+    MinCapacity, Ranked, Recommendation, Verdict, check_direction_words, recommend,
+    recommend_outside,
 };
+pub use analysis::recommend_trace::{RecommendRequest, recommend_trace, recommend_with};
 pub use analysis::serve_budget::{
     CaptureStep, ForwardRecording, KvCache, ServeBudget, batch_of_label, serve_budget,
     start_up_trace,

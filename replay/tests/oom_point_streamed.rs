@@ -55,7 +55,8 @@ fn assert_points_alike<E: EventBlocks + Send>(
             .map(|s| find_oom_point(whole, s, start).unwrap())
             .collect();
         assert_eq!(got.points, want, "{what} ({start:?})");
-        assert_eq!(got.reads, opened.get(), "{what}");
+        // Opened for its description and each start, read through per pass.
+        assert!(got.reads < opened.get(), "{what}");
         // Growing, bisecting and checking take at least three reads.
         assert!(got.reads >= 3, "{what}: {} reads", got.reads);
         assert!(got.reads <= want.iter().map(|p| p.replays).max().unwrap_or(0));

@@ -20,6 +20,7 @@ pub(crate) mod oom_search;
 pub(crate) mod peak_state;
 pub(crate) mod placement;
 pub(crate) mod recommend;
+pub(crate) mod recommend_trace;
 pub(crate) mod serve_budget;
 pub mod stress;
 pub(crate) mod sweep;

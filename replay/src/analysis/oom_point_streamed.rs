@@ -10,10 +10,11 @@ use vramlab_traces::{EventBlocks, StreamEnd, TraceError};
 
 use crate::analysis::oom_search::{OomPoint, OomSearch, search_options};
 use crate::engine::ReplayError;
+use crate::engine::passes::{ReplayPasses, TraceFile};
 use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
-use crate::engine::stream::{StreamError, replay_start_only, replay_streamed};
+use crate::engine::stream::StreamError;
 
 /// What [`find_oom_points_streamed`] gives.
 #[derive(Debug, Clone)]
@@ -24,7 +25,7 @@ pub struct StreamedOomPoints {
     /// The end of the first read: the trace without its events, its notes
     /// and counts.
     pub end: StreamEnd,
-    /// How many times the file was read.
+    /// How many times the file was read through.
     pub reads: u32,
 }
 
@@ -41,11 +42,34 @@ where
     E: EventBlocks + Send,
     F: Fn() -> Result<E, TraceError>,
 {
+    let file = TraceFile::new(open)?;
+    let points = find_oom_points_with(&file, scenarios, start)?;
+    let end = file.first_end().ok_or_else(|| {
+        StreamError::Read(TraceError::new(
+            String::new(),
+            vramlab_traces::Location::File,
+            "the file was never read through".to_string(),
+        ))
+    })?;
+    Ok(StreamedOomPoints {
+        points,
+        end,
+        reads: file.reads(),
+    })
+}
+
+/// The OOM point of every scenario over the trace of `passes`, the
+/// searches run in lock-step: each pass replays what every search needs
+/// next. No point when the trace has no events.
+pub fn find_oom_points_with(
+    passes: &dyn ReplayPasses,
+    scenarios: &[Scenario],
+    start: Start,
+) -> Result<Vec<OomPoint>, StreamError> {
     let opts = search_options(start);
     let mut searches: Vec<Result<OomSearch, ReplayError>> =
         scenarios.iter().map(|s| Ok(OomSearch::new(s))).collect();
-    let mut first_end = None;
-    let mut reads = 0u32;
+    let mut first = true;
     loop {
         let mut batch = Vec::new();
         let mut owners = Vec::new();
@@ -55,29 +79,23 @@ where
                 owners.push(k);
             }
         }
-        // The first read happens even without a setting: its end says what
-        // the file holds.
-        if batch.is_empty() && first_end.is_some() {
+        // The first pass happens even without a setting: it says what the
+        // trace holds.
+        if batch.is_empty() && !first {
             break;
         }
-        let events = open()?;
-        if first_end.is_none() && events.trace().initial.is_some() {
+        let runs = passes.replay(&batch, &opts)?;
+        if first && passes.trace().initial.is_some() {
             for (search, s) in searches.iter_mut().zip(scenarios) {
-                let unlimited = s.clone().with_capacity(None);
-                let r = replay_start_only(&events, &unlimited, &opts).map_err(|error| {
-                    StreamError::Replay {
-                        scenario: s.label(),
-                        error,
-                    }
-                })?;
+                let reserved = passes.start_reserved(&s.clone().with_capacity(None), &opts)?;
                 if let Ok(search) = search {
-                    search.set_start_reserved(r.summary.peak_reserved_bytes);
+                    search.set_start_reserved(reserved);
                 }
             }
         }
-        let streamed = replay_streamed(events, &batch, &opts)?;
-        reads += 1;
-        let mut runs = streamed.runs.into_iter();
+        let empty = first && runs.first().is_some_and(|r| r.summary.events == 0);
+        first = false;
+        let mut runs = runs.into_iter();
         for (k, search) in searches.iter_mut().enumerate() {
             let n = owners.iter().filter(|&&o| o == k).count();
             let mine: Vec<Run> = runs.by_ref().take(n).collect();
@@ -87,34 +105,22 @@ where
                 }
             }
         }
-        let end = first_end.get_or_insert(streamed.end);
-        if end.counts.events == 0 {
-            break;
+        if empty {
+            return Ok(Vec::new());
         }
     }
-    let Some(end) = first_end else {
-        return Err(StreamError::Read(TraceError::new(
-            String::new(),
-            vramlab_traces::Location::File,
-            "the file was never read".to_string(),
-        )));
-    };
-    let points = if end.counts.events == 0 {
-        Vec::new()
-    } else {
-        searches
-            .into_iter()
-            .zip(scenarios)
-            .map(|(search, s)| {
-                let in_words = |error| StreamError::Replay {
-                    scenario: s.label(),
-                    error,
-                };
-                search.map_err(in_words)?.into_point().ok_or_else(|| {
-                    in_words(ReplayError::Malformed("the search did not end".into()))
-                })
-            })
-            .collect::<Result<_, _>>()?
-    };
-    Ok(StreamedOomPoints { points, end, reads })
+    searches
+        .into_iter()
+        .zip(scenarios)
+        .map(|(search, s)| {
+            let in_words = |error| StreamError::Replay {
+                scenario: s.label(),
+                error,
+            };
+            search
+                .map_err(in_words)?
+                .into_point()
+                .ok_or_else(|| in_words(ReplayError::Malformed("the search did not end".into())))
+        })
+        .collect()
 }

@@ -10,7 +10,7 @@
 use serde::Serialize;
 use vramlab_traces::advice::Cmd;
 
-use crate::analysis::placement::{SettingRange, placement_range};
+use crate::analysis::placement::SettingRange;
 use crate::analysis::sweep::SweepRow;
 use crate::gpus::smallest_gpu_for;
 use crate::torch_release::TorchTarget;
@@ -81,7 +81,7 @@ pub struct Recommendation {
     pub python: Option<String>,
     /// The defaults' and the first-ranked setting's peak reserved under
     /// both placements of the simulated driver; empty
-    /// unless [`recommend_trace`] made the recommendation.
+    /// unless `recommend_trace` made the recommendation.
     pub placement_ranges: Vec<SettingRange>,
     /// A sentence for the settings whose prediction the driver's address
     /// order decides (`None`: it decides none of them).
@@ -508,177 +508,6 @@ pub(crate) fn check_advice_words(
             .map_err(|e| format!("at capacity {capacity}: {e}: {}", rec.why))?;
     }
     Ok(())
-}
-
-/// What to recommend for: one trace, its settings grid and the card.
-pub struct RecommendRequest<'a> {
-    /// The trace's name in rows and tables.
-    pub name: &'a str,
-    /// The trace.
-    pub trace: &'a vramlab_traces::Trace,
-    /// Settings to rank.
-    pub grid: &'a [crate::analysis::grid::GridEntry],
-    /// The GPU memory the job may use (`None` = unlimited).
-    pub capacity: Option<u64>,
-    /// The PyTorch release(s) the advice is for.
-    pub target: &'a TorchTarget,
-    /// The user's start for a trace recorded mid-run.
-    pub start: Option<crate::engine::start::Start>,
-    /// Where the simulated driver places segments.
-    pub placement: vramlab_allocator::Placement,
-}
-
-/// Sweeps the grid over the trace in parallel, ranks the settings, and
-/// (with a capacity) finds the smallest capacity of the defaults and of the
-/// best setting, so that the advice can lead with cards. `progress` is
-/// called once per replay of the sweep.
-pub fn recommend_trace(
-    req: &RecommendRequest<'_>,
-    progress: &(dyn Fn() + Sync),
-) -> Result<(Vec<SweepRow>, Recommendation), (String, String, crate::engine::ReplayError)> {
-    let traces = vec![(req.name.to_string(), req.trace.clone())];
-    // The setting the job was recorded with is ranked too, so that the
-    // advice can speak of it ("yours").
-    let yours = recorded_setting(req);
-    let mut grid_owned = req.grid.to_vec();
-    if let Some(y) = &yours {
-        if !grid_owned.iter().any(|g| g.to_line() == y.to_line()) {
-            grid_owned.push(y.clone());
-        }
-    }
-    let req = &RecommendRequest {
-        grid: &grid_owned,
-        ..*req
-    };
-    let scenarios: Vec<crate::Scenario> =
-        req.grid.iter().map(|g| g.scenario(req.capacity)).collect();
-    let start = crate::engine::start::start_for(req.trace, &scenarios, req.start);
-    let rows = crate::analysis::sweep::run_sweep(
-        &traces,
-        req.grid,
-        req.capacity,
-        req.placement,
-        None,
-        start,
-        progress,
-    )?;
-    let peak_live = vramlab_traces::TraceSummary::of(req.trace).peak_live_bytes;
-    let capacity = req.capacity.unwrap_or(0);
-    let first = recommend(&rows, capacity, peak_live, req.target, &[]);
-    let mut caps = Vec::new();
-    if req.capacity.is_some() {
-        let mut lines: Vec<&str> = vec!["default"];
-        if let Some(w) = first.ranked.first() {
-            lines.push(&w.row.grid_line);
-        }
-        lines.dedup();
-        for line in lines {
-            let Some(g) = req.grid.iter().find(|g| g.to_line() == line) else {
-                continue;
-            };
-            let s = g.scenario(None).with_placement(req.placement);
-            let p = crate::analysis::oom_point::find_oom_point(
-                req.trace,
-                &s,
-                start.unwrap_or_default(),
-            )
-            .map_err(|e| (req.name.to_string(), g.label(), e))?;
-            caps.push(MinCapacity {
-                grid_line: line.to_string(),
-                bytes: p.min_capacity,
-            });
-        }
-    }
-    let mut rec = recommend(&rows, capacity, peak_live, req.target, &caps);
-    if let Some(y) = &yours {
-        speak_of_yours(&mut rec, &y.to_line(), capacity);
-    }
-    rec.placement_ranges = placement_ranges(req, &rec, start)?;
-    rec.placement_note = crate::analysis::placement::placement_note(&rec.placement_ranges);
-    Ok((rows, rec))
-}
-
-/// The non-default setting the trace was recorded with (a snapshot's
-/// `allocator_settings`, a native trace's `alloc_conf` header), as a grid
-/// entry, when the target release reads it.
-fn recorded_setting(req: &RecommendRequest<'_>) -> Option<crate::analysis::grid::GridEntry> {
-    let conf = req.trace.header.alloc_conf.as_deref()?.trim();
-    if conf.is_empty() || conf == "default" {
-        return None;
-    }
-    let entry = crate::analysis::grid::parse_grid_line(conf, req.target.rules).ok()?;
-    (entry.to_line() != "default").then_some(entry)
-}
-
-/// Names the recorded setting in the advice: where it ranks, what it
-/// reserves, and — where the verdict is that the defaults are fine — that
-/// the user's own setting is fine too when it fits (so that the verdict
-/// does not read as advice to drop it).
-fn speak_of_yours(rec: &mut Recommendation, line: &str, capacity: u64) {
-    let total = rec.ranked.len();
-    let Some(y) = rec.ranked.iter().find(|r| r.row.grid_line == line) else {
-        return;
-    };
-    let figures = if !y.row.fits() {
-        format!(
-            "runs out of memory at event {} of {}",
-            y.row.oom_event, y.row.events
-        )
-    } else if capacity > 0 {
-        format!(
-            "{} reserved at peak, {} headroom",
-            size_words(y.row.peak_reserved_bytes),
-            size_words(capacity.saturating_sub(y.row.peak_reserved_bytes))
-        )
-    } else {
-        format!("{} reserved at peak", size_words(y.row.peak_reserved_bytes))
-    };
-    let sentence = format!(
-        "Your setting (recorded with the trace), {}: {figures}; ranked {} of {total} settings.",
-        y.row.setting, y.rank
-    );
-    let fits = y.row.fits();
-    if rec.verdict == Verdict::DefaultsAreFine && fits {
-        if let Some(stem) = rec.why.strip_suffix(" The defaults are fine.") {
-            rec.why = format!("{stem} {sentence} It is fine to keep; so would be the defaults.");
-            return;
-        }
-    }
-    rec.why = format!("{} {sentence}", rec.why);
-}
-
-/// The defaults' and the first-ranked setting's peak under the other
-/// placement too (the settings the verdict compares).
-fn placement_ranges(
-    req: &RecommendRequest<'_>,
-    rec: &Recommendation,
-    start: Option<crate::engine::start::Start>,
-) -> Result<Vec<SettingRange>, (String, String, crate::engine::ReplayError)> {
-    let mut named: Vec<&Ranked> = rec.ranked.iter().take(1).collect();
-    if let Some(b) = rec.ranked.iter().find(|r| r.row.grid_line == "default") {
-        if named.first().is_none_or(|w| w.row.grid_line != "default") {
-            named.insert(0, b);
-        }
-    }
-    let opts = crate::engine::ReplayOptions {
-        start: start.unwrap_or_default(),
-        ..Default::default()
-    };
-    named
-        .into_iter()
-        .filter_map(|r| {
-            let g = req.grid.iter().find(|g| g.to_line() == r.row.grid_line)?;
-            let s = g.scenario(req.capacity).with_placement(req.placement);
-            Some(
-                placement_range(req.trace, &s, (&r.row).into(), &opts)
-                    .map(|range| SettingRange {
-                        setting: r.row.setting.clone(),
-                        range,
-                    })
-                    .map_err(|e| (req.name.to_string(), g.label(), e)),
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]

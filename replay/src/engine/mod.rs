@@ -27,6 +27,7 @@ mod addresses;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod fresh_pools;
+pub(crate) mod passes;
 mod replayer;
 pub(crate) mod run;
 pub(crate) mod scenario;

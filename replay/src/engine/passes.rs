@@ -1,0 +1,215 @@
+//! Where an analysis that replays a trace many times gets its replays:
+//! from the trace held in memory ([`HeldTrace`]), or from a trace file read
+//! again for each pass ([`TraceFile`], memory bounded by what is live).
+//! A pass replays several scenarios at once (in parallel); the runs are the
+//! same from either.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rayon::prelude::*;
+use vramlab_traces::{EventBlocks, StreamEnd, SummaryBuilder, Trace, TraceError, TraceSummary};
+
+use super::run::Run;
+use super::scenario::Scenario;
+use super::stream::{StreamError, replay_start_only, replay_streamed};
+use super::{ReplayError, ReplayOptions};
+
+/// The passes an analysis makes over a trace.
+pub trait ReplayPasses {
+    /// The trace's description: header, streams, initial state, pools,
+    /// stacks (and, held in memory, its events).
+    fn trace(&self) -> &Trace;
+
+    /// One pass: the whole trace replayed under every scenario; the runs
+    /// in the scenarios' order, or the first error in that order.
+    fn replay(
+        &self,
+        scenarios: &[Scenario],
+        opts: &ReplayOptions,
+    ) -> Result<Vec<Run>, StreamError> {
+        self.replay_counted(scenarios, opts, &|| {})
+    }
+
+    /// [`ReplayPasses::replay`], with `done` called once per scenario
+    /// whose replay ended.
+    fn replay_counted(
+        &self,
+        scenarios: &[Scenario],
+        opts: &ReplayOptions,
+        done: &(dyn Fn() + Sync),
+    ) -> Result<Vec<Run>, StreamError>;
+
+    /// What the state at the start of a mid-run trace alone reserves under
+    /// `scenario` (no event replayed).
+    fn start_reserved(&self, scenario: &Scenario, opts: &ReplayOptions)
+    -> Result<u64, StreamError>;
+
+    /// The peak of the bytes live at once (no setting can do with less).
+    fn peak_live(&self) -> Result<u64, StreamError>;
+}
+
+/// The error of `scenario`'s replay.
+fn replay_error(scenario: &Scenario) -> impl Fn(ReplayError) -> StreamError + '_ {
+    move |error| StreamError::Replay {
+        scenario: scenario.label(),
+        error,
+    }
+}
+
+/// A trace held in memory.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldTrace<'t>(pub &'t Trace);
+
+impl ReplayPasses for HeldTrace<'_> {
+    fn trace(&self) -> &Trace {
+        self.0
+    }
+
+    fn replay_counted(
+        &self,
+        scenarios: &[Scenario],
+        opts: &ReplayOptions,
+        done: &(dyn Fn() + Sync),
+    ) -> Result<Vec<Run>, StreamError> {
+        let one = |s: &Scenario| {
+            let run = s.run(self.0, opts).map_err(replay_error(s));
+            done();
+            run
+        };
+        if scenarios.len() == 1 {
+            return scenarios.iter().map(one).collect();
+        }
+        scenarios
+            .par_iter()
+            .map(one)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    fn start_reserved(
+        &self,
+        scenario: &Scenario,
+        opts: &ReplayOptions,
+    ) -> Result<u64, StreamError> {
+        let only_start = ReplayOptions {
+            stop_before: Some(0),
+            ..opts.clone()
+        };
+        let run = scenario
+            .run(self.0, &only_start)
+            .map_err(replay_error(scenario))?;
+        Ok(run.summary.peak_reserved_bytes)
+    }
+
+    fn peak_live(&self) -> Result<u64, StreamError> {
+        Ok(TraceSummary::of(self.0).peak_live_bytes)
+    }
+}
+
+/// A trace file (native CSV, `.vlt`, an RMM log) that `open` opens, with
+/// `IdUse::Recycled`, for each pass: the file is never held.
+pub struct TraceFile<F> {
+    open: F,
+    description: Trace,
+    /// The end of the first pass that read the file through.
+    first_end: Mutex<Option<StreamEnd>>,
+    reads: AtomicU32,
+    /// The live peak, once counted.
+    peak_live: Mutex<Option<u64>>,
+}
+
+impl<F, E> TraceFile<F>
+where
+    F: Fn() -> Result<E, TraceError>,
+    E: EventBlocks + Send,
+{
+    /// Opens the file once for its description (what is read before its
+    /// first event).
+    pub fn new(open: F) -> Result<Self, TraceError> {
+        let events = open()?;
+        let mut description = events.trace().clone();
+        description.events = Vec::new();
+        Ok(TraceFile {
+            open,
+            description,
+            first_end: Mutex::new(None),
+            reads: AtomicU32::new(0),
+            peak_live: Mutex::new(None),
+        })
+    }
+
+    /// The end of the first read through the file (its notes, streams,
+    /// phases and counts); `None` before one.
+    pub fn first_end(&self) -> Option<StreamEnd> {
+        self.first_end.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// How many times the file was read through.
+    pub fn reads(&self) -> u32 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    fn read_through(&self, end: StreamEnd) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut first) = self.first_end.lock() {
+            first.get_or_insert(end);
+        }
+    }
+}
+
+impl<F, E> ReplayPasses for TraceFile<F>
+where
+    F: Fn() -> Result<E, TraceError>,
+    E: EventBlocks + Send,
+{
+    fn trace(&self) -> &Trace {
+        &self.description
+    }
+
+    fn replay_counted(
+        &self,
+        scenarios: &[Scenario],
+        opts: &ReplayOptions,
+        done: &(dyn Fn() + Sync),
+    ) -> Result<Vec<Run>, StreamError> {
+        let streamed = replay_streamed((self.open)()?, scenarios, opts)?;
+        self.read_through(streamed.end);
+        // Every replay ends with the read.
+        for _ in &streamed.runs {
+            done();
+        }
+        Ok(streamed.runs)
+    }
+
+    fn start_reserved(
+        &self,
+        scenario: &Scenario,
+        opts: &ReplayOptions,
+    ) -> Result<u64, StreamError> {
+        let events = (self.open)()?;
+        let run = replay_start_only(&events, scenario, opts).map_err(replay_error(scenario))?;
+        Ok(run.summary.peak_reserved_bytes)
+    }
+
+    /// Counted in a read of its own, the first time only.
+    fn peak_live(&self) -> Result<u64, StreamError> {
+        if let Some(peak) = self.peak_live.lock().ok().and_then(|p| *p) {
+            return Ok(peak);
+        }
+        let mut events = (self.open)()?;
+        let mut summary = SummaryBuilder::streamed(events.trace());
+        let mut block = Vec::new();
+        while events.next_block(&mut block)? {
+            summary.events(&block, &events.trace().phases);
+        }
+        let end = events.finish()?;
+        let peak = summary.finish(&end.trace).peak_live_bytes;
+        self.read_through(end);
+        if let Ok(mut p) = self.peak_live.lock() {
+            *p = Some(peak);
+        }
+        Ok(peak)
+    }
+}

@@ -1,0 +1,86 @@
+//! `vramlab recommend` of a native trace file (`.csv`, `.csv.gz`, `.vlt`,
+//! `.vlt.zst`, an RMM log) read again for each pass instead of held: one
+//! read sweeps every setting (in parallel), one counts the live peak, the
+//! searches for the smallest cards read it once per step, and the other
+//! placement's replays once each. Memory is bounded by what is live; the
+//! advice is that of the trace read whole. A snapshot or `--trace-device`
+//! take the path that reads the trace whole.
+
+use std::cell::{Cell, RefCell};
+
+use anyhow::Result;
+use vramlab_allocator::TorchVersion;
+use vramlab_replay::{ReplayPasses, TraceFile};
+use vramlab_traces::{EventBlocks, IdUse, Location, TraceError, TraceEvents, open_events};
+
+use super::RecommendArgs;
+
+/// Recommends as the file is read; `Ok(false)` when the trace must be
+/// read whole (the caller does).
+pub(super) fn run(
+    args: &RecommendArgs,
+    capacity: u64,
+    upgrade_to: Option<TorchVersion>,
+) -> Result<bool> {
+    let path = &args.trace.trace;
+    if args.trace.device.is_some() {
+        return Ok(false);
+    }
+    let open_plain = || open_events(path, args.trace.format, IdUse::Recycled, None::<fn(u64)>);
+    // A file that does not open is read whole, whose errors name it.
+    let Ok(Some(first)) = open_plain() else {
+        return Ok(false);
+    };
+    let noted = first.trace().notes.len();
+    crate::inputs::print_streamed_notes(path, &first.trace().notes, None);
+    let name = vramlab_replay::input_label(path, first.trace().header.device);
+    drop(first);
+    // A bar of the bytes read for each read of a large file on a terminal.
+    let bar = RefCell::new(None::<indicatif::ProgressBar>);
+    let reads = Cell::new(0u32);
+    let open = || -> Result<TraceEvents, TraceError> {
+        reads.set(reads.get() + 1);
+        let doing = format!("recommending (read {}) from", reads.get());
+        let (pb, hook) = crate::progress::stream_bar(path, &doing).unzip();
+        if let Some(old) = bar.replace(pb) {
+            old.finish_and_clear();
+        }
+        open_events(path, args.trace.format, IdUse::Recycled, hook)?.ok_or_else(|| {
+            TraceError::new(
+                path.display().to_string(),
+                Location::File,
+                "the file changed while it was read: it is no longer a native trace".to_string(),
+            )
+        })
+    };
+    let file = TraceFile::new(open)?;
+    // The advice is printed as it is made; a trace without events must be
+    // refused before, as a whole read refuses it: the read that counts the
+    // live peak (which the advice needs) says.
+    let empty = file.peak_live().map(|_| file.first_end());
+    if let Ok(Some(end)) = &empty {
+        if end.counts.events == 0 {
+            if let Some(pb) = bar.take() {
+                pb.finish_and_clear();
+            }
+            let why = end
+                .trace
+                .notes
+                .first()
+                .map_or("the trace has no events", |n| n);
+            anyhow::bail!("{}: nothing to replay: {why}", path.display());
+        }
+    }
+    empty?;
+    let advised = super::advise(args, &file, &name, capacity, upgrade_to);
+    if let Some(pb) = bar.take() {
+        pb.finish_and_clear();
+    }
+    advised?;
+    if let Some(end) = file.first_end() {
+        let later = end.trace.notes.get(noted..).unwrap_or_default();
+        crate::inputs::print_streamed_notes(path, later, Some(end.counts));
+    }
+    errln!("the trace was read {} times, not held", file.reads());
+    Ok(true)
+}
