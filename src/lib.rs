@@ -67,6 +67,7 @@ mod job;
 pub mod output;
 mod progress;
 mod render;
+mod rereads;
 
 use clap::{Parser, Subcommand};
 

@@ -34,28 +34,10 @@ pub(super) fn run(args: &OomPointArgs) -> Result<bool> {
         errln!("start: {}", vramlab_replay::describe_start(trace, start));
     }
     drop(events);
-    // A bar of the bytes read for each read of a large file on a terminal.
-    let bar = std::cell::RefCell::new(None::<indicatif::ProgressBar>);
-    let reads = std::cell::Cell::new(0u32);
-    let reopen = || {
-        reads.set(reads.get() + 1);
-        let doing = format!("searching (read {}) in", reads.get());
-        let (pb, hook) = crate::progress::stream_bar(path, &doing).unzip();
-        if let Some(old) = bar.replace(pb) {
-            old.finish_and_clear();
-        }
-        open_events(path, args.trace.format, IdUse::Recycled, hook)?.ok_or_else(|| {
-            vramlab_traces::TraceError::new(
-                path.display().to_string(),
-                vramlab_traces::Location::File,
-                "the file changed while it was read: it is no longer a native trace".to_string(),
-            )
-        })
-    };
+    let rereads = crate::rereads::Rereads::new(path, args.trace.format, "searching");
+    let reopen = || rereads.open();
     let found = find_oom_points_streamed(reopen, &scenarios, start.unwrap_or_default());
-    if let Some(pb) = bar.take() {
-        pb.finish_and_clear();
-    }
+    rereads.done();
     let StreamedOomPoints { points, end, reads } = found.map_err(|e| match e {
         StreamError::Read(e) => e.into(),
         StreamError::Replay { scenario, error } => {

@@ -6,12 +6,10 @@
 //! advice is that of the trace read whole. A snapshot or `--trace-device`
 //! take the path that reads the trace whole.
 
-use std::cell::{Cell, RefCell};
-
 use anyhow::Result;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::{ReplayPasses, TraceFile};
-use vramlab_traces::{EventBlocks, IdUse, Location, TraceError, TraceEvents, open_events};
+use vramlab_traces::{EventBlocks, IdUse, open_events};
 
 use super::RecommendArgs;
 
@@ -35,34 +33,15 @@ pub(super) fn run(
     crate::inputs::print_streamed_notes(path, &first.trace().notes, None);
     let name = vramlab_replay::input_label(path, first.trace().header.device);
     drop(first);
-    // A bar of the bytes read for each read of a large file on a terminal.
-    let bar = RefCell::new(None::<indicatif::ProgressBar>);
-    let reads = Cell::new(0u32);
-    let open = || -> Result<TraceEvents, TraceError> {
-        reads.set(reads.get() + 1);
-        let doing = format!("recommending (read {}) from", reads.get());
-        let (pb, hook) = crate::progress::stream_bar(path, &doing).unzip();
-        if let Some(old) = bar.replace(pb) {
-            old.finish_and_clear();
-        }
-        open_events(path, args.trace.format, IdUse::Recycled, hook)?.ok_or_else(|| {
-            TraceError::new(
-                path.display().to_string(),
-                Location::File,
-                "the file changed while it was read: it is no longer a native trace".to_string(),
-            )
-        })
-    };
-    let file = TraceFile::new(open)?;
+    let rereads = crate::rereads::Rereads::new(path, args.trace.format, "recommending");
+    let file = TraceFile::new(|| rereads.open())?;
     // The advice is printed as it is made; a trace without events must be
     // refused before, as a whole read refuses it: the read that counts the
     // live peak (which the advice needs) says.
     let empty = file.peak_live().map(|_| file.first_end());
     if let Ok(Some(end)) = &empty {
         if end.counts.events == 0 {
-            if let Some(pb) = bar.take() {
-                pb.finish_and_clear();
-            }
+            rereads.done();
             let why = end
                 .trace
                 .notes
@@ -73,9 +52,7 @@ pub(super) fn run(
     }
     empty?;
     let advised = super::advise(args, &file, &name, capacity, upgrade_to);
-    if let Some(pb) = bar.take() {
-        pb.finish_and_clear();
-    }
+    rereads.done();
     advised?;
     if let Some(end) = file.first_end() {
         let later = end.trace.notes.get(noted..).unwrap_or_default();
