@@ -90,8 +90,9 @@ impl<D: Device> NativeAllocator<D> {
         if runs.overflowed {
             self.note_tie();
         }
-        for run in runs.keys.into_iter().flatten() {
-            self.note_run(p.pool, run);
+        // By reference: moving the keys out would copy them on every malloc.
+        for run in runs.keys.iter().flatten() {
+            self.note_run(p.pool, *run);
         }
         if p.size < mss && it.size >= mss {
             return None; // no oversize block for a normal request
