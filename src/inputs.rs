@@ -63,6 +63,13 @@ pub fn folder(folder: &Path) -> Result<Vec<(String, Trace)>> {
         .collect())
 }
 
+/// The error for a trace without events at `path`: the first of its
+/// `notes` says why, when there is one.
+pub fn nothing_to_replay(path: &Path, notes: &[String]) -> anyhow::Error {
+    let why = notes.first().map_or("the trace has no events", |n| n);
+    anyhow::anyhow!("{}: nothing to replay: {why}", path.display())
+}
+
 /// The notes of a trace replayed as it is read, as [`read`] prints them
 /// for one trace read whole: `notes` of the file (those known when it was
 /// opened, then at the end those learnt while reading it), and at the end

@@ -19,6 +19,7 @@ use vramlab_traces::{
     EventBlocks, IdUse, Trace, VltEvents, open_events, read_binary, read_traces, write_binary,
 };
 
+mod corpus;
 mod random;
 
 const GIB: u64 = 1 << 30;
@@ -132,22 +133,9 @@ fn assert_vlt_rows_alike(t: &Trace, what: &str) {
 /// mid-run (its recorded layout seeded), as `.vlt` files.
 #[test]
 fn pool_and_mid_run_snapshots_sweep_alike() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/pools/snapshots");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".torch2.15.pickle"))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 8, "{files:?}");
-    let mut mid_run = 0;
-    for path in &files {
-        for t in read_traces(path, None, &Default::default(), None).unwrap() {
-            mid_run += usize::from(t.initial.is_some());
-            assert_vlt_rows_alike(&t, &path.display().to_string());
-        }
+    for (name, t) in corpus::pool_snapshot_traces() {
+        assert_vlt_rows_alike(&t, &name);
     }
-    assert!(mid_run >= 1, "no mid-run snapshot among {files:?}");
 }
 
 proptest! {

@@ -54,13 +54,10 @@ impl TraceArgs {
     pub fn load(&self, version: Option<TorchVersion>) -> Result<Input> {
         let input = self.load_any(version)?;
         if input.trace.events.is_empty() {
-            let why = input
-                .trace
-                .notes
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "the trace has no events".into());
-            bail!("{}: nothing to replay: {why}", self.trace.display());
+            return Err(crate::inputs::nothing_to_replay(
+                &self.trace,
+                &input.trace.notes,
+            ));
         }
         Ok(input)
     }

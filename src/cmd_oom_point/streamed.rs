@@ -45,12 +45,7 @@ pub(super) fn run(args: &OomPointArgs) -> Result<bool> {
         }
     })?;
     if end.counts.events == 0 {
-        let why = end
-            .trace
-            .notes
-            .first()
-            .map_or("the trace has no events", |n| n);
-        anyhow::bail!("{}: nothing to replay: {why}", path.display());
+        return Err(crate::inputs::nothing_to_replay(path, &end.trace.notes));
     }
     let later = end.trace.notes.get(noted..).unwrap_or_default();
     crate::inputs::print_streamed_notes(path, later, Some(end.counts));

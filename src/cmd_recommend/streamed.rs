@@ -42,12 +42,7 @@ pub(super) fn run(
     if let Ok(Some(end)) = &empty {
         if end.counts.events == 0 {
             rereads.done();
-            let why = end
-                .trace
-                .notes
-                .first()
-                .map_or("the trace has no events", |n| n);
-            anyhow::bail!("{}: nothing to replay: {why}", path.display());
+            return Err(crate::inputs::nothing_to_replay(path, &end.trace.notes));
         }
     }
     empty?;

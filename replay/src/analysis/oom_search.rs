@@ -56,13 +56,7 @@ pub struct OomPoint {
 
 /// The options of every replay of a search.
 pub(crate) fn search_options(start: Start) -> ReplayOptions {
-    ReplayOptions {
-        check_invariants: false,
-        timeline_points: 1,
-        start,
-        forget_device_calls: true,
-        ..Default::default()
-    }
+    ReplayOptions::figures_only(start)
 }
 
 /// Where a search stands.

@@ -125,13 +125,7 @@ fn sweep_rows(
         .iter()
         .map(|g| g.scenario(req.capacity).with_placement(req.placement))
         .collect();
-    let opts = ReplayOptions {
-        check_invariants: false,
-        timeline_points: 1,
-        start: start.unwrap_or_default(),
-        forget_device_calls: true,
-        ..Default::default()
-    };
+    let opts = ReplayOptions::figures_only(start.unwrap_or_default());
     let runs = passes.replay_counted(&scenarios, &opts, progress)?;
     Ok(req
         .grid

@@ -182,13 +182,7 @@ pub fn run_sweep(
                         ReplayError::Malformed("no such trace".into()),
                     ));
                 };
-                let opts = ReplayOptions {
-                    check_invariants: false,
-                    timeline_points: 1,
-                    start: start.unwrap_or_default(),
-                    forget_device_calls: true,
-                    ..Default::default()
-                };
+                let opts = ReplayOptions::figures_only(start.unwrap_or_default());
                 let run = entry
                     .scenario(capacity)
                     .with_placement(placement)

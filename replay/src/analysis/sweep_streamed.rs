@@ -60,13 +60,7 @@ pub fn sweep_streamed<E: EventBlocks + Send>(
         .iter()
         .map(|(_, g)| g.scenario(capacity).with_placement(placement))
         .collect();
-    let opts = ReplayOptions {
-        check_invariants: false,
-        timeline_points: 1,
-        start: start.unwrap_or_default(),
-        forget_device_calls: true,
-        ..Default::default()
-    };
+    let opts = ReplayOptions::figures_only(start.unwrap_or_default());
     let streamed = replay_streamed(events, &scenarios, &opts)?;
     let rows = chosen
         .iter()

@@ -162,6 +162,22 @@ impl PartialEq for ProgressHook {
 
 impl Eq for ProgressHook {}
 
+impl ReplayOptions {
+    /// The options of a replay that reports its figures alone (sweeps,
+    /// searches, recommendations): no invariant checks, one timeline
+    /// point, the device's calls counted and forgotten; a mid-run trace
+    /// begins as `start` says.
+    pub fn figures_only(start: Start) -> ReplayOptions {
+        ReplayOptions {
+            check_invariants: false,
+            timeline_points: 1,
+            start,
+            forget_device_calls: true,
+            ..Default::default()
+        }
+    }
+}
+
 impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
