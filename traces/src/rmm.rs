@@ -62,6 +62,10 @@ pub fn read_rmm(input: impl BufRead, path: &str) -> Result<Trace, TraceError> {
 /// Rows handed over per block.
 const BLOCK_ROWS: usize = 1 << 16;
 
+/// Rows of the first block: few, so that a streamed replay starts on them
+/// while the reader's thread parses the next block.
+const FIRST_BLOCK_ROWS: usize = 1 << 10;
+
 /// What the rows read so far left: the trace without its events, the live
 /// pointers and the counts.
 struct State {
@@ -148,7 +152,12 @@ impl<R: BufRead> RmmEvents<R> {
     /// kept). `Ok(false)` at the end of the file.
     pub fn next_block(&mut self, out: &mut Vec<Event>) -> Result<bool, TraceError> {
         out.clear();
-        while out.is_empty() && self.read_rows(out, BLOCK_ROWS)? {}
+        let rows = if self.st.events == 0 {
+            FIRST_BLOCK_ROWS
+        } else {
+            BLOCK_ROWS
+        };
+        while out.is_empty() && self.read_rows(out, rows)? {}
         Ok(!out.is_empty())
     }
 

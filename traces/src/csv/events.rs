@@ -14,6 +14,11 @@ use crate::model::{Event, Trace};
 /// Bytes read from the input at a time.
 const BLOCK: usize = 1 << 18;
 
+/// Bytes of the first read: enough for a header, and few events, so that
+/// a streamed replay starts on its first events without waiting for a
+/// whole block to be parsed.
+const FIRST_READ: usize = 1 << 14;
+
 /// Reads a native CSV trace. `path` is used in error messages.
 pub fn read_csv(input: impl Read, path: &str) -> Result<Trace, TraceError> {
     let mut events = CsvEvents::open(input, path, IdUse::Unique)?;
@@ -63,6 +68,8 @@ pub struct CsvEvents<R> {
     buf: Vec<u8>,
     pos: usize,
     filled: usize,
+    /// The most bytes the next read asks for.
+    read_size: usize,
     done: bool,
 }
 
@@ -77,6 +84,7 @@ impl<R: Read> CsvEvents<R> {
             buf: vec![0u8; BLOCK + MAX_LINE + 2],
             pos: 0,
             filled: 0,
+            read_size: FIRST_READ,
             done: false,
         };
         while !s.r.seen_header && !s.done {
@@ -131,8 +139,10 @@ impl<R: Read> CsvEvents<R> {
             self.filled -= self.pos;
             self.pos = 0;
         }
+        let end = self.buf.len().min(self.filled + self.read_size);
+        self.read_size = BLOCK;
         let n = loop {
-            let room = self.buf.get_mut(self.filled..).unwrap_or_default();
+            let room = self.buf.get_mut(self.filled..end).unwrap_or_default();
             match self.input.read(room) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,

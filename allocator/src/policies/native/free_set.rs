@@ -8,7 +8,8 @@
 //!
 //! Measured on the bundled traces and the real snapshots, a stream's free
 //! set almost always holds fewer than 64 blocks and rarely more than 256.
-//! At that size a sorted array (binary search, one short `memmove` per
+//! At that size a sorted array ([`SortedBlocks`]: binary search over the
+//! sizes, one short `memmove` per
 //! insert or remove) beats a B-tree by a wide margin; a set that grows past
 //! [`TO_TREE`] blocks (synthetic traces can hold tens of thousands) moves
 //! into a B-tree and comes back below [`TO_ARRAY`]. Both hold the same
@@ -17,6 +18,8 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::collections::btree_map;
+
+use super::sorted_blocks::{Blocks, SortedBlocks};
 
 /// Above this many blocks the set becomes a B-tree.
 const TO_TREE: usize = 512;
@@ -49,14 +52,22 @@ impl Key {
         Key::new(size, 0, 0)
     }
 
+    /// The block size.
     #[inline]
-    fn size(&self) -> u64 {
+    pub(super) fn size(&self) -> u64 {
         (self.size_counter >> 64) as u64
     }
 
+    /// The segment's allocation-order counter.
     #[inline]
-    fn counter(&self) -> u64 {
+    pub(super) fn counter(&self) -> u64 {
         self.size_counter as u64
+    }
+
+    /// The block address.
+    #[inline]
+    pub(super) fn ptr(&self) -> u64 {
+        self.ptr
     }
 }
 
@@ -91,47 +102,6 @@ fn unpack((k, &idx): (&Key, &u32)) -> Entry {
     }
 }
 
-/// The first position in `v[..end]` (sorted) whose key is not below `key`,
-/// searched from `end` down in growing steps, then by halves: a block that
-/// shrinks or grows a little stays near its old place, and finding it there
-/// reads a few neighbouring entries instead of a binary search's scattered
-/// ones.
-#[inline]
-fn place_below(v: &[Entry], end: usize, key: Key) -> usize {
-    // Every entry of v[hi..end] is at or above `key`.
-    let mut hi = end.min(v.len());
-    let mut step = 1;
-    while hi > 0 {
-        let probe = hi.saturating_sub(step);
-        if v.get(probe).is_none_or(|e| e.key() < key) {
-            let rest = v.get(probe + 1..hi).unwrap_or(&[]);
-            return probe + 1 + rest.partition_point(|e| e.key() < key);
-        }
-        hi = probe;
-        step *= 2;
-    }
-    0
-}
-
-/// The first position in `v[start..]` (sorted) whose key is not below
-/// `key`, searched from `start` up in growing steps, then by halves.
-#[inline]
-fn place_above(v: &[Entry], start: usize, key: Key) -> usize {
-    // Every entry of v[start..lo] is below `key`.
-    let mut lo = start.min(v.len());
-    let mut step = 1;
-    while lo < v.len() {
-        let probe = (lo + step - 1).min(v.len() - 1);
-        if v.get(probe).is_none_or(|e| e.key() >= key) {
-            let rest = v.get(lo..probe).unwrap_or(&[]);
-            return lo + rest.partition_point(|e| e.key() < key);
-        }
-        lo = probe + 1;
-        step *= 2;
-    }
-    v.len()
-}
-
 /// A set of free blocks ordered by (size, counter, address).
 #[derive(Debug, Clone, Default)]
 pub(super) struct FreeSet {
@@ -144,21 +114,21 @@ pub(super) struct FreeSet {
 #[derive(Debug, Clone)]
 enum Repr {
     /// Sorted by key; at most [`TO_TREE`] entries.
-    Array(Vec<Entry>),
+    Array(SortedBlocks),
     /// Key → arena index.
     Tree(BTreeMap<Key, u32>),
 }
 
 impl Default for Repr {
     fn default() -> Self {
-        Repr::Array(Vec::new())
+        Repr::Array(SortedBlocks::default())
     }
 }
 
 /// Blocks of a [`FreeSet`] in order, from either representation.
 pub(super) enum Iter<'a> {
     /// From the array.
-    Array(std::slice::Iter<'a, Entry>),
+    Array(Blocks<'a>),
     /// From the B-tree.
     Tree(btree_map::Range<'a, Key, u32>),
 }
@@ -169,7 +139,7 @@ impl Iterator for Iter<'_> {
     #[inline]
     fn next(&mut self) -> Option<Entry> {
         match self {
-            Iter::Array(it) => it.next().copied(),
+            Iter::Array(it) => it.next(),
             Iter::Tree(it) => it.next().map(unpack),
         }
     }
@@ -179,7 +149,7 @@ impl DoubleEndedIterator for Iter<'_> {
     #[inline]
     fn next_back(&mut self) -> Option<Entry> {
         match self {
-            Iter::Array(it) => it.next_back().copied(),
+            Iter::Array(it) => it.next_back(),
             Iter::Tree(it) => it.next_back().map(unpack),
         }
     }
@@ -199,9 +169,9 @@ impl FreeSet {
     #[inline]
     pub(super) fn insert(&mut self, e: Entry) -> bool {
         match &mut self.repr {
-            Repr::Array(v) => match v.binary_search_by_key(&e.key(), Entry::key) {
+            Repr::Array(v) => match v.find(e.key()) {
                 Ok(_) => return false,
-                Err(at) => v.insert(at, e),
+                Err(at) => v.insert_at(at, e),
             },
             Repr::Tree(t) => {
                 // As the array does: a present key keeps its block.
@@ -220,26 +190,41 @@ impl FreeSet {
         true
     }
 
+    /// Where `key` is in the array, trying the hint first.
+    #[inline]
+    fn find_hinted(&self, v: &SortedBlocks, key: Key) -> Option<usize> {
+        self.find_hinted_or_place(v, key).ok()
+    }
+
+    /// Where `key` is in the array (the hint tried first), or where it
+    /// would go.
+    #[inline]
+    fn find_hinted_or_place(&self, v: &SortedBlocks, key: Key) -> Result<usize, usize> {
+        let hint = self.hint.get();
+        if v.has_key_at(hint, key) {
+            Ok(hint)
+        } else {
+            v.find(key)
+        }
+    }
+
     /// Removes the block with this key; `false` if absent.
     #[inline]
     pub(super) fn remove(&mut self, key: Key) -> bool {
-        match &mut self.repr {
-            Repr::Array(v) => {
-                let hint = self.hint.get();
-                let at = if v.get(hint).is_some_and(|e| e.key() == key) {
-                    Ok(hint)
-                } else {
-                    v.binary_search_by_key(&key, Entry::key)
-                };
-                match at {
-                    Ok(at) => {
-                        v.remove(at);
-                        true
+        match &self.repr {
+            Repr::Array(v) => match self.find_hinted(v, key) {
+                Some(at) => {
+                    if let Repr::Array(v) = &mut self.repr {
+                        v.remove_at(at);
                     }
-                    Err(_) => false,
+                    true
                 }
-            }
-            Repr::Tree(t) => {
+                None => false,
+            },
+            Repr::Tree(_) => {
+                let Repr::Tree(t) = &mut self.repr else {
+                    return false;
+                };
                 let removed = t.remove(&key).is_some();
                 if t.len() < TO_ARRAY {
                     self.become_array();
@@ -256,39 +241,24 @@ impl FreeSet {
     /// present.
     pub(super) fn replace(&mut self, old: Key, new: Entry) -> bool {
         let key = new.key();
-        match &mut self.repr {
+        match &self.repr {
             Repr::Array(v) => {
-                let hint = self.hint.get();
-                let found = if v.get(hint).is_some_and(|e| e.key() == old) {
-                    Ok(hint)
-                } else {
-                    v.binary_search_by_key(&old, Entry::key)
-                };
-                let Ok(r) = found else {
+                let Some(from) = self.find_hinted(v, old) else {
                     return false;
                 };
-                // Where `new` goes: only the side of `old` it sorts to
-                // needs a search (a split's remainder sorts before it), and
-                // it starts next to `old`.
-                let to = match key.cmp(&old) {
-                    std::cmp::Ordering::Less => place_below(v, r, key),
-                    std::cmp::Ordering::Equal => r,
-                    std::cmp::Ordering::Greater => place_above(v, r + 1, key),
-                };
-                if to != r && v.get(to).is_some_and(|e| e.key() == key) {
-                    return false;
-                }
-                // Entries strictly between the old place and the new one
-                // move one step towards the old place.
-                let at = if to <= r {
-                    v.copy_within(to..r, to + 1);
-                    to
+                let to = if key == old {
+                    from
                 } else {
-                    v.copy_within(r + 1..to, r);
-                    to - 1
+                    match v.find(key) {
+                        Ok(_) => return false,
+                        // Counted without `old`, which sits before a
+                        // place past it.
+                        Err(at) if at > from => at - 1,
+                        Err(at) => at,
+                    }
                 };
-                if let Some(slot) = v.get_mut(at) {
-                    *slot = new;
+                if let Repr::Array(v) = &mut self.repr {
+                    v.move_to(from, to, new);
                 }
                 true
             }
@@ -296,6 +266,9 @@ impl FreeSet {
                 if !t.contains_key(&old) || (key != old && t.contains_key(&key)) {
                     return false;
                 }
+                let Repr::Tree(t) = &mut self.repr else {
+                    return false;
+                };
                 t.remove(&old);
                 t.insert(key, new.idx);
                 true
@@ -308,9 +281,9 @@ impl FreeSet {
     pub(super) fn from(&self, key: Key) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => {
-                let at = v.partition_point(|e| e.key() < key);
+                let at = v.position(key);
                 self.hint.set(at);
-                Iter::Array(v.get(at..).unwrap_or_default().iter())
+                Iter::Array(v.range(at..v.len()))
             }
             Repr::Tree(t) => Iter::Tree(t.range(key..)),
         }
@@ -321,8 +294,12 @@ impl FreeSet {
         use std::ops::Bound::{Excluded, Unbounded};
         match &self.repr {
             Repr::Array(v) => {
-                let at = v.partition_point(|e| e.key() <= key);
-                Iter::Array(v.get(at..).unwrap_or_default().iter())
+                // Most often asked right after `from` found `key`.
+                let at = match self.find_hinted_or_place(v, key) {
+                    Ok(at) => at + 1,
+                    Err(at) => at,
+                };
+                Iter::Array(v.range(at..v.len()))
             }
             Repr::Tree(t) => Iter::Tree(t.range((Excluded(key), Unbounded))),
         }
@@ -331,10 +308,7 @@ impl FreeSet {
     /// Blocks smaller than `size`, in order (reverse it for largest first).
     pub(super) fn below_size(&self, size: u64) -> Iter<'_> {
         match &self.repr {
-            Repr::Array(v) => {
-                let at = v.partition_point(|e| e.size < size);
-                Iter::Array(v.get(..at).unwrap_or_default().iter())
-            }
+            Repr::Array(v) => Iter::Array(v.range(0..v.size_position(size))),
             Repr::Tree(t) => Iter::Tree(t.range(..Key::at_least(size))),
         }
     }
@@ -342,7 +316,7 @@ impl FreeSet {
     /// Every block, in order.
     pub(super) fn iter(&self) -> Iter<'_> {
         match &self.repr {
-            Repr::Array(v) => Iter::Array(v.iter()),
+            Repr::Array(v) => Iter::Array(v.range(0..v.len())),
             Repr::Tree(t) => Iter::Tree(t.range(..)),
         }
     }
@@ -351,7 +325,7 @@ impl FreeSet {
     #[inline]
     pub(super) fn max_size(&self) -> u64 {
         match &self.repr {
-            Repr::Array(v) => v.last().map_or(0, |e| e.size),
+            Repr::Array(v) => v.max_size(),
             Repr::Tree(t) => t.last_key_value().map_or(0, |(k, _)| k.size()),
         }
     }
@@ -359,7 +333,7 @@ impl FreeSet {
     #[cold]
     fn become_tree(&mut self) {
         if let Repr::Array(v) = &self.repr {
-            let t = v.iter().map(|e| (e.key(), e.idx)).collect();
+            let t = v.range(0..v.len()).map(|e| (e.key(), e.idx)).collect();
             self.repr = Repr::Tree(t);
         }
     }
@@ -385,26 +359,6 @@ mod tests {
             counter,
             ptr,
             idx,
-        }
-    }
-
-    /// The stepped searches find what a binary search over the same side
-    /// finds, for every start, key and length up to 40.
-    #[test]
-    fn stepped_searches_equal_binary_search() {
-        for n in 0..40u64 {
-            let v: Vec<Entry> = (0..n).map(|i| e(10 * (i / 2), 0, i, i as u32)).collect();
-            for start in 0..=n as usize {
-                for size in 0..(10 * n / 2 + 12) {
-                    for ptr in [0, 1, 99] {
-                        let key = Key::new(size, 0, ptr);
-                        let below = v[..start].partition_point(|x| x.key() < key);
-                        assert_eq!(place_below(&v, start, key), below, "n {n} start {start}");
-                        let above = start + v[start..].partition_point(|x| x.key() < key);
-                        assert_eq!(place_above(&v, start, key), above, "n {n} start {start}");
-                    }
-                }
-            }
         }
     }
 
@@ -510,7 +464,7 @@ mod tests {
         };
         assert_eq!(set.after(top).count(), 0);
         let set = FreeSet {
-            repr: Repr::Array(vec![e(u64::MAX, u64::MAX, u64::MAX, 1)]),
+            repr: Repr::Array([e(u64::MAX, u64::MAX, u64::MAX, 1)].into_iter().collect()),
             hint: Cell::new(0),
         };
         assert_eq!(set.after(top).count(), 0);

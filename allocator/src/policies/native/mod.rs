@@ -26,6 +26,7 @@ mod private;
 mod release;
 mod rounding;
 mod seed;
+mod sorted_blocks;
 mod stream_table;
 mod ties;
 mod view;
