@@ -19,6 +19,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::collections::btree_map;
 
+pub(super) use super::block_order::{Entry, Key};
 use super::sorted_blocks::{Blocks, SortedBlocks};
 
 /// Above this many blocks the set becomes a B-tree.
@@ -27,77 +28,12 @@ const TO_TREE: usize = 512;
 /// [`TO_TREE`], so that a set hovering at the limit does not flip often).
 const TO_ARRAY: usize = 128;
 
-/// The order of a free block: size, then counter, then address. Size and
-/// counter are packed in one `u128` (a `u128` comparison compiles to two
-/// flag-setting instructions, where a tuple of three branches).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) struct Key {
-    size_counter: u128,
-    ptr: u64,
-}
-
-impl Key {
-    /// The key of a block.
-    #[inline]
-    pub(super) fn new(size: u64, counter: u64, ptr: u64) -> Key {
-        Key {
-            size_counter: (u128::from(size) << 64) | u128::from(counter),
-            ptr,
-        }
-    }
-
-    /// The first key of blocks of `size` bytes or more.
-    #[inline]
-    pub(super) fn at_least(size: u64) -> Key {
-        Key::new(size, 0, 0)
-    }
-
-    /// The block size.
-    #[inline]
-    pub(super) fn size(&self) -> u64 {
-        (self.size_counter >> 64) as u64
-    }
-
-    /// The segment's allocation-order counter.
-    #[inline]
-    pub(super) fn counter(&self) -> u64 {
-        self.size_counter as u64
-    }
-
-    /// The block address.
-    #[inline]
-    pub(super) fn ptr(&self) -> u64 {
-        self.ptr
-    }
-}
-
-/// One free block: its order key and arena index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Entry {
-    /// Block size.
-    pub size: u64,
-    /// The segment's allocation-order counter (0: order by address).
-    pub counter: u64,
-    /// Block address.
-    pub ptr: u64,
-    /// Arena index of the block.
-    pub idx: u32,
-}
-
-impl Entry {
-    /// The order key.
-    #[inline]
-    pub(super) fn key(&self) -> Key {
-        Key::new(self.size, self.counter, self.ptr)
-    }
-}
-
 #[inline]
 fn unpack((k, &idx): (&Key, &u32)) -> Entry {
     Entry {
         size: k.size(),
         counter: k.counter(),
-        ptr: k.ptr,
+        ptr: k.ptr(),
         idx,
     }
 }

@@ -15,6 +15,7 @@
 //! that start mid-run, [`Seed`](crate::Seed)).
 
 mod block;
+mod block_order;
 mod expandable;
 mod free;
 mod free_set;

@@ -9,7 +9,7 @@
 //! over whole 32-byte entries does (`replay` of a 1M-event CSV: 71 → 67 ms
 //! whole process; BENCHMARKS.md).
 
-use super::free_set::{Entry, Key};
+use super::block_order::{Entry, Key};
 
 /// What a block holds besides its size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
