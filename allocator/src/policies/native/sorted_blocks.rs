@@ -264,6 +264,31 @@ mod tests {
         }
     }
 
+    /// Inserts and removes at every place, moving few or many blocks,
+    /// give what a vector's do.
+    #[test]
+    fn inserts_and_removes_equal_a_vector() {
+        for n in 0..12usize {
+            let v: Vec<Entry> = (0..n as u64).map(|i| e(i * 10, 0, i, i as u32)).collect();
+            for at in 0..=n {
+                let mut set: SortedBlocks = v.iter().copied().collect();
+                let mut model = v.clone();
+                let new = e((at as u64 * 10).saturating_sub(5), 0, 0, 99);
+                set.insert_at(at, new);
+                model.insert(at, new);
+                assert_eq!(set.range(0..n + 1).collect::<Vec<_>>(), model);
+                set.remove_at(at);
+                model.remove(at);
+                assert_eq!(set.range(0..n).collect::<Vec<_>>(), model);
+                if at < n {
+                    set.remove_at(at);
+                    model.remove(at);
+                    assert_eq!(set.range(0..n).collect::<Vec<_>>(), model);
+                }
+            }
+        }
+    }
+
     #[test]
     fn ranges_run_both_ways() {
         let set: SortedBlocks = (0..5u64).map(|i| e(i, 0, i, i as u32)).collect();
