@@ -8,12 +8,12 @@
 //!
 //! Measured on the bundled traces and the real snapshots, a stream's free
 //! set almost always holds fewer than 64 blocks and rarely more than 256.
-//! At that size a sorted array ([`SortedBlocks`]: binary search over the
-//! sizes, one short `memmove` per
-//! insert or remove) beats a B-tree by a wide margin; a set that grows past
-//! [`TO_TREE`] blocks (synthetic traces can hold tens of thousands) moves
-//! into a B-tree and comes back below [`TO_ARRAY`]. Both hold the same
-//! order, so every lookup answers the same whichever is in use.
+//! At that size a sorted array ([`SortedBlocks`]: a binary search over the
+//! sizes, short `memmove`s per insert or remove) beats a B-tree by a wide
+//! margin; a set that grows past [`TO_TREE`] blocks (synthetic traces can
+//! hold tens of thousands) moves into a B-tree and comes back below
+//! [`TO_ARRAY`]. Both hold the same order, so every lookup answers the
+//! same whichever is in use.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;

@@ -6,8 +6,9 @@
 //! first block of at least a size, and a block's place is found by its size,
 //! only blocks of the same size comparing further. A binary search over
 //! sizes packed 8 bytes apart touches a quarter of the cache lines that one
-//! over whole 32-byte entries does (`replay` of a 1M-event CSV: 71 → 67 ms
-//! whole process; BENCHMARKS.md).
+//! over whole 32-byte entries does (measured in BENCHMARKS.md, *Against
+//! DynaPipe's allocator model*, with the count of smaller sizes that was
+//! tried instead of halving and was slower).
 
 use super::block_order::{Entry, Key};
 
@@ -122,8 +123,8 @@ impl SortedBlocks {
         if from >= len || to >= len {
             return;
         }
-        // Most often the block stays where it was (a split's remainder
-        // still sorts after its neighbour): nothing to move.
+        // A block that keeps its place (a split's remainder that still
+        // sorts after its neighbour) moves nothing.
         if to < from {
             self.sizes.copy_within(to..from, to + 1);
             self.tails.copy_within(to..from, to + 1);
