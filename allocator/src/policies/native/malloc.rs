@@ -50,50 +50,16 @@ impl<D: Device> NativeAllocator<D> {
         if gc {
             pool.clock += 1;
         }
-        let mut it = pool.lower_bound(p.stream, p.size)?;
-        // The first key of each size the choice looked at: where the order
-        // of blocks of one size could have decided (`ties.rs`).
-        let mut runs = Runs::new(it);
-        if self.arena[it.idx].is_expandable() {
-            if expandable_on {
-                // Best fit by the size a block could grow to: prefer a block
-                // whose growable size is smaller.
-                let arena = &self.arena;
-                let growable = |idx: u32| {
-                    let b = &arena[idx];
-                    let tail = if b.next != NIL && !arena[b.next].mapped {
-                        arena[b.next].size
-                    } else {
-                        0
-                    };
-                    b.size + tail
-                };
-                for next in pool.after(it) {
-                    if next.size != it.size {
-                        runs.push(next);
-                    }
-                    if !arena[it.idx].is_expandable() || growable(next.idx) >= growable(it.idx) {
-                        break;
-                    }
-                    it = next;
-                }
-            } else {
-                // Expandable segments were switched off: skip their blocks.
-                it = pool
-                    .after(it)
-                    .find(|k| !self.arena[k.idx].is_expandable())?;
-                runs = Runs::new(it);
-            }
-        }
-        // Noted before the size checks: a refusal can be the order's choice
-        // too.
-        if runs.overflowed {
-            self.note_tie();
-        }
-        // By reference: moving the keys out would copy them on every malloc.
-        for run in runs.keys.iter().flatten() {
-            self.note_run(p.pool, *run);
-        }
+        let first = pool.lower_bound(p.stream, p.size)?;
+        // The first key of each size the choice looked at, where the order
+        // of blocks of one size could have decided (`ties.rs`), is noted
+        // before the size checks: a refusal can be the order's choice too.
+        let it = if self.arena[first.idx].is_expandable() {
+            self.expandable_choice(p.pool, first, expandable_on)?
+        } else {
+            self.note_run(p.pool, first);
+            first
+        };
         if p.size < mss && it.size >= mss {
             return None; // no oversize block for a normal request
         }
@@ -101,6 +67,58 @@ impl<D: Device> NativeAllocator<D> {
             return None; // oversize request: bounded waste
         }
         Some(it.idx)
+    }
+
+    /// `get_free_block`'s choice when the first block found lies in an
+    /// expandable segment, ties noted: with expandable segments on, the
+    /// block whose growable size is smallest; with them switched off, the
+    /// first block outside them (`None`: there is none).
+    fn expandable_choice(
+        &mut self,
+        pool: PoolRef,
+        first: FreeKey,
+        expandable_on: bool,
+    ) -> Option<FreeKey> {
+        let mut it = first;
+        let mut runs = Runs::new(it);
+        let sets = &self.pools[pool];
+        if expandable_on {
+            // Best fit by the size a block could grow to: prefer a block
+            // whose growable size is smaller.
+            let arena = &self.arena;
+            let growable = |idx: u32| {
+                let b = &arena[idx];
+                let tail = if b.next != NIL && !arena[b.next].mapped {
+                    arena[b.next].size
+                } else {
+                    0
+                };
+                b.size + tail
+            };
+            for next in sets.after(it) {
+                if next.size != it.size {
+                    runs.push(next);
+                }
+                if !arena[it.idx].is_expandable() || growable(next.idx) >= growable(it.idx) {
+                    break;
+                }
+                it = next;
+            }
+        } else {
+            // Expandable segments were switched off: skip their blocks.
+            it = sets
+                .after(it)
+                .find(|k| !self.arena[k.idx].is_expandable())?;
+            runs = Runs::new(it);
+        }
+        if runs.overflowed {
+            self.note_tie();
+        }
+        // By reference: moving the keys out would copy them.
+        for run in runs.keys.iter().flatten() {
+            self.note_run(pool, *run);
+        }
+        Some(it)
     }
 
     /// `alloc_block`: a new segment from the device (or mapped pages of an
