@@ -4,7 +4,7 @@
 
 use vramlab_traces::Trace;
 
-use crate::analysis::oom_search::{OomPoint, OomSearch, search_options};
+use crate::analysis::oom_search::{OomPoint, OomSearch};
 use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
@@ -18,7 +18,7 @@ pub fn find_oom_point(
     scenario: &Scenario,
     start: Start,
 ) -> Result<OomPoint, ReplayError> {
-    let opts = search_options(start);
+    let opts = ReplayOptions::figures_only(start);
     let mut search = OomSearch::new(scenario);
     let run = |capacity: Option<u64>| scenario.clone().with_capacity(capacity).run(trace, &opts);
     let mut first = true;

@@ -8,13 +8,13 @@
 
 use vramlab_traces::{EventBlocks, StreamEnd, TraceError};
 
-use crate::analysis::oom_search::{OomPoint, OomSearch, search_options};
-use crate::engine::ReplayError;
+use crate::analysis::oom_search::{OomPoint, OomSearch};
 use crate::engine::passes::{ReplayPasses, TraceFile};
 use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
 use crate::engine::stream::StreamError;
+use crate::engine::{ReplayError, ReplayOptions};
 
 /// What [`find_oom_points_streamed`] gives.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ pub fn find_oom_points_with(
     scenarios: &[Scenario],
     start: Start,
 ) -> Result<Vec<OomPoint>, StreamError> {
-    let opts = search_options(start);
+    let opts = ReplayOptions::figures_only(start);
     let mut searches: Vec<Result<OomSearch, ReplayError>> =
         scenarios.iter().map(|s| Ok(OomSearch::new(s))).collect();
     let mut first = true;

@@ -19,10 +19,10 @@
 
 use serde::Serialize;
 
+use crate::engine::ReplayError;
 use crate::engine::run::Run;
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
-use crate::engine::{ReplayError, ReplayOptions};
 
 /// Granularity of the search.
 pub const OOM_POINT_STEP: u64 = 2 << 20;
@@ -52,11 +52,6 @@ pub struct OomPoint {
     /// Bytes the state at the first entry alone reserves under this
     /// scenario (traces that start mid-run): no smaller capacity fits.
     pub start_reserved_bytes: Option<u64>,
-}
-
-/// The options of every replay of a search.
-pub(crate) fn search_options(start: Start) -> ReplayOptions {
-    ReplayOptions::figures_only(start)
 }
 
 /// Where a search stands.

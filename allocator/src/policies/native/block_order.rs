@@ -60,6 +60,17 @@ pub(super) struct Entry {
 }
 
 impl Entry {
+    /// A block by its fields, for the sets' tests.
+    #[cfg(test)]
+    pub(super) fn of(size: u64, counter: u64, ptr: u64, idx: u32) -> Entry {
+        Entry {
+            size,
+            counter,
+            ptr,
+            idx,
+        }
+    }
+
     /// The order key.
     #[inline]
     pub(super) fn key(&self) -> Key {

@@ -28,6 +28,17 @@ const TO_TREE: usize = 512;
 /// [`TO_TREE`], so that a set hovering at the limit does not flip often).
 const TO_ARRAY: usize = 128;
 
+/// Where `key` is in the array (block `hint` tried first), or where it
+/// would go.
+#[inline]
+fn find_at_hint(v: &SortedBlocks, hint: usize, key: Key) -> Result<usize, usize> {
+    if v.has_key_at(hint, key) {
+        Ok(hint)
+    } else {
+        v.find(key)
+    }
+}
+
 #[inline]
 fn unpack((k, &idx): (&Key, &u32)) -> Entry {
     Entry {
@@ -126,41 +137,19 @@ impl FreeSet {
         true
     }
 
-    /// Where `key` is in the array, trying the hint first.
-    #[inline]
-    fn find_hinted(&self, v: &SortedBlocks, key: Key) -> Option<usize> {
-        self.find_hinted_or_place(v, key).ok()
-    }
-
-    /// Where `key` is in the array (the hint tried first), or where it
-    /// would go.
-    #[inline]
-    fn find_hinted_or_place(&self, v: &SortedBlocks, key: Key) -> Result<usize, usize> {
-        let hint = self.hint.get();
-        if v.has_key_at(hint, key) {
-            Ok(hint)
-        } else {
-            v.find(key)
-        }
-    }
-
     /// Removes the block with this key; `false` if absent.
     #[inline]
     pub(super) fn remove(&mut self, key: Key) -> bool {
-        match &self.repr {
-            Repr::Array(v) => match self.find_hinted(v, key) {
-                Some(at) => {
-                    if let Repr::Array(v) = &mut self.repr {
-                        v.remove_at(at);
-                    }
+        let hint = self.hint.get();
+        match &mut self.repr {
+            Repr::Array(v) => match find_at_hint(v, hint, key) {
+                Ok(at) => {
+                    v.remove_at(at);
                     true
                 }
-                None => false,
+                Err(_) => false,
             },
-            Repr::Tree(_) => {
-                let Repr::Tree(t) = &mut self.repr else {
-                    return false;
-                };
+            Repr::Tree(t) => {
                 let removed = t.remove(&key).is_some();
                 if t.len() < TO_ARRAY {
                     self.become_array();
@@ -177,9 +166,10 @@ impl FreeSet {
     /// present.
     pub(super) fn replace(&mut self, old: Key, new: Entry) -> bool {
         let key = new.key();
-        match &self.repr {
+        let hint = self.hint.get();
+        match &mut self.repr {
             Repr::Array(v) => {
-                let Some(from) = self.find_hinted(v, old) else {
+                let Ok(from) = find_at_hint(v, hint, old) else {
                     return false;
                 };
                 let to = if key == old {
@@ -193,18 +183,13 @@ impl FreeSet {
                         Err(at) => at,
                     }
                 };
-                if let Repr::Array(v) = &mut self.repr {
-                    v.move_to(from, to, new);
-                }
+                v.move_to(from, to, new);
                 true
             }
             Repr::Tree(t) => {
                 if !t.contains_key(&old) || (key != old && t.contains_key(&key)) {
                     return false;
                 }
-                let Repr::Tree(t) = &mut self.repr else {
-                    return false;
-                };
                 t.remove(&old);
                 t.insert(key, new.idx);
                 true
@@ -231,7 +216,7 @@ impl FreeSet {
         match &self.repr {
             Repr::Array(v) => {
                 // Most often asked right after `from` found `key`.
-                let at = match self.find_hinted_or_place(v, key) {
+                let at = match find_at_hint(v, self.hint.get(), key) {
                     Ok(at) => at + 1,
                     Err(at) => at,
                 };
@@ -288,15 +273,6 @@ mod tests {
     use super::*;
 
     type Model = BTreeMap<(u64, u64, u64), u32>;
-
-    fn e(size: u64, counter: u64, ptr: u64, idx: u32) -> Entry {
-        Entry {
-            size,
-            counter,
-            ptr,
-            idx,
-        }
-    }
 
     fn keys(it: Iter<'_>) -> Vec<(u64, u64, u64)> {
         it.map(|e| (e.size, e.counter, e.ptr)).collect()
@@ -360,7 +336,7 @@ mod tests {
                     .next()
                     .or_else(|| set.iter().next());
                 if let Some(old) = first {
-                    let new = e(size / 2 + 512, old.counter, old.ptr + 256, round);
+                    let new = Entry::of(size / 2 + 512, old.counter, old.ptr + 256, round);
                     let clash = model.contains_key(&(new.size, new.counter, new.ptr))
                         && new.key() != old.key();
                     assert_eq!(set.replace(old.key(), new), !clash);
@@ -371,7 +347,7 @@ mod tests {
                 }
             } else if add {
                 let fresh = !model.contains_key(&(size, counter, ptr));
-                assert_eq!(set.insert(e(size, counter, ptr, round)), fresh);
+                assert_eq!(set.insert(Entry::of(size, counter, ptr, round)), fresh);
                 model.entry((size, counter, ptr)).or_insert(round);
             } else if let Some((&(s, c, p), _)) =
                 model.iter().nth((r >> 40) as usize % model.len().max(1))
@@ -400,7 +376,11 @@ mod tests {
         };
         assert_eq!(set.after(top).count(), 0);
         let set = FreeSet {
-            repr: Repr::Array([e(u64::MAX, u64::MAX, u64::MAX, 1)].into_iter().collect()),
+            repr: Repr::Array(
+                [Entry::of(u64::MAX, u64::MAX, u64::MAX, 1)]
+                    .into_iter()
+                    .collect(),
+            ),
             hint: Cell::new(0),
         };
         assert_eq!(set.after(top).count(), 0);

@@ -215,15 +215,6 @@ impl DoubleEndedIterator for Blocks<'_> {
 mod tests {
     use super::*;
 
-    fn e(size: u64, counter: u64, ptr: u64, idx: u32) -> Entry {
-        Entry {
-            size,
-            counter,
-            ptr,
-            idx,
-        }
-    }
-
     /// The search by size, then by the rest among blocks of one size,
     /// places every key where a binary search over whole keys does, for
     /// runs of equal sizes and keys between them.
@@ -231,7 +222,7 @@ mod tests {
     fn positions_equal_a_binary_search() {
         for n in [0usize, 1, 2, 5, 31, 63, 64, 65, 100, 200] {
             let v: Vec<Entry> = (0..n as u64)
-                .map(|i| e(10 * (i / 3), i % 3 / 2, i, i as u32))
+                .map(|i| Entry::of(10 * (i / 3), i % 3 / 2, i, i as u32))
                 .collect();
             let set: SortedBlocks = v.iter().copied().collect();
             for size in 0..(10 * n as u64 / 3 + 12) {
@@ -251,12 +242,14 @@ mod tests {
     /// A move puts the entry where a remove and an insert would.
     #[test]
     fn moves_equal_remove_then_insert() {
-        let v: Vec<Entry> = (0..12u64).map(|i| e(i * 10, 0, i, i as u32)).collect();
+        let v: Vec<Entry> = (0..12u64)
+            .map(|i| Entry::of(i * 10, 0, i, i as u32))
+            .collect();
         for from in 0..12 {
             for to in 0..11 {
                 let mut moved: SortedBlocks = v.iter().copied().collect();
                 let mut model = v.clone();
-                let new = e(1000, 0, 0, 99);
+                let new = Entry::of(1000, 0, 0, 99);
                 moved.move_to(from, to, new);
                 model.remove(from);
                 model.insert(to, new);
@@ -270,11 +263,13 @@ mod tests {
     #[test]
     fn inserts_and_removes_equal_a_vector() {
         for n in 0..12usize {
-            let v: Vec<Entry> = (0..n as u64).map(|i| e(i * 10, 0, i, i as u32)).collect();
+            let v: Vec<Entry> = (0..n as u64)
+                .map(|i| Entry::of(i * 10, 0, i, i as u32))
+                .collect();
             for at in 0..=n {
                 let mut set: SortedBlocks = v.iter().copied().collect();
                 let mut model = v.clone();
-                let new = e((at as u64 * 10).saturating_sub(5), 0, 0, 99);
+                let new = Entry::of((at as u64 * 10).saturating_sub(5), 0, 0, 99);
                 set.insert_at(at, new);
                 model.insert(at, new);
                 assert_eq!(set.range(0..n + 1).collect::<Vec<_>>(), model);
@@ -292,7 +287,7 @@ mod tests {
 
     #[test]
     fn ranges_run_both_ways() {
-        let set: SortedBlocks = (0..5u64).map(|i| e(i, 0, i, i as u32)).collect();
+        let set: SortedBlocks = (0..5u64).map(|i| Entry::of(i, 0, i, i as u32)).collect();
         let fwd: Vec<u64> = set.range(1..4).map(|x| x.size).collect();
         let back: Vec<u64> = set.range(1..4).rev().map(|x| x.size).collect();
         assert_eq!(fwd, [1, 2, 3]);
