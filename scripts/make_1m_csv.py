@@ -5,11 +5,19 @@ repetition (what `vramlab bench` does in memory), to stdout or a file.
 Ids are numbers, as vramlab's writer emits them; with --text-ids they are
 text (`17_3`), as other tools may write them.
 
-    python3 scripts/make_1m_csv.py /tmp/1m.csv [--text-ids] [--events N]
+    python3 scripts/make_1m_csv.py /tmp/1m.csv [--text-ids] [--events N] [--source TRACE | --random SEED]
 
 --events N writes N events instead (e.g. 10000000 for the report's
-scale figures).
+scale figures). --source TRACE repeats another native CSV trace (plain or
+.csv.gz, e.g. workloads/data/sdxl-resolution1024.csv.gz) instead of
+gpt-small-train: the same measurement on another workload's shape.
+Allocations the source leaves live stay live in every repetition.
+--random SEED writes a random trace instead: sizes log-uniform from 512 B
+to 256 MiB, about 3,000 allocations live, each free of a random live one
+(a shape with hundreds of free blocks per pool, unlike the recordings).
 """
+import gzip
+import random
 import sys
 from pathlib import Path
 
@@ -18,9 +26,48 @@ SRC = Path(__file__).resolve().parent.parent / "workloads/data/gpt-small-train.c
 TARGET = 1_000_000
 
 
+def take_option(argv, name):
+    """Removes `name VALUE` from argv and returns VALUE (None if absent)."""
+    if name not in argv:
+        return None
+    at = argv.index(name)
+    if at + 1 >= len(argv):
+        sys.exit(f"{name} needs a value")
+    value = argv[at + 1]
+    del argv[at : at + 2]
+    return value
+
+
+def write_random(out, target, seed) -> None:
+    """A random trace of `target` events (see the module's doc)."""
+    rng = random.Random(seed)
+    out.write("# vramlab trace v1\naction,id,size,stream\n")
+    live, next_id = [], 0
+    for _ in range(target):
+        if live and (len(live) > 3000 or rng.random() < 0.5):
+            i = rng.randrange(len(live))
+            live[i], live[-1] = live[-1], live[i]
+            out.write(f"free,{live.pop()},,\n")
+        else:
+            out.write(f"alloc,{next_id},{int(2 ** rng.uniform(9, 28))},0\n")
+            live.append(next_id)
+            next_id += 1
+
+
 def main() -> None:
+    argv = sys.argv[1:]
+    src = Path(take_option(argv, "--source") or SRC)
+    seed = take_option(argv, "--random")
+    events = take_option(argv, "--events")
+    target = int(events) if events else TARGET
+    if seed is not None:
+        args = [a for a in argv if not a.startswith("--")]
+        with open(args[0], "w") if args else sys.stdout as out:
+            write_random(out, target, int(seed))
+        return
     header, rows = [], []
-    with open(SRC) as f:
+    opener = gzip.open if src.suffix == ".gz" else open
+    with opener(src, "rt") as f:
         for line in f:
             line = line.rstrip("\n")
             if line.startswith("#") or line.startswith("action,"):
@@ -28,12 +75,6 @@ def main() -> None:
                     header.append(line)
                 continue
             rows.append(line.split(","))
-    argv = sys.argv[1:]
-    target = TARGET
-    if "--events" in argv:
-        at = argv.index("--events")
-        target = int(argv[at + 1])
-        del argv[at : at + 2]
     args = [a for a in argv if not a.startswith("--")]
     text_ids = "--text-ids" in argv
     ids = 1 + max(int(r[1]) for r in rows if r[0] != "empty_cache")

@@ -107,7 +107,8 @@ enum Command {
     /// A native trace (.csv, .csv.gz, .vlt, .vlt.zst) or an RMM log is
     /// replayed while it is read: the read on one thread, every setting on
     /// another, in memory bounded by the allocations live at once rather
-    /// than by the trace's length (snapshots are read whole).
+    /// than by the trace's length (a snapshot's pickle is parsed as it is
+    /// read, but its entries are kept until the replay).
     Replay(cmd_replay::ReplayArgs),
     /// Validate a PYTORCH_ALLOC_CONF string and explain what it does.
     Conf(cmd_conf::ConfArgs),

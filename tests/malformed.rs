@@ -128,7 +128,7 @@ fn a_pickle_above_one_gib_is_refused_without_reading_it() {
     assert_eq!(
         err.trim_end(),
         format!(
-            "error: {p}: the snapshot is 1073741825 bytes; a pickle is read whole, and at most 1073741824 bytes (1 GiB) are accepted (record fewer entries: _record_memory_history(max_entries=...))"
+            "error: {p}: the snapshot is 1073741825 bytes; the pickle reader accepts at most 1073741824 bytes (1 GiB): record fewer entries (_record_memory_history(max_entries=...))"
         )
     );
     assert!(took < Duration::from_secs(5), "{took:?}");

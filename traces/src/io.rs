@@ -13,7 +13,9 @@ use crate::event_blocks::TraceEvents;
 use crate::model::{Event, Trace};
 use crate::pickle::MAX_INPUT_LEN;
 use crate::rmm::{RmmEvents, is_rmm_header, read_rmm};
-use crate::snapshot::{SizeRules, Snapshot, read_snapshot_owned, snapshot_to_traces};
+use crate::snapshot::{
+    SizeRules, Snapshot, read_snapshot_streamed, read_snapshot_whole_owned, snapshot_to_traces,
+};
 
 /// A trace file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,7 +243,7 @@ fn holds_rmm_log(path: &Path, gz: bool) -> Result<bool, TraceError> {
 /// A trace file (native `.csv`, `.csv.gz`, `.vlt`, `.vlt.zst`, or an RMM
 /// log) opened to be read block by block, with the bytes read reported to
 /// `progress` (compressed bytes for a compressed file); `Ok(None)` for a
-/// snapshot, which is read whole with [`read_traces`].
+/// snapshot, whose entries [`read_traces`] keeps until the conversion.
 pub fn open_events<P: Fn(u64) + Send + 'static>(
     path: &Path,
     format: Option<Format>,
@@ -276,10 +278,49 @@ pub fn open_events<P: Fn(u64) + Send + 'static>(
 }
 
 /// Reads a PyTorch memory snapshot file, reporting the bytes read to
-/// `progress` (the parse that follows the read is not reported). A pickle
-/// is read whole, so files above `MAX_INPUT_LEN` (1 GiB) are refused
-/// before anything is read.
+/// `progress`. Files above `MAX_INPUT_LEN` (1 GiB) are refused before
+/// anything is read.
+///
+/// The pickle (gzipped or not) is parsed as it is read, through a window of
+/// a few hundred KiB, and its trace entries are converted as they arrive:
+/// the file's bytes are never in memory whole. A file that this streamed
+/// read cannot vouch for (an error, a pickle not shaped as PyTorch writes
+/// one) is read again whole, which gives the answer and the error.
 pub fn read_snapshot_file(
+    path: &Path,
+    progress: Option<ReadProgress<'_>>,
+) -> Result<Snapshot, TraceError> {
+    let f = File::open(path).map_err(|e| open_error(path, e))?;
+    let meta = f.metadata().ok();
+    let len = meta.as_ref().map(|m| m.len());
+    // A pipe cannot be read again if the streamed read hands it back, and
+    // the whole read words the refusal of a file above the limit.
+    if !meta.is_some_and(|m| m.is_file()) || len.is_some_and(|len| len > MAX_INPUT_LEN as u64) {
+        drop(f);
+        return read_snapshot_file_whole(path, progress);
+    }
+    let mut input = BufReader::with_capacity(64 << 10, Counting::new(f, progress));
+    let head = input.fill_buf().map_err(|e| open_error(path, e))?;
+    let streamed = if head.starts_with(&[0x1f, 0x8b]) {
+        let mut plain = BufReader::new(flate2::read::MultiGzDecoder::new(input));
+        match plain.fill_buf() {
+            Ok(head) if !is_binary(head) => read_snapshot_streamed(&mut plain, 0),
+            _ => None,
+        }
+    } else if is_binary(head) {
+        None
+    } else {
+        let len = len.and_then(|l| usize::try_from(l).ok()).unwrap_or(0);
+        read_snapshot_streamed(&mut input, len)
+    };
+    match streamed {
+        Some(snap) => Ok(snap),
+        None => read_snapshot_file_whole(path, None),
+    }
+}
+
+/// [`read_snapshot_file`] reading the file's bytes whole before the parse.
+fn read_snapshot_file_whole(
     path: &Path,
     progress: Option<ReadProgress<'_>>,
 ) -> Result<Snapshot, TraceError> {
@@ -289,7 +330,7 @@ pub fn read_snapshot_file(
             path.display().to_string(),
             Location::File,
             format!(
-                "the snapshot is {size}; a pickle is read whole, and at most {MAX_INPUT_LEN} bytes (1 GiB) are accepted (record fewer entries: _record_memory_history(max_entries=...))"
+                "the snapshot is {size}; the pickle reader accepts at most {MAX_INPUT_LEN} bytes (1 GiB): record fewer entries (_record_memory_history(max_entries=...))"
             ),
         )
     };
@@ -334,7 +375,7 @@ pub fn read_snapshot_file(
             "this is a vramlab binary trace, not a PyTorch snapshot",
         ));
     }
-    read_snapshot_owned(bytes, &path.display().to_string())
+    read_snapshot_whole_owned(bytes, &path.display().to_string())
 }
 
 /// Writes `trace` to `path` in `format` (or the format its extension names).

@@ -82,7 +82,7 @@ pub use bigint::BigInt;
 pub use doc::PickleDoc;
 pub(crate) use doc::{MAX_INPUT_LEN, NodeId, Slot};
 pub use error::PickleError;
-pub(crate) use reader::parse_with_sink;
+pub(crate) use reader::{PickleInput, parse_with_sink};
 pub use refs::ValueRef;
 pub(crate) use refs::{DictRef, ListRef, View};
 pub(crate) use sink::{Claim, Done, ListPlace, ListSink};

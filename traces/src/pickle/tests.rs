@@ -7,6 +7,48 @@ use std::sync::Arc;
 use super::doc::ReadOptions;
 use super::*;
 
+/// A reader that hands out a few bytes at a time (1, 2, 3, 5, 8, 13, 64,
+/// 1000 in turn), so that a streamed read crosses its window's end inside
+/// opcodes, arguments and text lines.
+struct ShortReads<'a> {
+    rest: &'a [u8],
+    turn: usize,
+}
+
+impl std::io::Read for ShortReads<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        const SIZES: [usize; 8] = [1, 2, 3, 5, 8, 13, 64, 1000];
+        let n = SIZES[self.turn % SIZES.len()]
+            .min(buf.len())
+            .min(self.rest.len());
+        self.turn += 1;
+        let (head, tail) = self.rest.split_at(n);
+        buf[..n].copy_from_slice(head);
+        self.rest = tail;
+        Ok(n)
+    }
+}
+
+/// `b` read as a stream of short reads, under `opts`.
+fn read_streamed(b: &[u8], opts: &ReadOptions) -> Result<PickleDoc, PickleError> {
+    let input = reader::PickleInput::Reader(Box::new(ShortReads { rest: b, turn: 0 }));
+    reader::parse_input(input, opts)
+}
+
+/// A streamed read answers as the slice read: the same value, or the same
+/// error.
+fn assert_stream_equal(b: &[u8], opts: &ReadOptions) {
+    let slice = PickleDoc::from_slice_with(b, opts);
+    let stream = read_streamed(b, opts);
+    match (&slice, &stream) {
+        (Ok(x), Ok(y)) => {
+            assert_eq!(x.root().to_value(), y.root().to_value(), "{b:?}");
+            assert_eq!(x.bytes_read(), y.bytes_read(), "{b:?}");
+        }
+        _ => assert_eq!(slice.err(), stream.err(), "{b:?}"),
+    }
+}
+
 fn read(b: &[u8]) -> PickleDoc {
     PickleDoc::from_slice(b).unwrap_or_else(|e| panic!("{e} reading {b:?}"))
 }
@@ -785,6 +827,7 @@ fn huge_length_prefixes_do_not_allocate() {
             PickleError::Truncated { offset: 0, opcode },
             "{opcode}"
         );
+        assert_stream_equal(bytes, &ReadOptions::default());
     }
     // A huge memo key goes to the sparse memo.
     let doc = read(b"Np4000000000\ng4000000000\n\x86.");
@@ -801,6 +844,16 @@ fn huge_length_prefixes_do_not_allocate() {
             limit: 3,
             ..
         })
+    ));
+    // A stream is refused once the bytes it needs pass the limit.
+    assert_stream_equal(b"K\x01K\x02\x86.", &opts);
+    let one = ReadOptions {
+        max_input_len: 1,
+        ..ReadOptions::default()
+    };
+    assert!(matches!(
+        read_streamed(b"N.", &one),
+        Err(PickleError::LimitExceeded { limit: 1, .. })
     ));
 }
 
@@ -893,6 +946,9 @@ fn truncation_at_every_prefix() {
     let written = PickleWriter::new().to_vec(&sample_value());
     for full in [SMALL_P0, SMALL_P1, SMALL_P2, SMALL_P5, &written[..]] {
         read(full);
+        for n in 0..=full.len() {
+            assert_stream_equal(&full[..n], &ReadOptions::default());
+        }
         for n in 0..full.len() {
             match PickleDoc::from_slice(&full[..n]) {
                 Err(PickleError::Truncated { offset, opcode }) => {
@@ -937,6 +993,7 @@ fn mutated_inputs_never_panic() {
         let fast = PickleDoc::from_slice(&b);
         let full = super::reader::parse(&b, &ReadOptions::default(), true);
         assert_eq!(fast.as_ref().err(), full.as_ref().err(), "{b:?}");
+        assert_stream_equal(&b, &ReadOptions::default());
         if let Ok(doc) = fast {
             ok += 1;
             // Walking and converting a document never panics either.

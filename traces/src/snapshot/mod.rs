@@ -24,6 +24,17 @@ pub use model::{
     SnapshotBlockState, TraceEntry,
 };
 pub(crate) use parse::snapshot_from_doc;
+
+/// Reads a snapshot pickle from `reader` as [`read_snapshot`] reads bytes,
+/// without holding the input whole; `len` is its length if known, else 0.
+/// `None`: the streamed read cannot vouch for this input (an error, a
+/// pickle not shaped as PyTorch writes one): read the file again whole.
+/// `read_snapshot_file` is the way to read a file; this is public for the
+/// fuzz targets, which check it against [`read_snapshot_whole`].
+#[doc(hidden)]
+pub fn read_snapshot_streamed(reader: &mut dyn std::io::Read, len: usize) -> Option<Snapshot> {
+    parse::snapshot_streamed_from(reader, len)
+}
 pub use release::{EVIDENCE_KEY, RELEASES_KEY, ReleaseRange, releases_of};
 pub use size_rules::SizeRules;
 
@@ -51,13 +62,14 @@ pub fn read_snapshot_whole(bytes: &[u8], path: &str) -> Result<Snapshot, TraceEr
     typed(&doc, path)
 }
 
-/// [`read_snapshot`] of bytes it may drop once the pickle is parsed (the
-/// document holds copies of its strings): the file's bytes and the typed
-/// snapshot are never in memory together.
-pub(crate) fn read_snapshot_owned(bytes: Vec<u8>, path: &str) -> Result<Snapshot, TraceError> {
-    if let Some(snap) = parse::snapshot_streamed(&bytes) {
-        return Ok(snap);
-    }
+/// [`read_snapshot_whole`] of bytes it drops once the pickle is parsed
+/// (the document holds copies of its strings): the file's bytes and the
+/// typed snapshot are never in memory together. For files the streamed
+/// read ([`read_snapshot_streamed`]) handed back.
+pub(crate) fn read_snapshot_whole_owned(
+    bytes: Vec<u8>,
+    path: &str,
+) -> Result<Snapshot, TraceError> {
     let doc = parse_pickle(&bytes, path)?;
     drop(bytes);
     typed(&doc, path)

@@ -6,7 +6,9 @@
 //! `load_*` handler (named after the methods of `pickle.py`'s
 //! `_Unpickler`); the handlers live with their opcode family:
 //!
-//! * `input`: reading arguments (fixed-width, length-prefixed, text lines);
+//! * `input`: the bytes (a slice, or a stream read through a window) and
+//!   reading arguments from them (fixed-width, length-prefixed, text
+//!   lines);
 //! * `stack`: `MARK`, `POP`, `POP_MARK`, `DUP` and the stack and mark
 //!   stack themselves;
 //! * `memo`: `PUT`, `BINPUT`, `LONG_BINPUT`, `MEMOIZE`, `GET`, `BINGET`,
@@ -32,12 +34,15 @@ mod refused;
 mod stack;
 mod strings;
 
+pub(crate) use input::PickleInput;
+
 use std::collections::HashMap;
 
 use super::doc::{MAX_INPUT_LEN, PickleDoc, ReadOptions, Slot, slot_type_name};
 use super::error::PickleError;
 use super::opcodes as op;
 use super::sink::ListSink;
+use input::Input;
 use nesting::Meta;
 
 type Result<T> = std::result::Result<T, PickleError>;
@@ -60,7 +65,14 @@ impl PickleDoc {
 /// The reader; `full_check` forces the depth and cycle walk even where the
 /// incremental heights suffice (tests compare both).
 pub(crate) fn parse(input: &[u8], opts: &ReadOptions, full_check: bool) -> Result<PickleDoc> {
-    run_machine(input, opts, full_check, None)
+    run_machine(PickleInput::Slice(input), 0, opts, full_check, None)
+}
+
+/// Reads a pickle from `input` under `opts` (tests: streams against
+/// slices).
+#[cfg(test)]
+pub(crate) fn parse_input(input: PickleInput<'_>, opts: &ReadOptions) -> Result<PickleDoc> {
+    run_machine(input, 0, opts, false, None)
 }
 
 /// Reads a pickle like [`PickleDoc::from_slice`], handing the items of the
@@ -69,31 +81,39 @@ pub(crate) fn parse(input: &[u8], opts: &ReadOptions, full_check: bool) -> Resul
 /// again without one. The document's claimed lists are empty, and a read
 /// of a container the sink let go marks it
 /// ([`PickleDoc::retired_touched`]).
+///
+/// `len_hint` (the input's length where it is known before reading, 0 if
+/// not) sizes the document's arenas for a stream.
 pub(crate) fn parse_with_sink<'i>(
-    input: &'i [u8],
+    input: PickleInput<'i>,
+    len_hint: usize,
     sink: &'i mut dyn ListSink,
 ) -> Result<PickleDoc> {
-    run_machine(input, &ReadOptions::default(), false, Some(sink))
+    run_machine(input, len_hint, &ReadOptions::default(), false, Some(sink))
 }
 
 fn run_machine<'i>(
-    input: &'i [u8],
+    input: PickleInput<'i>,
+    len_hint: usize,
     opts: &ReadOptions,
     full_check: bool,
     sink: Option<&'i mut dyn ListSink>,
 ) -> Result<PickleDoc> {
     {
         let max_len = opts.max_input_len.min(MAX_INPUT_LEN);
-        if input.len() > max_len {
+        let len = match &input {
+            PickleInput::Slice(s) => s.len(),
+            PickleInput::Reader(_) => len_hint.min(max_len),
+        };
+        let Some(input) = Input::new(input, max_len) else {
             return Err(PickleError::LimitExceeded {
                 what: "input size",
                 limit: max_len,
                 offset: None,
             });
-        }
+        };
         let mut m = Machine {
             input,
-            pos: 0,
             op: 0,
             op_start: 0,
             doc: PickleDoc::empty(),
@@ -102,10 +122,10 @@ fn run_machine<'i>(
             // Capacity hints from typical snapshot proportions (one memo
             // entry per ~60 input bytes, one container per ~80); they only
             // save regrowth, and stay proportional to the input.
-            memo: Vec::with_capacity(input.len() / 32),
+            memo: Vec::with_capacity(len / 32),
             sparse_memo: HashMap::new(),
             memo_count: 0,
-            meta: Vec::with_capacity(input.len() / 64),
+            meta: Vec::with_capacity(len / 64),
             full_check,
             sink,
             claimed: Vec::new(),
@@ -113,8 +133,8 @@ fn run_machine<'i>(
             retired_any: false,
             free_ids: Vec::new(),
         };
-        m.doc.nodes.reserve(input.len() / 64);
-        m.doc.strings.reserve(input.len() / 16);
+        m.doc.nodes.reserve(len / 64);
+        m.doc.strings.reserve(len / 16);
         let root = m.run()?;
         if m.retired_any && m.full_check {
             // The walk that the depth and cycle check needs would not see
@@ -124,7 +144,7 @@ fn run_machine<'i>(
         m.check_root(root, opts.max_depth)?;
         let mut doc = m.doc;
         doc.root = root;
-        doc.bytes_read = m.pos;
+        doc.bytes_read = m.input.pos;
         Ok(doc)
     }
 }
@@ -141,9 +161,8 @@ struct Machine<'i> {
     retired_any: bool,
     /// Ids of freed containers that nothing can reach, for new ones.
     free_ids: Vec<u32>,
-    input: &'i [u8],
-    /// Next byte to read.
-    pos: usize,
+    /// The bytes, and the offset of the next one to read.
+    input: Input<'i>,
     /// The opcode being executed and where it starts (for errors).
     op: u8,
     op_start: usize,
@@ -175,6 +194,9 @@ impl Machine<'_> {
     }
 
     fn truncated(&self) -> PickleError {
+        if let Some(e) = self.input.limit_error() {
+            return e;
+        }
         PickleError::Truncated {
             offset: self.op_start,
             opcode: self.name(),
@@ -221,15 +243,17 @@ impl Machine<'_> {
     /// byte with each handler's code in its arm.
     fn run(&mut self) -> Result<Slot> {
         loop {
-            self.op_start = self.pos;
-            let Some(&code) = self.input.get(self.pos) else {
+            self.op_start = self.input.pos;
+            let Some(code) = self.input.u8() else {
+                if let Some(e) = self.input.limit_error() {
+                    return Err(e);
+                }
                 return Err(PickleError::Truncated {
-                    offset: self.input.len(),
+                    offset: self.input.len_at_end(),
                     opcode: "next opcode (no STOP)",
                 });
             };
             self.op = code;
-            self.pos += 1;
             match code {
                 // Memo (memo.rs); references dominate PyTorch snapshots.
                 op::LONG_BINGET => self.load_long_binget()?,
@@ -330,11 +354,10 @@ impl Machine<'_> {
 
     #[inline(always)]
     fn load_frame(&mut self) -> Result<()> {
-        // Frames only help streaming readers; check that the announced
-        // bytes are there and read on.
+        // The announced bytes must be there; a stream reads them into its
+        // window here, so that the opcodes inside the frame need no read.
         let n = self.u64_len()?;
-        let end = self.pos.checked_add(n);
-        if end.is_none_or(|e| e > self.input.len()) {
+        if !self.input.ensure(n) {
             return Err(self.truncated());
         }
         Ok(())

@@ -37,7 +37,7 @@ impl Machine<'_> {
     pub(super) fn load_long1(&mut self) -> Result<()> {
         let n = usize::from(self.u8()?);
         let b = self.take(n)?;
-        let s = int_slot(&mut self.doc, b);
+        let s = int_slot(&mut self.doc, self.input.bytes(b));
         self.push(s);
         Ok(())
     }
@@ -46,7 +46,7 @@ impl Machine<'_> {
     pub(super) fn load_long4(&mut self) -> Result<()> {
         let n = self.i32_len()?;
         let b = self.take(n)?;
-        let s = int_slot(&mut self.doc, b);
+        let s = int_slot(&mut self.doc, self.input.bytes(b));
         self.push(s);
         Ok(())
     }
@@ -60,7 +60,8 @@ impl Machine<'_> {
 
     #[inline(always)]
     pub(super) fn load_float(&mut self) -> Result<()> {
-        let text = self.line_str()?;
+        let r = self.line_str()?;
+        let text = self.text(r);
         let v =
             parse_float(text).ok_or_else(|| self.invalid(format!("{text:?} is not a float")))?;
         self.push(Slot::Float(v));
@@ -69,11 +70,11 @@ impl Machine<'_> {
 
     #[inline(always)]
     pub(super) fn load_int(&mut self) -> Result<()> {
-        let text = self.line_str()?;
-        let s = match text {
+        let r = self.line_str()?;
+        let s = match self.text(r.clone()) {
             "00" => Slot::Bool(false),
             "01" => Slot::Bool(true),
-            _ => self.int_text(text)?,
+            _ => self.int_text(r)?,
         };
         self.push(s);
         Ok(())
@@ -81,15 +82,20 @@ impl Machine<'_> {
 
     #[inline(always)]
     pub(super) fn load_long(&mut self) -> Result<()> {
-        let text = self.line_str()?;
-        let text = text.strip_suffix('L').unwrap_or(text);
-        let s = self.int_text(text)?;
+        let r = self.line_str()?;
+        let r = match self.text(r.clone()).ends_with('L') {
+            true => r.start..r.end - 1,
+            false => r,
+        };
+        let s = self.int_text(r)?;
         self.push(s);
         Ok(())
     }
 
-    /// An `int` from text: a plain int when it fits `i64`, else a big int.
-    fn int_text(&mut self, text: &str) -> Result<Slot> {
+    /// An `int` from the text at `r` (checked by [`Machine::line_str`]): a
+    /// plain int when it fits `i64`, else a big int.
+    fn int_text(&mut self, r: std::ops::Range<usize>) -> Result<Slot> {
+        let text = self.text(r);
         if let Ok(v) = text.trim().parse::<i64>() {
             return Ok(Slot::Int(v));
         }

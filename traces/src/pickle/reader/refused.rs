@@ -12,8 +12,14 @@ impl Machine<'_> {
     #[cold]
     pub(super) fn refuse_global(&mut self) -> PickleError {
         // Best effort at naming what would be imported.
-        let module = self.line().map(lossy).unwrap_or_else(|_| "?".into());
-        let name = self.line().map(lossy).unwrap_or_else(|_| "?".into());
+        let module = self
+            .line()
+            .map(|r| lossy(self.input.bytes(r)))
+            .unwrap_or_else(|_| "?".into());
+        let name = self
+            .line()
+            .map(|r| lossy(self.input.bytes(r)))
+            .unwrap_or_else(|_| "?".into());
         PickleError::Global {
             module,
             name,

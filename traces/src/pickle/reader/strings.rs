@@ -4,64 +4,64 @@
 //! `BINSTRING`, `STRING` (decoded as Latin-1), stored in the document's
 //! string and byte arenas.
 
-use crate::pickle::doc::{Node, Slot, Span};
+use crate::pickle::doc::{Node, PickleDoc, Slot, Span};
 
 use super::escapes::{escape_decode, raw_unicode_escape_decode};
 use super::{Machine, Result};
 
+// ---- arenas ----
+
+fn str_span(doc: &mut PickleDoc, s: &str) -> Slot {
+    let start = doc.strings.len();
+    doc.strings.push_str(s);
+    // Arena < 4 GiB: input <= 1 GiB and decoding at most triples it.
+    Slot::Str(Span {
+        start: start as u32,
+        len: s.len() as u32,
+    })
+}
+
+/// UTF-8 text (Python writes lone surrogates with `surrogatepass`; those
+/// and any other invalid sequences become U+FFFD).
+#[inline]
+fn push_utf8(doc: &mut PickleDoc, b: &[u8]) -> Slot {
+    match std::str::from_utf8(b) {
+        Ok(s) => str_span(doc, s),
+        Err(_) => {
+            let s = String::from_utf8_lossy(b);
+            str_span(doc, &s)
+        }
+    }
+}
+
+/// Python 2 `str` bytes (`STRING`, `BINSTRING`), decoded as Latin-1
+/// (lossless; equal to ASCII for ASCII text).
+fn push_latin1(doc: &mut PickleDoc, b: &[u8]) -> Slot {
+    if b.is_ascii() {
+        // ASCII is valid UTF-8.
+        return push_utf8(doc, b);
+    }
+    let s: String = b.iter().map(|&c| char::from(c)).collect();
+    str_span(doc, &s)
+}
+
+fn push_bytes(doc: &mut PickleDoc, b: &[u8]) -> Span {
+    let start = doc.bytes.len();
+    doc.bytes.extend_from_slice(b);
+    Span {
+        start: start as u32, // arena < 4 GiB, see str_span
+        len: b.len() as u32,
+    }
+}
+
 impl Machine<'_> {
-    // ---- arenas ----
-
-    fn str_span(&mut self, s: &str) -> Slot {
-        let start = self.doc.strings.len();
-        self.doc.strings.push_str(s);
-        // Arena < 4 GiB: input <= 1 GiB and decoding at most triples it.
-        Slot::Str(Span {
-            start: start as u32,
-            len: s.len() as u32,
-        })
-    }
-
-    /// UTF-8 text (Python writes lone surrogates with `surrogatepass`; those
-    /// and any other invalid sequences become U+FFFD).
-    #[inline]
-    fn push_utf8(&mut self, b: &[u8]) -> Slot {
-        match std::str::from_utf8(b) {
-            Ok(s) => self.str_span(s),
-            Err(_) => {
-                let s = String::from_utf8_lossy(b);
-                self.str_span(&s)
-            }
-        }
-    }
-
-    /// Python 2 `str` bytes (`STRING`, `BINSTRING`), decoded as Latin-1
-    /// (lossless; equal to ASCII for ASCII text).
-    fn push_latin1(&mut self, b: &[u8]) -> Slot {
-        if b.is_ascii() {
-            // ASCII is valid UTF-8.
-            return self.push_utf8(b);
-        }
-        let s: String = b.iter().map(|&c| char::from(c)).collect();
-        self.str_span(&s)
-    }
-
-    fn push_bytes(&mut self, b: &[u8]) -> Span {
-        let start = self.doc.bytes.len();
-        self.doc.bytes.extend_from_slice(b);
-        Span {
-            start: start as u32, // arena < 4 GiB, see str_span
-            len: b.len() as u32,
-        }
-    }
-
     // ---- str ----
 
     #[inline(always)]
     pub(super) fn load_short_binunicode(&mut self) -> Result<()> {
         let n = usize::from(self.u8()?);
         let b = self.take(n)?;
-        let s = self.push_utf8(b);
+        let s = push_utf8(&mut self.doc, self.input.bytes(b));
         self.push(s);
         Ok(())
     }
@@ -70,7 +70,7 @@ impl Machine<'_> {
     pub(super) fn load_binunicode(&mut self) -> Result<()> {
         let n = self.u32()? as usize;
         let b = self.take(n)?;
-        let s = self.push_utf8(b);
+        let s = push_utf8(&mut self.doc, self.input.bytes(b));
         self.push(s);
         Ok(())
     }
@@ -79,7 +79,7 @@ impl Machine<'_> {
     pub(super) fn load_binunicode8(&mut self) -> Result<()> {
         let n = self.u64_len()?;
         let b = self.take(n)?;
-        let s = self.push_utf8(b);
+        let s = push_utf8(&mut self.doc, self.input.bytes(b));
         self.push(s);
         Ok(())
     }
@@ -87,8 +87,9 @@ impl Machine<'_> {
     #[inline(always)]
     pub(super) fn load_unicode(&mut self) -> Result<()> {
         let line = self.line()?;
-        let text = raw_unicode_escape_decode(line).map_err(|e| self.invalid(e))?;
-        let s = self.str_span(&text);
+        let text =
+            raw_unicode_escape_decode(self.input.bytes(line)).map_err(|e| self.invalid(e))?;
+        let s = str_span(&mut self.doc, &text);
         self.push(s);
         Ok(())
     }
@@ -99,7 +100,7 @@ impl Machine<'_> {
     pub(super) fn load_short_binbytes(&mut self) -> Result<()> {
         let n = usize::from(self.u8()?);
         let b = self.take(n)?;
-        let sp = self.push_bytes(b);
+        let sp = push_bytes(&mut self.doc, self.input.bytes(b));
         self.push(Slot::Bytes(sp));
         Ok(())
     }
@@ -108,7 +109,7 @@ impl Machine<'_> {
     pub(super) fn load_binbytes(&mut self) -> Result<()> {
         let n = self.u32()? as usize;
         let b = self.take(n)?;
-        let sp = self.push_bytes(b);
+        let sp = push_bytes(&mut self.doc, self.input.bytes(b));
         self.push(Slot::Bytes(sp));
         Ok(())
     }
@@ -117,7 +118,7 @@ impl Machine<'_> {
     pub(super) fn load_binbytes8(&mut self) -> Result<()> {
         let n = self.u64_len()?;
         let b = self.take(n)?;
-        let sp = self.push_bytes(b);
+        let sp = push_bytes(&mut self.doc, self.input.bytes(b));
         self.push(Slot::Bytes(sp));
         Ok(())
     }
@@ -126,7 +127,7 @@ impl Machine<'_> {
     pub(super) fn load_bytearray8(&mut self) -> Result<()> {
         let n = self.u64_len()?;
         let b = self.take(n)?;
-        let sp = self.push_bytes(b);
+        let sp = push_bytes(&mut self.doc, self.input.bytes(b));
         let s = self.new_node(Node::ByteArray(sp));
         self.push(s);
         Ok(())
@@ -138,7 +139,7 @@ impl Machine<'_> {
     pub(super) fn load_short_binstring(&mut self) -> Result<()> {
         let n = usize::from(self.u8()?);
         let b = self.take(n)?;
-        let s = self.push_latin1(b);
+        let s = push_latin1(&mut self.doc, self.input.bytes(b));
         self.push(s);
         Ok(())
     }
@@ -147,7 +148,7 @@ impl Machine<'_> {
     pub(super) fn load_binstring(&mut self) -> Result<()> {
         let n = self.i32_len()?;
         let b = self.take(n)?;
-        let s = self.push_latin1(b);
+        let s = push_latin1(&mut self.doc, self.input.bytes(b));
         self.push(s);
         Ok(())
     }
@@ -155,12 +156,12 @@ impl Machine<'_> {
     #[inline(always)]
     pub(super) fn load_string(&mut self) -> Result<()> {
         let line = self.line()?;
-        let inner = match line {
+        let inner = match self.input.bytes(line) {
             [q @ (b'\'' | b'"'), inner @ .., last] if last == q => inner,
             _ => return Err(self.invalid("the STRING opcode argument must be quoted")),
         };
         let bytes = escape_decode(inner).map_err(|e| self.invalid(e))?;
-        let s = self.push_latin1(&bytes);
+        let s = push_latin1(&mut self.doc, &bytes);
         self.push(s);
         Ok(())
     }

@@ -11,7 +11,7 @@ use crate::snapshot::model::*;
 
 use settings::settings;
 use streamed::Pre;
-pub(crate) use streamed::snapshot_streamed;
+pub(crate) use streamed::{snapshot_streamed, snapshot_streamed_from};
 
 /// A problem at a path such as `device_traces[0][12].size`.
 #[derive(Debug, Clone, PartialEq, Eq)]

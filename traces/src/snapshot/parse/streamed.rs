@@ -10,10 +10,12 @@
 //! [`snapshot_streamed`] answer `None`, and the caller reads the file whole:
 //! the answer, errors included, is always the whole read's.
 
+use std::io::Read;
 use std::mem;
 
 use crate::pickle::{
-    Claim, Done, ListPlace, ListSink, NodeId, PickleDoc, Slot, ValueRef, parse_with_sink,
+    Claim, Done, ListPlace, ListSink, MAX_INPUT_LEN, NodeId, PickleDoc, PickleInput, Slot,
+    ValueRef, parse_with_sink,
 };
 
 use super::{Ctx, P, convert_doc, entry, items_allowed, new_ctx, segments};
@@ -22,20 +24,35 @@ use crate::snapshot::model::{Segment, Snapshot, TraceEntry};
 /// Reads the snapshot pickle `input`, converting its trace entries as they
 /// are read. `None`: read it whole instead.
 pub(crate) fn snapshot_streamed(input: &[u8]) -> Option<Snapshot> {
+    streamed(PickleInput::Slice(input), input.len())
+}
+
+/// [`snapshot_streamed`] of a pickle read from `reader` through a window
+/// of a few hundred KiB, up to its `STOP` opcode: the file's bytes are
+/// never held whole. `len` is the input's length where it is known (a
+/// file's size), else 0. `None`: read it whole instead (the reader is then
+/// partly consumed; open the file again).
+pub(crate) fn snapshot_streamed_from(reader: &mut dyn Read, len: usize) -> Option<Snapshot> {
+    streamed(PickleInput::Reader(Box::new(reader)), len)
+}
+
+fn streamed(input: PickleInput<'_>, len: usize) -> Option<Snapshot> {
+    // Entries are counted against the input's size while they are read
+    // (of the largest input accepted where the size is not known), and
+    // then against the bytes up to STOP, as a whole read counts them.
+    let budget_len = if len > 0 { len } else { MAX_INPUT_LEN };
     let mut sink = EntrySink {
-        ctx: new_ctx(input.len()),
+        ctx: new_ctx(budget_len),
         pre: None,
     };
-    let doc = parse_with_sink(input, &mut sink).ok()?;
+    let doc = parse_with_sink(input, len, &mut sink).ok()?;
     let EntrySink { mut ctx, pre } = sink;
     let snap = match pre {
         // Nothing was taken: the document is whole.
         None => convert_doc(&doc, new_ctx(doc.bytes_read()), None).ok()??,
         Some(mut pre) => {
-            // The budget of a whole read, which counts against the bytes
-            // up to STOP, not the whole input.
-            let unread = items_allowed(input.len()) - items_allowed(doc.bytes_read());
-            ctx.items_left = ctx.items_left.checked_sub(unread)?;
+            let spent = items_allowed(budget_len) - ctx.items_left;
+            ctx.items_left = items_allowed(doc.bytes_read()).checked_sub(spent)?;
             convert_doc(&doc, ctx, Some(&mut pre)).ok()??
         }
     };
@@ -225,6 +242,29 @@ mod tests {
     use super::*;
     use crate::snapshot::parse::snapshot_from_doc;
 
+    /// A reader that hands out at most 4,093 bytes at a time (a prime, so
+    /// that the window's end falls anywhere in the opcodes).
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.0.len()).min(4093);
+            let (head, tail) = self.0.split_at(n);
+            buf[..n].copy_from_slice(head);
+            self.0 = tail;
+            Ok(n)
+        }
+    }
+
+    /// The streamed read of `bytes`, from memory and from a reader: both
+    /// must answer alike.
+    fn streamed_both(bytes: &[u8], name: &str) -> Option<Snapshot> {
+        let s = snapshot_streamed(bytes);
+        let r = snapshot_streamed_from(&mut Trickle(bytes), bytes.len());
+        assert_eq!(s, r, "{name}: read from a reader");
+        s
+    }
+
     /// The whole read of `bytes`.
     fn whole(bytes: &[u8]) -> Option<Snapshot> {
         let doc = PickleDoc::from_slice(bytes).ok()?;
@@ -264,7 +304,7 @@ mod tests {
             for path in pickles(&format!("{root}/{dir}")) {
                 let bytes = std::fs::read(&path).unwrap();
                 let name = path.display().to_string();
-                let s = snapshot_streamed(&bytes);
+                let s = streamed_both(&bytes, &name);
                 let w = whole(&bytes);
                 if let Some(s) = &s {
                     assert_eq!(Some(s), w.as_ref(), "{name}");
@@ -316,7 +356,7 @@ mod tests {
                     }
                 }
                 runs += 1;
-                if let Some(s) = snapshot_streamed(&bytes) {
+                if let Some(s) = streamed_both(&bytes, &path.display().to_string()) {
                     streamed += 1;
                     assert_eq!(Some(s), whole(&bytes), "{} mutated", path.display());
                 }
