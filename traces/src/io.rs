@@ -285,7 +285,10 @@ pub fn open_events<P: Fn(u64) + Send + 'static>(
 /// a few hundred KiB, and its trace entries are converted as they arrive:
 /// the file's bytes are never in memory whole. A file that this streamed
 /// read cannot vouch for (an error, a pickle not shaped as PyTorch writes
-/// one) is read again whole, which gives the answer and the error.
+/// one) is read again whole, which gives the answer and the error; so is
+/// anything that is not a regular file (a pipe cannot be read twice). The
+/// 1 GiB limit applies to the bytes read up to the pickle's end (`STOP`),
+/// which for a gzipped file are the decompressed ones.
 pub fn read_snapshot_file(
     path: &Path,
     progress: Option<ReadProgress<'_>>,
