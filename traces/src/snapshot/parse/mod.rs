@@ -1,6 +1,7 @@
 //! From a parsed pickle to a typed [`Snapshot`], checking every field's type
 //! and naming the exact place of anything wrong.
 
+mod entry;
 mod settings;
 mod streamed;
 
@@ -9,6 +10,7 @@ use std::collections::HashMap;
 use crate::pickle::{DictRef, NodeId, PickleDoc, ValueRef, View};
 use crate::snapshot::model::*;
 
+use entry::entry;
 use settings::settings;
 use streamed::Pre;
 pub(crate) use streamed::{snapshot_streamed, snapshot_streamed_from};
@@ -153,19 +155,6 @@ const BLOCK_KEYS: &[&str] = &[
     "frames",
     "history",
 ];
-const ENTRY_KEYS: &[&str] = &[
-    "action",
-    "addr",
-    "device_free",
-    "size",
-    "stream",
-    "time_us",
-    "frames",
-    "compile_context",
-    "user_metadata",
-    "pool_id",
-];
-
 /// A conversion context for a pickle of `input_len` bytes.
 fn new_ctx(input_len: usize) -> Ctx {
     Ctx {
@@ -604,71 +593,4 @@ fn pool_id(v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<(i64, i64)>> {
     let t = seq(p, path)?;
     let part = |i: usize| t.get(i).map(|x| sint(&x, &path.index(i))).transpose();
     Ok(Some((part(0)?.unwrap_or(0), part(1)?.unwrap_or(0))))
-}
-
-fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) -> R<TraceEntry> {
-    let path = dev_path.index(i);
-    let d = dict(&v, &path)?;
-    sample_keys(ctx, &d, "device_traces[][].");
-    if d.len() > ENTRY_KEYS.len() {
-        note_unknown(ctx, &d, ENTRY_KEYS, "device_traces[][].");
-    } else {
-        for k in d.keys() {
-            if let Some(s) = k.as_str() {
-                if !ENTRY_KEYS.contains(&s) {
-                    *ctx.unknown
-                        .entry(format!("device_traces[][].{s}"))
-                        .or_default() += 1;
-                }
-            }
-        }
-    }
-    let action = Action::from_name(&string(&req(&d, "action", &path)?, &path.field("action"))?);
-    let addr = match d.get("addr") {
-        Some(a) if !a.is_none() => Some(sint(&a, &path.field("addr"))? as u64),
-        _ => None,
-    };
-    if addr.is_none()
-        && !matches!(
-            action,
-            Action::Oom | Action::UserDefined | Action::Annotate | Action::Other(_)
-        )
-    {
-        return Err(problem(
-            path,
-            format!("a '{}' entry has no 'addr'", action.name()),
-        ));
-    }
-    Ok(TraceEntry {
-        addr,
-        device_free: opt_u64(&d, "device_free", &path)?,
-        size: match d.get("size") {
-            Some(s) => uint(&s, &path.field("size"))?,
-            None if matches!(
-                action,
-                Action::UserDefined | Action::Annotate | Action::Other(_)
-            ) =>
-            {
-                0
-            }
-            None => return Err(problem(path, "has no 'size' key")),
-        },
-        stream: match d.get("stream") {
-            Some(s) if !s.is_none() => sint(&s, &path.field("stream"))? as u64,
-            _ => 0,
-        },
-        time_us: match d.get("time_us") {
-            Some(t) if !t.is_none() => Some(sint(&t, &path.field("time_us"))?),
-            _ => None,
-        },
-        frames: frames(ctx, d.get("frames"), &path.field("frames"))?,
-        compile_context: d
-            .get("compile_context")
-            .and_then(|v| v.as_str().map(|s| ctx.shared_text(s))),
-        user_metadata: d
-            .get("user_metadata")
-            .and_then(|v| v.as_str().map(|s| ctx.shared_text(s))),
-        pool_id: pool_id(d.get("pool_id"), &path.field("pool_id"))?,
-        action,
-    })
 }
