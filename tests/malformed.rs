@@ -117,6 +117,25 @@ fn timed(args: &[String]) -> (i32, String, String, Duration) {
     (code, out, err, start.elapsed())
 }
 
+/// A mistyped path is named as missing, whether or not its name has an
+/// extension (a missing job folder has none): not as a file of unknown
+/// format.
+#[test]
+fn a_missing_path_is_named_missing() {
+    let d = scratch("malformed-missing-path");
+    for name in ["no-such-job", "no-such-run.pickle", "no-such-trace.csv"] {
+        let p = d.join(name).display().to_string();
+        for cmd in ["replay", "stats"] {
+            let (code, _, err, _) = timed(&[cmd.into(), p.clone()]);
+            assert_eq!(code, 2, "{cmd} {name}: {err}");
+            assert!(
+                err.starts_with(&format!("error: {p}: cannot open: ")),
+                "{cmd} {name}: {err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_pickle_above_one_gib_is_refused_without_reading_it() {
     let d = scratch("malformed-huge-pickle");

@@ -98,18 +98,23 @@ fn open_error(path: &Path, e: std::io::Error) -> TraceError {
 }
 
 fn resolve(path: &Path, format: Option<Format>) -> Result<Format, TraceError> {
-    format.or_else(|| Format::from_path(path)).ok_or_else(|| {
-        let names: Vec<&str> = Format::ALL.iter().map(|(_, n, _)| *n).collect();
-        TraceError::new(
-            path.display().to_string(),
-            Location::File,
-            format!(
-                "cannot tell the format from the file name; name it with {} ({})",
-                Opt::Format.bare(),
-                names.join(", ")
-            ),
-        )
-    })
+    if let Some(f) = format.or_else(|| Format::from_path(path)) {
+        return Ok(f);
+    }
+    // A mistyped path is named as one, not as a file of unknown format.
+    if let Err(e) = std::fs::metadata(path) {
+        return Err(open_error(path, e));
+    }
+    let names: Vec<&str> = Format::ALL.iter().map(|(_, n, _)| *n).collect();
+    Err(TraceError::new(
+        path.display().to_string(),
+        Location::File,
+        format!(
+            "cannot tell the format from the file name; name it with {} ({})",
+            Opt::Format.bare(),
+            names.join(", ")
+        ),
+    ))
 }
 
 /// The first line that is not blank and not a `#` comment. A line that is
