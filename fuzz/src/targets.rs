@@ -13,7 +13,7 @@ use vramlab_traces::snapshot::{
     SizeRules, read_snapshot, read_snapshot_streamed, read_snapshot_whole, snapshot_to_traces,
 };
 use vramlab_traces::{
-    EventBlocks, IdUse, RmmEvents, StreamCounts, StreamEnd, TraceError, VltEvents,
+    EventBlocks, IdUse, RmmEvents, ShortReads, StreamCounts, StreamEnd, TraceError, VltEvents,
 };
 use vramlab_traces::{PickleDoc, PickleWriter};
 use vramlab_traces::{read_binary, write_binary};
@@ -69,19 +69,6 @@ pub fn pickle(data: &[u8]) {
     assert_eq!(bytes, rewritten, "read(write(doc)) differs from doc");
 }
 
-/// A reader that hands out at most 7 bytes at a time.
-struct ShortReads<'a>(&'a [u8]);
-
-impl std::io::Read for ShortReads<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = buf.len().min(self.0.len()).min(7);
-        let (head, tail) = self.0.split_at(n);
-        buf[..n].copy_from_slice(head);
-        self.0 = tail;
-        Ok(n)
-    }
-}
-
 /// PyTorch snapshot pickles as arbitrary bytes: reading, the typed model and
 /// the conversion to traces never panic, the read that converts entries as
 /// the pickle is read answers as the whole read does (errors included; from
@@ -97,7 +84,7 @@ pub fn snapshot(data: &[u8]) {
         _ => panic!("one read failed and the other did not"),
     }
     // Read from a stream in short reads (as a file is), where it answers.
-    if let Some(s) = read_snapshot_streamed(&mut ShortReads(data), data.len()) {
+    if let Some(s) = read_snapshot_streamed(&mut ShortReads::new(data, &[7]), data.len()) {
         assert!(
             whole.as_ref().ok() == Some(&s),
             "the read from a stream differs from the whole read"

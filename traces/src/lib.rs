@@ -37,6 +37,7 @@ mod pool_summary;
 mod pools;
 mod remove;
 mod rmm;
+mod short_reads;
 pub mod snapshot;
 mod state_summary;
 mod summary;
@@ -65,5 +66,7 @@ pub use pickle::{BigInt, DictBuilder, PickleDoc, PickleError, PickleWriter, Valu
 pub use pool_summary::PoolSummary;
 pub use pools::{PoolDecl, PrivatePoolKind};
 pub use rmm::{RmmEvents, read_rmm};
+#[doc(hidden)]
+pub use short_reads::ShortReads;
 pub use state_summary::StateSummary;
 pub use summary::{PhaseSummary, SizeBucket, SummaryBuilder, TraceSummary};

@@ -7,31 +7,12 @@ use std::sync::Arc;
 use super::doc::ReadOptions;
 use super::*;
 
-/// A reader that hands out a few bytes at a time (1, 2, 3, 5, 8, 13, 64,
-/// 1000 in turn), so that a streamed read crosses its window's end inside
-/// opcodes, arguments and text lines.
-struct ShortReads<'a> {
-    rest: &'a [u8],
-    turn: usize,
-}
-
-impl std::io::Read for ShortReads<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        const SIZES: [usize; 8] = [1, 2, 3, 5, 8, 13, 64, 1000];
-        let n = SIZES[self.turn % SIZES.len()]
-            .min(buf.len())
-            .min(self.rest.len());
-        self.turn += 1;
-        let (head, tail) = self.rest.split_at(n);
-        buf[..n].copy_from_slice(head);
-        self.rest = tail;
-        Ok(n)
-    }
-}
-
 /// `b` read as a stream of short reads, under `opts`.
+/// Reads of 1, 2, 3, 5, 8, 13, 64 and 1,000 bytes in turn, so that the
+/// read crosses its window's end inside opcodes, arguments and text lines.
 fn read_streamed(b: &[u8], opts: &ReadOptions) -> Result<PickleDoc, PickleError> {
-    let input = reader::PickleInput::Reader(Box::new(ShortReads { rest: b, turn: 0 }));
+    const SIZES: &[usize] = &[1, 2, 3, 5, 8, 13, 64, 1000];
+    let input = reader::PickleInput::Reader(Box::new(crate::ShortReads::new(b, SIZES)));
     reader::parse_input(input, opts)
 }
 

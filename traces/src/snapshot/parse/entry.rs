@@ -4,7 +4,9 @@
 //! ([`EntryValues`]): a snapshot holds up to millions of entries, and a
 //! lookup per field compared every key's text again for each of them.
 
-use super::{Ctx, P, R, frames, note_unknown, pool_id, problem, sample_keys, sint, string, uint};
+use super::{
+    Ctx, P, R, frames, note_unknown, opt_uint, pool_id, problem, sample_keys, sint, string, uint,
+};
 use crate::pickle::{DictRef, ValueRef};
 use crate::snapshot::model::{Action, TraceEntry};
 
@@ -105,10 +107,7 @@ pub(super) fn entry(ctx: &mut Ctx, v: ValueRef<'_>, dev_path: &P<'_>, i: usize) 
     }
     Ok(TraceEntry {
         addr,
-        device_free: match e.device_free {
-            Some(v) if !v.is_none() => Some(uint(&v, &path.field("device_free"))?),
-            _ => None,
-        },
+        device_free: opt_uint(e.device_free, &path.field("device_free"))?,
         size: match e.size {
             Some(s) => uint(&s, &path.field("size"))?,
             None if matches!(

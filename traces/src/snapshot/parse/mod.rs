@@ -393,10 +393,14 @@ fn field_u64(d: &DictRef<'_>, key: &str, path: &P<'_>) -> R<u64> {
 }
 
 fn opt_u64(d: &DictRef<'_>, key: &str, path: &P<'_>) -> R<Option<u64>> {
-    match d.get(key) {
-        None => Ok(None),
-        Some(v) if v.is_none() => Ok(None),
-        Some(v) => uint(&v, &path.field(key)).map(Some),
+    opt_uint(d.get(key), &path.field(key))
+}
+
+/// [`uint`] of a value that may be absent or `None`.
+fn opt_uint(v: Option<ValueRef<'_>>, path: &P<'_>) -> R<Option<u64>> {
+    match v {
+        Some(v) if !v.is_none() => uint(&v, path).map(Some),
+        _ => Ok(None),
     }
 }
 

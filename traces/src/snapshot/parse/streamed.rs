@@ -242,25 +242,13 @@ mod tests {
     use super::*;
     use crate::snapshot::parse::snapshot_from_doc;
 
-    /// A reader that hands out at most 4,093 bytes at a time (a prime, so
-    /// that the window's end falls anywhere in the opcodes).
-    struct Trickle<'a>(&'a [u8]);
-
-    impl Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = buf.len().min(self.0.len()).min(4093);
-            let (head, tail) = self.0.split_at(n);
-            buf[..n].copy_from_slice(head);
-            self.0 = tail;
-            Ok(n)
-        }
-    }
-
-    /// The streamed read of `bytes`, from memory and from a reader: both
-    /// must answer alike.
+    /// The streamed read of `bytes`, from memory and from a reader of
+    /// 4,093-byte reads (a prime, so that the window's end falls anywhere
+    /// in the opcodes): both must answer alike.
     fn streamed_both(bytes: &[u8], name: &str) -> Option<Snapshot> {
         let s = snapshot_streamed(bytes);
-        let r = snapshot_streamed_from(&mut Trickle(bytes), bytes.len());
+        let mut reader = crate::ShortReads::new(bytes, &[4093]);
+        let r = snapshot_streamed_from(&mut reader, bytes.len());
         assert_eq!(s, r, "{name}: read from a reader");
         s
     }
