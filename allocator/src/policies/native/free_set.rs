@@ -7,26 +7,26 @@
 //! exactly theirs.
 //!
 //! Measured on the bundled traces and the real snapshots, a stream's free
-//! set almost always holds fewer than 64 blocks and rarely more than 256.
-//! At that size a sorted array ([`SortedBlocks`]: a binary search over the
-//! sizes, short `memmove`s per insert or remove) beats a B-tree by a wide
-//! margin; a set that grows past [`TO_TREE`] blocks (synthetic traces can
-//! hold tens of thousands) moves into a B-tree and comes back below
-//! [`TO_ARRAY`]. Both hold the same order, so every lookup answers the
-//! same whichever is in use.
+//! set almost always holds fewer than 64 blocks. At that size a sorted
+//! array ([`SortedBlocks`]: a binary search over the sizes, short
+//! `memmove`s per insert or remove) is the fastest form. A set that grows
+//! past [`TO_BUCKETS`] blocks (long training runs pin hundreds of segments;
+//! synthetic traces hold tens of thousands of holes) is spread over size
+//! classes ([`SizeBuckets`]), and comes back below [`TO_ARRAY`]. Both hold
+//! the same order, so every lookup answers the same whichever is in use.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
-use std::collections::btree_map;
 
 pub(super) use super::block_order::{Entry, Key};
+use super::size_buckets::{ClassIter, SizeBuckets};
 use super::sorted_blocks::{Blocks, SortedBlocks};
 
-/// Above this many blocks the set becomes a B-tree.
-const TO_TREE: usize = 512;
-/// Below this many blocks a B-tree set becomes an array again (well under
-/// [`TO_TREE`], so that a set hovering at the limit does not flip often).
-const TO_ARRAY: usize = 128;
+/// Above this many blocks the set is spread over size classes.
+const TO_BUCKETS: usize = 64;
+/// Below this many blocks a bucketed set becomes an array again (well
+/// under [`TO_BUCKETS`], so that a set hovering at the limit does not flip
+/// often).
+const TO_ARRAY: usize = 16;
 
 /// Where `key` is in the array (block `hint` tried first), or where it
 /// would go.
@@ -36,16 +36,6 @@ fn find_at_hint(v: &SortedBlocks, hint: usize, key: Key) -> Result<usize, usize>
         Ok(hint)
     } else {
         v.find(key)
-    }
-}
-
-#[inline]
-fn unpack((k, &idx): (&Key, &u32)) -> Entry {
-    Entry {
-        size: k.size(),
-        counter: k.counter(),
-        ptr: k.ptr(),
-        idx,
     }
 }
 
@@ -60,10 +50,10 @@ pub(super) struct FreeSet {
 
 #[derive(Debug, Clone)]
 enum Repr {
-    /// Sorted by key; at most [`TO_TREE`] entries.
+    /// Sorted by key; at most [`TO_BUCKETS`] entries.
     Array(SortedBlocks),
-    /// Key → arena index.
-    Tree(BTreeMap<Key, u32>),
+    /// By size class.
+    Buckets(Box<SizeBuckets>),
 }
 
 impl Default for Repr {
@@ -76,8 +66,8 @@ impl Default for Repr {
 pub(super) enum Iter<'a> {
     /// From the array.
     Array(Blocks<'a>),
-    /// From the B-tree.
-    Tree(btree_map::Range<'a, Key, u32>),
+    /// From the size classes.
+    Buckets(ClassIter<'a>),
 }
 
 impl Iterator for Iter<'_> {
@@ -87,7 +77,7 @@ impl Iterator for Iter<'_> {
     fn next(&mut self) -> Option<Entry> {
         match self {
             Iter::Array(it) => it.next(),
-            Iter::Tree(it) => it.next().map(unpack),
+            Iter::Buckets(it) => it.next(),
         }
     }
 }
@@ -97,7 +87,7 @@ impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Entry> {
         match self {
             Iter::Array(it) => it.next_back(),
-            Iter::Tree(it) => it.next_back().map(unpack),
+            Iter::Buckets(it) => it.next_back(),
         }
     }
 }
@@ -107,7 +97,7 @@ impl FreeSet {
     pub(super) fn len(&self) -> usize {
         match &self.repr {
             Repr::Array(v) => v.len(),
-            Repr::Tree(t) => t.len(),
+            Repr::Buckets(b) => b.len(),
         }
     }
 
@@ -120,19 +110,11 @@ impl FreeSet {
                 Ok(_) => return false,
                 Err(at) => v.insert_at(at, e),
             },
-            Repr::Tree(t) => {
-                // As the array does: a present key keeps its block.
-                return match t.entry(e.key()) {
-                    btree_map::Entry::Vacant(slot) => {
-                        slot.insert(e.idx);
-                        true
-                    }
-                    btree_map::Entry::Occupied(_) => false,
-                };
-            }
+            // As the array does: a present key keeps its block.
+            Repr::Buckets(b) => return b.insert(e),
         }
-        if self.len() > TO_TREE {
-            self.become_tree();
+        if self.len() > TO_BUCKETS {
+            self.become_buckets();
         }
         true
     }
@@ -149,9 +131,9 @@ impl FreeSet {
                 }
                 Err(_) => false,
             },
-            Repr::Tree(t) => {
-                let removed = t.remove(&key).is_some();
-                if t.len() < TO_ARRAY {
+            Repr::Buckets(b) => {
+                let removed = b.remove(key);
+                if b.len() < TO_ARRAY {
                     self.become_array();
                 }
                 removed
@@ -186,14 +168,7 @@ impl FreeSet {
                 v.move_to(from, to, new);
                 true
             }
-            Repr::Tree(t) => {
-                if !t.contains_key(&old) || (key != old && t.contains_key(&key)) {
-                    return false;
-                }
-                t.remove(&old);
-                t.insert(key, new.idx);
-                true
-            }
+            Repr::Buckets(b) => b.replace(old, new),
         }
     }
 
@@ -206,13 +181,12 @@ impl FreeSet {
                 self.hint.set(at);
                 Iter::Array(v.range(at..v.len()))
             }
-            Repr::Tree(t) => Iter::Tree(t.range(key..)),
+            Repr::Buckets(b) => Iter::Buckets(b.from(key)),
         }
     }
 
     /// Blocks strictly after `key`, in order.
     pub(super) fn after(&self, key: Key) -> Iter<'_> {
-        use std::ops::Bound::{Excluded, Unbounded};
         match &self.repr {
             Repr::Array(v) => {
                 // Most often asked right after `from` found `key`.
@@ -222,7 +196,7 @@ impl FreeSet {
                 };
                 Iter::Array(v.range(at..v.len()))
             }
-            Repr::Tree(t) => Iter::Tree(t.range((Excluded(key), Unbounded))),
+            Repr::Buckets(b) => Iter::Buckets(b.after(key)),
         }
     }
 
@@ -230,7 +204,7 @@ impl FreeSet {
     pub(super) fn below_size(&self, size: u64) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => Iter::Array(v.range(0..v.size_position(size))),
-            Repr::Tree(t) => Iter::Tree(t.range(..Key::at_least(size))),
+            Repr::Buckets(b) => Iter::Buckets(b.below_size(size)),
         }
     }
 
@@ -238,7 +212,7 @@ impl FreeSet {
     pub(super) fn iter(&self) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => Iter::Array(v.range(0..v.len())),
-            Repr::Tree(t) => Iter::Tree(t.range(..)),
+            Repr::Buckets(b) => Iter::Buckets(b.iter()),
         }
     }
 
@@ -247,22 +221,22 @@ impl FreeSet {
     pub(super) fn max_size(&self) -> u64 {
         match &self.repr {
             Repr::Array(v) => v.max_size(),
-            Repr::Tree(t) => t.last_key_value().map_or(0, |(k, _)| k.size()),
+            Repr::Buckets(b) => b.max_size(),
         }
     }
 
     #[cold]
-    fn become_tree(&mut self) {
+    fn become_buckets(&mut self) {
         if let Repr::Array(v) = &self.repr {
-            let t = v.range(0..v.len()).map(|e| (e.key(), e.idx)).collect();
-            self.repr = Repr::Tree(t);
+            let b = v.range(0..v.len()).collect();
+            self.repr = Repr::Buckets(Box::new(b));
         }
     }
 
     #[cold]
     fn become_array(&mut self) {
-        if let Repr::Tree(t) = &self.repr {
-            let v = t.iter().map(unpack).collect();
+        if let Repr::Buckets(b) = &self.repr {
+            let v = b.iter().collect();
             self.repr = Repr::Array(v);
         }
     }
@@ -271,10 +245,11 @@ impl FreeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     type Model = BTreeMap<(u64, u64, u64), u32>;
 
-    fn keys(it: Iter<'_>) -> Vec<(u64, u64, u64)> {
+    fn keys(it: impl Iterator<Item = Entry>) -> Vec<(u64, u64, u64)> {
         it.map(|e| (e.size, e.counter, e.ptr)).collect()
     }
 
@@ -287,11 +262,35 @@ mod tests {
         assert_eq!(keys(set.iter()), all);
         assert_eq!(idxs(set), model.values().copied().collect::<Vec<_>>());
         assert_eq!(set.len(), model.len());
-        let size = probe % 40 * 512;
-        let from: Vec<_> = model.range((size, 0, 0)..).map(|(k, _)| *k).collect();
-        assert_eq!(keys(set.from(Key::at_least(size))), from);
-        let below: Vec<_> = model.range(..(size, 0, 0)).map(|(k, _)| *k).collect();
-        assert_eq!(keys(set.below_size(size)), below);
+        // A small size, and one of the set's own (any class).
+        let own = all
+            .get(probe as usize / 40 % all.len().max(1))
+            .map_or(0, |k| k.0);
+        for size in [probe % 40 * 512, own] {
+            let from: Vec<_> = model.range((size, 0, 0)..).map(|(k, _)| *k).collect();
+            assert_eq!(keys(set.from(Key::at_least(size))), from);
+            let below: Vec<_> = model.range(..(size, 0, 0)).map(|(k, _)| *k).collect();
+            assert_eq!(keys(set.below_size(size)), below);
+            let mut desc = keys(set.below_size(size).rev());
+            desc.reverse();
+            assert_eq!(desc, below);
+        }
+        // Both ends at once: alternate front and back.
+        let mut it = set.iter();
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        loop {
+            match (it.next(), it.next_back()) {
+                (Some(a), Some(b)) => {
+                    front.push((a.size, a.counter, a.ptr));
+                    back.push((b.size, b.counter, b.ptr));
+                }
+                (Some(a), None) => front.push((a.size, a.counter, a.ptr)),
+                (None, _) => break,
+            }
+        }
+        back.reverse();
+        front.extend(back);
+        assert_eq!(front, all);
         if let Some(&(s, c, p)) = all.get(probe as usize % all.len().max(1)) {
             let after: Vec<_> = model
                 .range((
@@ -305,14 +304,14 @@ mod tests {
         assert_eq!(set.max_size(), model.keys().last().map_or(0, |k| k.0));
     }
 
-    /// Both representations answer every query alike, through growth past
-    /// the tree limit and shrinking back; blocks of one size order by
-    /// counter before address.
-    #[test]
-    fn array_and_tree_agree() {
+    /// Runs a deterministic mix of inserts, removes and replaces (found
+    /// the way `malloc` finds a block) against a model: sizes from
+    /// `size_of`, growing for the first half of `rounds` and shrinking in
+    /// the second, every query checked after every step. Returns whether
+    /// the set was ever bucketed, and whether any class was a B-tree.
+    fn agrees_with_a_model(rounds: u32, size_of: impl Fn(u64) -> u64) -> (bool, bool) {
         let mut set = FreeSet::default();
         let mut model = Model::new();
-        // A deterministic mix of sizes and addresses, many repeated sizes.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
             x ^= x << 13;
@@ -320,17 +319,18 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let mut saw_tree = false;
-        for round in 0..3000u32 {
+        let (mut saw_buckets, mut saw_tree) = (false, false);
+        for round in 0..rounds {
             let r = next();
-            let size = (r % 40 + 1) * 512;
-            let ptr = (r >> 20) % 2048 * 512;
+            let size = size_of(r);
+            let ptr = (r >> 20) % 4096 * 512;
             let counter = (r >> 50) % 3;
-            // Grow for the first half, shrink in the second.
-            let add = if round < 1500 { r % 4 != 0 } else { r % 8 == 0 };
+            let add = if round < rounds / 2 {
+                r % 4 != 0
+            } else {
+                r % 8 == 0
+            };
             if r % 5 == 0 && !model.is_empty() {
-                // Replace a block (found the way malloc finds one) by
-                // another key.
                 let first = set
                     .from(Key::at_least(size))
                     .next()
@@ -356,33 +356,60 @@ mod tests {
                 model.remove(&(s, c, p));
                 assert!(!set.remove(Key::new(s, c, p)));
             }
-            saw_tree |= matches!(set.repr, Repr::Tree(_));
+            if let Repr::Buckets(b) = &set.repr {
+                saw_buckets = true;
+                saw_tree |= b.has_tree_class();
+            }
             check(&set, &model, r >> 8);
         }
-        assert!(saw_tree, "the set never grew into a tree");
         assert!(
             matches!(set.repr, Repr::Array(_)),
             "the set never shrank back"
         );
+        (saw_buckets, saw_tree)
+    }
+
+    /// Both representations answer every query alike, through growth past
+    /// the bucket limit and shrinking back; blocks of one size order by
+    /// counter before address.
+    #[test]
+    fn array_and_buckets_agree() {
+        let (buckets, _) = agrees_with_a_model(3000, |r| (r % 40 + 1) * 512);
+        assert!(buckets, "the set never grew into size classes");
+    }
+
+    /// A class crowded with blocks of two sizes becomes a B-tree and
+    /// comes back, answering alike all along.
+    #[test]
+    fn crowded_classes_agree() {
+        let (buckets, tree) = agrees_with_a_model(4000, |r| if r % 3 == 0 { 20 } else { 21 } * 512);
+        assert!(buckets && tree, "no class grew into a B-tree");
+    }
+
+    /// Sizes in every class: the classes in turn are the set in order.
+    #[test]
+    fn classes_of_every_size_agree() {
+        let (buckets, _) =
+            agrees_with_a_model(3000, |r| (r >> 3) % (1 << (r % 45)) / 512 * 512 + 512);
+        assert!(buckets);
     }
 
     #[test]
     fn after_the_largest_key_is_empty() {
         let top = Key::new(u64::MAX, u64::MAX, u64::MAX);
-        let tree = Repr::Tree([(top, 1)].into_iter().collect());
-        let set = FreeSet {
-            repr: tree,
-            hint: Cell::new(0),
-        };
-        assert_eq!(set.after(top).count(), 0);
-        let set = FreeSet {
-            repr: Repr::Array(
-                [Entry::of(u64::MAX, u64::MAX, u64::MAX, 1)]
-                    .into_iter()
-                    .collect(),
-            ),
-            hint: Cell::new(0),
-        };
-        assert_eq!(set.after(top).count(), 0);
+        let entry = Entry::of(u64::MAX, u64::MAX, u64::MAX, 1);
+        for repr in [
+            Repr::Array([entry].into_iter().collect()),
+            Repr::Buckets(Box::new([entry].into_iter().collect())),
+        ] {
+            let set = FreeSet {
+                repr,
+                hint: Cell::new(0),
+            };
+            assert_eq!(set.after(top).count(), 0);
+            assert_eq!(set.iter().count(), 1);
+            assert_eq!(set.below_size(u64::MAX).count(), 0);
+            assert_eq!(set.max_size(), u64::MAX);
+        }
     }
 }

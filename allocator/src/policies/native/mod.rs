@@ -27,6 +27,7 @@ mod private;
 mod release;
 mod rounding;
 mod seed;
+mod size_buckets;
 mod sorted_blocks;
 mod stream_table;
 mod ties;
