@@ -5,7 +5,7 @@ repetition (what `vramlab bench` does in memory), to stdout or a file.
 Ids are numbers, as vramlab's writer emits them; with --text-ids they are
 text (`17_3`), as other tools may write them.
 
-    python3 scripts/make_1m_csv.py /tmp/1m.csv [--text-ids] [--events N] [--source TRACE | --random SEED]
+    python3 scripts/make_1m_csv.py /tmp/1m.csv [--text-ids] [--events N] [--source TRACE | --random SEED | --holes N]
 
 --events N writes N events instead (e.g. 10000000 for the report's
 scale figures). --source TRACE repeats another native CSV trace (plain or
@@ -15,6 +15,10 @@ Allocations the source leaves live stay live in every repetition.
 --random SEED writes a random trace instead: sizes log-uniform from 512 B
 to 256 MiB, about 3,000 allocations live, each free of a random live one
 (a shape with hundreds of free blocks per pool, unlike the recordings).
+--holes N writes a checkerboard instead: one block of N x 8 MiB freed, N
+blocks of 4 MiB carved from its segment, every other one freed (N / 2
+equal holes, one crowded size class of the free set), then allocations of
+1-4 MiB (seeded sizes), each freed at once, until the trace is long enough.
 """
 import gzip
 import random
@@ -54,12 +58,34 @@ def write_random(out, target, seed) -> None:
             next_id += 1
 
 
+def write_holes(out, target, n) -> None:
+    """A checkerboard of `n / 2` equal holes, then alloc/free pairs."""
+    rng = random.Random(1)
+    mib = 1 << 20
+    out.write("# vramlab trace v1\naction,id,size,stream\n")
+    out.write(f"alloc,0,{n * 8 * mib},0\nfree,0,,\n")
+    for i in range(1, n + 1):
+        out.write(f"alloc,{i},{4 * mib},0\n")
+    for i in range(1, n + 1, 2):
+        out.write(f"free,{i},,\n")
+    written, next_id = 2 + n + (n + 1) // 2, n + 1
+    while written + 2 <= target:
+        out.write(f"alloc,{next_id},{rng.randrange(mib + 512, 4 * mib)},0\nfree,{next_id},,\n")
+        written, next_id = written + 2, next_id + 1
+
+
 def main() -> None:
     argv = sys.argv[1:]
     src = Path(take_option(argv, "--source") or SRC)
     seed = take_option(argv, "--random")
+    holes = take_option(argv, "--holes")
     events = take_option(argv, "--events")
     target = int(events) if events else TARGET
+    if holes is not None:
+        args = [a for a in argv if not a.startswith("--")]
+        with open(args[0], "w") if args else sys.stdout as out:
+            write_holes(out, target, int(holes))
+        return
     if seed is not None:
         args = [a for a in argv if not a.startswith("--")]
         with open(args[0], "w") if args else sys.stdout as out:
