@@ -382,7 +382,8 @@ mod tests {
     /// comes back, answering alike all along.
     #[test]
     fn crowded_classes_agree() {
-        let (buckets, tree) = agrees_with_a_model(4000, |r| if r % 3 == 0 { 20 } else { 21 } * 512);
+        let (buckets, tree) =
+            agrees_with_a_model(4000, |r| if r % 3 == 0 { 1024 } else { 1025 } * 512);
         assert!(buckets && tree, "no class grew into a B-tree");
     }
 
