@@ -16,6 +16,7 @@
 
 mod block;
 mod block_order;
+mod class_run;
 mod expandable;
 mod free;
 mod free_set;

@@ -1,6 +1,6 @@
 //! The bucketed form of a large free set: blocks spread over size classes,
 //! 32 to each doubling of the size, each class a short sorted run
-//! ([`SortedBlocks`]), with a bitmap of the classes that hold blocks.
+//! ([`ClassRun`]), with a bitmap of the classes that hold blocks.
 //!
 //! Every class holds only sizes below those of the next class, so the
 //! classes in turn are the set in order. `malloc`'s question (the first
@@ -27,7 +27,7 @@ use std::collections::btree_map;
 use std::ops::Bound::{Excluded, Unbounded};
 
 use super::block_order::{Entry, Key};
-use super::sorted_blocks::{Blocks, SortedBlocks};
+use super::class_run::ClassRun;
 
 /// Above this many blocks a class becomes a B-tree.
 const TO_TREE: usize = 512;
@@ -132,7 +132,7 @@ pub(super) struct SizeBuckets {
     /// Bit `c` is set when class `c` is a B-tree (its run is empty).
     crowded: [u64; WORDS],
     /// One run per class, `CLASSES` of them.
-    runs: Vec<SortedBlocks>,
+    runs: Vec<ClassRun>,
     /// The crowded classes' B-trees, by class (few: a linear search).
     trees: Vec<(usize, BTreeMap<Key, u32>)>,
     /// Where [`SizeBuckets::from`] last found a block, (class, position in
@@ -319,7 +319,7 @@ impl SizeBuckets {
     #[cold]
     fn crowd(&mut self, c: usize) {
         let run = std::mem::take(&mut self.runs[c]);
-        let tree = run.range(0..run.len()).map(|e| (e.key(), e.idx)).collect();
+        let tree = run.entries().iter().map(|e| (e.key(), e.idx)).collect();
         self.trees.push((c, tree));
         self.crowded[c / 64] |= 1 << (c % 64);
     }
@@ -454,7 +454,7 @@ impl FromIterator<Entry> for SizeBuckets {
             len: 0,
             held: [0; WORDS],
             crowded: [0; WORDS],
-            runs: vec![SortedBlocks::default(); CLASSES],
+            runs: vec![ClassRun::default(); CLASSES],
             trees: Vec::new(),
             hint: Cell::new((0, usize::MAX)),
         };
@@ -469,7 +469,7 @@ impl FromIterator<Entry> for SizeBuckets {
 #[derive(Debug, Clone)]
 pub(super) enum ClassRange<'a> {
     /// From a run.
-    Run(Blocks<'a>),
+    Run(std::slice::Iter<'a, Entry>),
     /// From a crowded class's B-tree.
     Tree(btree_map::Range<'a, Key, u32>),
 }
@@ -480,7 +480,7 @@ impl Iterator for ClassRange<'_> {
     #[inline]
     fn next(&mut self) -> Option<Entry> {
         match self {
-            ClassRange::Run(it) => it.next(),
+            ClassRange::Run(it) => it.next().copied(),
             ClassRange::Tree(it) => it.next().map(unpack),
         }
     }
@@ -490,7 +490,7 @@ impl DoubleEndedIterator for ClassRange<'_> {
     #[inline]
     fn next_back(&mut self) -> Option<Entry> {
         match self {
-            ClassRange::Run(it) => it.next_back(),
+            ClassRange::Run(it) => it.next_back().copied(),
             ClassRange::Tree(it) => it.next_back().map(unpack),
         }
     }
