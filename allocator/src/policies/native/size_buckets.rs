@@ -36,8 +36,9 @@ const TO_RUN: usize = 128;
 
 /// Classes per doubling of the size, as a power of two. 32 classes
 /// (classes 3% wide) measured fastest on the random shape of BENCHMARKS.md
-/// (8: 93.5 ms, 16: 89.2, 32: 85.5, 64: 85.9 for `1m-rand`) and equal on
-/// the others; a bucketed set then keeps 1,632 runs (78 KB of headers).
+/// (8: 93.5 ms, 16: 89.2, 32: 85.5, 64: 85.9 for `1m-rand`, when a class
+/// was two arrays) and equal on the others; a bucketed set then keeps
+/// 1,632 runs (39 KB of headers).
 const SUB_BITS: u32 = 5;
 /// Classes per doubling of the size.
 const SUB: u64 = 1 << SUB_BITS;
