@@ -1,9 +1,9 @@
-//! One size class of a bucketed free set ([`super::size_buckets`]): its
+//! One size class of a bucketed free set (`size_buckets.rs`): its
 //! blocks sorted by (size, counter, address) in one array of whole entries.
 //!
 //! A class holds a block or two (the classes are 3% wide), so one array,
 //! whose first entry shares a cache line with its neighbour, beats the two
-//! arrays of [`super::sorted_blocks::SortedBlocks`] that suit a large set.
+//! arrays of `SortedBlocks` (`sorted_blocks.rs`) that suit a large set.
 
 use super::block_order::{Entry, Key};
 
