@@ -287,9 +287,6 @@ impl SizeBuckets {
             return self.insert(new);
         }
         // Both in one run: only the blocks between the places move.
-        let Ok(from) = self.find(c, old) else {
-            return false;
-        };
         let run = &mut self.runs[c];
         let to = if key == old {
             from
