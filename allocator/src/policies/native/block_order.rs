@@ -77,3 +77,25 @@ impl Entry {
         Key::new(self.size, self.counter, self.ptr)
     }
 }
+
+/// Where a block that leaves position `from` of a sorted run for the key
+/// `new` lands, counted without it: `from` when the key is unchanged, else
+/// where `new` would go (`find_new`, searched in the run with the block
+/// still in it). `None` if another block already has `new`.
+#[inline]
+pub(super) fn landing(
+    from: usize,
+    old: Key,
+    new: Key,
+    find_new: impl FnOnce() -> Result<usize, usize>,
+) -> Option<usize> {
+    if new == old {
+        return Some(from);
+    }
+    match find_new() {
+        Ok(_) => None,
+        // Counted without `old`, which sits before a place past it.
+        Err(at) if at > from => Some(at - 1),
+        Err(at) => Some(at),
+    }
+}

@@ -17,6 +17,7 @@
 
 use std::cell::Cell;
 
+use super::block_order::landing;
 pub(super) use super::block_order::{Entry, Key};
 use super::size_buckets::{ClassIter, SizeBuckets};
 use super::sorted_blocks::{Blocks, SortedBlocks};
@@ -154,16 +155,8 @@ impl FreeSet {
                 let Ok(from) = find_at_hint(v, hint, old) else {
                     return false;
                 };
-                let to = if key == old {
-                    from
-                } else {
-                    match v.find(key) {
-                        Ok(_) => return false,
-                        // Counted without `old`, which sits before a
-                        // place past it.
-                        Err(at) if at > from => at - 1,
-                        Err(at) => at,
-                    }
+                let Some(to) = landing(from, old, key, || v.find(key)) else {
+                    return false;
                 };
                 v.move_to(from, to, new);
                 true

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::collections::btree_map;
 use std::ops::Bound::{Excluded, Unbounded};
 
-use super::block_order::{Entry, Key};
+use super::block_order::{Entry, Key, landing};
 use super::class_run::ClassRun;
 
 /// Above this many blocks a class becomes a B-tree.
@@ -206,9 +206,24 @@ impl SizeBuckets {
         if run.len() > TO_TREE {
             self.crowd(c);
         }
+        self.added(c);
+        true
+    }
+
+    /// Counts a block added to class `c`.
+    #[inline]
+    fn added(&mut self, c: usize) {
         self.held[c / 64] |= 1 << (c % 64);
         self.len += 1;
-        true
+    }
+
+    /// Counts a block taken from class `c`'s run.
+    #[inline]
+    fn taken_from_run(&mut self, c: usize) {
+        if self.runs[c].len() == 0 {
+            self.held[c / 64] &= !(1 << (c % 64));
+        }
+        self.len -= 1;
     }
 
     /// [`Self::insert`] into a crowded class.
@@ -222,8 +237,7 @@ impl SizeBuckets {
             btree_map::Entry::Vacant(slot) => slot.insert(e.idx),
             btree_map::Entry::Occupied(_) => return false,
         };
-        self.held[c / 64] |= 1 << (c % 64);
-        self.len += 1;
+        self.added(c);
         true
     }
 
@@ -237,12 +251,8 @@ impl SizeBuckets {
         let Ok(at) = self.find(c, key) else {
             return false;
         };
-        let run = &mut self.runs[c];
-        run.remove_at(at);
-        if run.len() == 0 {
-            self.held[c / 64] &= !(1 << (c % 64));
-        }
-        self.len -= 1;
+        self.runs[c].remove_at(at);
+        self.taken_from_run(c);
         true
     }
 
@@ -278,25 +288,14 @@ impl SizeBuckets {
             if self.runs[cn].find(key).is_ok() {
                 return false;
             }
-            let run = &mut self.runs[c];
-            run.remove_at(from);
-            if run.len() == 0 {
-                self.held[c / 64] &= !(1 << (c % 64));
-            }
-            self.len -= 1;
+            self.runs[c].remove_at(from);
+            self.taken_from_run(c);
             return self.insert(new);
         }
         // Both in one run: only the blocks between the places move.
         let run = &mut self.runs[c];
-        let to = if key == old {
-            from
-        } else {
-            match run.find(key) {
-                Ok(_) => return false,
-                // Counted without `old`, which sits before a place past it.
-                Err(at) if at > from => at - 1,
-                Err(at) => at,
-            }
+        let Some(to) = landing(from, old, key, || run.find(key)) else {
+            return false;
         };
         run.move_to(from, to, new);
         true
