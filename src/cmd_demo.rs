@@ -59,6 +59,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             placement: device.placement,
             out: &args.out,
             upgrade_to: None,
+            explorer: true,
         },
         &|| pb.inc(1),
     );

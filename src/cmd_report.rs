@@ -31,6 +31,11 @@ pub struct ReportArgs {
     plots: usize,
     #[command(flatten)]
     start: StartArgs,
+    /// Leave out the explorer (every allocation of the settings shown, at
+    /// any event): a smaller page, and less memory and time for a long trace
+    /// (it is left out anyway past 8M allocations).
+    #[arg(long)]
+    no_explorer: bool,
 }
 
 /// Runs `report`.
@@ -78,11 +83,19 @@ pub fn run(args: ReportArgs) -> Result<()> {
             placement: args.device.placement,
             out: &args.out,
             upgrade_to: upgrade.as_ref().map(|(t, g)| (t, g.as_slice())),
+            explorer: !args.no_explorer,
         },
         &|| pb.inc(1),
     );
     pb.finish_and_clear();
     let built = built?;
+    if !args.no_explorer && trace.num_ids as usize > vramlab_reports::EXPLORER_MAX_ALLOCATIONS {
+        errln!(
+            "note: the page has no explorer: {name} has {} allocations, more than the {} it draws (the plots and tables cover the whole trace)",
+            trace.num_ids,
+            vramlab_reports::EXPLORER_MAX_ALLOCATIONS
+        );
+    }
     print_report(
         &name,
         args.device.describe().as_deref(),

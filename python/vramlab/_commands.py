@@ -910,6 +910,7 @@ def report(
     torch_version: Union[None, str, Sequence[str]] = None,
     plots: Optional[int] = None,
     start: Optional[str] = None,
+    explorer: bool = True,
 ) -> Path:
     """``vramlab report``: writes the HTML report (``index.html``, plots as
     PNG and SVG) into ``out_dir`` and returns the path of ``index.html``.
@@ -947,6 +948,9 @@ def report(
             Default: `recorded` when only the recorded settings are replayed on
             an unlimited device, `fresh` for every what-if (another setting,
             policy or capacity)
+        explorer: ``False``: leave out the explorer (every allocation of the
+            settings shown, at any event): a smaller page, and less memory and
+            time for a long trace (it is left out anyway past 8M allocations)
     """
     return _api._invoke(
         "report",
@@ -962,5 +966,6 @@ def report(
             "torch_version": torch_version,
             "plots": plots,
             "start": start,
+            "no_explorer": explorer,
         },
     )

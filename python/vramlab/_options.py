@@ -163,6 +163,7 @@ OPTIONS = {
         "torch_version": ("--torch-version", "repeated"),
         "plots": ("--plots", "value"),
         "start": ("--start", "value"),
+        "no_explorer": ("--no-explorer", "negated_switch"),
     },
     "matrix": {
         "seq": ("--seq", "value"),

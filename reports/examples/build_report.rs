@@ -65,6 +65,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             placement: Default::default(),
             out: &out,
             upgrade_to: None,
+            explorer: true,
         },
         &progress,
     )?;

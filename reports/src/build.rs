@@ -47,6 +47,12 @@ pub struct ReportRequest<'a> {
     pub placement: Placement,
     /// Output folder.
     pub out: &'a Path,
+    /// Draw the explorer (every allocation of the settings shown, at any
+    /// event), for a trace of at most [`crate::EXPLORER_MAX_ALLOCATIONS`]
+    /// allocations. `false` leaves it out, and the settings' replays then
+    /// keep no per-allocation addresses: a smaller page and less memory for
+    /// a long trace.
+    pub explorer: bool,
     /// A second PyTorch release and its grid: the report then shows what
     /// upgrading from `target` to it does to every setting (`None`: one
     /// release).
@@ -169,25 +175,18 @@ pub fn build_report(
     let upgrade = upgrade_advice(req, &rec, progress)?;
     let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
     let start = vramlab_replay::start_for(trace, &scenarios, start);
-    // The defaults, then the best-ranked settings.
-    let mut chosen: Vec<&GridEntry> = Vec::new();
-    if let Some(d) = grid.iter().find(|g| g.to_line() == "default") {
-        chosen.push(d);
-    }
-    for r in &rec.ranked {
-        if chosen.len() > plots {
-            break;
-        }
-        if let Some(g) = grid.iter().find(|g| g.to_line() == r.row.grid_line) {
-            if !chosen.contains(&g) {
-                chosen.push(g);
-            }
-        }
-    }
+    let chosen = chosen_settings(grid, &rec, plots);
+    // The explorer draws every allocation of the chosen settings' replays:
+    // their addresses are recorded only when it is shown.
+    let explore = if req.explorer {
+        crate::ExploreTrace::of(trace)
+    } else {
+        None
+    };
     let opts = ReplayOptions {
         check_invariants: false,
         segments_at_peak: true,
-        record_addresses: true,
+        record_addresses: explore.is_some(),
         timeline_points: 600,
         start: start.unwrap_or_default(),
         ..Default::default()
@@ -227,6 +226,9 @@ pub fn build_report(
             "The recording starts mid-run; every replay starts {}.",
             vramlab_replay::describe_start(trace, start)
         ));
+    }
+    if req.explorer {
+        notes.extend(explorer_left_out(trace));
     }
     notes.push(format!("Advice for {}.", target.describe()));
     notes.push(format!(
@@ -274,7 +276,7 @@ pub fn build_report(
         phases: summary.phases,
         pools,
         explanation,
-        explore: crate::ExploreTrace::of(trace),
+        explore,
         upgrade: upgrade.clone(),
     };
     let index = write_report(out, &input).map_err(BuildError::Write)?;
@@ -282,6 +284,42 @@ pub fn build_report(
         rec,
         upgrade,
         index,
+    })
+}
+
+/// The settings replayed in detail: the defaults, then the best-ranked
+/// ones (up to `plots` besides the defaults).
+fn chosen_settings<'g>(
+    grid: &'g [GridEntry],
+    rec: &Recommendation,
+    plots: usize,
+) -> Vec<&'g GridEntry> {
+    let mut chosen: Vec<&GridEntry> = Vec::new();
+    if let Some(d) = grid.iter().find(|g| g.to_line() == "default") {
+        chosen.push(d);
+    }
+    for r in &rec.ranked {
+        if chosen.len() > plots {
+            break;
+        }
+        if let Some(g) = grid.iter().find(|g| g.to_line() == r.row.grid_line) {
+            if !chosen.contains(&g) {
+                chosen.push(g);
+            }
+        }
+    }
+    chosen
+}
+
+/// The page's note when the trace has more allocations than the explorer
+/// draws ([`crate::EXPLORER_MAX_ALLOCATIONS`]).
+pub(crate) fn explorer_left_out(trace: &Trace) -> Option<String> {
+    (trace.num_ids as usize > crate::EXPLORER_MAX_ALLOCATIONS).then(|| {
+        format!(
+            "The explorer is left out: the trace has {} allocations, more than the {} one page can draw; the plots, tables and segment maps cover the whole trace.",
+            trace.num_ids,
+            crate::EXPLORER_MAX_ALLOCATIONS
+        )
     })
 }
 

@@ -12,6 +12,15 @@ const FRAMES_PER_STACK: usize = 12;
 /// Event index of an id never allocated or never freed in the trace.
 pub(crate) const NEVER: i32 = i32::MAX;
 
+/// The most allocations the explorer draws. The page reads its packed
+/// data as one string, and Chromium's (V8's) strings hold at most
+/// 2^29 − 24 characters; the data takes ~50 base64 characters per
+/// allocation with the five settings a default report shows (a 10M-event
+/// trace of 5M allocations made a 249 MB page), so past ~10M allocations
+/// the page could not be read. Above this limit the explorer is left out
+/// and the page says so.
+pub const EXPLORER_MAX_ALLOCATIONS: usize = 8_000_000;
+
 /// The trace, as the explorer draws it: one entry per allocation id.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExploreTrace {
@@ -45,10 +54,11 @@ pub struct ExploreTrace {
 
 impl ExploreTrace {
     /// The explorer's view of `trace` (`None` when its event indices do not
-    /// fit the page's 32-bit arrays: over 2^31 − 2 events).
+    /// fit the page's 32-bit arrays, over 2^31 − 2 events, or it has more
+    /// than [`EXPLORER_MAX_ALLOCATIONS`] allocation ids).
     pub fn of(trace: &Trace) -> Option<Self> {
         let events = trace.events.len();
-        if events >= NEVER as usize {
+        if events >= NEVER as usize || trace.num_ids as usize > EXPLORER_MAX_ALLOCATIONS {
             return None;
         }
         let n = trace.num_ids as usize;
@@ -149,4 +159,24 @@ fn stack_lines(frames: &[vramlab_traces::Frame]) -> Vec<String> {
             .collect();
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_explorer_draws_at_most_its_limit_of_allocations() {
+        let mut trace = Trace::new(Default::default());
+        trace.num_ids = 3;
+        assert!(ExploreTrace::of(&trace).is_some());
+        assert_eq!(crate::build::explorer_left_out(&trace), None);
+        // (At the limit itself the view would take ~200 MB.)
+        trace.num_ids = EXPLORER_MAX_ALLOCATIONS as u32 + 1;
+        assert!(ExploreTrace::of(&trace).is_none());
+        let note = crate::build::explorer_left_out(&trace).unwrap();
+        assert!(note.starts_with(
+            "The explorer is left out: the trace has 8000001 allocations, more than the 8000000"
+        ));
+    }
 }

@@ -80,7 +80,7 @@ mod units;
 use std::path::PathBuf;
 
 pub use build::{BuildError, BuiltReport, ReportRequest, build_report, state_report};
-pub use explore::ExploreTrace;
+pub use explore::{EXPLORER_MAX_ALLOCATIONS, ExploreTrace};
 pub use html::write_report;
 pub use input::{FitChart, ReportInput, ReportPool, SettingRun};
 pub use plots::{

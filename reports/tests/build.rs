@@ -40,6 +40,7 @@ fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
             placement: Default::default(),
             out: &dir,
             upgrade_to: None,
+            explorer: true,
         },
         &|| {
             done.fetch_add(1, Ordering::Relaxed);
@@ -99,6 +100,39 @@ fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
 }
 
 #[test]
+fn a_report_without_the_explorer_keeps_the_rest() {
+    let dir = out_dir("build-no-explorer");
+    let trace = gpt();
+    let target = target_of(&trace, None);
+    let grid = parse_grid("default\nexpandable_segments:True", target.rules).unwrap();
+    let built = build_report(
+        &ReportRequest {
+            name: "gpt-small-train.csv",
+            trace: &trace,
+            capacity: None,
+            grid: &grid,
+            plots: 1,
+            target: &target,
+            start: None,
+            placement: Default::default(),
+            out: &dir,
+            upgrade_to: None,
+            explorer: false,
+        },
+        &|| {},
+    )
+    .unwrap();
+    let html = std::fs::read_to_string(&built.index).unwrap();
+    assert!(!html.contains("<section id=\"explorer\">"));
+    assert!(!html.contains("vramlab-packed"));
+    // Asked for: no note of a limit.
+    assert!(!html.contains("The explorer is left out"));
+    assert!(html.contains("vramlab report: gpt-small-train.csv"));
+    assert!(dir.join("segments-1-default.png").is_file());
+    assert_eq!(built.rec.ranked.len(), 2);
+}
+
+#[test]
 fn errors_read_as_the_command_line_prints_them() {
     let dir = out_dir("build-errors");
     let e = state_report("t.csv", &Trace::new(Default::default()), &dir).unwrap_err();
@@ -136,6 +170,7 @@ fn errors_read_as_the_command_line_prints_them() {
             placement: Default::default(),
             out: &file,
             upgrade_to: None,
+            explorer: true,
         },
         &|| {},
     )
@@ -229,6 +264,7 @@ fn the_pending_free_fixture_is_current() {
             placement: Default::default(),
             out: &dir,
             upgrade_to: None,
+            explorer: true,
         },
         &|| {},
     )

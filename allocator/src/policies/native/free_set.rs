@@ -44,7 +44,7 @@ fn find_at_hint(v: &SortedBlocks, hint: usize, key: Key) -> Result<usize, usize>
 #[derive(Debug, Clone, Default)]
 pub(super) struct FreeSet {
     repr: Repr,
-    /// Where [`FreeSet::from`] last found a block in the array: the block
+    /// Where [`FreeSet::first_from`] last found a block in the array: the block
     /// that `malloc` takes next, so that removing it needs no search.
     hint: Cell<usize>,
 }
@@ -166,7 +166,7 @@ impl FreeSet {
     }
 
     /// Blocks at or after `key`, in order.
-    #[inline]
+    #[cfg(test)]
     pub(super) fn from(&self, key: Key) -> Iter<'_> {
         match &self.repr {
             Repr::Array(v) => {
@@ -175,6 +175,35 @@ impl FreeSet {
                 Iter::Array(v.range(at..v.len()))
             }
             Repr::Buckets(b) => Iter::Buckets(b.from(key)),
+        }
+    }
+
+    /// The first block at or after `key` (`from(key).next()`).
+    #[inline]
+    pub(super) fn first_from(&self, key: Key) -> Option<Entry> {
+        match &self.repr {
+            Repr::Array(v) => {
+                let at = v.position(key);
+                self.hint.set(at);
+                v.get(at)
+            }
+            Repr::Buckets(b) => b.first_from(key),
+        }
+    }
+
+    /// The block right after `key` when it has `key`'s size (`after(key)`'s
+    /// first, when of that size).
+    #[inline]
+    pub(super) fn next_of_size(&self, key: Key) -> Option<Entry> {
+        match &self.repr {
+            Repr::Array(v) => {
+                let at = match find_at_hint(v, self.hint.get(), key) {
+                    Ok(at) => at + 1,
+                    Err(at) => at,
+                };
+                v.get(at).filter(|e| e.size == key.size())
+            }
+            Repr::Buckets(b) => b.next_of_size(key),
         }
     }
 
@@ -262,6 +291,8 @@ mod tests {
         for size in [probe % 40 * 512, own] {
             let from: Vec<_> = model.range((size, 0, 0)..).map(|(k, _)| *k).collect();
             assert_eq!(keys(set.from(Key::at_least(size))), from);
+            let first = set.first_from(Key::at_least(size)).map(|e| e.key());
+            assert_eq!(first, from.first().map(|&(s, c, p)| Key::new(s, c, p)));
             let below: Vec<_> = model.range(..(size, 0, 0)).map(|(k, _)| *k).collect();
             assert_eq!(keys(set.below_size(size)), below);
             let mut desc = keys(set.below_size(size).rev());
@@ -293,6 +324,9 @@ mod tests {
                 .map(|(k, _)| *k)
                 .collect();
             assert_eq!(keys(set.after(Key::new(s, c, p))), after);
+            let same = after.first().filter(|k| k.0 == s).copied();
+            let next = set.next_of_size(Key::new(s, c, p));
+            assert_eq!(next.map(|e| (e.size, e.counter, e.ptr)), same);
         }
         assert_eq!(set.max_size(), model.keys().last().map_or(0, |k| k.0));
     }
@@ -325,8 +359,7 @@ mod tests {
             };
             if r % 5 == 0 && !model.is_empty() {
                 let first = set
-                    .from(Key::at_least(size))
-                    .next()
+                    .first_from(Key::at_least(size))
                     .or_else(|| set.iter().next());
                 if let Some(old) = first {
                     let new = Entry::of(size / 2 + 512, old.counter, old.ptr + 256, round);

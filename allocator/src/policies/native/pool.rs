@@ -262,8 +262,18 @@ impl Pool {
     pub(super) fn lower_bound(&self, stream: u64, size: u64) -> Option<FreeKey> {
         let s = self.find(stream)?;
         s.free
-            .from(free_set::Key::at_least(size))
-            .next()
+            .first_from(free_set::Key::at_least(size))
+            .map(|e| free_key(stream, e))
+    }
+
+    /// The free block right after `key` (same stream) when it has
+    /// `key`'s size.
+    #[inline]
+    pub(super) fn next_of_size(&self, key: FreeKey) -> Option<FreeKey> {
+        let stream = key.stream;
+        self.find(stream)?
+            .free
+            .next_of_size(key.entry().key())
             .map(|e| free_key(stream, e))
     }
 

@@ -192,7 +192,7 @@ impl SizeBuckets {
     }
 
     /// Adds a block; `false` if its key is already there.
-    #[inline]
+    #[inline(never)]
     pub(super) fn insert(&mut self, e: Entry) -> bool {
         let c = class_of(e.size);
         if has(&self.crowded, c) {
@@ -242,7 +242,7 @@ impl SizeBuckets {
     }
 
     /// Removes the block with this key; `false` if absent.
-    #[inline]
+    #[inline(never)]
     pub(super) fn remove(&mut self, key: Key) -> bool {
         let c = class_of(key.size());
         if has(&self.crowded, c) {
@@ -275,7 +275,7 @@ impl SizeBuckets {
 
     /// Replaces block `old` by `new`; `false`, unchanged, if `old` is
     /// absent or `new`'s key is present (and not `old`'s).
-    #[inline]
+    #[inline(never)]
     pub(super) fn replace(&mut self, old: Key, new: Entry) -> bool {
         let (c, cn, key) = (class_of(old.size()), class_of(new.size), new.key());
         if has(&self.crowded, c) || has(&self.crowded, cn) {
@@ -316,7 +316,7 @@ impl SizeBuckets {
     #[cold]
     fn crowd(&mut self, c: usize) {
         let run = std::mem::take(&mut self.runs[c]);
-        let tree = run.entries().iter().map(|e| (e.key(), e.idx)).collect();
+        let tree = run.entries().map(|e| (e.key(), e.idx)).collect();
         self.trees.push((c, tree));
         self.crowded[c / 64] |= 1 << (c % 64);
     }
@@ -359,6 +359,47 @@ impl SizeBuckets {
             }
         };
         self.iter_from(c, front)
+    }
+
+    /// The first block at or after `key`: `from(key).next()`, the question
+    /// of every `malloc`, without building the iterator. Out of line: the
+    /// small sets' path beside it in `Pool::lower_bound` stays short.
+    #[inline(never)]
+    pub(super) fn first_from(&self, key: Key) -> Option<Entry> {
+        let c = class_of(key.size());
+        if has(&self.crowded, c) {
+            return self.from(key).next();
+        }
+        let run = &self.runs[c];
+        let at = run.position(key);
+        if let Some(e) = run.get(at) {
+            self.hint.set((c, at));
+            return Some(e);
+        }
+        // The next class that holds a block starts with the answer.
+        let n = next_held(&self.held, c + 1, CLASSES)?;
+        if has(&self.crowded, n) {
+            return self.all_of(n).next();
+        }
+        self.hint.set((n, 0));
+        self.runs[n].get(0)
+    }
+
+    /// The block right after `key` when it has `key`'s size: blocks of one
+    /// size share a class, so only `key`'s class is looked at.
+    #[inline(never)]
+    pub(super) fn next_of_size(&self, key: Key) -> Option<Entry> {
+        let c = class_of(key.size());
+        let next = if has(&self.crowded, c) {
+            self.after(key).next()
+        } else {
+            let at = match self.find(c, key) {
+                Ok(at) => at + 1,
+                Err(at) => at,
+            };
+            self.runs[c].get(at)
+        };
+        next.filter(|e| e.size == key.size())
     }
 
     /// Blocks strictly after `key`, in order.
@@ -466,7 +507,7 @@ impl FromIterator<Entry> for SizeBuckets {
 #[derive(Debug, Clone)]
 pub(super) enum ClassRange<'a> {
     /// From a run.
-    Run(std::slice::Iter<'a, Entry>),
+    Run(super::class_run::InOrder<'a>),
     /// From a crowded class's B-tree.
     Tree(btree_map::Range<'a, Key, u32>),
 }

@@ -44,6 +44,10 @@ impl<D: Device> NativeAllocator<D> {
         if self.placement_ties > 0 {
             return;
         }
+        // Most often no other free block has the size: one look says so.
+        if self.pools[pool].next_of_size(first).is_none() {
+            return;
+        }
         let head = self.segment_id(first.idx);
         let split = self.pools[pool]
             .after(first)
