@@ -233,7 +233,7 @@ fn group_allocated(trace: &Trace, state: &PeakState, by: GroupBy) -> Groups {
                     .get(id as usize)
                     .copied()
                     .unwrap_or_default();
-                let phase = match (life.initial, phase_of(trace, life.allocated_at)) {
+                let phase = match (life.initial, phase_of(trace, life.allocated_at())) {
                     (true, _) => "in use at the start".to_string(),
                     (false, Some(p)) => p,
                     (false, None) => "before the first phase mark".to_string(),

@@ -196,8 +196,8 @@ fn holder_at(
 ) -> Option<AllocId> {
     holders.get(&ptr)?.iter().copied().find(|&id| {
         lifetimes.get(id as usize).is_some_and(|l| {
-            let began = l.initial || l.allocated_at.is_some_and(|a| a <= at);
-            let ended = l.released_at.is_some_and(|r| r <= at);
+            let began = l.initial || l.allocated_at().is_some_and(|a| a <= at);
+            let ended = l.released_at().is_some_and(|r| r <= at);
             began && !ended
         })
     })

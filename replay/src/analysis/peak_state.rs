@@ -16,29 +16,76 @@ use crate::engine::run::Run;
 use crate::engine::scenario::{EmptyCacheOutcome, Scenario};
 use crate::engine::{ReplayError, ReplayOptions};
 
+/// An event index that may be absent, in 8 bytes (an `Option<u64>` takes
+/// 16): the lifetimes of a long trace's millions of allocations are held
+/// at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct At(u64);
+
+impl At {
+    /// No event.
+    const NONE: At = At(u64::MAX);
+
+    fn get(self) -> Option<u64> {
+        (self != At::NONE).then_some(self.0)
+    }
+
+    /// Sets the index unless one is already set (the first event wins).
+    fn first(&mut self, i: u64) {
+        if *self == At::NONE {
+            self.0 = i;
+        }
+    }
+}
+
 /// When an allocation lived, in event indices.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Lifetime {
-    /// Its `Alloc` event (`None`: in use when the trace began, or never
-    /// allocated).
-    pub allocated_at: Option<u64>,
-    /// The caller's free (`Free` or `FreeRequested`; `None`: never freed).
-    pub freed_at: Option<u64>,
-    /// When its block went back to the allocator (`Free` or
-    /// `FreeCompleted`; `None`: never).
-    pub released_at: Option<u64>,
+    allocated_at: At,
+    freed_at: At,
+    released_at: At,
     /// The caller's request in bytes.
     pub requested: u64,
     /// In use when the trace began (a block of its initial state).
     pub initial: bool,
 }
 
+impl Default for Lifetime {
+    fn default() -> Self {
+        Lifetime {
+            allocated_at: At::NONE,
+            freed_at: At::NONE,
+            released_at: At::NONE,
+            requested: 0,
+            initial: false,
+        }
+    }
+}
+
 impl Lifetime {
+    /// Its `Alloc` event (`None`: in use when the trace began, or never
+    /// allocated).
+    pub(crate) fn allocated_at(&self) -> Option<u64> {
+        self.allocated_at.get()
+    }
+
+    /// The caller's free (`Free` or `FreeRequested`; `None`: never freed).
+    pub(crate) fn freed_at(&self) -> Option<u64> {
+        self.freed_at.get()
+    }
+
+    /// When its block went back to the allocator (`Free` or
+    /// `FreeCompleted`; `None`: never).
+    pub(crate) fn released_at(&self) -> Option<u64> {
+        self.released_at.get()
+    }
+
     /// Its block is held (allocated, or freed and waiting for other
     /// streams) after event `at` (`None`: before the first event).
     fn holds_block_after(&self, at: Option<u64>) -> bool {
-        let began = self.initial || matches!((self.allocated_at, at), (Some(a), Some(p)) if a <= p);
-        let ended = matches!((self.released_at, at), (Some(r), Some(p)) if r <= p);
+        let began =
+            self.initial || matches!((self.allocated_at(), at), (Some(a), Some(p)) if a <= p);
+        let ended = matches!((self.released_at(), at), (Some(r), Some(p)) if r <= p);
         began && !ended && self.requested > 0
     }
 }
@@ -59,24 +106,24 @@ pub(crate) fn lifetimes(trace: &Trace) -> Vec<Lifetime> {
         match *ev {
             Event::Alloc { id, size, .. } => {
                 if let Some(l) = out.get_mut(id as usize) {
-                    l.allocated_at.get_or_insert(i);
+                    l.allocated_at.first(i);
                     l.requested = size;
                 }
             }
             Event::Free { id } => {
                 if let Some(l) = out.get_mut(id as usize) {
-                    l.freed_at.get_or_insert(i);
-                    l.released_at.get_or_insert(i);
+                    l.freed_at.first(i);
+                    l.released_at.first(i);
                 }
             }
             Event::FreeRequested { id } => {
                 if let Some(l) = out.get_mut(id as usize) {
-                    l.freed_at.get_or_insert(i);
+                    l.freed_at.first(i);
                 }
             }
             Event::FreeCompleted { id } => {
                 if let Some(l) = out.get_mut(id as usize) {
-                    l.released_at.get_or_insert(i);
+                    l.released_at.first(i);
                 }
             }
             _ => {}
