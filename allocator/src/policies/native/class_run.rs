@@ -33,7 +33,9 @@ impl ClassRun {
     /// The array index of position `i` (`None` past the last block).
     #[inline]
     fn slot(&self, i: usize) -> Option<usize> {
-        self.blocks.len().checked_sub(i + 1)
+        let len = self.blocks.len();
+        // (`i` may be `usize::MAX`: the size classes' empty hint.)
+        (i < len).then(|| len - 1 - i)
     }
 
     /// Block `i`, if there is one.

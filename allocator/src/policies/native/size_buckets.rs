@@ -620,6 +620,20 @@ mod tests {
         assert_eq!(class_of(2 << 20) - class_of(1 << 20), SUB as usize);
     }
 
+    /// A fresh set's hint names no position (`usize::MAX` in class 0):
+    /// looking a class-0 block up through it finds the block, and does not
+    /// overflow (a debug build would panic).
+    #[test]
+    fn the_empty_hint_is_no_position() {
+        let e = Entry::of(100, 0, 4096, 7);
+        let mut set: SizeBuckets = [e].into_iter().collect();
+        assert_eq!(class_of(e.size), 0);
+        assert!(set.contains(e.key()));
+        assert_eq!(set.next_of_size(e.key()), None);
+        assert!(set.remove(e.key()));
+        assert!(!set.remove(e.key()));
+    }
+
     /// The bitmap searches find the first and last held class of a range.
     #[test]
     fn held_bits_are_found_both_ways() {
