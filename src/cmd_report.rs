@@ -89,12 +89,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
     );
     pb.finish_and_clear();
     let built = built?;
-    if !args.no_explorer && trace.num_ids as usize > vramlab_reports::EXPLORER_MAX_ALLOCATIONS {
-        errln!(
-            "note: the page has no explorer: {name} has {} allocations, more than the {} it draws (the plots and tables cover the whole trace)",
-            trace.num_ids,
-            vramlab_reports::EXPLORER_MAX_ALLOCATIONS
-        );
+    if let Some(note) = vramlab_reports::explorer_left_out(&trace).filter(|_| !args.no_explorer) {
+        errln!("note: {name}: {note}");
     }
     print_report(
         &name,

@@ -312,8 +312,9 @@ fn chosen_settings<'g>(
 }
 
 /// The page's note when the trace has more allocations than the explorer
-/// draws ([`crate::EXPLORER_MAX_ALLOCATIONS`]).
-pub(crate) fn explorer_left_out(trace: &Trace) -> Option<String> {
+/// draws ([`crate::EXPLORER_MAX_ALLOCATIONS`]); `vramlab report` prints it
+/// too.
+pub fn explorer_left_out(trace: &Trace) -> Option<String> {
     (trace.num_ids as usize > crate::EXPLORER_MAX_ALLOCATIONS).then(|| {
         format!(
             "The explorer is left out: the trace has {} allocations, more than the {} one page can draw; the plots, tables and segment maps cover the whole trace.",

@@ -79,6 +79,7 @@ mod units;
 
 use std::path::PathBuf;
 
+pub use build::explorer_left_out;
 pub use build::{BuildError, BuiltReport, ReportRequest, build_report, state_report};
 pub use explore::{EXPLORER_MAX_ALLOCATIONS, ExploreTrace};
 pub use html::write_report;

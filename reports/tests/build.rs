@@ -17,6 +17,30 @@ fn gpt() -> Trace {
     vramlab_replay::Inputs::new([&path]).trace().unwrap()
 }
 
+/// A request with the explorer, no card, start and placement as given by
+/// default, one plot and one release; tests change what they are about.
+fn request<'a>(
+    name: &'a str,
+    trace: &'a Trace,
+    grid: &'a [vramlab_replay::GridEntry],
+    target: &'a vramlab_replay::TorchTarget,
+    out: &'a Path,
+) -> ReportRequest<'a> {
+    ReportRequest {
+        name,
+        trace,
+        capacity: None,
+        grid,
+        plots: 1,
+        target,
+        start: None,
+        placement: Default::default(),
+        out,
+        upgrade_to: None,
+        explorer: true,
+    }
+}
+
 #[test]
 fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
     let dir = out_dir("build");
@@ -30,17 +54,8 @@ fn a_report_sweeps_ranks_and_plots_the_defaults_and_the_best() {
     let done = AtomicUsize::new(0);
     let built = build_report(
         &ReportRequest {
-            name: "gpt-small-train.csv",
-            trace: &trace,
             capacity: Some(1 << 30),
-            grid: &grid,
-            plots: 1,
-            target: &target,
-            start: None,
-            placement: Default::default(),
-            out: &dir,
-            upgrade_to: None,
-            explorer: true,
+            ..request("gpt-small-train.csv", &trace, &grid, &target, &dir)
         },
         &|| {
             done.fetch_add(1, Ordering::Relaxed);
@@ -107,17 +122,8 @@ fn a_report_without_the_explorer_keeps_the_rest() {
     let grid = parse_grid("default\nexpandable_segments:True", target.rules).unwrap();
     let built = build_report(
         &ReportRequest {
-            name: "gpt-small-train.csv",
-            trace: &trace,
-            capacity: None,
-            grid: &grid,
-            plots: 1,
-            target: &target,
-            start: None,
-            placement: Default::default(),
-            out: &dir,
-            upgrade_to: None,
             explorer: false,
+            ..request("gpt-small-train.csv", &trace, &grid, &target, &dir)
         },
         &|| {},
     )
@@ -160,17 +166,8 @@ fn errors_read_as_the_command_line_prints_them() {
     let grid = parse_grid("default", target.rules).unwrap();
     let e = build_report(
         &ReportRequest {
-            name: "gpt-small-train.csv",
-            trace: &trace,
-            capacity: None,
-            grid: &grid,
             plots: 0,
-            target: &target,
-            start: None,
-            placement: Default::default(),
-            out: &file,
-            upgrade_to: None,
-            explorer: true,
+            ..request("gpt-small-train.csv", &trace, &grid, &target, &file)
         },
         &|| {},
     )
@@ -254,17 +251,8 @@ fn the_pending_free_fixture_is_current() {
     let grid = parse_grid("default\nexpandable_segments:True", target.rules).unwrap();
     let built = build_report(
         &ReportRequest {
-            name: "pending-free-start",
-            trace: &t,
-            capacity: None,
-            grid: &grid,
             plots: 2,
-            target: &target,
-            start: None,
-            placement: Default::default(),
-            out: &dir,
-            upgrade_to: None,
-            explorer: true,
+            ..request("pending-free-start", &t, &grid, &target, &dir)
         },
         &|| {},
     )
