@@ -143,15 +143,28 @@ enum Command {
     /// Why a trace reserves more than it allocates at its peak: the waste by
     /// cause, the live allocations that pin it, each proved by a replay
     /// without it, and the settings aimed at it.
+    ///
+    /// Unlike `replay`, it holds the whole trace and every allocation's
+    /// lifetime in memory, about 60 bytes per event (a 10M-event CSV: 0.6 GB;
+    /// BENCHMARKS.md has the measurement).
     Explain(cmd_explain::ExplainArgs),
     /// Two runs compared at their reserved peaks (two traces, or one trace
     /// under two settings): the change in allocated bytes by source line,
     /// and in waste.
+    ///
+    /// Unlike `replay`, it holds both traces and their lifetimes in memory,
+    /// about 70 bytes per event (a 10M-event CSV against itself: 0.7 GB;
+    /// BENCHMARKS.md has the measurement).
     Diff(cmd_diff::DiffArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
     Demo(cmd_demo::DemoArgs),
     /// Sweep, rank and plot one trace: an HTML report with its data.
+    ///
+    /// Unlike `replay`, it holds the whole trace in memory: 60–70 bytes per
+    /// event, and about 140 more for the explorer (a 10M-event CSV:
+    /// 0.6–0.7 GB with --no-explorer, 2.1 GB with it; BENCHMARKS.md has the
+    /// measurement).
     Report(cmd_report::ReportArgs),
     /// Generate the trace of an LLM or diffusion workload at any size,
     /// from templates learned from the recorded corpus.
