@@ -17,9 +17,14 @@ pub struct ExplainArgs {
     conf: ConfArgs,
     #[command(flatten)]
     device: DeviceArgs,
-    /// How many culprits to name, each with the peak replayed without it.
+    /// How many culprits (and culprit lines) to list, the largest replayed
+    /// saving first. Every candidate is replayed whatever this says.
     #[arg(long, value_name = "N", default_value_t = 5)]
     top: usize,
+    /// Replay at most N candidates (live allocations beside free space at
+    /// the peak), the most pinned bytes first; 0 replays every one.
+    #[arg(long, value_name = "N", default_value_t = vramlab_replay::DEFAULT_MAX_CANDIDATES)]
+    candidates: usize,
     /// Do not replay the settings aimed at the waste (expandable segments,
     /// a max_split_size_mb above the top culprit).
     #[arg(long)]
@@ -45,14 +50,17 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             trace.initial.as_ref().map_or(0, |i| i.live_blocks())
         );
     }
-    let replays = 1 + args.top as u64 + if args.no_fixes { 0 } else { 2 };
-    let pb = crate::progress::replay_count_bar(replays, trace.events.len() < 100_000);
-    let moved = pb.clone();
+    let pb = crate::progress::replay_count_bar(1, trace.events.len() < 100_000);
+    let (moved, sized) = (pb.clone(), pb.clone());
     let opts = ExplainOptions {
         top: args.top,
+        max_candidates: (args.candidates > 0).then_some(args.candidates),
         fixes: !args.no_fixes,
         progress: Some(vramlab_replay::ProgressHook::new(move |n| {
             moved.set_position(n)
+        })),
+        total: Some(vramlab_replay::ProgressHook::new(move |n| {
+            sized.set_length(n)
         })),
     };
     let result = explain(&trace, scenario, &opts).with_context(|| {
@@ -67,7 +75,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     if args.json {
         crate::render::json::print(&e)
     } else {
-        crate::render::explain::print_explanation(&args.trace.trace, &e);
+        crate::render::explain::print_explanation(&args.trace.trace, &e, !args.no_fixes);
         Ok(())
     }
 }

@@ -13,7 +13,6 @@ use vramlab_replay::{RecommendRequest, Recommendation, Verdict, recommend_with};
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
 use crate::render::recommendation::{Advice, print_advice};
-use crate::render::table::bytes;
 
 /// Arguments of `vramlab recommend`.
 #[derive(Debug, Args)]
@@ -37,12 +36,15 @@ pub struct RecommendArgs {
 
 /// Runs `recommend`.
 pub fn run(args: RecommendArgs) -> Result<()> {
-    let Some(capacity) = args.device.bytes() else {
-        bail!(
-            "recommend needs the card: --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
-        );
-    };
+    // Without a card (--gpu/--capacity) the device is unlimited (0): the
+    // rule in vramlab_replay's recommend keeps the defaults then.
+    let capacity = args.device.bytes().unwrap_or(0);
     if let Some(file) = crate::job::job_file(&args.trace.trace) {
+        if capacity == 0 {
+            bail!(
+                "recommend needs the card for a job (its ranks share it with memory outside the allocator): --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
+            );
+        }
         return job_mode::run(&args, &file, capacity);
     }
     let upgrade_to = args.grid.upgrade_to("recommend")?;
@@ -82,7 +84,10 @@ fn advise(
             }
         };
     }
-    let card = args.device.describe().unwrap_or_else(|| bytes(capacity));
+    let card = args
+        .device
+        .describe()
+        .unwrap_or_else(|| "no card given (unlimited memory)".to_string());
     print_ranked(args, passes, name, &card, &before, capacity);
     if let Some((v, a)) = after {
         outln!();
@@ -130,7 +135,7 @@ fn ranked(
             name,
             trace: passes.trace(),
             grid: &grid,
-            capacity: Some(capacity),
+            capacity: (capacity > 0).then_some(capacity),
             target,
             start: args.start.start,
             placement: args.device.placement,
@@ -201,7 +206,7 @@ fn best_attempt(
         ..Default::default()
     };
     let run = passes
-        .replay(&[g.scenario(Some(capacity))], &opts)
+        .replay(&[g.scenario((capacity > 0).then_some(capacity))], &opts)
         .ok()?
         .into_iter()
         .next()?;

@@ -101,6 +101,6 @@ pub fn run(args: RunCaseArgs) -> Result<()> {
         .map_err(|e| crate::invoke::BadArgument(format!("the case is not a sweep case: {e}")))?;
     let trace = trace_of(&case)?;
     let row = run_case(&case, &trace)?;
-    outln!("{}", serde_json::to_string(&row)?);
+    crate::output::write_stdout(&format!("{}\n", serde_json::to_string(&row)?));
     Ok(())
 }

@@ -171,6 +171,6 @@ pub fn command_table_json() -> String {
 
 /// Prints the command table as JSON.
 pub fn run(_: CommandTableArgs) -> anyhow::Result<()> {
-    outln!("{}", command_table_json());
+    crate::output::write_stdout(&format!("{}\n", command_table_json()));
     Ok(())
 }

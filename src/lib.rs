@@ -14,7 +14,7 @@
 /// into `head`), instead of panicking.
 macro_rules! out {
     ($($arg:tt)*) => {
-        $crate::output::write_stdout(&format!($($arg)*))
+        $crate::output::write_human(&format!($($arg)*))
     };
 }
 
@@ -24,7 +24,7 @@ macro_rules! outln {
         $crate::output::write_stdout("\n")
     };
     ($($arg:tt)*) => {
-        $crate::output::write_stdout(&format!("{}\n", format!($($arg)*)))
+        $crate::output::write_human(&format!("{}\n", format!($($arg)*)))
     };
 }
 
@@ -93,6 +93,14 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print tables and prose at full width (by default they fit 100
+    /// columns, or COLUMNS when it is set).
+    #[arg(long, global = true)]
+    wide: bool,
+    /// Also print developer counts on stderr (how often a trace was read,
+    /// replays per pass).
+    #[arg(long, global = true)]
+    verbose: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,6 +215,8 @@ enum Command {
 
 /// Runs a parsed command line.
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    output::set_width(cli.wide);
+    output::set_verbose(cli.verbose);
     match cli.command {
         Command::Replay(a) => cmd_replay::run(a),
         Command::Conf(a) => cmd_conf::run(a),

@@ -2,12 +2,97 @@
 //! [`crate::call`] runs a command for the Python API — a buffer of the
 //! calling thread.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 
 thread_local! {
     /// The capture of the command this thread is running, if any.
     static CAPTURE: RefCell<Option<Capture>> = const { RefCell::new(None) };
+    /// The columns human output fits (`usize::MAX`: `--wide`).
+    static WIDTH: Cell<usize> = const { Cell::new(DEFAULT_WIDTH) };
+    /// `--verbose`: developer counts (reads, caches) on stderr too.
+    static VERBOSE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The columns tables and prose fit when neither `--wide` nor `COLUMNS`
+/// says otherwise.
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// The narrowest width honoured from `COLUMNS`.
+const MIN_WIDTH: usize = 40;
+
+/// Sets, for this thread's command, the width human output fits: all of
+/// it with `wide`, else `COLUMNS` when set (at least 40), else 100.
+pub(crate) fn set_width(wide: bool) {
+    let w = if wide {
+        usize::MAX
+    } else {
+        std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<usize>().ok())
+            .map_or(DEFAULT_WIDTH, |c| c.max(MIN_WIDTH))
+    };
+    WIDTH.with(|c| c.set(w));
+}
+
+/// The columns human output fits on this thread.
+pub fn width() -> usize {
+    WIDTH.with(Cell::get)
+}
+
+/// Sets `--verbose` for this thread's command.
+pub(crate) fn set_verbose(on: bool) {
+    VERBOSE.with(|c| c.set(on));
+}
+
+/// `--verbose`: print developer counts.
+pub fn verbose() -> bool {
+    VERBOSE.with(Cell::get)
+}
+
+/// `text` with every line longer than [`width`] broken at spaces; a
+/// continuation is indented two columns past its line's own indent. A
+/// word longer than the width stays whole. Tables arrive fitted already.
+pub fn wrap_prose(text: &str) -> std::borrow::Cow<'_, str> {
+    let w = width();
+    if text.lines().all(|l| l.chars().count() <= w) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        wrap_line(line, w, &mut out);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+fn wrap_line(line: &str, w: usize, out: &mut String) {
+    if line.chars().count() <= w {
+        out.push_str(line);
+        return;
+    }
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    let cont = " ".repeat((indent + 2).min(w / 2));
+    let mut col = 0;
+    let mut first = true;
+    out.push_str(&line[..indent]);
+    col += indent;
+    for word in line[indent..].split(' ') {
+        let n = word.chars().count();
+        if !first && col + 1 + n > w {
+            out.push('\n');
+            out.push_str(&cont);
+            col = cont.len();
+        } else if !first {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += n;
+        first = false;
+    }
 }
 
 /// What a captured command wrote.
@@ -38,6 +123,12 @@ fn captured(f: impl FnOnce(&mut Capture)) -> bool {
         }
         None => false,
     })
+}
+
+/// Writes human output (prose and tables) to stdout, wrapped to
+/// [`width`]; data (JSON, CSV) goes through [`write_stdout`] as it is.
+pub fn write_human(s: &str) {
+    write_stdout(&wrap_prose(s));
 }
 
 /// Writes to stdout; exits with status 0 if the reader went away (output

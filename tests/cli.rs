@@ -2,7 +2,7 @@
 //! messages.
 
 mod common;
-use common::vramlab;
+use common::{vramlab, vramlab_in_columns};
 
 const TRACE: &str = "workloads/data/gpt-small-train.csv";
 
@@ -415,4 +415,168 @@ fn a_native_trace_replayed_as_it_is_read_answers_as_when_read_whole() {
         assert!(out1.contains("peak"), "{out1}");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// With `COLUMNS=100` every command's help, and the default output of the
+/// commands users read (on a bundled trace), fits 100 columns; `--wide`
+/// lets a table run long again.
+#[test]
+fn help_and_tables_fit_100_columns() {
+    let widest = |text: &str| text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    let (_, top, _) = vramlab_in_columns(100, &["--help"]);
+    assert!(widest(&top) <= 100, "{top}");
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() > 10, "{top}");
+    for c in &commands {
+        let (code, help, err) = vramlab_in_columns(100, &[c.as_str(), "--help"]);
+        assert_eq!(code, 0, "{c}: {err}");
+        assert!(widest(&help) <= 100, "{c} --help:\n{help}");
+    }
+    let gpt = "workloads/data/gpt-small-train.csv";
+    for args in [
+        vec![
+            "replay",
+            gpt,
+            "--conf",
+            "default",
+            "--conf",
+            "expandable_segments:True",
+        ],
+        vec!["sweep", gpt],
+        vec!["recommend", gpt, "--gpu", "rtx4090"],
+        vec!["recommend", gpt],
+        vec!["explain", "tests/explain/pinned-split.csv"],
+        vec![
+            "diff",
+            gpt,
+            "--conf",
+            "default",
+            "--conf",
+            "expandable_segments:True",
+        ],
+        vec!["stats", gpt],
+        vec!["gpus"],
+    ] {
+        let (code, out, err) = vramlab_in_columns(100, &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(widest(&out) <= 100, "{args:?}:\n{out}");
+        assert!(!out.starts_with('\n'), "{args:?} begins with a blank line");
+    }
+    let (_, wide, _) = vramlab_in_columns(100, &["sweep", gpt, "--wide"]);
+    assert!(widest(&wide) > 100, "--wide keeps rows on one line");
+}
+
+/// Settings whose replays are the same in every figure share one row of
+/// sweep's table (the first names the rest), and sweep's CSV keeps every
+/// row with `same_as` naming the first; "best" is a PyTorch setting, other
+/// designs listed apart.
+#[test]
+fn identical_settings_share_a_row_and_best_is_a_pytorch_setting() {
+    let gpt = "workloads/data/gpt-small-train.csv";
+    let dir = std::env::temp_dir().join(format!("vramlab-same-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("rows.csv");
+    let (code, summary, err) = vramlab(&["sweep", gpt, "--csv", csv.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    assert_eq!(header.last(), Some(&"same_as"));
+    let rows = vramlab_replay::read_rows_csv(&text, "rows.csv").unwrap();
+    let same: Vec<_> = rows.iter().filter(|r| !r.same_as.is_empty()).collect();
+    assert!(
+        !same.is_empty(),
+        "the default grid has settings that change nothing here"
+    );
+    for r in &same {
+        let first = rows.iter().find(|f| f.setting == r.same_as).unwrap();
+        assert!(first.same_as.is_empty() && first.index < r.index);
+        assert!(vramlab_replay::same_result(first, r));
+    }
+    // The summary's best is a PyTorch setting, never another design.
+    let best = summary
+        .lines()
+        .nth(2)
+        .unwrap()
+        .split("  ")
+        .last()
+        .unwrap()
+        .trim();
+    let row = rows
+        .iter()
+        .find(|r| r.setting == best)
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(row.is_pytorch_setting(), "{summary}");
+    // The table: one row per distinct result; designs under their own
+    // heading.
+    let (_, table, _) = vramlab(&["sweep", gpt]);
+    let firsts = rows.iter().filter(|r| r.same_as.is_empty()).count();
+    let listed = table
+        .lines()
+        .filter(|l| !l.chars().all(|c| c == '-'))
+        .filter(|l| l.ends_with(" -") || l.contains(" event "))
+        .count();
+    assert_eq!(listed, firsts, "{table}");
+    assert!(
+        table.contains("other allocator designs (not PyTorch settings"),
+        "{table}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The one rule for "recommended": on every real snapshot, with no card
+/// and with a roomy and a tight one, `report` prints the verdict and the
+/// export lines `recommend` prints.
+#[test]
+#[ignore = "needs ../shared/traces/real; run with -- --ignored"]
+fn report_and_recommend_agree_on_every_real_snapshot() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces/real");
+    assert!(dir.is_dir(), "../shared/traces/real/ is not present");
+    let mut snaps: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+        .collect();
+    snaps.sort();
+    assert!(!snaps.is_empty());
+    // The sentence after "TRACE on CARD (…)" and the export lines.
+    let advice = |out: &str| -> Vec<String> {
+        let lines: Vec<&str> = out.lines().collect();
+        let head = lines
+            .iter()
+            .position(|l| l.contains(" on ") && l.contains(" events, peak live "))
+            .unwrap_or_else(|| panic!("no advice in:\n{out}"));
+        let mut v = vec![lines[head + 2].to_string()];
+        v.extend(
+            lines
+                .iter()
+                .filter(|l| l.starts_with("  bash") || l.starts_with("  Python"))
+                .map(|l| l.to_string()),
+        );
+        v
+    };
+    let out_dir = std::env::temp_dir().join(format!("vramlab-agree-{}", std::process::id()));
+    for snap in &snaps {
+        let s = snap.to_str().unwrap();
+        for card in [&[][..], &["--gpu", "h100-80gb"][..], &["--gpu", "t4"][..]] {
+            let mut rec = vec!["recommend", s];
+            rec.extend(card);
+            let (code, r, err) = vramlab(&rec);
+            assert_eq!(code, 0, "{rec:?}: {err}");
+            let o = out_dir.to_str().unwrap();
+            let mut rep = vec!["report", s, "--out", o, "--no-explorer"];
+            rep.extend(card);
+            let (code, p, err) = vramlab(&rep);
+            assert_eq!(code, 0, "{rep:?}: {err}");
+            assert_eq!(advice(&r), advice(&p), "{s} {card:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
 }

@@ -107,10 +107,9 @@ fn recommend_ranks_the_worst_rank_on_the_card_less_the_outside_bytes() {
     );
     assert_eq!(rec["ranked"][0]["row"]["trace"], "job (worst rank)");
     assert!(
-        rec["why"]
-            .as_str()
-            .unwrap_or("")
-            .contains("13.79 GiB (smallest card: v100-16gb, with 864 MiB outside the allocator)"),
+        rec["why"].as_str().unwrap_or("").contains(
+            "13.79 GiB (smallest card: v100-16gb, with 864.00 MiB outside the allocator)"
+        ),
         "{}",
         rec["why"]
     );

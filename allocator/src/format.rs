@@ -7,7 +7,7 @@
 //! | [`format_size`] | PyTorch's own messages (OOM text) | `700.00 MiB`, `1024 bytes` |
 //! | [`bytes`] | tables | `7.31 GiB`, `512 B` |
 //! | [`bytes_short`] | plots (three significant digits) | `753.6 MiB`, `1.50 KiB` |
-//! | [`bytes_words`] | sentences (MiB below 10 GiB) | `4565 MiB`, `75.22 GiB` |
+//! | [`bytes_words`] | sentences (as tables write it, so that prose and table agree) | `4.46 GiB`, `75.22 GiB` |
 //! | `size_string` | settings strings ([`parse_size`] reads it back) | `8GiB`, `1048577` |
 //! | [`count`], [`percent`] | counts and shares | `1,234,567`, `95.6%` |
 
@@ -70,14 +70,11 @@ pub fn bytes_short(n: u64) -> String {
     }
 }
 
-/// Bytes for sentences: whole MiB below 10 GiB, GiB with two decimals
-/// above (`4565 MiB`, `75.22 GiB`).
+/// Bytes for sentences: the same spelling as [`bytes`] (`4.46 GiB`,
+/// `650.00 MiB`), so that a sentence and the table beside it name a size
+/// alike.
 pub fn bytes_words(n: u64) -> String {
-    if n >= 10 << 30 {
-        format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64)
-    } else {
-        format!("{:.0} MiB", n as f64 / 1048576.0)
-    }
+    bytes(n)
 }
 
 /// The canonical spelling of a byte size in a settings string: the largest
@@ -181,7 +178,8 @@ mod tests {
         assert_eq!(bytes_short(1536), "1.50 KiB");
         assert_eq!(bytes_short(u64::MAX), "16.0 EiB");
         assert_eq!(bytes(u64::MAX), "16.00 EiB");
-        assert_eq!(bytes_words(4565 << 20), "4565 MiB");
+        assert_eq!(bytes_words(4565 << 20), "4.46 GiB");
+        assert_eq!(bytes_words(650 << 20), bytes(650 << 20));
         assert_eq!(bytes_words(80 << 30), "80.00 GiB");
         assert_eq!(size_string(8 << 30), "8GiB");
         assert_eq!(size_string((1 << 20) + 1), "1048577");

@@ -125,6 +125,10 @@ class Trace:
         )
 
 
+#: The notes already raised as warnings in this process.
+_WARNED: set = set()
+
+
 def run(args: Sequence[str]) -> str:
     """Runs one ``vramlab`` command (``args`` without the program name) and
     returns what it printed. The notes it prints on stderr (``note: …``,
@@ -133,7 +137,10 @@ def run(args: Sequence[str]) -> str:
     …") are dropped. A failure raises."""
     ok, kind, text, notes = _native.call([os.fspath(a) for a in args])
     for n in notes:
-        if n.startswith(("note:", "warning:")):
+        # Each note (it names its trace) once per process: a loaded Trace
+        # used by five calls warns once, not five times.
+        if n.startswith(("note:", "warning:")) and n not in _WARNED:
+            _WARNED.add(n)
             warnings.warn(n, VramlabWarning, stacklevel=_caller_level())
     if ok:
         return text

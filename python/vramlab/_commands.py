@@ -438,6 +438,7 @@ def explain(
     capacity: Size = None,
     placement: Optional[str] = None,
     top: Optional[int] = None,
+    candidates: Optional[int] = None,
     fixes: bool = True,
 ) -> Record:
     """``vramlab explain --json``: why ``source`` reserves more than it
@@ -491,8 +492,12 @@ def explain(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        top: How many culprits to name, each with the peak replayed without it
+        top: How many culprits (and culprit lines) to list, the largest replayed
+            saving first. Every candidate is replayed whatever this says
             (default: 5)
+        candidates: Replay at most N candidates (live allocations beside free
+            space at the peak), the most pinned bytes first; 0 replays every one
+            (default: 2000)
         fixes: ``False``: do not replay the settings aimed at the waste
             (expandable segments, a max_split_size_mb above the top culprit)
     """
@@ -512,6 +517,7 @@ def explain(
             "capacity": capacity,
             "placement": placement,
             "top": top,
+            "candidates": candidates,
             "no_fixes": fixes,
         },
     )

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import _api, _native
 from ._api import Record, Rows, Source
-from ._rows import ROW_COLUMNS, ROW_SCHEMA, pyarrow_parquet, typed_row
+from ._rows import ROW_COLUMNS, ROW_SCHEMA, mark_same, pyarrow_parquet, typed_row
 
 __all__ = ["Case", "cases", "run_case", "sweep_on", "read_rows", "fleet_report"]
 
@@ -201,7 +201,10 @@ def sweep_on(executor: Any, case_list: Sequence[Case]) -> Rows:
             "executor must have submit (a concurrent.futures.Executor) or map (a pool), "
             f"not {type(executor).__name__}"
         )
-    return Rows(Record(r) if not isinstance(r, Record) else r for r in rows)
+    out = [Record(r) if not isinstance(r, Record) else r for r in rows]
+    # Which rows are the same result is a fact of the whole sweep.
+    mark_same(out)
+    return Rows(out)
 
 
 # --- rows on disk -----------------------------------------------------------
@@ -214,7 +217,7 @@ def _read_one(path: Path) -> List[Record]:
         table = pq.read_table(path)
         meta = table.schema.metadata or {}
         schema = int(meta.get(b"vramlab_rows_schema", b"1"))
-        if schema != ROW_SCHEMA:
+        if schema not in (1, ROW_SCHEMA):
             raise _api.VramlabError(f"{path}: rows of schema {schema}; this vramlab reads schema {ROW_SCHEMA}")
         return [Record(typed_row(r)) for r in table.to_pylist()]
     if suffix == ".csv":
@@ -236,10 +239,13 @@ def read_rows(paths: Union[str, "os.PathLike[str]", Iterable[Union[str, "os.Path
     for p in items:
         for r in _read_one(Path(p)):
             old = by_index.get(r["index"])
-            if old is not None and old != r:
+            if old is not None and {**old, "same_as": ""} != {**r, "same_as": ""}:
                 raise _api.VramlabError(f"{p}: row {r['index']} differs from the one another part holds")
             by_index[r["index"]] = r
-    return Rows(by_index[i] for i in sorted(by_index))
+    merged = [by_index[i] for i in sorted(by_index)]
+    # Each part saw only its own rows: which are the same is decided anew.
+    mark_same(merged)
+    return Rows(merged)
 
 
 # --- the fleet --------------------------------------------------------------
@@ -257,10 +263,14 @@ def _job_and_rank(trace: str) -> Tuple[str, Optional[int]]:
 def fleet_report(rows: Sequence[Mapping[str, Any]], *, within: float = 0.10, baseline: str = "default") -> Record:
     """What a fleet's sweep rows say: ``near_card`` (traces whose peak
     under ``baseline`` is within ``within`` of the capacity they were swept
-    on, or do not fit), ``best_setting`` (the setting that saves the most
-    reserved bytes summed over the traces, with the traces it helps, the
-    ones it hurts — a higher peak, or an OOM where the baseline fits — and
-    the OOMs it removes), ``settings`` (that figure for every setting), and
+    on, or do not fit), ``best_setting`` (the PyTorch setting — one a user
+    can export — that saves the most reserved bytes summed over the traces,
+    with the traces it helps, the ones it hurts — a higher peak, or an OOM
+    where the baseline fits — and the OOMs it removes), ``settings`` (that
+    figure for every PyTorch setting), ``designs`` (the same for other
+    allocator designs, apart: for comparison, never "best", each with its
+    device calls summed, since ``direct`` — no caching, like
+    ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` — pays one per request), and
     ``ranks`` (for files named per rank, ``…rank3…``: the spread of peaks
     across the ranks of each job). Traces are the rows' ``trace``; the
     baseline is the grid line ``baseline`` (each trace's first row when it
@@ -284,7 +294,12 @@ def fleet_report(rows: Sequence[Mapping[str, Any]], *, within: float = 0.10, bas
         for r in rs:
             if r is b:
                 continue
-            s = settings.setdefault(r["grid_line"], {"saved_bytes": 0, "helps": [], "hurts": [], "fixes_oom": []})
+            s = settings.setdefault(
+                r["grid_line"],
+                {"saved_bytes": 0, "helps": [], "hurts": [], "fixes_oom": [], "device_calls": 0,
+                 "pytorch": r["policy"] == "native"},
+            )
+            s["device_calls"] += r["num_device_alloc"] + r["num_device_free"]
             b_fits, r_fits = b["oom_event"] < 0, r["oom_event"] < 0
             if b_fits and not r_fits:
                 s["hurts"].append(t)
@@ -297,12 +312,18 @@ def fleet_report(rows: Sequence[Mapping[str, Any]], *, within: float = 0.10, bas
                     s["helps"].append(t)
                 elif d < 0:
                     s["hurts"].append(t)
-    table = [
-        Record(grid_line=g, saved_bytes=v["saved_bytes"], helps=sorted(v["helps"]), hurts=sorted(v["hurts"]),
-               fixes_oom=sorted(v["fixes_oom"]))
-        for g, v in settings.items()
-    ]
-    table.sort(key=lambda s: (-len(s.fixes_oom), -s.saved_bytes, len(s.hurts), s.grid_line))
+    def ranked(pytorch: bool) -> List[Record]:
+        t = [
+            Record(grid_line=g, saved_bytes=v["saved_bytes"], helps=sorted(v["helps"]), hurts=sorted(v["hurts"]),
+                   fixes_oom=sorted(v["fixes_oom"]), device_calls=v["device_calls"])
+            for g, v in settings.items()
+            if v["pytorch"] == pytorch
+        ]
+        t.sort(key=lambda s: (-len(s.fixes_oom), -s.saved_bytes, len(s.hurts), s.device_calls, s.grid_line))
+        return t
+
+    table = ranked(True)
+    designs = ranked(False)
     ranks = []
     jobs: Dict[str, List[Tuple[int, Mapping[str, Any]]]] = {}
     for t, b in base.items():
@@ -322,5 +343,6 @@ def fleet_report(rows: Sequence[Mapping[str, Any]], *, within: float = 0.10, bas
         near_card=near,
         best_setting=table[0] if table else None,
         settings=table,
+        designs=designs,
         ranks=ranks,
     )

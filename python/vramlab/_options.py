@@ -132,6 +132,7 @@ OPTIONS = {
         "capacity": ("--capacity", "value"),
         "placement": ("--placement", "value"),
         "top": ("--top", "value"),
+        "candidates": ("--candidates", "value"),
         "no_fixes": ("--no-fixes", "negated_switch"),
         "json": ("--json", "switch"),
     },

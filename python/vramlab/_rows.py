@@ -11,7 +11,7 @@ from . import _native
 
 #: The version of the rows' columns (``ROW_COLUMNS``); a Parquet file
 #: written by :meth:`Rows.to_parquet` carries it in its metadata.
-ROW_SCHEMA = 1
+ROW_SCHEMA = 2
 
 #: The columns of a sweep row, in order, with their Python types: what
 #: ``vramlab sweep --csv`` writes (``SWEEP_CSV_HEADER``) and ``--json``
@@ -38,7 +38,39 @@ ROW_COLUMNS: Tuple[Tuple[str, type], ...] = (
     ("oom_requested_bytes", int),
     ("start", str),
     ("oom_at_start", bool),
+    ("same_as", str),
 )
+
+#: Columns a row of an older schema may lack, with the value they take.
+_ADDED_COLUMNS = {"same_as": ""}
+
+#: The columns two rows must share to be the same result (``same_as``).
+_RESULT_COLUMNS = (
+    "trace", "capacity", "events", "peak_requested_bytes", "peak_allocated_bytes",
+    "peak_reserved_bytes", "waste_at_peak_bytes", "num_device_alloc", "num_device_free",
+    "num_sync_all_streams", "num_alloc_retries", "device_time_us", "oom_event",
+    "oom_requested_bytes", "oom_at_start", "start",
+)
+
+
+def same_result(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Two rows are the same result: one trace, capacity and kind (PyTorch
+    setting or other design) and every figure of the replay equal — the
+    library's ``same_result``."""
+    return (a["policy"] == "native") == (b["policy"] == "native") and all(
+        a[c] == b[c] for c in _RESULT_COLUMNS
+    )
+
+
+def mark_same(rows: Sequence[Dict[str, Any]]) -> None:
+    """Sets each row's ``same_as`` to the setting of the first earlier row
+    with the same result (empty when none), as ``vramlab sweep`` does."""
+    firsts: list = []
+    for r in rows:
+        first = next((f for f in firsts if same_result(f, r)), None)
+        r["same_as"] = first["setting"] if first is not None else ""
+        if first is None:
+            firsts.append(r)
 
 
 def typed_row(row: Mapping[str, Any]) -> Dict[str, Any]:
@@ -46,6 +78,9 @@ def typed_row(row: Mapping[str, Any]) -> Dict[str, Any]:
     in order, each of its type."""
     out: Dict[str, Any] = {}
     for name, kind in ROW_COLUMNS:
+        if name not in row and name in _ADDED_COLUMNS:
+            out[name] = _ADDED_COLUMNS[name]
+            continue
         if name not in row:
             raise ValueError(f"a row has no column {name!r} (row schema {ROW_SCHEMA})")
         v = row[name]

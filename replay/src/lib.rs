@@ -60,7 +60,10 @@ pub use engine::{
 // The analyses.
 pub use analysis::bench::{BenchRow, bench};
 pub use analysis::diff::{DiffGroup, DiffInput, DiffSide, GroupBy, RunDiff, diff};
-pub use analysis::explain::{Culprit, ExplainOptions, Explanation, Fix, WasteSplit, explain};
+pub use analysis::explain::{
+    Culprit, DEFAULT_MAX_CANDIDATES, ExplainOptions, Explanation, Fix, LineCulprit, WasteSplit,
+    explain,
+};
 pub use analysis::fidelity::{FidelityReport, FreeBlock, Mismatch, check_fidelity};
 pub use analysis::fit::{FitError, FitProbe, FitResult, max_fitting_size};
 pub use analysis::gate;
@@ -91,7 +94,7 @@ pub use analysis::serve_budget::{
 };
 pub use analysis::stress;
 pub use analysis::sweep::{
-    SWEEP_CSV_HEADER, Shard, SweepRow, merge_rows, read_rows_csv, run_sweep,
+    SWEEP_CSV_HEADER, Shard, SweepRow, mark_same, merge_rows, read_rows_csv, run_sweep, same_result,
 };
 pub use analysis::sweep_cases::{
     CASE_SCHEMA, CaseError, CasePlan, CaseTrace, SweepCase, plan_cases, run_case,

@@ -87,10 +87,12 @@ fn the_block_that_splits_a_cached_segment_is_named_and_the_decoy_is_not() {
             oracle_peak(version, "pinned-split.csv", "default")
         );
         assert_eq!(e.peak_event_index, Some(7));
-        // The one culprit: allocation 4, 30 MiB, with the 70 MiB left of
-        // the cached 100 MiB segment beside it; the decoy (0) pins nothing.
+        // The top culprit: allocation 4, 30 MiB, with the 70 MiB left of
+        // the cached 100 MiB segment beside it; then 1, the 1000-byte block
+        // whose 2 MiB small segment is not made without it. The decoy (0)
+        // has no free space beside it: no candidate.
         let named: Vec<u32> = e.culprits.iter().map(|c| c.id).collect();
-        assert_eq!(named, vec![4], "{e:#?}");
+        assert_eq!(named, vec![4, 1], "{e:#?}");
         let c = &e.culprits[0];
         assert_eq!(c.size_bytes, 30 * MIB);
         assert_eq!(c.pinned_bytes, 70 * MIB);
@@ -203,6 +205,32 @@ fn check_snapshot(path: &Path) {
     };
     let e = explain(&t, &s, &opts).unwrap();
     check_sums(&t, &s, &e);
+    // Every culprit, and every culprit line, lowers the peak: the replay
+    // decided it.
+    for c in &e.culprits {
+        assert!(
+            c.peak_reserved_without_bytes < e.peak_reserved_bytes && c.saving_bytes > 0,
+            "{}: culprit {} does not lower the peak: {c:#?}",
+            path.display(),
+            c.id
+        );
+    }
+    for l in &e.line_culprits {
+        assert!(
+            l.peak_reserved_without_bytes < e.peak_reserved_bytes,
+            "{}: line {} does not lower the peak",
+            path.display(),
+            l.frame
+        );
+        let run = s
+            .run(&t.without_allocations(&l.ids), &ReplayOptions::default())
+            .unwrap();
+        assert_eq!(
+            run.summary.peak_reserved_bytes,
+            l.peak_reserved_without_bytes
+        );
+    }
+    assert!(!e.finding.is_empty());
     let mut csv = Vec::new();
     write_csv(&t.with_fresh_start(), &mut csv, "converted.csv").unwrap();
     let csv = String::from_utf8(csv).unwrap();

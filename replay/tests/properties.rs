@@ -567,6 +567,7 @@ fn advice_row(
         oom_requested_bytes: if oom { 64 << 20 } else { 0 },
         start: String::new(),
         oom_at_start: false,
+        same_as: String::new(),
         placement_free: false,
     }
 }
@@ -615,7 +616,7 @@ proptest! {
         cap in capacity(),
     ) {
         let a = a.with_capacity(cap);
-        let opts = vramlab_replay::ExplainOptions { top: 2, fixes: true, progress: None };
+        let opts = vramlab_replay::ExplainOptions { top: 2, ..Default::default() };
         let e = vramlab_replay::explain(&t, &a, &opts).unwrap();
         let w = &e.waste;
         prop_assert_eq!(w.pinned_bytes + w.releasable_bytes + w.pool_cached_bytes, e.waste_at_peak_bytes);
@@ -630,10 +631,24 @@ proptest! {
         for c in &e.culprits {
             prop_assert_eq!(c.fits_without.is_some(), e.at_failure);
         }
+        for l in &e.line_culprits {
+            let without = a.run(&t.without_allocations(&l.ids), &ReplayOptions::default()).unwrap();
+            prop_assert_eq!(without.summary.peak_reserved_bytes, l.peak_reserved_without_bytes);
+            prop_assert!(
+                l.peak_reserved_without_bytes < e.peak_reserved_bytes
+                    || l.fits_without == Some(true)
+            );
+        }
         for c in &e.culprits {
             let without = a.run(&t.without_allocation(c.id), &ReplayOptions::default()).unwrap();
             prop_assert_eq!(without.summary.peak_reserved_bytes, c.peak_reserved_without_bytes);
-            prop_assert!(c.pinned_bytes > 0 && c.blocked_requests > 0);
+            // A culprit is one whose removal lowers the peak, replayed.
+            prop_assert!(c.pinned_bytes > 0);
+            prop_assert!(
+                c.peak_reserved_without_bytes < e.peak_reserved_bytes
+                    || c.fits_without == Some(true)
+            );
+            prop_assert_eq!(c.saving_bytes > 0, c.peak_reserved_without_bytes < e.peak_reserved_bytes);
         }
         let side = |scenario| vramlab_replay::DiffInput { trace: &t, name: "t", scenario, start: Start::Fresh };
         let d = vramlab_replay::diff(side(&a), side(&b)).unwrap();

@@ -50,10 +50,12 @@ pub(super) fn run(args: &OomPointArgs) -> Result<bool> {
     let later = end.trace.notes.get(noted..).unwrap_or_default();
     crate::inputs::print_streamed_notes(path, later, Some(end.counts));
     let replays: u32 = points.iter().map(|p| p.replays).sum();
-    errln!(
-        "{replays} replays in {reads} reads of {} (the trace is read again for each step of the search, not held)",
-        path.display()
-    );
+    if crate::output::verbose() {
+        errln!(
+            "{replays} replays in {reads} reads of {} (the trace is read again for each step of the search, not held)",
+            path.display()
+        );
+    }
     crate::render::oom_point::print_oom_points(&points, args.json)?;
     Ok(true)
 }

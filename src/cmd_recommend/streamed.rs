@@ -53,6 +53,8 @@ pub(super) fn run(
         let later = end.trace.notes.get(noted..).unwrap_or_default();
         crate::inputs::print_streamed_notes(path, later, Some(end.counts));
     }
-    errln!("the trace was read {} times, not held", file.reads());
+    if crate::output::verbose() {
+        errln!("the trace was read {} times, not held", file.reads());
+    }
     Ok(true)
 }

@@ -24,7 +24,7 @@ fn event(at: Option<u64>) -> String {
 }
 
 /// Prints an explanation as tables.
-pub fn print_explanation(path: &Path, e: &Explanation) {
+pub fn print_explanation(path: &Path, e: &Explanation, fixes_asked: bool) {
     outln!("explain: {} under {}", path.display(), e.setting);
     let phase = e
         .phase_at_peak
@@ -93,64 +93,102 @@ pub fn print_explanation(path: &Path, e: &Explanation) {
     out!("{}", t.render());
     outln!();
     print_culprits(e);
-    print_fixes(e);
+    if fixes_asked {
+        print_fixes(e);
+    }
 }
 
 fn print_culprits(e: &Explanation) {
-    if e.culprits.is_empty() {
+    outln!("culprits, decided by replay: {}", e.finding);
+    if !e.culprits.is_empty() {
         outln!(
-            "culprits: none — no live block at the peak has free space beside it that a request making a new segment ({} by the peak) could have used",
-            count(e.growth_requests)
+            "allocations whose removal lowers the peak ({} of {}, the largest saving first):",
+            count(e.culprits.len() as u64),
+            count(e.culprits_found as u64)
         );
-        return;
+        let mut t = Table::new(
+            [
+                "id",
+                "size",
+                "pinned",
+                "allocated",
+                "freed",
+                "frame",
+                "peak without",
+                "saving",
+                if e.at_failure { "fits without" } else { "" },
+            ]
+            .map(String::from)
+            .to_vec(),
+        )
+        .left(5);
+        for c in &e.culprits {
+            t.row(vec![
+                c.id.to_string(),
+                bytes(c.size_bytes),
+                bytes(c.pinned_bytes),
+                c.allocated_at.map_or("at start".into(), count),
+                c.freed_at.map_or("never".into(), count),
+                c.frame.clone().unwrap_or_else(|| "-".into()),
+                bytes(c.peak_reserved_without_bytes),
+                signed_bytes(c.saving_bytes),
+                fits_cell(c.fits_without),
+            ]);
+        }
+        out!("{}", t.render());
+        outln!(
+            "peak without: the trace replayed without that allocation (its alloc and its free removed; ids as `vramlab convert TRACE --start fresh` writes them)"
+        );
     }
-    outln!(
-        "culprits: live allocations whose free neighbours a request that made a new segment could have used ({} of {} found, by pinned bytes)",
-        count(e.culprits.len() as u64),
-        count(e.culprits_found as u64)
-    );
-    let mut t = Table::new(
-        [
-            "id",
-            "size",
-            "pinned",
-            "allocated",
-            "freed",
-            "frame",
-            "peak without",
-            "saving",
-            if e.at_failure { "fits without" } else { "" },
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
-    .left(5);
-    for c in &e.culprits {
-        t.row(vec![
-            c.id.to_string(),
-            bytes(c.size_bytes),
-            bytes(c.pinned_bytes),
-            c.allocated_at.map_or("at start".into(), count),
-            c.freed_at.map_or("never".into(), count),
-            c.frame.clone().unwrap_or_else(|| "-".into()),
-            bytes(c.peak_reserved_without_bytes),
-            signed_bytes(c.saving_bytes),
-            match c.fits_without {
-                Some(true) => "yes".into(),
-                Some(false) => "no".into(),
-                None => String::new(),
-            },
-        ]);
+    if !e.line_culprits.is_empty() {
+        outln!(
+            "source lines whose live allocations, removed together, lower the peak ({} of {}):",
+            count(e.line_culprits.len() as u64),
+            count(e.line_culprits_found as u64)
+        );
+        let mut t = Table::new(
+            [
+                "line",
+                "allocations",
+                "blocks",
+                "pinned",
+                "peak without",
+                "saving",
+                if e.at_failure { "fits without" } else { "" },
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        for l in &e.line_culprits {
+            t.row(vec![
+                l.frame.clone(),
+                count(l.ids.len() as u64),
+                bytes(l.block_bytes),
+                bytes(l.pinned_bytes),
+                bytes(l.peak_reserved_without_bytes),
+                signed_bytes(l.saving_bytes),
+                fits_cell(l.fits_without),
+            ]);
+        }
+        out!("{}", t.render());
     }
-    out!("{}", t.render());
-    outln!(
-        "peak without: the trace replayed without that allocation (its alloc and its free removed; ids as `vramlab convert TRACE --start fresh` writes them)"
-    );
     outln!();
+}
+
+fn fits_cell(fits: Option<bool>) -> String {
+    match fits {
+        Some(true) => "yes".into(),
+        Some(false) => "no".into(),
+        None => String::new(),
+    }
 }
 
 fn print_fixes(e: &Explanation) {
     if e.fixes.is_empty() {
+        outln!(
+            "settings aimed at it: none to try under {} (expandable segments already on, or no culprit a max_split_size_mb could keep from splitting; `vramlab recommend` replays the whole grid)",
+            e.setting
+        );
         return;
     }
     outln!("settings aimed at it, replayed:");

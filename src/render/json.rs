@@ -10,7 +10,7 @@ use serde::Serialize;
 
 /// Prints `value` as pretty JSON, fields in their declared order.
 pub fn print<T: Serialize + ?Sized>(value: &T) -> Result<()> {
-    outln!("{}", serde_json::to_string_pretty(value)?);
+    crate::output::write_stdout(&format!("{}\n", serde_json::to_string_pretty(value)?));
     Ok(())
 }
 

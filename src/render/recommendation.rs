@@ -5,13 +5,14 @@ use vramlab_replay::OomEvent;
 use vramlab_replay::{Ranked, Recommendation, Verdict};
 use vramlab_traces::Trace;
 
-use crate::render::sweep::oom_cell;
+use crate::render::sweep::{group_cell, oom_cell};
 use crate::render::table::{Table, bytes, count, percent};
 
-fn ranked_row(tab: &mut Table, r: &Ranked) {
+fn ranked_row(tab: &mut Table, r: &Ranked, same: &[&Ranked]) {
+    let same: Vec<&vramlab_replay::SweepRow> = same.iter().map(|s| &s.row).collect();
     tab.row(vec![
         r.rank.to_string(),
-        r.row.setting.clone(),
+        group_cell(&r.row, &same),
         if r.row.fits() {
             bytes(r.row.peak_reserved_bytes)
         } else {
@@ -102,12 +103,17 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
         "flushes".into(),
     ])
     .left(1);
-    for r in rec.ranked.iter().take(top) {
-        ranked_row(&mut tab, r);
+    // Settings with the same result share one row (the first ranked
+    // names the others).
+    let groups = group_ranked(&rec.ranked);
+    for (r, same) in groups.iter().take(top) {
+        ranked_row(&mut tab, r, same);
     }
-    let baseline = rec.ranked.iter().find(|r| r.row.grid_line == "default");
-    if let Some(b) = baseline.filter(|b| b.rank as usize > top) {
-        ranked_row(&mut tab, b);
+    let baseline = groups.iter().skip(top).find(|(r, same)| {
+        r.row.grid_line == "default" || same.iter().any(|s| s.row.grid_line == "default")
+    });
+    if let Some((b, same)) = baseline {
+        ranked_row(&mut tab, b, same);
     }
     out!("{}", tab.render());
     outln!(
@@ -116,17 +122,41 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
     );
     if !rec.other_policies.is_empty() {
         outln!();
-        outln!("other allocator designs on the same trace (not PyTorch settings):");
-        for r in &rec.other_policies {
-            outln!(
-                "  {:<28} {}",
-                r.row.setting,
+        outln!(
+            "other allocator designs on the same trace (not PyTorch settings, for comparison; direct is a device call per request, as PYTORCH_NO_CUDA_MEMORY_CACHING=1):"
+        );
+        let mut tab = Table::new(vec![
+            "design".into(),
+            "peak reserved".into(),
+            "device calls".into(),
+        ]);
+        for (r, same) in group_ranked(&rec.other_policies) {
+            let same: Vec<&vramlab_replay::SweepRow> = same.iter().map(|s| &s.row).collect();
+            tab.row(vec![
+                group_cell(&r.row, &same),
                 if r.row.fits() {
-                    format!("peak reserved {}", bytes(r.row.peak_reserved_bytes))
+                    bytes(r.row.peak_reserved_bytes)
                 } else {
                     format!("OOM {}", oom_cell(&r.row))
-                }
-            );
+                },
+                count(r.row.num_device_alloc + r.row.num_device_free),
+            ]);
+        }
+        out!("{}", tab.render());
+    }
+}
+
+/// Ranked settings, each with the later ones whose result is the same.
+fn group_ranked(ranked: &[Ranked]) -> Vec<(&Ranked, Vec<&Ranked>)> {
+    let mut out: Vec<(&Ranked, Vec<&Ranked>)> = Vec::new();
+    for r in ranked {
+        match out
+            .iter_mut()
+            .find(|(first, _)| vramlab_replay::same_result(&first.row, &r.row))
+        {
+            Some((_, same)) => same.push(r),
+            None => out.push((r, Vec::new())),
         }
     }
+    out
 }

@@ -21,8 +21,8 @@ pub fn print_demo_answer(name: &str, card: &str, rec: &Recommendation, top: usiz
     outln!("\nreport with plots: {}", index.display());
 }
 
-/// A report's outcome: the recommendation when there was a card, then the
-/// page.
+/// A report's outcome: the recommendation (the page's, by the one rule,
+/// with or without a card), then the page.
 pub fn print_report(
     name: &str,
     card: Option<&str>,
@@ -30,9 +30,12 @@ pub fn print_report(
     top: usize,
     index: &Path,
 ) {
-    if let Some(card) = card {
-        print_recommendation(name, card, rec, top);
-    }
+    print_recommendation(
+        name,
+        card.unwrap_or("no card given (unlimited memory)"),
+        rec,
+        top,
+    );
     outln!("\nreport: {}", index.display());
 }
 

@@ -16,8 +16,42 @@ fn trace_names(rows: &[SweepRow]) -> Vec<&str> {
     names
 }
 
-/// One line per trace (the rows went to a file): the best setting, the
-/// defaults, how many fit.
+/// The best PyTorch setting of one trace's rows: of those that fit, the
+/// lowest peak reserved, then the fewest device calls and flushes (the
+/// order `recommend` ranks by). Other designs are never "best": nobody can
+/// export them.
+pub fn best_setting<'a>(rows: &[&'a SweepRow]) -> Option<&'a SweepRow> {
+    rows.iter()
+        .copied()
+        .filter(|r| r.is_pytorch_setting() && r.fits())
+        .min_by_key(|r| rank_key(r))
+}
+
+/// How rows are ordered in tables: those that fit first, by peak
+/// reserved, device calls and flushes; then those that ran out of memory,
+/// the furthest first.
+fn rank_key(r: &SweepRow) -> (bool, u64, u64, u64, u64) {
+    if r.fits() {
+        (
+            false,
+            r.peak_reserved_bytes,
+            r.num_device_alloc + r.num_device_free,
+            r.num_sync_all_streams,
+            r.index,
+        )
+    } else {
+        (
+            true,
+            u64::MAX - r.oom_event.max(0) as u64,
+            r.peak_reserved_bytes,
+            0,
+            r.index,
+        )
+    }
+}
+
+/// One line per trace (the rows went to a file): the best PyTorch
+/// setting, the defaults, how many fit.
 pub fn summary(rows: &[SweepRow]) -> String {
     let mut tab = Table::new(vec![
         "trace".into(),
@@ -25,17 +59,14 @@ pub fn summary(rows: &[SweepRow]) -> String {
         "fit".into(),
         "defaults".into(),
         "best".into(),
-        "best setting".into(),
+        "best PyTorch setting".into(),
     ])
-    .left(1);
+    .left(5);
     for t in trace_names(rows) {
         let mine: Vec<&SweepRow> = rows.iter().filter(|r| r.trace == t).collect();
         let fit = mine.iter().filter(|r| r.fits()).count();
         let defaults = mine.iter().find(|r| r.grid_line == "default");
-        let best = mine
-            .iter()
-            .filter(|r| r.fits())
-            .min_by_key(|r| (r.peak_reserved_bytes, r.index));
+        let best = best_setting(&mine);
         tab.row(vec![
             t.to_string(),
             count(mine.len() as u64),
@@ -54,13 +85,39 @@ pub fn summary(rows: &[SweepRow]) -> String {
     tab.render()
 }
 
-/// Every row, per trace: best first (those that fit, by peak reserved).
+/// `rows` in table order, each with the rows whose result is the same
+/// folded into it (their settings named under its own).
+pub fn grouped<'a>(rows: &[&'a SweepRow]) -> Vec<(&'a SweepRow, Vec<&'a SweepRow>)> {
+    let mut out: Vec<(&SweepRow, Vec<&SweepRow>)> = Vec::new();
+    for &r in rows {
+        match out
+            .iter_mut()
+            .find(|(first, _)| vramlab_replay::same_result(first, r))
+        {
+            Some((_, same)) => same.push(r),
+            None => out.push((r, Vec::new())),
+        }
+    }
+    out
+}
+
+/// A setting cell naming every setting of a group, one per line.
+pub fn group_cell(first: &SweepRow, same: &[&SweepRow]) -> String {
+    let mut cell = first.setting.clone();
+    for r in same {
+        cell.push_str("\n= ");
+        cell.push_str(&r.setting);
+    }
+    cell
+}
+
+/// Every row, per trace: PyTorch settings best first (those that fit, by
+/// peak reserved), identical results on one row; then the other designs,
+/// apart.
 pub fn print_sweep(rows: &[SweepRow]) {
-    let mut traces: Vec<&str> = rows.iter().map(|r| r.trace.as_str()).collect();
-    traces.dedup();
-    for t in traces {
+    for t in trace_names(rows) {
         let mut mine: Vec<&SweepRow> = rows.iter().filter(|r| r.trace == t).collect();
-        mine.sort_by_key(|r| (!r.fits(), r.peak_reserved_bytes, r.index));
+        mine.sort_by_key(|r| rank_key(r));
         let Some(first) = mine.first() else { continue };
         outln!(
             "{t}: {} events, peak live {}{}",
@@ -72,29 +129,43 @@ pub fn print_sweep(rows: &[SweepRow]) {
                 String::new()
             }
         );
-        let mut tab = Table::new(vec![
-            "setting".into(),
-            "peak reserved".into(),
-            "waste at peak".into(),
-            "utilization".into(),
-            "device calls".into(),
-            "flushes".into(),
-            "OOM".into(),
-        ]);
-        for r in mine {
-            tab.row(vec![
-                r.setting.clone(),
-                bytes(r.peak_reserved_bytes),
-                bytes(r.waste_at_peak_bytes),
-                percent(r.utilization),
-                count(r.num_device_alloc + r.num_device_free),
-                count(r.num_sync_all_streams),
-                oom_cell(r),
-            ]);
+        let (settings, designs): (Vec<&SweepRow>, Vec<&SweepRow>) =
+            mine.iter().partition(|r| r.is_pytorch_setting());
+        if !settings.is_empty() {
+            out!("{}", rows_table(&settings));
         }
-        out!("{}", tab.render());
+        if !designs.is_empty() {
+            outln!(
+                "other allocator designs (not PyTorch settings: for comparison; direct is a device call per request, as PYTORCH_NO_CUDA_MEMORY_CACHING=1):"
+            );
+            out!("{}", rows_table(&designs));
+        }
         outln!();
     }
+}
+
+fn rows_table(rows: &[&SweepRow]) -> String {
+    let mut tab = Table::new(vec![
+        "setting".into(),
+        "peak reserved".into(),
+        "waste at peak".into(),
+        "utilization".into(),
+        "device calls".into(),
+        "flushes".into(),
+        "OOM".into(),
+    ]);
+    for (r, same) in grouped(rows) {
+        tab.row(vec![
+            group_cell(r, &same),
+            bytes(r.peak_reserved_bytes),
+            bytes(r.waste_at_peak_bytes),
+            percent(r.utilization),
+            count(r.num_device_alloc + r.num_device_free),
+            count(r.num_sync_all_streams),
+            oom_cell(r),
+        ]);
+    }
+    tab.render()
 }
 
 /// Where a row's first OOM happened, for tables.

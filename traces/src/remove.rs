@@ -9,9 +9,17 @@ impl Trace {
     /// events, and the expected record is dropped (its event indices no
     /// longer apply). A trace that starts mid-run is first given a fresh
     /// start ([`Trace::with_fresh_start`]), so that a block in use at the
-    /// first entry is removed like any other allocation. Ids are not
-    /// renumbered: `id` stays declared and unused.
+    /// first entry is removed like any other allocation. The ids above it
+    /// move down by one, as a CSV without its rows numbers them.
     pub fn without_allocation(&self, id: AllocId) -> Trace {
+        self.without_allocations(&[id])
+    }
+
+    /// [`Trace::without_allocation`] for several allocations at once (a
+    /// source line's, say): every one of `ids` that the trace uses is
+    /// removed, and each id above them moves down by the number of removed
+    /// ids below it.
+    pub fn without_allocations(&self, ids: &[AllocId]) -> Trace {
         let fresh;
         let base = if self.initial.is_some() {
             fresh = self.with_fresh_start();
@@ -19,21 +27,36 @@ impl Trace {
         } else {
             self
         };
+        let mut removed: Vec<AllocId> = ids.to_vec();
+        removed.sort_unstable();
+        removed.dedup();
+        // Only the ids the trace uses count: the others move nothing.
+        let mut used: Vec<AllocId> = base
+            .events
+            .iter()
+            .filter_map(|ev| ev.id())
+            .filter(|i| removed.binary_search(i).is_ok())
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        let removed = used;
         let mut out = Trace {
             events: Vec::with_capacity(base.events.len()),
             phases: Vec::with_capacity(base.phases.len()),
             expected: None,
             ..Trace::new(base.header.clone())
         };
-        let used = base.events.iter().any(|e| e.id() == Some(id));
         out.streams.clone_from(&base.streams);
-        out.num_ids = base.num_ids - u32::from(used && base.num_ids > id);
+        out.num_ids = base.num_ids - (removed.len() as u32).min(base.num_ids);
         out.notes.clone_from(&base.notes);
         out.frames.clone_from(&base.frames);
-        out.alloc_frames.clone_from(&base.alloc_frames);
-        if used && (id as usize) < out.alloc_frames.len() {
-            out.alloc_frames.remove(id as usize);
-        }
+        out.alloc_frames = base
+            .alloc_frames
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| removed.binary_search(&(*i as AllocId)).is_err())
+            .map(|(_, f)| *f)
+            .collect();
         out.pools.clone_from(&base.pools);
         let mut marks = base.phases.iter().peekable();
         for (i, ev) in base.events.iter().enumerate() {
@@ -44,9 +67,12 @@ impl Trace {
                 });
             }
             match ev.id() {
-                Some(i) if i == id => {}
-                Some(i) if i > id => out.events.push(one_down(*ev)),
-                _ => out.events.push(*ev),
+                Some(i) => match removed.binary_search(&i) {
+                    Ok(_) => {}
+                    Err(0) => out.events.push(*ev),
+                    Err(below) => out.events.push(moved_down(*ev, below as u32)),
+                },
+                None => out.events.push(*ev),
             }
         }
         for m in marks {
@@ -59,23 +85,22 @@ impl Trace {
     }
 }
 
-/// `ev` with its allocation id one lower (its id is above the removed one,
-/// so at least 1).
-fn one_down(ev: Event) -> Event {
+/// `ev` with its allocation id `by` lower (`by` removed ids are below it).
+fn moved_down(ev: Event, by: u32) -> Event {
     match ev {
         Event::Alloc { id, stream, size } => Event::Alloc {
-            id: id.saturating_sub(1),
+            id: id.saturating_sub(by),
             stream,
             size,
         },
         Event::Free { id } => Event::Free {
-            id: id.saturating_sub(1),
+            id: id.saturating_sub(by),
         },
         Event::FreeRequested { id } => Event::FreeRequested {
-            id: id.saturating_sub(1),
+            id: id.saturating_sub(by),
         },
         Event::FreeCompleted { id } => Event::FreeCompleted {
-            id: id.saturating_sub(1),
+            id: id.saturating_sub(by),
         },
         other => other,
     }
@@ -129,5 +154,32 @@ mod tests {
         assert_eq!(w.num_ids, 2);
         // An id the trace does not use changes nothing.
         assert_eq!(t.without_allocation(7).events, t.events);
+    }
+
+    #[test]
+    fn several_allocations_go_at_once_and_the_ids_above_close_up() {
+        let mut t = Trace::new(TraceHeader::default());
+        t.num_ids = 4;
+        t.events = vec![
+            alloc(0, 1),
+            alloc(1, 2),
+            alloc(2, 3),
+            alloc(3, 4),
+            Event::Free { id: 2 },
+            Event::Free { id: 3 },
+        ];
+        t.alloc_frames = vec![Some(0), Some(1), Some(2), Some(3)];
+        let w = t.without_allocations(&[2, 0, 9, 0]);
+        assert_eq!(
+            w.events,
+            vec![alloc(0, 2), alloc(1, 4), Event::Free { id: 1 }]
+        );
+        assert_eq!(w.num_ids, 2);
+        assert_eq!(w.alloc_frames, vec![Some(1), Some(3)]);
+        // One at a time gives the same trace.
+        assert_eq!(
+            t.without_allocation(2).without_allocation(0).events,
+            w.events
+        );
     }
 }

@@ -13,32 +13,36 @@
 //!   lives) + `pinned` (the rest: free space inside segments that hold
 //!   live blocks, which no release can return). `rounding` (allocated −
 //!   requested) is beside it, not in it.
-//! - a **culprit** is a live allocation with free space beside it at the
-//!   peak (the bytes that would join its block if it were freed: its
-//!   *pinned* bytes) that kept a growing request from cached space: at
-//!   some event by the peak that made the device allocate, the request —
-//!   on the culprit's stream, from its pool — would have fitted in the
-//!   culprit's block and the free space beside it *then* (the state after
-//!   each growing event, seen through [`crate::GrowthHook`]). Culprits are
-//!   ranked by pinned bytes.
-//! - the **counterfactual** of a culprit is the peak reserved of the same
-//!   trace replayed without it ([`Trace::without_allocation`]); a
-//!   **fix** is a setting aimed at what the culprits show (expandable
-//!   segments; a `max_split_size_mb` that keeps the top culprit from
-//!   splitting a larger cached block), replayed.
+//! - a **candidate** is a live allocation with free space beside it at
+//!   the peak (the bytes that would join its block if it were freed: its
+//!   *pinned* bytes). Its **counterfactual** is the peak reserved of the
+//!   same trace replayed without it ([`Trace::without_allocation`]); the
+//!   candidates of one source line are also replayed away together
+//!   ([`Trace::without_allocations`]).
+//! - a **culprit** is a candidate (or a line's candidates) whose removal
+//!   lowers the peak reserved — decided by that replay, nothing else —
+//!   ranked by what it saves (`analysis/culprits.rs`). Beside each, the
+//!   growing requests it kept from cached space (seen through
+//!   [`crate::GrowthHook`]) say how.
+//! - a **fix** is a setting aimed at the waste (expandable segments; a
+//!   `max_split_size_mb` that keeps the top culprit from splitting a
+//!   larger cached block), replayed.
 //!
 //! A trace that starts mid-run is explained from a fresh start
 //! ([`Trace::with_fresh_start`]): the blocks in use at the first entry are
 //! its first allocations, so any of them can be named and removed, and the
 //! ids are those of `vramlab convert TRACE --start fresh`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde::Serialize;
+use vramlab_allocator::format::{bytes_words, count};
 use vramlab_allocator::{BlockState, DeviceCallKind};
-use vramlab_traces::{AllocId, Event, Trace, code_frames};
+use vramlab_traces::{Event, Trace};
 
-use std::collections::HashMap;
-
-use crate::analysis::growth::{Blocked, GrowthLog, blocked_by};
+pub use crate::analysis::culprits::{Culprit, LineCulprit};
+use crate::analysis::culprits::{Failing, Found, Search, search, signed_saving};
+use crate::analysis::growth::{GrowthLog, blocked_by};
 use crate::analysis::peak_state::{Moment, PeakSegment, PeakState, peak_state, phase_of};
 use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
@@ -52,20 +56,32 @@ const MIN_MAX_SPLIT_MB: u64 = 21;
 /// How far `explain` goes.
 #[derive(Debug, Clone)]
 pub struct ExplainOptions {
-    /// Culprits to name (each costs one replay for its counterfactual).
+    /// Culprits (and culprit lines) to list, the largest saving first.
+    /// Every candidate is replayed whatever this says.
     pub top: usize,
+    /// Replay at most this many candidates, the most pinned bytes first
+    /// (`None`: every one).
+    pub max_candidates: Option<usize>,
     /// Replay the settings aimed at the waste (native policy only).
     pub fixes: bool,
     /// Told the number of replays done so far, after each.
     pub progress: Option<ProgressHook>,
+    /// Told the number of replays the explanation takes, once known.
+    pub total: Option<ProgressHook>,
 }
+
+/// Candidates replayed by default: the rest, with the fewest pinned bytes,
+/// are counted and said to be left.
+pub const DEFAULT_MAX_CANDIDATES: usize = 2000;
 
 impl Default for ExplainOptions {
     fn default() -> Self {
         ExplainOptions {
             top: 5,
+            max_candidates: Some(DEFAULT_MAX_CANDIDATES),
             fixes: true,
             progress: None,
+            total: None,
         }
     }
 }
@@ -87,50 +103,6 @@ pub struct WasteSplit {
     /// Of the waste, blocks freed by their callers and still waiting for
     /// other streams' work (`record_stream`).
     pub pending_free_bytes: u64,
-}
-
-/// A live allocation that pins free space at the peak.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Culprit {
-    /// Its allocation id (as in `vramlab convert TRACE --start fresh`).
-    pub id: AllocId,
-    /// The caller's request in bytes.
-    pub size_bytes: u64,
-    /// Its block's size.
-    pub block_bytes: u64,
-    /// Free bytes beside its block that would join it if it were freed.
-    pub pinned_bytes: u64,
-    /// The segment it sits in: base address and size.
-    pub segment_address: u64,
-    /// Size of that segment (of the mapped range, for expandable segments).
-    pub segment_bytes: u64,
-    /// Raw stream handle.
-    pub stream: u64,
-    /// The private pool it came from (`None`: the default pool).
-    pub private_pool: Option<u32>,
-    /// Its first user frame (`file.py:LINE in fn`), when the trace has stacks.
-    pub frame: Option<String>,
-    /// Its user frames, innermost first (at most 4).
-    pub frames: Vec<String>,
-    /// Its `Alloc` event (`None` only for a block the replay began with).
-    pub allocated_at: Option<u64>,
-    /// Its free (`None`: still allocated at the end).
-    pub freed_at: Option<u64>,
-    /// The phase it was allocated in.
-    pub phase: Option<String>,
-    /// Requests by the peak that made the device allocate while it was
-    /// live and would have fitted in its block and the free space beside it
-    /// then (same stream and pool).
-    pub blocked_requests: u64,
-    /// The device bytes those requests took.
-    pub blocked_device_bytes: u64,
-    /// Peak reserved of the trace replayed without this allocation.
-    pub peak_reserved_without_bytes: u64,
-    /// Peak reserved − that: what removing it saves (negative: costs).
-    pub saving_bytes: i64,
-    /// When the explained replay ran out of memory: whether it runs to the
-    /// end without this allocation.
-    pub fits_without: Option<bool>,
 }
 
 /// A setting aimed at the waste, replayed.
@@ -178,11 +150,29 @@ pub struct Explanation {
     pub segments_with_live_blocks: usize,
     /// Device allocations (new segments, mapped pages) by the peak.
     pub growth_requests: u64,
-    /// Live allocations found pinning space (all of them, not only the
-    /// named ones).
+    /// Live allocations at the peak with free space beside them: the
+    /// candidates.
+    pub candidates: usize,
+    /// Of them, replayed without (all unless more than the options allow;
+    /// the most pinned bytes first).
+    pub candidates_replayed: usize,
+    /// Source lines with two or more candidates, each replayed without all
+    /// of them.
+    pub lines_replayed: usize,
+    /// Candidates whose removal lowers the peak (all of them, not only the
+    /// listed ones).
     pub culprits_found: usize,
-    /// The top culprits, each with its counterfactual.
+    /// The top culprits, the largest saving first, each with its
+    /// counterfactual (every one lowers the peak).
     pub culprits: Vec<Culprit>,
+    /// Source lines whose candidates, removed together, lower the peak
+    /// (all of them).
+    pub line_culprits_found: usize,
+    /// The top of those lines, the largest saving first.
+    pub line_culprits: Vec<LineCulprit>,
+    /// What the search found, in one or two sentences (the verdict when
+    /// nothing one allocation or line does lowers the peak).
+    pub finding: String,
     /// Settings aimed at the waste, each replayed (best first).
     pub fixes: Vec<Fix>,
     /// The replay ran out of memory (on the given capacity): its message.
@@ -214,11 +204,11 @@ pub fn explain(
         timeline_points: 1,
         ..ReplayOptions::default()
     };
-    let mut done = 0u64;
-    let mut tick = || {
-        done += 1;
+    let done = AtomicU64::new(0);
+    let tick = || {
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(p) = &opts.progress {
-            (p.0)(done);
+            (p.0)(n);
         }
     };
     let log = GrowthLog::default();
@@ -233,22 +223,32 @@ pub fn explain(
     let waste = waste_split(&state);
     let blocked = blocked_by(trace, &log, &state);
     let failing = failing_request(trace, &state);
-    let native = scenario.policy.native_conf().is_some();
-    let mut found = find_culprits(trace, &state, &blocked, failing, native);
-    let culprits_found = found.len();
-    found.truncate(opts.top);
     let peak = state.run.summary.peak_reserved_bytes;
-    for c in &mut found {
-        let without = trace.without_allocation(c.id);
-        let run = scenario.run(&without, &replay_opts)?;
-        tick();
-        c.peak_reserved_without_bytes = run.summary.peak_reserved_bytes;
-        c.saving_bytes = signed_saving(peak, run.summary.peak_reserved_bytes);
-        c.fits_without = failing.map(|_| run.oom.is_none());
-    }
+    let fix_count = if opts.fixes { 2 } else { 0 };
+    let set_total = |n: u64| {
+        if let Some(t) = &opts.total {
+            (t.0)(1 + n + fix_count);
+        }
+    };
+    let mut found = search(&Search {
+        trace,
+        scenario,
+        opts: &replay_opts,
+        state: &state,
+        blocked: &blocked,
+        failing,
+        max_candidates: opts.max_candidates,
+        tick: &tick,
+        total: &set_total,
+    })?;
+    let culprits_found = found.culprits.len();
+    let line_culprits_found = found.lines.len();
+    let finding = finding_words(&found, peak, failing.is_some());
+    found.culprits.truncate(opts.top);
+    found.lines.truncate(opts.top);
     let mut fixes = Vec::new();
     if opts.fixes {
-        for (setting, why) in fix_candidates(scenario, &found, &state) {
+        for (setting, why) in fix_candidates(scenario, &found.culprits, &state) {
             let Ok(s) = setting else { continue };
             let run = s.run(trace, &replay_opts)?;
             tick();
@@ -278,21 +278,19 @@ pub fn explain(
         segments_at_peak: segments.len(),
         segments_with_live_blocks: segments.iter().filter(|s| s.holds_live()).count(),
         growth_requests: growth_events(&state),
+        candidates: found.candidates,
+        candidates_replayed: found.replayed,
+        lines_replayed: found.lines_replayed,
         culprits_found,
-        culprits: found,
+        culprits: found.culprits,
+        line_culprits_found,
+        line_culprits: found.lines,
+        finding,
         fixes,
         oom: state.run.oom.as_ref().map(|o| o.message.clone()),
         at_failure: failing.is_some(),
         failed_request_bytes: failing.map(|f| f.size),
     })
-}
-
-/// The request the replay ran out of memory at, when it is an event (not
-/// the state the trace began with).
-#[derive(Debug, Clone, Copy)]
-struct Failing {
-    stream: u64,
-    size: u64,
 }
 
 fn failing_request(trace: &Trace, state: &PeakState) -> Option<Failing> {
@@ -304,10 +302,6 @@ fn failing_request(trace: &Trace, state: &PeakState) -> Option<Failing> {
         }),
         _ => None,
     }
-}
-
-fn signed_saving(peak: u64, other: u64) -> i64 {
-    (peak as i128 - other as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// Live caller bytes at the peak: the requests of its allocated blocks.
@@ -365,86 +359,67 @@ fn growth_events(state: &PeakState) -> u64 {
     n
 }
 
-/// Every live block at the peak with free space beside it that kept a
-/// growing request from cached space, ranked by pinned bytes.
-fn find_culprits(
-    trace: &Trace,
-    state: &PeakState,
-    blocked: &HashMap<AllocId, Blocked>,
-    failing: Option<Failing>,
-    native: bool,
-) -> Vec<Culprit> {
-    let mut out = Vec::new();
-    for seg in &state.segments {
-        for (i, b) in seg.blocks.iter().enumerate() {
-            let Some(id) = b.id.filter(|_| b.state == BlockState::Allocated) else {
-                continue;
+/// What the search found, in words: the culprits and lines that lower
+/// the peak, or that none does and the settings are what remain.
+fn finding_words(found: &Found, peak: u64, at_failure: bool) -> String {
+    let lower = if at_failure {
+        "let the run fit (or lower the"
+    } else {
+        "lower the"
+    };
+    let close = if at_failure { ")" } else { "" };
+    let left = found.candidates - found.replayed;
+    let left = if left > 0 {
+        format!(
+            " ({} candidates with the fewest pinned bytes were not replayed.)",
+            count(left as u64)
+        )
+    } else {
+        String::new()
+    };
+    if found.candidates == 0 {
+        return "No live allocation at the peak has free space beside it: the waste is whole cached segments, which the settings below (and empty_cache()) act on.".into();
+    }
+    let best = found
+        .culprits
+        .first()
+        .map(|c| c.saving_bytes)
+        .into_iter()
+        .chain(found.lines.first().map(|l| l.saving_bytes))
+        .max();
+    match best {
+        None => format!(
+            "None of the {} live allocations with free space beside them at the peak would {lower} {} peak{close} when replayed away, alone or with the others of its source line ({} lines tried): the waste comes from how the allocator packs the whole run, not from one tensor, and the settings below are what act on it.{left}",
+            count(found.replayed as u64),
+            bytes_words(peak),
+            count(found.lines_replayed as u64)
+        ),
+        Some(saving) => {
+            let lines = if found.lines_replayed > 0 {
+                format!(
+                    ", and {} of {} source lines when their allocations go together",
+                    count(found.lines.len() as u64),
+                    count(found.lines_replayed as u64)
+                )
+            } else {
+                String::new()
             };
-            let pinned = free_beside(seg, i);
-            // The failing request would have fitted in this block and the
-            // free space beside it (same stream and pool).
-            let fails_here = failing.is_some_and(|f| {
-                f.stream == seg.stream
-                    && seg.private_pool.is_none()
-                    && pinned.saturating_add(b.size) >= f.size
-                    && (!native
-                        || (f.size <= MIB) == (seg.pool == vramlab_allocator::PoolKind::Small))
-            });
-            let mut kept = blocked.get(&id).copied().unwrap_or_default();
-            kept.requests += u64::from(fails_here);
-            if pinned == 0 || kept.requests == 0 {
-                continue;
-            }
-            let life = state
-                .lifetimes
-                .get(id as usize)
-                .copied()
-                .unwrap_or_default();
-            let frames: Vec<String> = code_frames(trace.stack_of(id))
-                .into_iter()
-                .take(4)
-                .map(|f| f.short())
-                .collect();
-            out.push(Culprit {
-                id,
-                size_bytes: life.requested,
-                block_bytes: b.size,
-                pinned_bytes: pinned,
-                segment_address: seg.ptr,
-                segment_bytes: seg.size,
-                stream: seg.stream,
-                private_pool: seg.private_pool,
-                frame: frames.first().cloned(),
-                frames,
-                allocated_at: life.allocated_at(),
-                freed_at: life.freed_at(),
-                phase: phase_of(trace, life.allocated_at()),
-                blocked_requests: kept.requests,
-                blocked_device_bytes: kept.device_bytes,
-                peak_reserved_without_bytes: 0,
-                saving_bytes: 0,
-                fits_without: None,
-            });
+            let most = if saving > 0 {
+                format!(
+                    "; the largest saving is {}",
+                    bytes_words(saving.unsigned_abs())
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "{} of {} live allocations with free space beside them {lower} {} peak{close} when replayed away{lines}{most}.{left}",
+                count(found.culprits.len() as u64),
+                count(found.replayed as u64),
+                bytes_words(peak),
+            )
         }
     }
-    out.sort_by(|a, b| {
-        b.pinned_bytes
-            .cmp(&a.pinned_bytes)
-            .then(b.block_bytes.cmp(&a.block_bytes))
-            .then(a.id.cmp(&b.id))
-    });
-    out
-}
-
-/// Free bytes of the blocks right before and after block `i` of `seg`:
-/// what would join it if it were freed.
-fn free_beside(seg: &PeakSegment, i: usize) -> u64 {
-    let free = |j: Option<usize>| {
-        j.and_then(|j| seg.blocks.get(j))
-            .filter(|b| b.state == BlockState::Free)
-            .map_or(0, |b| b.size)
-    };
-    free(i.checked_sub(1)).saturating_add(free(i.checked_add(1)))
 }
 
 /// Settings aimed at what the culprits show, for the native policy:

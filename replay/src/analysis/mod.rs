@@ -5,6 +5,7 @@
 //! a PyTorch upgrade does.
 
 pub(crate) mod bench;
+pub(crate) mod culprits;
 pub(crate) mod diff;
 pub(crate) mod explain;
 pub(crate) mod fidelity;

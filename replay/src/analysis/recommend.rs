@@ -3,9 +3,15 @@
 //! and the lines to export.
 //!
 //! What the user asked comes first: does the job fit, with how much
-//! headroom, and the smallest card each setting needs. When PyTorch's
-//! defaults fit with room to spare, the answer is that the defaults are
-//! fine, whatever a setting would save.
+//! headroom, and the smallest card each setting needs.
+//!
+//! **The rule** (the one place it is written; `recommend`, `report`,
+//! `demo` and the Python API all come here): a PyTorch setting is
+//! recommended over the defaults only when the defaults do not fit the
+//! card, or leave less than 10% of it free and the setting lowers the peak
+//! reserved by at least 2% and 64 MiB. Otherwise — and always without a
+//! card, where there is nothing to fit — the defaults stand, and the words
+//! say what the best setting would save.
 
 use serde::Serialize;
 use vramlab_traces::advice::Cmd;
@@ -408,8 +414,13 @@ fn verdict_against_defaults(
     let saving = default_peak.saturating_sub(w.row.peak_reserved_bytes);
     let worth =
         saving as f64 >= MIN_SAVING_SHARE * default_peak as f64 && saving >= MIN_SAVING_BYTES;
+    let no_card = format!(
+        " — with no card given there is nothing it must fit ({} weighs it against one).",
+        vramlab_traces::advice::Opt::Gpu.with_placeholder("NAME")
+    );
     let headroom = capacity.saturating_sub(default_peak);
-    let comfortable = capacity > 0 && headroom as f64 >= COMFORTABLE_HEADROOM * capacity as f64;
+    // Without a card there is no headroom to run short of.
+    let comfortable = capacity == 0 || headroom as f64 >= COMFORTABLE_HEADROOM * capacity as f64;
     if capacity > 0 {
         s.push_str(&format!(
             "The defaults fit {}: {} reserved at peak, {} headroom{}.",
@@ -437,10 +448,12 @@ fn verdict_against_defaults(
                 " The best setting, {}, would save {}{}",
                 w.row.setting,
                 size_words(saving),
-                if comfortable && worth {
-                    " — not needed with that much headroom."
-                } else {
+                if !worth {
                     " — too little to matter."
+                } else if capacity == 0 {
+                    &no_card
+                } else {
+                    " — not needed with that much headroom."
                 }
             ));
         }
@@ -542,6 +555,7 @@ mod tests {
             oom_requested_bytes: if oom >= 0 { 64 << 20 } else { 0 },
             start: String::new(),
             oom_at_start: false,
+            same_as: String::new(),
             placement_free: false,
         }
     }
@@ -592,7 +606,7 @@ mod tests {
         );
         assert!(
             r.why.starts_with(
-                "With the defaults the job does not fit 1000 MiB: it runs out of memory at event 40"
+                "With the defaults the job does not fit 1000.00 MiB: it runs out of memory at event 40"
             ),
             "{}",
             r.why
@@ -609,7 +623,7 @@ mod tests {
 
     #[test]
     fn the_defaults_are_fine_with_room_to_spare_or_a_small_saving() {
-        // 24 GiB card, a 650 MiB job: a 40 MiB saving is not advice.
+        // 24 GiB card, a 650.00 MiB job: a 40.00 MiB saving is not advice.
         let mut rows = vec![
             row(0, "default", 650, -1, 10),
             row(1, "expandable_segments:True", 610, -1, 10),
@@ -624,7 +638,7 @@ mod tests {
         assert!(r.why.ends_with("The defaults are fine."), "{}", r.why);
         assert!(
             r.why
-                .starts_with("The defaults fit 24.00 GiB: 650 MiB reserved at peak"),
+                .starts_with("The defaults fit 24.00 GiB: 650.00 MiB reserved at peak"),
             "{}",
             r.why
         );
@@ -643,15 +657,15 @@ mod tests {
     fn direction_words_follow_the_numbers() {
         assert_eq!(
             change_words(90 << 20, 306 << 20),
-            "rises from 90 MiB to 306 MiB"
+            "rises from 90.00 MiB to 306.00 MiB"
         );
         assert_eq!(
             change_words(306 << 20, 90 << 20),
-            "drops from 306 MiB to 90 MiB"
+            "drops from 306.00 MiB to 90.00 MiB"
         );
-        assert_eq!(change_words(5 << 20, 5 << 20), "stays at 5 MiB");
-        assert!(check_direction_words("waste drops from 90 MiB to 306 MiB.").is_err());
-        assert!(check_direction_words("waste drops from 11.00 GiB to 306 MiB.").is_ok());
+        assert_eq!(change_words(5 << 20, 5 << 20), "stays at 5.00 MiB");
+        assert!(check_direction_words("waste drops from 90.00 MiB to 306.00 MiB.").is_err());
+        assert!(check_direction_words("waste drops from 11.00 GiB to 306.00 MiB.").is_ok());
         assert!(check_direction_words("utilization falls from 98.7% to 99.5%.").is_err());
         assert!(check_direction_words("utilization rises from 98.7% to 99.5%, ok").is_ok());
     }
@@ -711,7 +725,7 @@ mod tests {
         assert!(r.why.contains("more than the device has"), "{}", r.why);
         assert!(
             r.why.starts_with(
-                "No setting fits 1000 MiB. The one that gets furthest, expandable_segments:True"
+                "No setting fits 1000.00 MiB. The one that gets furthest, expandable_segments:True"
             ),
             "{}",
             r.why

@@ -61,6 +61,11 @@ pub struct SweepRow {
     /// The first OOM came before the first event: the state at the start
     /// of the recording did not fit.
     pub oom_at_start: bool,
+    /// The setting of an earlier row of the same trace, policy kind and
+    /// capacity whose result is the same as this one's in every figure
+    /// ([`same_result`]); empty when none is. Tables show such rows once.
+    #[serde(default)]
+    pub same_as: String,
     /// No decision of the replay depended on how the device's addresses
     /// compare ([`Run::placement_free`]): the other placement predicts the
     /// same. Not written (a row read back says `false`, which is safe).
@@ -69,7 +74,10 @@ pub struct SweepRow {
 }
 
 /// The CSV header of [`SweepRow`]s, in field order.
-pub const SWEEP_CSV_HEADER: &str = "index,trace,setting,policy,grid_line,capacity,events,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,waste_at_peak_bytes,utilization,num_device_alloc,num_device_free,num_sync_all_streams,num_alloc_retries,device_time_us,oom_event,oom_requested_bytes,start,oom_at_start";
+pub const SWEEP_CSV_HEADER: &str = "index,trace,setting,policy,grid_line,capacity,events,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,waste_at_peak_bytes,utilization,num_device_alloc,num_device_free,num_sync_all_streams,num_alloc_retries,device_time_us,oom_event,oom_requested_bytes,start,oom_at_start,same_as";
+
+/// The header before `same_as` was a column: such files still merge.
+const SWEEP_CSV_HEADER_V1: &str = "index,trace,setting,policy,grid_line,capacity,events,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,waste_at_peak_bytes,utilization,num_device_alloc,num_device_free,num_sync_all_streams,num_alloc_retries,device_time_us,oom_event,oom_requested_bytes,start,oom_at_start";
 
 fn quote(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -83,7 +91,7 @@ impl SweepRow {
     /// The row as CSV (matching [`SWEEP_CSV_HEADER`]).
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{:.1},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{:.1},{},{},{},{},{}",
             self.index,
             quote(&self.trace),
             quote(&self.setting),
@@ -104,13 +112,65 @@ impl SweepRow {
             self.oom_event,
             self.oom_requested_bytes,
             self.start,
-            self.oom_at_start
+            self.oom_at_start,
+            quote(&self.same_as)
         )
     }
 
     /// `true` when the replay ran without OOM.
     pub fn fits(&self) -> bool {
         self.oom_event < 0
+    }
+
+    /// `true` for a PyTorch setting (the native policy), which a user can
+    /// export; `false` for another allocator design, shown for comparison.
+    pub fn is_pytorch_setting(&self) -> bool {
+        self.policy == "native"
+    }
+}
+
+/// `true` when two rows are the same result: one trace, capacity and kind
+/// (PyTorch setting or design), and every figure of the replay equal —
+/// peaks, waste, device calls and their simulated time, flushes, retries
+/// and the OOM.
+pub fn same_result(a: &SweepRow, b: &SweepRow) -> bool {
+    a.trace == b.trace
+        && a.capacity == b.capacity
+        && a.is_pytorch_setting() == b.is_pytorch_setting()
+        && a.events == b.events
+        && a.peak_requested_bytes == b.peak_requested_bytes
+        && a.peak_allocated_bytes == b.peak_allocated_bytes
+        && a.peak_reserved_bytes == b.peak_reserved_bytes
+        && a.waste_at_peak_bytes == b.waste_at_peak_bytes
+        && a.num_device_alloc == b.num_device_alloc
+        && a.num_device_free == b.num_device_free
+        && a.num_sync_all_streams == b.num_sync_all_streams
+        && a.num_alloc_retries == b.num_alloc_retries
+        && a.device_time_us.to_bits() == b.device_time_us.to_bits()
+        && a.oom_event == b.oom_event
+        && a.oom_requested_bytes == b.oom_requested_bytes
+        && a.oom_at_start == b.oom_at_start
+        && a.start == b.start
+}
+
+/// Sets each row's [`SweepRow::same_as`]: the setting of the first row (in
+/// `rows`' order) with the same result, or empty.
+pub fn mark_same(rows: &mut [SweepRow]) {
+    // `same_result` is an equivalence: the first earlier match is itself
+    // unmarked.
+    let marks: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            rows.iter()
+                .take(i)
+                .find(|f| same_result(f, r))
+                .map(|f| f.setting.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    for (r, m) in rows.iter_mut().zip(marks) {
+        r.same_as = m;
     }
 }
 
@@ -196,7 +256,11 @@ pub fn run_sweep(
         .into_iter()
         // The first failure in pair order, whichever thread hit it: the
         // same error every time.
-        .collect()
+        .collect::<Result<Vec<SweepRow>, _>>()
+        .map(|mut rows| {
+            mark_same(&mut rows);
+            rows
+        })
 }
 
 pub(crate) fn row_of(
@@ -229,6 +293,7 @@ pub(crate) fn row_of(
         oom_requested_bytes: run.oom.as_ref().map_or(0, |o| o.requested_bytes),
         start: run.start.map_or(String::new(), |s| s.name().to_string()),
         oom_at_start: run.oom.as_ref().is_some_and(|o| o.at_start),
+        same_as: String::new(),
         placement_free: run.placement_free,
     }
 }
@@ -237,7 +302,7 @@ pub(crate) fn row_of(
 pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
     let mut lines = text.lines();
     match lines.next() {
-        Some(h) if h.trim() == SWEEP_CSV_HEADER => {}
+        Some(h) if h.trim() == SWEEP_CSV_HEADER || h.trim() == SWEEP_CSV_HEADER_V1 => {}
         _ => {
             return Err(format!(
                 "{path}: not a vramlab sweep CSV (the header differs)"
@@ -250,8 +315,13 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
             continue;
         }
         let line_no = n + 2;
-        let fields: [String; 21] = split_csv(line).try_into().map_err(|f: Vec<String>| {
-            format!("{path}:{line_no}: expected 21 fields, found {}", f.len())
+        let mut fields = split_csv(line);
+        // A file of the first header has no same_as: it is worked out anew.
+        if fields.len() == 21 {
+            fields.push(String::new());
+        }
+        let fields: [String; 22] = fields.try_into().map_err(|f: Vec<String>| {
+            format!("{path}:{line_no}: expected 22 fields, found {}", f.len())
         })?;
         let [
             index,
@@ -275,6 +345,7 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
             oom_requested_bytes,
             start,
             oom_at_start,
+            same_as,
         ] = fields;
         rows.push(SweepRow {
             index: parse_field(&index, 1, path, line_no)?,
@@ -298,6 +369,7 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
             oom_requested_bytes: parse_field(&oom_requested_bytes, 19, path, line_no)?,
             start,
             oom_at_start: parse_bool(&oom_at_start, 21, path, line_no)?,
+            same_as,
             placement_free: false,
         });
     }
@@ -348,6 +420,11 @@ fn split_csv(line: &str) -> Vec<String> {
 /// Merges shard outputs: sorted by pair index; a pair present twice with
 /// different results is an error, twice with the same result is kept once.
 pub fn merge_rows(mut rows: Vec<SweepRow>) -> Result<Vec<SweepRow>, String> {
+    // Each shard saw only its own rows: which are the same is decided
+    // again over the whole sweep.
+    for r in &mut rows {
+        r.same_as.clear();
+    }
     rows.sort_by_key(|r| r.index);
     let mut out: Vec<SweepRow> = Vec::with_capacity(rows.len());
     for r in rows {
@@ -363,6 +440,7 @@ pub fn merge_rows(mut rows: Vec<SweepRow>) -> Result<Vec<SweepRow>, String> {
             _ => out.push(r),
         }
     }
+    mark_same(&mut out);
     Ok(out)
 }
 
@@ -405,6 +483,7 @@ mod tests {
             oom_requested_bytes: 0,
             start: "fresh".into(),
             oom_at_start: false,
+            same_as: "default".into(),
             placement_free: false,
         };
         let text = format!("{SWEEP_CSV_HEADER}\n{}\n", r.to_csv());
@@ -423,11 +502,11 @@ mod tests {
         assert_eq!(read(row).unwrap().len(), 1);
         assert_eq!(
             read("1,2,3").unwrap_err(),
-            "s.csv:2: expected 21 fields, found 3"
+            "s.csv:2: expected 22 fields, found 3"
         );
         assert_eq!(
-            read(&format!("{row},extra")).unwrap_err(),
-            "s.csv:2: expected 21 fields, found 22"
+            read(&format!("{row},,extra")).unwrap_err(),
+            "s.csv:2: expected 22 fields, found 23"
         );
         assert_eq!(
             read(&format!("{row}\n\n{}", row.replace("0.5", "half"))).unwrap_err(),

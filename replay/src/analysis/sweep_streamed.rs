@@ -62,11 +62,12 @@ pub fn sweep_streamed<E: EventBlocks + Send>(
         .collect();
     let opts = ReplayOptions::figures_only(start.unwrap_or_default());
     let streamed = replay_streamed(events, &scenarios, &opts)?;
-    let rows = chosen
+    let mut rows: Vec<SweepRow> = chosen
         .iter()
         .zip(&streamed.runs)
         .map(|((index, entry), run)| row_of(*index, file.name, entry, capacity, run))
         .collect();
+    crate::analysis::sweep::mark_same(&mut rows);
     Ok(StreamedSweep {
         rows,
         end: streamed.end,

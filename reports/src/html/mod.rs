@@ -8,7 +8,7 @@ use serde::Serialize;
 use vramlab_replay::{Recommendation, Verdict};
 
 use crate::group;
-use crate::input::ReportInput;
+use crate::input::{ReportInput, SettingRun};
 use crate::units::{fmt_int, format_bytes};
 use crate::{ReportError, Result};
 
@@ -99,7 +99,8 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     write_phases(&mut h, &report.phases);
     write_pools(&mut h, &report.pools, &report.settings);
     write_trace_plots(&mut h, dir, &report.settings, report.capacity)?;
-    write_oom_points(&mut h, dir, &report.oom_points)?;
+    let (points, same) = fold_oom_points(&report.oom_points, &report.settings);
+    write_oom_points(&mut h, dir, &points, &same)?;
     if let Some(fit) = &report.fit {
         write_fit(&mut h, dir, fit, &report.settings)?;
     }
@@ -114,6 +115,37 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
         source,
     })?;
     Ok(index)
+}
+
+/// The OOM points of the settings shown (those with identical results
+/// folded into the first, as the settings table does): each kept point
+/// named "SETTING (+N same)" for the plot, and for the table the settings
+/// it stands for, by that name.
+fn fold_oom_points(
+    points: &[vramlab_replay::OomPoint],
+    settings: &[SettingRun],
+) -> (Vec<vramlab_replay::OomPoint>, Vec<(String, Vec<String>)>) {
+    let folded = |label: &str| {
+        settings
+            .iter()
+            .any(|s| s.same_as.iter().any(|o| o == label))
+    };
+    let mut out = Vec::new();
+    let mut same = Vec::new();
+    for p in points.iter().filter(|p| !folded(&p.setting)) {
+        let others = settings
+            .iter()
+            .find(|s| s.label == p.setting)
+            .map(|s| s.same_as.clone())
+            .unwrap_or_default();
+        let mut p = p.clone();
+        if !others.is_empty() {
+            p.setting = format!("{} (+{} same)", p.setting, others.len());
+        }
+        same.push((p.setting.clone(), others));
+        out.push(p);
+    }
+    (out, same)
 }
 
 /// `html` with every table in a box that scrolls sideways: wide tables

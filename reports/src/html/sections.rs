@@ -228,7 +228,12 @@ pub(super) fn write_trace_plots(
 }
 
 /// The OOM points: their plot and their table (nothing without points).
-pub(super) fn write_oom_points(h: &mut String, dir: &Path, points: &[OomPoint]) -> Result<()> {
+pub(super) fn write_oom_points(
+    h: &mut String,
+    dir: &Path,
+    points: &[OomPoint],
+    same: &[(String, Vec<String>)],
+) -> Result<()> {
     if points.is_empty() {
         return Ok(());
     }
@@ -239,13 +244,33 @@ pub(super) fn write_oom_points(h: &mut String, dir: &Path, points: &[OomPoint]) 
         Cmd::Gpus.alone()
     );
     figure(h, &f, "Smallest card each setting fits on", &caption)?;
-    write_oom_table(h, points);
+    write_oom_table(h, points, same);
     Ok(())
+}
+
+/// A point's setting, with the settings whose results are the same
+/// (folded into it) under it.
+fn oom_setting_cell(p: &OomPoint, same: &[(String, Vec<String>)]) -> String {
+    let others = same
+        .iter()
+        .find(|(n, _)| *n == p.setting)
+        .map_or(&[][..], |(_, o)| o.as_slice());
+    let name = p
+        .setting
+        .rsplit_once(" (+")
+        .filter(|_| !others.is_empty())
+        .map_or(p.setting.as_str(), |(n, _)| n);
+    let mut cell = esc_breakable(name);
+    for o in others {
+        cell.push_str("<br>= ");
+        cell.push_str(&esc_breakable(o));
+    }
+    cell
 }
 
 /// The table of OOM points: minimum capacity, lower bound, how far over
 /// it, and the smallest named card each setting fits on.
-fn write_oom_table(h: &mut String, points: &[OomPoint]) {
+fn write_oom_table(h: &mut String, points: &[OomPoint], same: &[(String, Vec<String>)]) {
     h.push_str("<table>\n<thead><tr><th>setting</th><th>minimum capacity</th><th>live-bytes lower bound</th><th>over the bound</th><th>smallest named card</th></tr></thead>\n<tbody>\n");
     for p in points {
         let over = if p.lower_bound > 0 {
@@ -263,7 +288,7 @@ fn write_oom_table(h: &mut String, points: &[OomPoint]) {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&p.setting),
+            oom_setting_cell(p, same),
             esc(&format_bytes(p.min_capacity)),
             esc(&format_bytes(p.lower_bound)),
             esc(&over),

@@ -93,12 +93,11 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
         );
     }
     h.push_str("</tbody>\n</table>\n");
-    if e.culprits.is_empty() {
-        h.push_str("<p>No live block at the peak kept a request that made a new segment from free space beside it.</p>\n");
-    } else {
+    let _ = writeln!(h, "<p>{}</p>", esc(&e.finding));
+    if !e.culprits.is_empty() {
         let _ = write!(
             h,
-            "<p>Live allocations that kept a request making a new segment from the free space beside them ({} of {} found), and the peak replayed without each (its allocation and free removed):</p>\n<table id=\"culprits\">\n<thead><tr><th>id</th><th>size</th><th>pinned</th><th>allocated at</th><th>freed at</th><th class=\"text\">allocated by</th><th>peak without it</th><th>saving</th></tr></thead>\n<tbody>\n",
+            "<p>The live allocations whose removal lowers the peak ({} of {}), the largest saving first: the peak replayed without each (its allocation and free removed):</p>\n<table id=\"culprits\">\n<thead><tr><th>id</th><th>size</th><th>pinned</th><th>allocated at</th><th>freed at</th><th class=\"text\">allocated by</th><th>peak without it</th><th>saving</th></tr></thead>\n<tbody>\n",
             fmt_int(e.culprits.len() as u64),
             fmt_int(e.culprits_found as u64)
         );
@@ -122,6 +121,27 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
                 c.freed_at.map_or("never".to_string(), fmt_int),
                 esc(&format_bytes(c.peak_reserved_without_bytes)),
                 esc(&saving(c.saving_bytes)),
+            );
+        }
+        h.push_str("</tbody>\n</table>\n");
+    }
+    if !e.line_culprits.is_empty() {
+        let _ = write!(
+            h,
+            "<p>Source lines whose live allocations, removed together, lower the peak ({} of {}):</p>\n<table id=\"culprit-lines\">\n<thead><tr><th class=\"text\">line</th><th>allocations</th><th>blocks</th><th>pinned</th><th>peak without them</th><th>saving</th></tr></thead>\n<tbody>\n",
+            fmt_int(e.line_culprits.len() as u64),
+            fmt_int(e.line_culprits_found as u64)
+        );
+        for l in &e.line_culprits {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"text\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&l.frame),
+                fmt_int(l.ids.len() as u64),
+                esc(&format_bytes(l.block_bytes)),
+                esc(&format_bytes(l.pinned_bytes)),
+                esc(&format_bytes(l.peak_reserved_without_bytes)),
+                esc(&saving(l.saving_bytes)),
             );
         }
         h.push_str("</tbody>\n</table>\n");

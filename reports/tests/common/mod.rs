@@ -152,6 +152,7 @@ pub fn recommend(label: &str, peak: u64, why: &str) -> Recommendation {
         oom_requested_bytes: 0,
         start: String::new(),
         oom_at_start: false,
+        same_as: String::new(),
         placement_free: false,
     };
     Recommendation {
