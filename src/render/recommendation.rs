@@ -8,10 +8,12 @@ use vramlab_traces::Trace;
 use crate::render::sweep::{group_cell, oom_cell};
 use crate::render::table::{Table, bytes, count, percent};
 
-fn ranked_row(tab: &mut Table, r: &Ranked, same: &[&Ranked]) {
+/// A row of the ranking: `place` is the group's place (settings with the
+/// same result share one).
+fn ranked_row(tab: &mut Table, place: usize, r: &Ranked, same: &[&Ranked]) {
     let same: Vec<&vramlab_replay::SweepRow> = same.iter().map(|s| &s.row).collect();
     tab.row(vec![
-        r.rank.to_string(),
+        place.to_string(),
         group_cell(&r.row, &same),
         if r.row.fits() {
             bytes(r.row.peak_reserved_bytes)
@@ -106,14 +108,14 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
     // Settings with the same result share one row (the first ranked
     // names the others).
     let groups = group_ranked(&rec.ranked);
-    for (r, same) in groups.iter().take(top) {
-        ranked_row(&mut tab, r, same);
+    for (place, (r, same)) in groups.iter().enumerate().take(top) {
+        ranked_row(&mut tab, place + 1, r, same);
     }
-    let baseline = groups.iter().skip(top).find(|(r, same)| {
+    let baseline = groups.iter().enumerate().skip(top).find(|(_, (r, same))| {
         r.row.grid_line == "default" || same.iter().any(|s| s.row.grid_line == "default")
     });
-    if let Some((b, same)) = baseline {
-        ranked_row(&mut tab, b, same);
+    if let Some((place, (b, same))) = baseline {
+        ranked_row(&mut tab, place + 1, b, same);
     }
     out!("{}", tab.render());
     outln!(

@@ -101,12 +101,27 @@ pub fn grouped<'a>(rows: &[&'a SweepRow]) -> Vec<(&'a SweepRow, Vec<&'a SweepRow
     out
 }
 
-/// A setting cell naming every setting of a group, one per line.
+/// Settings of a group named under its first in a fitted table; the rest
+/// are counted (`--wide` and the JSON/CSV rows name every one).
+const GROUP_NAMES_SHOWN: usize = 3;
+
+/// A setting cell naming the settings of a group, one per line.
 pub fn group_cell(first: &SweepRow, same: &[&SweepRow]) -> String {
     let mut cell = first.setting.clone();
-    for r in same {
+    let shown = if crate::output::width() == usize::MAX {
+        same.len()
+    } else {
+        GROUP_NAMES_SHOWN.min(same.len())
+    };
+    for r in same.iter().take(shown) {
         cell.push_str("\n= ");
         cell.push_str(&r.setting);
+    }
+    if same.len() > shown {
+        cell.push_str(&format!(
+            "\n= {} more with the same result (--wide names them)",
+            same.len() - shown
+        ));
     }
     cell
 }

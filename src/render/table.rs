@@ -58,7 +58,12 @@ impl Table {
             let cells: Vec<Vec<String>> = widths
                 .iter()
                 .enumerate()
-                .map(|(i, &w)| wrap_cell(r.get(i).map(String::as_str).unwrap_or(""), w))
+                .map(|(i, &w)| {
+                    // Continuations of a text cell are indented; a header's
+                    // words and numbers are not.
+                    let indent = ri > 0 && self.left.contains(&i);
+                    wrap_cell(r.get(i).map(String::as_str).unwrap_or(""), w, indent)
+                })
                 .collect();
             let height = cells.iter().map(Vec::len).max().unwrap_or(1);
             for k in 0..height {
@@ -149,20 +154,28 @@ fn cell_width(c: &str) -> usize {
 const MIN_TEXT_COLUMN: usize = 12;
 
 /// `cell` as lines of at most `w` columns: broken at a space, else after a
-/// `,` or `/`, mid-word only where nothing else fits.
-fn wrap_cell(cell: &str, w: usize) -> Vec<String> {
+/// `,` or `/`, mid-word only where nothing else fits; a broken line's
+/// continuations are indented two columns (with `indent`: text cells), so
+/// that they read as part of it. Each `\n` of the cell starts a line of
+/// its own.
+fn wrap_cell(cell: &str, w: usize, indent: bool) -> Vec<String> {
     if cell.contains('\n') {
-        return cell.split('\n').flat_map(|l| wrap_cell(l, w)).collect();
+        return cell
+            .split('\n')
+            .flat_map(|l| wrap_cell(l, w, indent))
+            .collect();
     }
     if cell.chars().count() <= w || w == 0 {
         return vec![cell.to_string()];
     }
+    let indent = if indent && w > 8 { "  " } else { "" };
     let mut lines = Vec::new();
     let mut rest: Vec<char> = cell.chars().collect();
-    while rest.len() > w {
-        // The last break point within the width, past a short prefix such
+    let mut room = w;
+    while rest.len() > room {
+        // The last break point within the room, past a short prefix such
         // as "= ": at a space (dropped), or after a comma or a slash.
-        let cut = (3.min(w)..=w)
+        let cut = (3.min(room)..=room)
             .rev()
             .find(|&i| {
                 rest.get(i) == Some(&' ')
@@ -170,17 +183,20 @@ fn wrap_cell(cell: &str, w: usize) -> Vec<String> {
                         .and_then(|j| rest.get(j))
                         .is_some_and(|c| matches!(c, ',' | '/'))
             })
-            .unwrap_or(w);
+            .unwrap_or(room);
         let tail = rest.split_off(cut.min(rest.len()));
         let line: String = rest.into_iter().collect();
-        lines.push(line.trim_end().to_string());
+        let prefix = if lines.is_empty() { "" } else { indent };
+        lines.push(format!("{prefix}{}", line.trim_end()));
         rest = tail;
         while rest.first() == Some(&' ') {
             rest.remove(0);
         }
+        room = w - indent.len();
     }
     if !rest.is_empty() {
-        lines.push(rest.into_iter().collect());
+        let prefix = if lines.is_empty() { "" } else { indent };
+        lines.push(format!("{prefix}{}", rest.into_iter().collect::<String>()));
     }
     lines
 }

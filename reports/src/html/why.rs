@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use vramlab_replay::Explanation;
 
-use super::escape::esc;
+use super::escape::{esc, esc_breakable};
 use crate::units::{fmt_int, format_bytes};
 
 fn saving(n: i64) -> String {
@@ -136,7 +136,7 @@ pub(super) fn write_why(h: &mut String, e: Option<&Explanation>) {
             let _ = writeln!(
                 h,
                 "<tr><td class=\"text\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&l.frame),
+                esc_breakable(&l.frame),
                 fmt_int(l.ids.len() as u64),
                 esc(&format_bytes(l.block_bytes)),
                 esc(&format_bytes(l.pinned_bytes)),
