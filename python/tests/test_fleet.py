@@ -200,3 +200,16 @@ def test_the_fleet_report(tmp_path):
     (job,) = rep.ranks
     assert job.job == "job.rank*.csv" and job.ranks == 4 and job.largest_rank == 3
     assert job.imbalance > 1.0
+
+
+def test_best_is_a_pytorch_setting_and_designs_stand_apart():
+    # direct (a device call per request, no cache) reserves the least on
+    # every trace; it is a design nobody can export, so it is never "best".
+    rows = vramlab.sweep(TRACES, ["default", "expandable_segments:True", "policy=direct"])
+    rep = vramlab.fleet_report(rows)
+    assert not rep.best_setting.grid_line.startswith("policy=")
+    assert [d.grid_line for d in rep.designs] == ["policy=direct default"]
+    direct = rep.designs[0]
+    assert direct.saved_bytes > rep.best_setting.saved_bytes
+    assert direct.device_calls > sum(r["num_device_alloc"] + r["num_device_free"] for r in rows if r["grid_line"] == "default")
+    assert all(s.grid_line in ("expandable_segments:True",) for s in rep.settings)
