@@ -209,6 +209,24 @@ pub fn human(
         }
     }
     if runs.len() > 1 {
+        // Settings whose replay is the same in every figure, said once.
+        let mut said = false;
+        for (i, r) in runs.iter().enumerate() {
+            if let Some(first) = runs
+                .iter()
+                .take(i)
+                .find(|f| f.summary == r.summary && f.oom == r.oom)
+            {
+                if !said {
+                    out.push('\n');
+                    said = true;
+                }
+                out.push_str(&format!(
+                    "{} gives the same result as {} (every figure above)\n",
+                    r.conf, first.conf
+                ));
+            }
+        }
         if let Some(best) = runs
             .iter()
             .filter(|r| r.oom.is_none())
