@@ -50,9 +50,10 @@ pub fn verbose() -> bool {
     VERBOSE.with(Cell::get)
 }
 
-/// `text` with every line longer than [`width`] broken at spaces; a
+/// `text` with every prose line longer than [`width`] broken at spaces; a
 /// continuation is indented two columns past its line's own indent. A
-/// word longer than the width stays whole. Tables arrive fitted already.
+/// word longer than the width stays whole; a line laid out in columns
+/// (two spaces inside it: a table row, a labelled command) is left whole.
 pub fn wrap_prose(text: &str) -> std::borrow::Cow<'_, str> {
     let w = width();
     if text.lines().all(|l| l.chars().count() <= w) {
@@ -69,7 +70,9 @@ pub fn wrap_prose(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn wrap_line(line: &str, w: usize, out: &mut String) {
-    if line.chars().count() <= w {
+    // A laid-out line (a table row: columns two spaces apart, or a command
+    // to copy beside its label) is never broken: tables fit themselves.
+    if line.chars().count() <= w || line.trim_start().contains("  ") {
         out.push_str(line);
         return;
     }
@@ -154,4 +157,32 @@ pub fn write_stderr(s: &str) {
     }
     // stderr gone too: nothing left to tell.
     let _ = std::io::stderr().lock().write_all(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prose_wraps_and_laid_out_lines_stay_whole() {
+        set_width(false);
+        WIDTH.with(|c| c.set(40));
+        let prose = "The defaults fit the card with room to spare, so nothing needs exporting.";
+        let wrapped = wrap_prose(prose);
+        assert!(wrapped.lines().count() > 1, "{wrapped}");
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 40),
+            "{wrapped}"
+        );
+        assert!(
+            wrapped.lines().skip(1).all(|l| l.starts_with("  ")),
+            "{wrapped}"
+        );
+        // A command to copy, beside its label, and a table row: never broken.
+        let export = "  bash        export PYTORCH_CUDA_ALLOC_CONF=\"expandable_segments:True,garbage_collection_threshold:0.8\"";
+        assert_eq!(wrap_prose(export), export);
+        let row = "1693  39.06 MiB  40.94 MiB  3,274  never  -  11.67 GiB  1023.99 MiB less";
+        assert_eq!(wrap_prose(row), row);
+        WIDTH.with(|c| c.set(DEFAULT_WIDTH));
+    }
 }

@@ -44,33 +44,42 @@ ROW_COLUMNS: Tuple[Tuple[str, type], ...] = (
 #: Columns a row of an older schema may lack, with the value they take.
 _ADDED_COLUMNS = {"same_as": ""}
 
-#: The columns two rows must share to be the same result (``same_as``).
+#: The columns two rows must share to be the same result (``same_as``);
+#: utilization and simulated time count as the CSV writes them.
 _RESULT_COLUMNS = (
-    "trace", "capacity", "events", "peak_requested_bytes", "peak_allocated_bytes",
+    "trace", "capacity", "events", "start", "peak_requested_bytes", "peak_allocated_bytes",
     "peak_reserved_bytes", "waste_at_peak_bytes", "num_device_alloc", "num_device_free",
-    "num_sync_all_streams", "num_alloc_retries", "device_time_us", "oom_event",
-    "oom_requested_bytes", "oom_at_start", "start",
+    "num_sync_all_streams", "num_alloc_retries", "oom_event", "oom_requested_bytes", "oom_at_start",
 )
+
+
+def _result_key(r: Mapping[str, Any]) -> tuple:
+    return (
+        r["policy"] == "native",
+        *(r[c] for c in _RESULT_COLUMNS),
+        f"{float(r['utilization']):.6f}",
+        f"{float(r['device_time_us']):.1f}",
+    )
 
 
 def same_result(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Two rows are the same result: one trace, capacity and kind (PyTorch
     setting or other design) and every figure of the replay equal — the
     library's ``same_result``."""
-    return (a["policy"] == "native") == (b["policy"] == "native") and all(
-        a[c] == b[c] for c in _RESULT_COLUMNS
-    )
+    return _result_key(a) == _result_key(b)
 
 
 def mark_same(rows: Sequence[Dict[str, Any]]) -> None:
     """Sets each row's ``same_as`` to the setting of the first earlier row
     with the same result (empty when none), as ``vramlab sweep`` does."""
-    firsts: list = []
+    first: Dict[tuple, str] = {}
     for r in rows:
-        first = next((f for f in firsts if same_result(f, r)), None)
-        r["same_as"] = first["setting"] if first is not None else ""
-        if first is None:
-            firsts.append(r)
+        k = _result_key(r)
+        if k in first:
+            r["same_as"] = first[k]
+        else:
+            first[k] = r["setting"]
+            r["same_as"] = ""
 
 
 def typed_row(row: Mapping[str, Any]) -> Dict[str, Any]:

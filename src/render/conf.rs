@@ -30,9 +30,11 @@ pub fn print_conf(conf: &AllocConf, sizes: &[u64]) {
         }
     );
     outln!();
+    let mut keys = Table::new(vec!["key".into(), "in effect".into()]).left(1);
     for (k, meaning) in conf.effective_rows() {
-        outln!("  {k:<34} {meaning}");
+        keys.row(vec![k.to_string(), meaning.to_string()]);
     }
+    out!("{}", keys.render_indented("  "));
     outln!();
     outln!("How requests are rounded and which segment a new one gets:");
     let mut t = Table::new(vec![

@@ -86,11 +86,12 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
     }
     outln!();
     if rec.verdict == Verdict::UseSetting {
+        // Lines to copy: never wrapped, whatever the width.
         for (shell, line) in &rec.export {
-            outln!("  {shell:<11} {line}");
+            crate::output::write_stdout(&format!("  {shell:<11} {line}\n"));
         }
         if let Some(p) = &rec.python {
-            outln!("  {:<11} {p}", "Python");
+            crate::output::write_stdout(&format!("  {:<11} {p}\n", "Python"));
         }
         outln!();
     }

@@ -98,21 +98,15 @@ pub fn print_stats(path: &Path, t: &Trace, s: &TraceSummary) {
     }
     if !s.size_histogram.is_empty() {
         outln!();
-        for line in tab.render().lines() {
-            outln!("  {line}");
-        }
+        out!("{}", tab.render_indented("  "));
     }
     if !s.phases.is_empty() {
         outln!();
-        for line in phase_table(s).lines() {
-            outln!("  {line}");
-        }
+        out!("{}", phase_table(s));
     }
     if !s.pools.is_empty() {
         outln!();
-        for line in pool_table(s).lines() {
-            outln!("  {line}");
-        }
+        out!("{}", pool_table(s));
     }
     for n in &s.notes {
         outln!("  note: {n}");
@@ -151,7 +145,7 @@ fn phase_table(s: &TraceSummary) -> String {
             ),
         ]);
     }
-    t.render()
+    t.render_indented("  ")
 }
 
 /// The default pool and each private pool: the requests routed to it, and
@@ -196,7 +190,7 @@ fn pool_table(s: &TraceSummary) -> String {
             state(p.at_end.as_ref()),
         ]);
     }
-    t.render()
+    t.render_indented("  ")
 }
 
 /// An empty snapshot, described: on stdout for the table (it is the

@@ -36,6 +36,15 @@ impl Table {
         self.render_within(crate::output::width())
     }
 
+    /// Renders every line behind `indent`, the whole fitted to the width.
+    pub fn render_indented(&self, indent: &str) -> String {
+        let inner = crate::output::width().saturating_sub(indent.chars().count());
+        self.render_within(inner)
+            .lines()
+            .map(|l| format!("{indent}{l}\n"))
+            .collect()
+    }
+
     /// Renders within `limit` columns: when the table is wider, its
     /// left-aligned (text) columns, the widest first, are narrowed and
     /// their cells wrapped after `,` or at spaces onto further lines of the

@@ -3,8 +3,8 @@
 //! without each one (and without each source line's candidates together),
 //! and only those whose removal lowers the peak reserved are culprits,
 //! ranked by what the replay saves. When the explained replay ran out of
-//! memory, a removal that lets it run to the end is a culprit too (those
-//! first): on a card, fitting is the question.
+//! memory, fitting is the question: a culprit is a removal that lets it
+//! run to the end.
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -62,8 +62,8 @@ pub struct Culprit {
     /// Peak reserved of the trace replayed without this allocation.
     pub peak_reserved_without_bytes: u64,
     /// Peak reserved − that: what removing it saves (positive for every
-    /// listed culprit, unless the explained replay ran out of memory and
-    /// this removal lets it fit).
+    /// listed culprit, unless the explained replay ran out of memory: then
+    /// every listed culprit lets it fit, whatever its peak).
     pub saving_bytes: i64,
     /// When the explained replay ran out of memory: whether it runs to the
     /// end without this allocation.
@@ -181,7 +181,7 @@ pub(crate) fn search(s: &Search<'_>) -> Result<Found, ReplayError> {
     // whether the peak drops.
     let helps = |without: u64, ok: bool| {
         if s.failing.is_some() {
-            ok || without < peak
+            ok
         } else {
             without < peak
         }

@@ -362,12 +362,13 @@ fn growth_events(state: &PeakState) -> u64 {
 /// What the search found, in words: the culprits and lines that lower
 /// the peak, or that none does and the settings are what remain.
 fn finding_words(found: &Found, peak: u64, at_failure: bool) -> String {
-    let lower = if at_failure {
-        "let the run fit (or lower the"
+    // What a culprit does: at an OOM, lets the run fit; else lowers the
+    // peak.
+    let does = if at_failure {
+        "let the run fit the card".to_string()
     } else {
-        "lower the"
+        format!("lower the {} peak", bytes_words(peak))
     };
-    let close = if at_failure { ")" } else { "" };
     let left = found.candidates - found.replayed;
     let left = if left > 0 {
         format!(
@@ -389,9 +390,8 @@ fn finding_words(found: &Found, peak: u64, at_failure: bool) -> String {
         .max();
     match best {
         None => format!(
-            "None of the {} live allocations with free space beside them at the peak would {lower} {} peak{close} when replayed away, alone or with the others of its source line ({} lines tried): the waste comes from how the allocator packs the whole run, not from one tensor, and the settings below are what act on it.{left}",
+            "None of the {} live allocations with free space beside them at the peak would {does} when replayed away, alone or with the others of its source line ({} lines tried): the waste comes from how the allocator packs the whole run, not from one tensor, and the settings below are what act on it.{left}",
             count(found.replayed as u64),
-            bytes_words(peak),
             count(found.lines_replayed as u64)
         ),
         Some(saving) => {
@@ -413,10 +413,9 @@ fn finding_words(found: &Found, peak: u64, at_failure: bool) -> String {
                 String::new()
             };
             format!(
-                "{} of {} live allocations with free space beside them {lower} {} peak{close} when replayed away{lines}{most}.{left}",
+                "{} of {} live allocations with free space beside them {does} when replayed away{lines}{most}.{left}",
                 count(found.culprits.len() as u64),
                 count(found.replayed as u64),
-                bytes_words(peak),
             )
         }
     }

@@ -201,7 +201,7 @@ pub const JOB_ROW_NAME: &str = "job (worst rank)";
 /// rows, so that the job's rows follow them without sharing an index).
 pub fn worst_rows(rows: &[Vec<SweepRow>], first_index: u64) -> Vec<SweepRow> {
     let n = rows.iter().map(Vec::len).min().unwrap_or(0);
-    (0..n)
+    let mut out = (0..n)
         .filter_map(|i| {
             let line: Vec<&SweepRow> = rows.iter().filter_map(|r| r.get(i)).collect();
             let key = |r: &SweepRow| {
@@ -225,7 +225,11 @@ pub fn worst_rows(rows: &[Vec<SweepRow>], first_index: u64) -> Vec<SweepRow> {
             row.placement_free = line.iter().all(|r| r.placement_free);
             Some(row)
         })
-        .collect()
+        .collect::<Vec<SweepRow>>();
+    // Which job rows are the same is a fact of the job rows, not of the
+    // ranks they were taken from.
+    crate::analysis::sweep::mark_same(&mut out);
+    out
 }
 
 /// The job's OOM point under one setting: the largest of its traces'.

@@ -131,42 +131,64 @@ impl SweepRow {
 
 /// `true` when two rows are the same result: one trace, capacity and kind
 /// (PyTorch setting or design), and every figure of the replay equal —
-/// peaks, waste, device calls and their simulated time, flushes, retries
-/// and the OOM.
+/// peaks, waste, utilization, device calls and their simulated time,
+/// flushes, retries and the OOM. Utilization and time count as the CSV
+/// writes them (6 and 1 decimals), so that rows read back from a file
+/// group as the sweep that wrote them did.
 pub fn same_result(a: &SweepRow, b: &SweepRow) -> bool {
-    a.trace == b.trace
-        && a.capacity == b.capacity
-        && a.is_pytorch_setting() == b.is_pytorch_setting()
-        && a.events == b.events
-        && a.peak_requested_bytes == b.peak_requested_bytes
-        && a.peak_allocated_bytes == b.peak_allocated_bytes
-        && a.peak_reserved_bytes == b.peak_reserved_bytes
-        && a.waste_at_peak_bytes == b.waste_at_peak_bytes
-        && a.num_device_alloc == b.num_device_alloc
-        && a.num_device_free == b.num_device_free
-        && a.num_sync_all_streams == b.num_sync_all_streams
-        && a.num_alloc_retries == b.num_alloc_retries
-        && a.device_time_us.to_bits() == b.device_time_us.to_bits()
-        && a.oom_event == b.oom_event
-        && a.oom_requested_bytes == b.oom_requested_bytes
-        && a.oom_at_start == b.oom_at_start
-        && a.start == b.start
+    a.result_key() == b.result_key()
+}
+
+/// What [`same_result`] compares.
+type ResultKey<'a> = (
+    (&'a str, u64, bool, u64, &'a str),
+    (u64, u64, u64, u64, String),
+    (u64, u64, u64, u64, String),
+    (i64, u64, bool),
+);
+
+impl SweepRow {
+    fn result_key(&self) -> ResultKey<'_> {
+        (
+            (
+                self.trace.as_str(),
+                self.capacity,
+                self.is_pytorch_setting(),
+                self.events,
+                self.start.as_str(),
+            ),
+            (
+                self.peak_requested_bytes,
+                self.peak_allocated_bytes,
+                self.peak_reserved_bytes,
+                self.waste_at_peak_bytes,
+                format!("{:.6}", self.utilization),
+            ),
+            (
+                self.num_device_alloc,
+                self.num_device_free,
+                self.num_sync_all_streams,
+                self.num_alloc_retries,
+                format!("{:.1}", self.device_time_us),
+            ),
+            (self.oom_event, self.oom_requested_bytes, self.oom_at_start),
+        )
+    }
 }
 
 /// Sets each row's [`SweepRow::same_as`]: the setting of the first row (in
 /// `rows`' order) with the same result, or empty.
 pub fn mark_same(rows: &mut [SweepRow]) {
-    // `same_result` is an equivalence: the first earlier match is itself
-    // unmarked.
+    let mut first: std::collections::HashMap<ResultKey<'_>, &str> =
+        std::collections::HashMap::with_capacity(rows.len());
     let marks: Vec<String> = rows
         .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            rows.iter()
-                .take(i)
-                .find(|f| same_result(f, r))
-                .map(|f| f.setting.clone())
-                .unwrap_or_default()
+        .map(|r| match first.entry(r.result_key()) {
+            std::collections::hash_map::Entry::Occupied(e) => (*e.get()).to_string(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(r.setting.as_str());
+                String::new()
+            }
         })
         .collect();
     for (r, m) in rows.iter_mut().zip(marks) {
@@ -301,14 +323,17 @@ pub(crate) fn row_of(
 /// Reads rows from a CSV written with [`SWEEP_CSV_HEADER`] (a shard's output).
 pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
     let mut lines = text.lines();
-    match lines.next() {
-        Some(h) if h.trim() == SWEEP_CSV_HEADER || h.trim() == SWEEP_CSV_HEADER_V1 => {}
+    // A file of the first header has no same_as: it is worked out anew.
+    let first_header = match lines.next().map(str::trim) {
+        Some(SWEEP_CSV_HEADER) => false,
+        Some(SWEEP_CSV_HEADER_V1) => true,
         _ => {
             return Err(format!(
                 "{path}: not a vramlab sweep CSV (the header differs)"
             ));
         }
-    }
+    };
+    let expected = if first_header { 21 } else { 22 };
     let mut rows = Vec::new();
     for (n, line) in lines.enumerate() {
         if line.trim().is_empty() {
@@ -316,8 +341,13 @@ pub fn read_rows_csv(text: &str, path: &str) -> Result<Vec<SweepRow>, String> {
         }
         let line_no = n + 2;
         let mut fields = split_csv(line);
-        // A file of the first header has no same_as: it is worked out anew.
-        if fields.len() == 21 {
+        if fields.len() != expected {
+            return Err(format!(
+                "{path}:{line_no}: expected {expected} fields, found {}",
+                fields.len()
+            ));
+        }
+        if first_header {
             fields.push(String::new());
         }
         let fields: [String; 22] = fields.try_into().map_err(|f: Vec<String>| {
@@ -497,15 +527,24 @@ mod tests {
 
     #[test]
     fn bad_csv_rows_name_the_file_line_and_field() {
-        let row = "0,t.csv,default,native,,0,10,1,2,3,1,0.5,1,0,0,0,25.0,-1,0,,false";
+        let row = "0,t.csv,default,native,,0,10,1,2,3,1,0.5,1,0,0,0,25.0,-1,0,,false,";
         let read = |body: &str| read_rows_csv(&format!("{SWEEP_CSV_HEADER}\n{body}\n"), "s.csv");
         assert_eq!(read(row).unwrap().len(), 1);
+        // A file of the first header (no same_as) still reads; each header
+        // its own field count.
+        let old_row = row.trim_end_matches(',');
+        let v1 = format!("{SWEEP_CSV_HEADER_V1}\n{old_row}\n");
+        assert_eq!(read_rows_csv(&v1, "s.csv").unwrap().len(), 1);
+        assert_eq!(
+            read(old_row).unwrap_err(),
+            "s.csv:2: expected 22 fields, found 21"
+        );
         assert_eq!(
             read("1,2,3").unwrap_err(),
             "s.csv:2: expected 22 fields, found 3"
         );
         assert_eq!(
-            read(&format!("{row},,extra")).unwrap_err(),
+            read(&format!("{row},extra")).unwrap_err(),
             "s.csv:2: expected 22 fields, found 23"
         );
         assert_eq!(
@@ -517,7 +556,7 @@ mod tests {
             "s.csv:2: field 18 is not a number"
         );
         assert_eq!(
-            read(&row.replace(",false", ",maybe")).unwrap_err(),
+            read(&row.replace(",false,", ",maybe,")).unwrap_err(),
             "s.csv:2: field 21 is not true or false"
         );
     }
