@@ -209,24 +209,7 @@ pub fn human(
         }
     }
     if runs.len() > 1 {
-        // Settings whose replay is the same in every figure, said once.
-        let mut said = false;
-        for (i, r) in runs.iter().enumerate() {
-            if let Some(first) = runs
-                .iter()
-                .take(i)
-                .find(|f| f.summary == r.summary && f.oom == r.oom)
-            {
-                if !said {
-                    out.push('\n');
-                    said = true;
-                }
-                out.push_str(&format!(
-                    "{} gives the same result as {} (every figure above)\n",
-                    r.conf, first.conf
-                ));
-            }
-        }
+        out.push_str(&same_results(runs));
         if let Some(best) = runs
             .iter()
             .filter(|r| r.oom.is_none())
@@ -236,6 +219,28 @@ pub fn human(
                 "\nlowest peak reserved without OOM: {} ({})\n",
                 best.conf,
                 bytes(best.summary.peak_reserved_bytes)
+            ));
+        }
+    }
+    out
+}
+
+/// Settings whose replay is the same in every figure, said once each
+/// (after a blank line; nothing when none is).
+fn same_results(runs: &[Run]) -> String {
+    let mut out = String::new();
+    for (i, r) in runs.iter().enumerate() {
+        if let Some(first) = runs
+            .iter()
+            .take(i)
+            .find(|f| f.summary == r.summary && f.oom == r.oom)
+        {
+            if out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&format!(
+                "{} gives the same result as {} (every figure above)\n",
+                r.conf, first.conf
             ));
         }
     }
