@@ -149,12 +149,14 @@ enum Command {
     /// batch sizes.
     ServeBudget(cmd_serve_budget::ServeBudgetArgs),
     /// Why a trace reserves more than it allocates at its peak: the waste by
-    /// cause, the live allocations that pin it, each proved by a replay
-    /// without it, and the settings aimed at it.
+    /// cause, the culprits (the live allocations, and source lines, whose
+    /// removal lowers the peak: each candidate replayed without it), and
+    /// the settings aimed at it.
     ///
     /// Unlike `replay`, it holds the whole trace and every allocation's
     /// lifetime in memory, about 60 bytes per event (a 10M-event CSV: 0.6 GB;
-    /// BENCHMARKS.md has the measurement).
+    /// BENCHMARKS.md has the measurement). It replays the trace once per
+    /// candidate, on every core (docs/results/explain.md has the cost).
     Explain(cmd_explain::ExplainArgs),
     /// Two runs compared at their reserved peaks (two traces, or one trace
     /// under two settings): the change in allocated bytes by source line,
