@@ -23,7 +23,9 @@ def main() -> None:
         rows = vramlab.sweep(traces, grid, executor=client.get_executor())
         # ... or map the cases yourself (resumable: skip the ids you have).
         cases = vramlab.cases(traces, grid)
-        mapped = client.gather(client.map(vramlab.run_case, cases, key=[f"vramlab-{c.id}" for c in cases]))
+        # Rows(...) marks the rows whose results are the same (same_as), as
+        # a whole sweep does.
+        mapped = vramlab.Rows(client.gather(client.map(vramlab.run_case, cases, key=[f"vramlab-{c.id}" for c in cases])))
     assert rows == mapped == vramlab.sweep(traces, grid)
     print(f"{len(rows)} rows from {len(cases)} cases on Dask, identical to the command line's")
 

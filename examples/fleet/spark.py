@@ -34,7 +34,7 @@ def main() -> None:
     types = {int: "long", float: "double", str: "string", bool: "boolean"}
     schema = ", ".join(f"{n} {types[t]}" for n, t in vramlab.ROW_COLUMNS)
     rows = cases.mapInPandas(run_cases, schema=schema).orderBy("index").collect()
-    assert [r.asDict() for r in rows] == vramlab.sweep(traces, grid)
+    assert vramlab.Rows(r.asDict() for r in rows) == vramlab.sweep(traces, grid)
     print(f"{len(rows)} rows on Spark")
     spark.stop()
 

@@ -62,6 +62,7 @@ def test_cases_and_run_case_give_the_cli_rows(tmp_path):
     assert len(cs) == len(expected) == len(TRACES) * len(GRID)
     assert [c.index for c in cs] == list(range(len(cs)))
     assert [vramlab.run_case(c) for c in cs] == alone(expected)
+    assert vramlab.Rows(vramlab.run_case(c) for c in cs) == expected
     assert any(r["same_as"] for r in expected), "the grid has settings that change nothing here"
     # Picklable, small, and the ids unique and stable.
     assert pickle.loads(pickle.dumps(cs)) == cs
@@ -112,6 +113,7 @@ def test_a_dask_local_cluster_gives_the_cli_rows(tmp_path):
             mapped = client.gather(futures)
     assert rows == expected
     assert mapped == alone(expected)
+    assert vramlab.Rows(mapped) == expected
 
 
 def test_parquet_round_trip_and_merging_parts(tmp_path):

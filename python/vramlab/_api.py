@@ -66,7 +66,15 @@ class Record(dict):
 
 
 class Rows(list):
-    """Rows of a sweep, one dict per (trace, setting)."""
+    """Rows of a sweep, one dict per (trace, setting). Made from rows run
+    anywhere (``run_case`` on any executor, in the cases' order), it sets
+    each row's ``same_as`` over all of them, as ``vramlab sweep`` does: a
+    case run alone cannot know which other rows share its result."""
+
+    def __init__(self, rows: Iterable[Any] = ()) -> None:
+        super().__init__(rows)
+        if self and all(isinstance(r, dict) and "setting" in r and "peak_reserved_bytes" in r for r in self):
+            _rows.mark_same(self)
 
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame (pandas must be installed)."""

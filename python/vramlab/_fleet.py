@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import _api, _native
 from ._api import Record, Rows, Source
-from ._rows import ROW_COLUMNS, ROW_SCHEMA, mark_same, pyarrow_parquet, typed_row
+from ._rows import ROW_COLUMNS, ROW_SCHEMA, pyarrow_parquet, typed_row
 
 __all__ = ["Case", "cases", "run_case", "sweep_on", "read_rows", "fleet_report"]
 
@@ -201,10 +201,8 @@ def sweep_on(executor: Any, case_list: Sequence[Case]) -> Rows:
             "executor must have submit (a concurrent.futures.Executor) or map (a pool), "
             f"not {type(executor).__name__}"
         )
-    out = [Record(r) if not isinstance(r, Record) else r for r in rows]
-    # Which rows are the same result is a fact of the whole sweep.
-    mark_same(out)
-    return Rows(out)
+    # Rows sets same_as over the whole sweep.
+    return Rows(Record(r) if not isinstance(r, Record) else r for r in rows)
 
 
 # --- rows on disk -----------------------------------------------------------
@@ -242,10 +240,8 @@ def read_rows(paths: Union[str, "os.PathLike[str]", Iterable[Union[str, "os.Path
             if old is not None and {**old, "same_as": ""} != {**r, "same_as": ""}:
                 raise _api.VramlabError(f"{p}: row {r['index']} differs from the one another part holds")
             by_index[r["index"]] = r
-    merged = [by_index[i] for i in sorted(by_index)]
-    # Each part saw only its own rows: which are the same is decided anew.
-    mark_same(merged)
-    return Rows(merged)
+    # Each part saw only its own rows: Rows decides anew which are the same.
+    return Rows(by_index[i] for i in sorted(by_index))
 
 
 # --- the fleet --------------------------------------------------------------
