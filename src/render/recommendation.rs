@@ -5,7 +5,7 @@ use vramlab_replay::OomEvent;
 use vramlab_replay::{Ranked, Recommendation, Verdict};
 use vramlab_traces::Trace;
 
-use crate::render::sweep::{group_cell, oom_cell};
+use crate::render::sweep::{group_cell, grouped, oom_cell};
 use crate::render::table::{Table, bytes, count, percent};
 
 /// A row of the ranking: `place` is the group's place (settings with the
@@ -108,7 +108,7 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
     .left(1);
     // Settings with the same result share one row (the first ranked
     // names the others).
-    let groups = group_ranked(&rec.ranked);
+    let groups = grouped(&rec.ranked, |r| &r.row);
     for (place, (r, same)) in groups.iter().enumerate().take(top) {
         ranked_row(&mut tab, place + 1, r, same);
     }
@@ -133,7 +133,7 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
             "peak reserved".into(),
             "device calls".into(),
         ]);
-        for (r, same) in group_ranked(&rec.other_policies) {
+        for (r, same) in grouped(&rec.other_policies, |r| &r.row) {
             let same: Vec<&vramlab_replay::SweepRow> = same.iter().map(|s| &s.row).collect();
             tab.row(vec![
                 group_cell(&r.row, &same),
@@ -147,19 +147,4 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
         }
         out!("{}", tab.render());
     }
-}
-
-/// Ranked settings, each with the later ones whose result is the same.
-fn group_ranked(ranked: &[Ranked]) -> Vec<(&Ranked, Vec<&Ranked>)> {
-    let mut out: Vec<(&Ranked, Vec<&Ranked>)> = Vec::new();
-    for r in ranked {
-        match out
-            .iter_mut()
-            .find(|(first, _)| vramlab_replay::same_result(&first.row, &r.row))
-        {
-            Some((_, same)) => same.push(r),
-            None => out.push((r, Vec::new())),
-        }
-    }
-    out
 }

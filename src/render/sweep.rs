@@ -85,17 +85,21 @@ pub fn summary(rows: &[SweepRow]) -> String {
     tab.render()
 }
 
-/// `rows` in table order, each with the rows whose result is the same
-/// folded into it (their settings named under its own).
-pub fn grouped<'a>(rows: &[&'a SweepRow]) -> Vec<(&'a SweepRow, Vec<&'a SweepRow>)> {
-    let mut out: Vec<(&SweepRow, Vec<&SweepRow>)> = Vec::new();
-    for &r in rows {
+/// `items` in table order, each with the later ones whose row (`row` of
+/// it: a sweep row, or a ranked setting's) is the same result folded into
+/// it: one table row per group.
+pub fn grouped<'a, T>(
+    items: impl IntoIterator<Item = &'a T>,
+    row: impl Fn(&T) -> &SweepRow,
+) -> Vec<(&'a T, Vec<&'a T>)> {
+    let mut out: Vec<(&T, Vec<&T>)> = Vec::new();
+    for item in items {
         match out
             .iter_mut()
-            .find(|(first, _)| vramlab_replay::same_result(first, r))
+            .find(|(first, _)| vramlab_replay::same_result(row(first), row(item)))
         {
-            Some((_, same)) => same.push(r),
-            None => out.push((r, Vec::new())),
+            Some((_, same)) => same.push(item),
+            None => out.push((item, Vec::new())),
         }
     }
     out
@@ -169,7 +173,7 @@ fn rows_table(rows: &[&SweepRow]) -> String {
         "flushes".into(),
         "OOM".into(),
     ]);
-    for (r, same) in grouped(rows) {
+    for (r, same) in grouped(rows.iter().copied(), |r| r) {
         tab.row(vec![
             group_cell(r, &same),
             bytes(r.peak_reserved_bytes),

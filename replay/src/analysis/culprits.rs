@@ -197,13 +197,7 @@ pub(crate) fn search(s: &Search<'_>) -> Result<Found, ReplayError> {
             c
         })
         .collect();
-    culprits.sort_by_key(|c| {
-        (
-            c.fits_without == Some(false),
-            std::cmp::Reverse(c.saving_bytes),
-            c.id,
-        )
-    });
+    culprits.sort_by_key(|c| (std::cmp::Reverse(c.saving_bytes), c.id));
     let mut line_culprits: Vec<LineCulprit> = Vec::new();
     for ((frame, ids, block, pinned), &(without, ok)) in lines.into_iter().zip(grouped) {
         if !helps(without, ok) {
@@ -220,9 +214,8 @@ pub(crate) fn search(s: &Search<'_>) -> Result<Found, ReplayError> {
         });
     }
     line_culprits.sort_by(|a, b| {
-        (a.fits_without == Some(false))
-            .cmp(&(b.fits_without == Some(false)))
-            .then(b.saving_bytes.cmp(&a.saving_bytes))
+        b.saving_bytes
+            .cmp(&a.saving_bytes)
             .then(a.frame.cmp(&b.frame))
     });
     Ok(Found {

@@ -276,7 +276,7 @@ pub fn recommend_outside(
     // export line must work with whichever of them recorded the trace.
     let native: Vec<SweepRow> = rows
         .iter()
-        .filter(|r| r.policy == "native")
+        .filter(|r| r.is_pytorch_setting())
         .filter(|r| {
             let s = settings_of(&r.grid_line);
             s == "default" || target.all_accept(&s)
@@ -285,7 +285,7 @@ pub fn recommend_outside(
         .collect();
     let others: Vec<SweepRow> = rows
         .iter()
-        .filter(|r| r.policy != "native")
+        .filter(|r| !r.is_pytorch_setting())
         .cloned()
         .collect();
     let ranked = rank(&native, capacity);
