@@ -4,14 +4,14 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
-use crate::ffi::{CuResult, Handle, INVALID_DEVICE, NOT_SUPPORTED, SUCCESS, put, put_str, zero};
+use crate::ffi::{CuResult, Handle, INVALID_DEVICE, SUCCESS, put, put_str, zero};
 use crate::runtime_device::attribute;
 use crate::state::{config, current_device, state};
 
 /// The one context every device shares.
 static CONTEXT: u64 = 0;
 
-fn context() -> Handle {
+pub(crate) fn context() -> Handle {
     std::ptr::addr_of!(CONTEXT).cast_mut().cast()
 }
 
@@ -62,9 +62,9 @@ pub unsafe extern "C" fn cuDeviceGet(d: *mut c_int, ordinal: c_int) -> CuResult 
 /// # Safety
 /// `v` is null or valid for a write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGetAttribute(v: *mut c_int, attr: c_int, _d: c_int) -> CuResult {
+pub unsafe extern "C" fn cuDeviceGetAttribute(v: *mut c_int, attr: c_int, d: c_int) -> CuResult {
     // SAFETY: output parameter (caller's contract).
-    unsafe { put(v, attribute(attr)) };
+    unsafe { put(v, attribute(attr, d)) };
     SUCCESS
 }
 
@@ -234,82 +234,42 @@ pub extern "C" fn cuMemsetD32Async(_addr: u64, _v: c_uint, _n: usize, _s: Handle
     SUCCESS
 }
 
-/// What every driver function that is named in PyTorch's driver table but
-/// not faked answers.
-pub(crate) extern "C" fn driver_not_supported() -> CuResult {
-    NOT_SUPPORTED
+/// `cuCtxGetDevice_v2` (CUDA 13): the device of `ctx`, or of the current
+/// context when `ctx` is null; every context here is the current device's.
+///
+/// # Safety
+/// `d` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetDevice_v2(d: *mut c_int, _ctx: Handle) -> CuResult {
+    // SAFETY: forwarded caller's contract.
+    unsafe { cuCtxGetDevice(d) }
 }
 
-/// Driver functions PyTorch's tables name (IPC, multicast, green contexts,
-/// modules, logs …) that the allocator replay never needs: present, so
-/// that lookups succeed, and "not supported".
-macro_rules! driver_not_faked {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[doc = concat!("`", stringify!($name), "`: not supported.")]
-            #[unsafe(no_mangle)]
-            pub extern "C" fn $name() -> CuResult {
-                crate::errors::driver_not_faked(stringify!($name))
-            }
-        )*
-        /// The not-faked driver function called `name`, if it is one.
-        pub(crate) fn not_faked_entry(name: &[u8]) -> Option<*const c_void> {
-            match name {
-                $(n if n == stringify!($name).as_bytes() => Some($name as *const c_void),)*
-                _ => None,
-            }
-        }
-    };
+/// `cuCtxSynchronize_v2` (CUDA 13): nothing is ever pending.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSynchronize_v2(_ctx: Handle) -> CuResult {
+    SUCCESS
 }
 
-driver_not_faked!(
-    cuMemExportToShareableHandle,
-    cuMemImportFromShareableHandle,
-    cuMemRetainAllocationHandle,
-    cuMemGetAllocationPropertiesFromHandle,
-    cuMulticastAddDevice,
-    cuMulticastBindMem,
-    cuMulticastCreate,
-    cuMulticastUnbind,
-    cuMulticastGetGranularity,
-    cuCtxFromGreenCtx,
-    cuDevResourceGenerateDesc,
-    cuDevSmResourceSplitByCount,
-    cuDeviceGetDevResource,
-    cuGreenCtxCreate,
-    cuGreenCtxDestroy,
-    cuGreenCtxStreamCreate,
-    cuLogsRegisterCallback,
-    cuLogsUnregisterCallback,
-    cuTensorMapEncodeTiled,
-    cuLaunchCooperativeKernel,
-    cuFuncSetCacheConfig,
-    cuKernelGetAttribute,
-    cuOccupancyMaxActiveBlocksPerMultiprocessor,
-    cuLinkAddData_v2,
-    cuModuleLoadData,
-    cuModuleLoadDataEx,
-    cuModuleGetFunction,
-    cuModuleUnload,
-    cuLaunchKernel,
-    cuLinkCreate_v2,
-    cuLinkComplete,
-    cuLinkDestroy,
-    cuFuncGetAttribute,
-    cuFuncSetAttribute,
-    cuModuleGetGlobal_v2,
-    cuGetProcAddress,
-    cuGetProcAddress_v2,
-    cuMemAlloc_v2,
-    cuMemFree_v2,
-    cuMemGetInfo_v2,
-    cuStreamSynchronize,
-    cuOccupancyMaxPotentialBlockSize,
-    cuCtxGetApiVersion,
-    cuModuleGetLoadingMode,
-    cuLibraryLoadData,
-    cuLibraryGetKernel,
-    cuMemGetAddressRange,
-    cuMemGetAddressRange_v2,
-    cuPointerGetAttribute,
-);
+/// `cuStreamGetCtx_v2`: the context, and no green context.
+///
+/// # Safety
+/// Both outputs are null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamGetCtx_v2(
+    s: Handle,
+    ctx: *mut Handle,
+    green: *mut Handle,
+) -> CuResult {
+    // SAFETY: output parameters (caller's contract).
+    unsafe {
+        put(green, std::ptr::null_mut());
+        cuStreamGetCtx(s, ctx)
+    }
+}
+
+/// `cuStreamWriteValue32_v2`: nothing is written.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamWriteValue32_v2(s: Handle, addr: u64, v: c_uint, f: c_uint) -> CuResult {
+    cuStreamWriteValue32(s, addr, v, f)
+}

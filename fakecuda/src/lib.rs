@@ -23,9 +23,23 @@
 //! `dlopen("libnvidia-ml.so.1")` open the same file, which the dynamic
 //! loader recognises as already loaded: one instance, one state).
 //!
-//! Every export of the real runtimes of CUDA 12.4–13.0 that is not answered
-//! here is a stub (`stubs.rs`) that returns 801 (`cudaErrorNotSupported`)
-//! and says so once on stderr: that is where a run needs more fakes.
+//! NVIDIA's own libraries run on it unchanged (the wheels' `nvidia-*`
+//! packages: cuBLAS, cuBLASLt, cuDNN, and Triton's launcher), because the
+//! driver is faked far enough for their host code: `cuGetProcAddress` of
+//! every version resolves through the driver's own table of versioned
+//! entry points (`driver_table.rs`), the private export tables the CUDA
+//! runtime statically linked into those libraries asks for
+//! (`export_tables.rs`), module and library loading with function
+//! attributes and occupancy (`modules.rs`), the driver's memory calls
+//! (`driver_memory.rs`, on the same device as `cudaMalloc`) and its
+//! streams, events and contexts (`driver_streams.rs`). So their workspace
+//! sizes and algorithm choices are theirs, made for the card the device
+//! reports; only the kernels do nothing.
+//!
+//! Every other export — of the runtimes of CUDA 12.4–13.0 (`stubs.rs`) and
+//! of the driver (`driver_table.rs`) — is a stub that returns 801 (not
+//! supported) and says so once on stderr: that is where a run needs more
+//! fakes.
 //!
 //! Settings come from the environment (read once, at the first call):
 //!
@@ -53,11 +67,16 @@
 
 mod config;
 mod driver;
+mod driver_memory;
+mod driver_streams;
+mod driver_table;
 mod entry;
 mod errors;
+mod export_tables;
 mod ffi;
 mod launch;
 mod memory;
+mod modules;
 mod nvml;
 mod props;
 mod runtime_device;

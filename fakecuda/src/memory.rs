@@ -13,6 +13,53 @@ use crate::errors::ret;
 use crate::ffi::{CudaError, Handle, INVALID_DEVICE, INVALID_VALUE, OUT_OF_MEMORY, SUCCESS, put};
 use crate::state::{current_device, error_code, global_address, split_address, state};
 
+/// `size` bytes on the current device: its address, or the error code
+/// (the same number in the runtime and the driver API).
+pub(crate) fn device_malloc(size: usize) -> Result<u64, c_int> {
+    let d = current_device();
+    let mut s = state();
+    let Some(gpu) = s.gpu(d) else {
+        return Err(INVALID_DEVICE);
+    };
+    let size = size as u64;
+    if size == 0 {
+        return Ok(0);
+    }
+    if size > gpu.room() {
+        return Err(OUT_OF_MEMORY);
+    }
+    match gpu.sim.malloc(size) {
+        Ok(local) => {
+            gpu.segments.insert(local, size);
+            s.log("malloc", d, local, size);
+            Ok(global_address(d, local))
+        }
+        Err(e) => Err(error_code(&e)),
+    }
+}
+
+/// Frees a [`device_malloc`] result (0: nothing).
+pub(crate) fn device_free(addr: u64) -> Result<(), c_int> {
+    if addr == 0 {
+        return Ok(());
+    }
+    let (d, local) = split_address(addr);
+    let mut s = state();
+    let gpu = s.gpu(d).ok_or(INVALID_VALUE)?;
+    let size = gpu.segments.remove(&local).ok_or(INVALID_VALUE)?;
+    gpu.sim.free(local, size).map_err(|_| INVALID_VALUE)?;
+    s.log("free", d, local, size);
+    Ok(())
+}
+
+/// Free and total bytes of the current device.
+pub(crate) fn device_mem_info() -> Result<(u64, u64), c_int> {
+    state()
+        .gpu(current_device())
+        .map(|g| g.mem_info())
+        .ok_or(INVALID_DEVICE)
+}
+
 /// `cudaMalloc` on the current device.
 ///
 /// # Safety
@@ -22,61 +69,22 @@ pub unsafe extern "C" fn cudaMalloc(p: *mut *mut c_void, size: usize) -> CudaErr
     if p.is_null() {
         return ret(INVALID_VALUE);
     }
-    let d = current_device();
-    let result = {
-        let mut s = state();
-        let Some(gpu) = s.gpu(d) else {
-            return ret(INVALID_DEVICE);
-        };
-        let size = size as u64;
-        if size == 0 {
-            Ok(0)
-        } else if size > gpu.room() {
-            Err(OUT_OF_MEMORY)
-        } else {
-            match gpu.sim.malloc(size) {
-                Ok(local) => {
-                    gpu.segments.insert(local, size);
-                    s.log("malloc", d, local, size);
-                    Ok(global_address(d, local))
-                }
-                Err(e) => Err(error_code(&e)),
-            }
-        }
-    };
+    let result = device_malloc(size);
+    // SAFETY: checked non-null; output parameter (caller's contract).
+    unsafe { put(p, result.unwrap_or(0) as *mut c_void) };
     match result {
-        Ok(addr) => {
-            // SAFETY: checked non-null; output parameter (caller's contract).
-            unsafe { put(p, addr as *mut c_void) };
-            SUCCESS
-        }
-        Err(e) => {
-            // SAFETY: as above.
-            unsafe { put(p, std::ptr::null_mut()) };
-            ret(e)
-        }
+        Ok(_) => SUCCESS,
+        Err(e) => ret(e),
     }
 }
 
 /// `cudaFree` of a `cudaMalloc` result (null: nothing).
 #[unsafe(no_mangle)]
 pub extern "C" fn cudaFree(p: *mut c_void) -> CudaError {
-    if p.is_null() {
-        return SUCCESS;
+    match device_free(p as u64) {
+        Ok(()) => SUCCESS,
+        Err(e) => ret(e),
     }
-    let (d, local) = split_address(p as u64);
-    let mut s = state();
-    let Some(gpu) = s.gpu(d) else {
-        return ret(INVALID_VALUE);
-    };
-    let Some(size) = gpu.segments.remove(&local) else {
-        return ret(INVALID_VALUE);
-    };
-    if gpu.sim.free(local, size).is_err() {
-        return ret(INVALID_VALUE);
-    }
-    s.log("free", d, local, size);
-    SUCCESS
 }
 
 /// `cudaMemGetInfo` of the current device.
@@ -85,9 +93,9 @@ pub extern "C" fn cudaFree(p: *mut c_void) -> CudaError {
 /// Both pointers are null or valid for a write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> CudaError {
-    let d = current_device();
-    let Some((f, t)) = state().gpu(d).map(|g| g.mem_info()) else {
-        return ret(INVALID_DEVICE);
+    let (f, t) = match device_mem_info() {
+        Ok(info) => info,
+        Err(e) => return ret(e),
     };
     // SAFETY: output parameters (caller's contract).
     unsafe {

@@ -1,0 +1,363 @@
+//! `cuGetExportTable`: the driver's private interfaces, tables of function
+//! pointers named by a UUID, which the CUDA runtime statically linked into
+//! NVIDIA's libraries (cuBLAS, cuDNN, …) asks for when it starts. Their
+//! layouts are not documented; what is answered here is what the runtime
+//! was observed to ask and to accept (the same facts ZLUDA and others
+//! recorded): the first slot of most tables is the table's size in bytes.
+//!
+//! | table | UUID | answered with |
+//! |---|---|---|
+//! | runtime interface | `6bd5fb6c-…` | modules from fatbins, the primary context |
+//! | tools callback hooks | `a094798c-…` | two buffers the runtime writes into |
+//! | tools TLS | `42d85a81-…` | the thread's current context |
+//! | context-local storage | `c693336e-…` | a key–value store per context |
+//! | context identity | `21318c60-…` | a context's device and id (as `cuCtxGetId`) |
+//! | context checks | `263e8860-…` | "nothing to report" |
+//! | integrity check | `d4082055-…` | the runtime's HMAC-MD2 over the process, its tables and the devices |
+//!
+//! Any other table (`f8cff951-…`, which the runtime asks for first and
+//! does without) is "not found", as a driver without it answers.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::Mutex;
+
+use hmac::{Hmac, Mac};
+
+use crate::ffi::{CuResult, INVALID_VALUE, SUCCESS, put};
+
+/// `CUDA_ERROR_NOT_FOUND`.
+const NOT_FOUND: CuResult = 500;
+/// `CUDA_ERROR_INVALID_HANDLE`.
+const INVALID_HANDLE: CuResult = 400;
+
+/// One slot of a table: a function, a size, or nothing.
+#[repr(transparent)]
+struct Slot(*const c_void);
+
+// SAFETY: the slots are written once, at compile time, and only read.
+unsafe impl Sync for Slot {}
+
+/// The first slot of a table of `n` slots: its size in bytes.
+const fn size_of_table(n: usize) -> Slot {
+    Slot((n * std::mem::size_of::<usize>()) as *const c_void)
+}
+
+/// A slot nobody was seen calling: it says which, once, and answers "not
+/// supported", rather than being a null pointer to crash on.
+macro_rules! unanswered {
+    ($name:ident, $what:literal) => {{
+        extern "C" fn $name() -> CuResult {
+            crate::errors::driver_not_faked($what)
+        }
+        Slot($name as *const c_void)
+    }};
+}
+
+static RUNTIME_INTERFACE: [Slot; 13] = [
+    size_of_table(13),
+    Slot(module_from_fatbin as *const c_void),
+    Slot(primary_context as *const c_void),
+    unanswered!(runtime_slot_3, "export table runtime slot 3"),
+    unanswered!(runtime_slot_4, "export table runtime slot 4"),
+    unanswered!(runtime_slot_5, "export table runtime slot 5"),
+    Slot(module_from_fatbin_ext as *const c_void),
+    Slot(runtime_note as *const c_void),
+    Slot(module_from_fatbin_header as *const c_void),
+    unanswered!(runtime_slot_9, "export table runtime slot 9"),
+    unanswered!(runtime_slot_10, "export table runtime slot 10"),
+    unanswered!(runtime_slot_11, "export table runtime slot 11"),
+    Slot(load_compilers as *const c_void),
+];
+
+static TOOLS_HOOKS: [Slot; 7] = [
+    size_of_table(7),
+    unanswered!(hooks_slot_1, "export table hooks slot 1"),
+    Slot(tools_buffer_large as *const c_void),
+    unanswered!(hooks_slot_3, "export table hooks slot 3"),
+    unanswered!(hooks_slot_4, "export table hooks slot 4"),
+    unanswered!(hooks_slot_5, "export table hooks slot 5"),
+    Slot(tools_buffer_small as *const c_void),
+];
+
+static TOOLS_TLS: [Slot; 4] = [
+    size_of_table(4),
+    unanswered!(tls_slot_1, "export table tls slot 1"),
+    Slot(current_context as *const c_void),
+    unanswered!(tls_slot_3, "export table tls slot 3"),
+];
+
+static CONTEXT_IDENTITY: [Slot; 5] = [
+    size_of_table(5),
+    unanswered!(identity_slot_1, "export table identity slot 1"),
+    unanswered!(identity_slot_2, "export table identity slot 2"),
+    Slot(context_device as *const c_void),
+    Slot(crate::driver_streams::cuCtxGetId as *const c_void),
+];
+
+static CONTEXT_STORAGE: [Slot; 4] = [
+    Slot(storage_put as *const c_void),
+    Slot(storage_delete as *const c_void),
+    Slot(storage_get as *const c_void),
+    unanswered!(storage_slot_3, "export table storage slot 3"),
+];
+
+static CONTEXT_CHECKS: [Slot; 4] = [
+    size_of_table(4),
+    unanswered!(checks_slot_1, "export table checks slot 1"),
+    Slot(context_check as *const c_void),
+    Slot(context_check_count as *const c_void),
+];
+
+static INTEGRITY: [Slot; 3] = [
+    size_of_table(3),
+    Slot(integrity_check as *const c_void),
+    unanswered!(integrity_slot_2, "export table integrity slot 2"),
+];
+
+/// The table named `uuid`.
+fn table(uuid: &[u8; 16]) -> Option<*const c_void> {
+    const fn id(hex: u128) -> [u8; 16] {
+        hex.to_be_bytes()
+    }
+    let t: *const c_void = match *uuid {
+        u if u == id(0x6bd5fb6c_5bf4_e74a_8987_d93912fd9df9) => RUNTIME_INTERFACE.as_ptr().cast(),
+        u if u == id(0xa094798c_2e74_2e74_93f2_0800200c0a66) => TOOLS_HOOKS.as_ptr().cast(),
+        u if u == id(0x42d85a81_23f6_cb47_8298_f6e78a3aecdc) => TOOLS_TLS.as_ptr().cast(),
+        u if u == id(0xc693336e_1121_df11_a8c3_68f355d89593) => CONTEXT_STORAGE.as_ptr().cast(),
+        u if u == id(0x21318c60_9714_3248_8ca6_41ff7324c8f2) => CONTEXT_IDENTITY.as_ptr().cast(),
+        u if u == id(0x263e8860_7cd2_6143_92f6_bbd5006dfa7e) => CONTEXT_CHECKS.as_ptr().cast(),
+        u if u == id(0xd4082055_bde6_704b_8d34_ba123c66e1f2) => INTEGRITY.as_ptr().cast(),
+        _ => return None,
+    };
+    Some(t)
+}
+
+/// `cuGetExportTable`.
+///
+/// # Safety
+/// `out` is null or valid for a write; `id` is null or points to 16 bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetExportTable(
+    out: *mut *const c_void,
+    id: *const [u8; 16],
+) -> CuResult {
+    if out.is_null() || id.is_null() {
+        return INVALID_VALUE;
+    }
+    // SAFETY: 16 readable bytes (caller's contract).
+    let found = table(unsafe { &*id });
+    // SAFETY: checked not null; the caller's output parameter.
+    unsafe { put(out, found.unwrap_or(std::ptr::null())) };
+    if found.is_some() { SUCCESS } else { NOT_FOUND }
+}
+
+/// Runtime interface, slot 1: the module of a registered fatbin.
+extern "C" fn module_from_fatbin(module: *mut *mut c_void, _wrapper: *const c_void) -> CuResult {
+    crate::modules::new_module(module)
+}
+
+/// Runtime interface, slot 2: the primary context of a device.
+extern "C" fn primary_context(ctx: *mut *mut c_void, device: c_int) -> CuResult {
+    // SAFETY: the runtime passes its output parameter.
+    unsafe { crate::driver::cuDevicePrimaryCtxRetain(ctx, device) }
+}
+
+/// Runtime interface, slot 6: as slot 1, with options nobody needs here.
+extern "C" fn module_from_fatbin_ext(
+    module: *mut *mut c_void,
+    _wrapper: *const c_void,
+    _a: *mut c_void,
+    _b: *mut c_void,
+    _c: c_uint,
+) -> CuResult {
+    crate::modules::new_module(module)
+}
+
+/// Runtime interface, slot 7: a notice from the runtime; nothing to do.
+extern "C" fn runtime_note(_arg: usize) -> CuResult {
+    SUCCESS
+}
+
+/// Runtime interface, slot 8: as slot 6, the fatbin's header first.
+extern "C" fn module_from_fatbin_header(
+    _header: *const c_void,
+    module: *mut *mut c_void,
+    _a: *mut c_void,
+    _b: *mut c_void,
+    _c: c_uint,
+) -> CuResult {
+    crate::modules::new_module(module)
+}
+
+/// Runtime interface, slot 12: the JIT compilers are "loaded".
+extern "C" fn load_compilers() -> CuResult {
+    SUCCESS
+}
+
+/// Zeroed memory the tools hooks hand out, kept for the whole process.
+fn tools_buffer(len: usize) -> *mut c_void {
+    Box::leak(vec![0u64; len.div_ceil(8)].into_boxed_slice())
+        .as_mut_ptr()
+        .cast()
+}
+
+/// Tools hooks, slot 2: a 1024-byte buffer.
+extern "C" fn tools_buffer_large(ptr: *mut *mut c_void, size: *mut usize) {
+    static BUF: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let p = *BUF.get_or_init(|| tools_buffer(1024) as usize);
+    // SAFETY: output parameters (the runtime's).
+    unsafe {
+        put(ptr, p as *mut c_void);
+        put(size, 1024);
+    }
+}
+
+/// Tools hooks, slot 6: a 14-byte buffer.
+extern "C" fn tools_buffer_small(ptr: *mut *mut c_void, size: *mut usize) {
+    static BUF: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let p = *BUF.get_or_init(|| tools_buffer(14) as usize);
+    // SAFETY: output parameters (the runtime's).
+    unsafe {
+        put(ptr, p as *mut c_void);
+        put(size, 14);
+    }
+}
+
+/// Tools TLS, slot 2: the calling thread's current context.
+extern "C" fn current_context(ctx: *mut *mut c_void) -> CuResult {
+    // SAFETY: output parameter (the runtime's).
+    unsafe { put(ctx, crate::driver::context()) };
+    SUCCESS
+}
+
+/// Context identity, slot 3: the device of a context.
+extern "C" fn context_device(_ctx: *mut c_void, device: *mut c_int) -> CuResult {
+    // SAFETY: output parameter (the library's).
+    unsafe { crate::driver::cuCtxGetDevice(device) }
+}
+
+/// Context-local storage: (context, key) → value.
+static STORAGE: Mutex<Option<HashMap<(usize, usize), usize>>> = Mutex::new(None);
+
+fn with_storage<R>(f: impl FnOnce(&mut HashMap<(usize, usize), usize>) -> R) -> R {
+    let mut s = STORAGE.lock().unwrap_or_else(|e| e.into_inner());
+    f(s.get_or_insert_with(HashMap::new))
+}
+
+/// Context-local storage, slot 0: keep `value` under `key` (the destructor
+/// would run when the context is destroyed, which never happens here).
+extern "C" fn storage_put(
+    ctx: *mut c_void,
+    key: *mut c_void,
+    value: *mut c_void,
+    _dtor: *const c_void,
+) -> CuResult {
+    with_storage(|s| s.insert((ctx as usize, key as usize), value as usize));
+    SUCCESS
+}
+
+/// Context-local storage, slot 1: forget `key`.
+extern "C" fn storage_delete(ctx: *mut c_void, key: *mut c_void) -> CuResult {
+    with_storage(|s| s.remove(&(ctx as usize, key as usize)));
+    SUCCESS
+}
+
+/// Context-local storage, slot 2: the value under `key`.
+extern "C" fn storage_get(value: *mut *mut c_void, ctx: *mut c_void, key: *mut c_void) -> CuResult {
+    match with_storage(|s| s.get(&(ctx as usize, key as usize)).copied()) {
+        Some(v) => {
+            // SAFETY: output parameter (the runtime's).
+            unsafe { put(value, v as *mut c_void) };
+            SUCCESS
+        }
+        None => INVALID_HANDLE,
+    }
+}
+
+/// Context checks, slot 2: nothing to report about `ctx`.
+extern "C" fn context_check(
+    _ctx: *mut c_void,
+    result: *mut c_uint,
+    _detail: *mut *const c_void,
+) -> CuResult {
+    // SAFETY: output parameter (the runtime's).
+    unsafe { put(result, 0) };
+    SUCCESS
+}
+
+/// Context checks, slot 3: no checks pending.
+extern "C" fn context_check_count() -> c_uint {
+    0
+}
+
+unsafe extern "C" {
+    /// POSIX `pthread_self` (the runtime hashes the calling thread's id).
+    fn pthread_self() -> usize;
+}
+
+/// The key of the runtime's integrity HMAC.
+const INTEGRITY_KEY: [u8; 16] = [
+    0x14, 0x6a, 0xdd, 0xae, 0x53, 0xa9, 0xa7, 0x52, 0xaa, 0x08, 0x41, 0x36, 0x0b, 0xf5, 0x5a, 0x9f,
+];
+
+/// Integrity check, slot 1: the HMAC-MD2 the runtime expects of a real
+/// driver, over what both sides know — the driver and check versions, the
+/// process and thread, the two tables' and this function's addresses, the
+/// time the runtime passed, then each device's UUID and PCI location. (The
+/// first two check versions answer constants.)
+extern "C" fn integrity_check(
+    version: c_uint,
+    unix_seconds: u64,
+    result: *mut [u64; 2],
+) -> CuResult {
+    if result.is_null() {
+        return INVALID_VALUE;
+    }
+    let answer = match version % 10 {
+        0 => [0x3341_181c_03cb_675c, 0x8ed3_83aa_1f4c_d1e8],
+        1 => [0x1841_181c_03cb_675c, 0x8ed3_83aa_1f4c_d1e8],
+        _ => integrity_hmac(version, unix_seconds),
+    };
+    // SAFETY: checked not null; the runtime's output parameter.
+    unsafe { put(result, answer) };
+    SUCCESS
+}
+
+fn integrity_hmac(version: c_uint, unix_seconds: u64) -> [u64; 2] {
+    let mut msg = Vec::with_capacity(48 + 28 * 8);
+    let mut driver = 0;
+    // SAFETY: a local output parameter.
+    unsafe { crate::driver::cuDriverGetVersion(&mut driver) };
+    msg.extend_from_slice(&(driver as u32).to_le_bytes());
+    msg.extend_from_slice(&version.to_le_bytes());
+    msg.extend_from_slice(&std::process::id().to_le_bytes());
+    // SAFETY: pthread_self has no preconditions.
+    msg.extend_from_slice(&(unsafe { pthread_self() } as u32).to_le_bytes());
+    for p in [
+        RUNTIME_INTERFACE.as_ptr() as usize,
+        INTEGRITY.as_ptr() as usize,
+        integrity_check as *const () as usize,
+    ] {
+        msg.extend_from_slice(&(p as u64).to_le_bytes());
+    }
+    msg.extend_from_slice(&unix_seconds.to_le_bytes());
+    for d in 0..crate::state::config().devices as c_int {
+        let mut uuid = [0u8; 16];
+        // SAFETY: a local 16-byte output.
+        unsafe { crate::driver::cuDeviceGetUuid(uuid.as_mut_ptr().cast(), d) };
+        msg.extend_from_slice(&uuid);
+        for attr in [50, 33, 34] {
+            // PCI domain, bus, device
+            let v = crate::runtime_device::attribute(attr, d);
+            msg.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    let mut mac =
+        Hmac::<md2::Md2>::new_from_slice(&INTEGRITY_KEY).expect("HMAC takes any key length");
+    mac.update(&msg);
+    let out = mac.finalize().into_bytes();
+    let (lo, hi) = out.split_at(8);
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    [word(lo), word(hi)]
+}
