@@ -15,12 +15,13 @@ wheels) export, read with
 To add a runtime: append its names, sort -u, run this script.
 
 The driver table (fakecuda/data/driver-entry-points.tsv) is read from
-cudaTypedefs.h (the wheel's nvidia/cu13/include): every
+the `*Typedefs.h` headers (cudaTypedefs.h, cudaGLTypedefs.h, …; the
+wheel's nvidia/cu13/include has them): every
 `PFN_<name>_v<version>` is one version of a driver function, and the n-th
 version of a name is the symbol `<name>_v<n>` (the first is `<name>`), as
 cuda.h's `#define`s name them. To rebuild it from a newer header:
 
-    python3 scripts/gen_fakecuda_stubs.py --driver-header PATH/cudaTypedefs.h
+    python3 scripts/gen_fakecuda_stubs.py --driver-headers INCLUDE_DIR   # of a CUDA toolkit (the nvidia-cuda-runtime wheel has one)
 
     python3 scripts/gen_fakecuda_stubs.py            # writes the file
     python3 scripts/gen_fakecuda_stubs.py --check    # fails if it is stale
@@ -48,8 +49,8 @@ def implemented() -> dict:
         text = path.read_text()
         for m in re.finditer(r'extern "C" fn (\w+)', text):
             names[m.group(1)] = path.stem
-        # Functions written by the crate's `driver_no_op!` and `same_as_runtime!` macros.
-        for block in re.finditer(r"(?:driver_no_op|same_as_runtime)! \{(.*?)\n\}", text, re.S):
+        # Functions written by the crate's `driver_memset!` and `same_as_runtime!` macros.
+        for block in re.finditer(r"(?:driver_memset|same_as_runtime)! \{(.*?)\n\}", text, re.S):
             for m in re.finditer(r"^\s+(\w+)\(", block.group(1), re.M):
                 names[m.group(1)] = path.stem
     return names
@@ -88,12 +89,18 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def read_driver_header(header: pathlib.Path) -> str:
+#: The headers of a CUDA toolkit that declare the driver's versioned entry points.
+TYPEDEF_HEADERS = ["cudaTypedefs.h", "cudaGLTypedefs.h", "cudaEGLTypedefs.h",
+                   "cudaVDPAUTypedefs.h", "cudaProfilerTypedefs.h"]
+
+
+def read_driver_header(include: pathlib.Path) -> str:
     versions = {}
-    for m in re.finditer(r"PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\)", header.read_text()):
-        if not m.group(3):
-            versions.setdefault(m.group(1), set()).add(int(m.group(2)))
-    rows = ["# base\tversion\tsymbol (from cudaTypedefs.h of CUDA 13.0: PFN_<base>_v<version>;"
+    for name in TYPEDEF_HEADERS:
+        for m in re.finditer(r"PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\)", (include / name).read_text()):
+            if not m.group(3):
+                versions.setdefault(m.group(1), set()).add(int(m.group(2)))
+    rows = ["# base\tversion\tsymbol (from the *Typedefs.h headers of CUDA 13.0: PFN_<base>_v<version>;"
             " the n-th version of a name is <base>_v<n>)"]
     for base in sorted(versions):
         for i, v in enumerate(sorted(versions[base])):
@@ -179,8 +186,8 @@ def rustfmt(text: str) -> str:
 
 def main() -> int:
     args = sys.argv[1:]
-    if "--driver-header" in args:
-        i = args.index("--driver-header")
+    if "--driver-headers" in args:
+        i = args.index("--driver-headers")
         DRIVER.write_text(read_driver_header(pathlib.Path(args[i + 1])))
         print(f"wrote {DRIVER.relative_to(ROOT)}")
     stale = []

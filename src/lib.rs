@@ -53,6 +53,7 @@ mod cmd_matrix;
 mod cmd_oom_point;
 mod cmd_oracle;
 mod cmd_recommend;
+mod cmd_record;
 mod cmd_replay;
 mod cmd_replay_cuda;
 mod cmd_report;
@@ -127,6 +128,18 @@ enum Command {
     /// release, run on a fake CUDA device on this machine, replays each
     /// trace next to vramlab ("exact", or the first decision that differs).
     Oracle(cmd_oracle::OracleArgs),
+    /// Run a script unchanged on a fake GPU and write PyTorch's memory
+    /// snapshot of it: PyTorch's allocator and NVIDIA's own libraries
+    /// (cuBLAS, cuDNN, Triton) decide every allocation, no GPU needed.
+    ///
+    /// The script runs under a torch wheel's interpreter (--torch, the
+    /// oracle's cached environment, or --python) on vramlab's fake CUDA
+    /// device, which reports the card's name, memory and properties.
+    /// Kernels do not run: values the script reads back from the device are
+    /// what it sent there, else zero (`loss.item()` is 0.0), so control flow
+    /// that depends on computed values (early stopping, data-dependent
+    /// shapes such as `nonzero`) may take another path than on a GPU.
+    Record(cmd_record::RecordArgs),
     /// Replay traces under a grid of settings in parallel (table, CSV, JSON).
     Sweep(cmd_sweep::SweepArgs),
     /// The smallest GPU capacity on which a trace runs without OOM, or
@@ -224,6 +237,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Conf(a) => cmd_conf::run(a),
         Command::Fidelity(a) => cmd_fidelity::run(a),
         Command::Oracle(a) => cmd_oracle::run(a),
+        Command::Record(a) => cmd_record::run(a),
         Command::Convert(a) => cmd_convert::run_convert(a),
         Command::Sweep(a) => cmd_sweep::run(a),
         Command::Gen(a) => cmd_gen::run(a),

@@ -228,12 +228,6 @@ pub extern "C" fn cuStreamWriteValue32(_s: Handle, _addr: u64, _v: c_uint, _f: c
     SUCCESS
 }
 
-/// `cuMemsetD32Async`: nothing is written.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuMemsetD32Async(_addr: u64, _v: c_uint, _n: usize, _s: Handle) -> CuResult {
-    SUCCESS
-}
-
 /// `cuCtxGetDevice_v2` (CUDA 13): the device of `ctx`, or of the current
 /// context when `ctx` is null; every context here is the current device's.
 ///

@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::ffi::{CuResult, INVALID_VALUE, SUCCESS, put};
-use crate::memory::{device_free, device_malloc, device_mem_info};
+use crate::memory::{device_free, device_malloc, device_mem_info, transfer};
 
 /// `cuMemAlloc_v2` on the current device.
 ///
@@ -78,34 +78,130 @@ pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CuResult {
     crate::memory::cudaFreeHost(p)
 }
 
-/// Copies and sets of the driver API: nothing moves.
-macro_rules! driver_no_op {
-    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+/// `cuMemcpy` (unified addressing: the addresses say the direction).
+///
+/// # Safety
+/// A host side is valid for `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpy(dst: u64, src: u64, n: usize) -> CuResult {
+    // SAFETY: caller's contract; 4 is `cudaMemcpyDefault`.
+    unsafe { transfer(dst, src, n, 4) };
+    SUCCESS
+}
+
+/// `cuMemcpyAsync` (done at once).
+///
+/// # Safety
+/// As [`cuMemcpy`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyAsync(dst: u64, src: u64, n: usize, _s: *mut c_void) -> CuResult {
+    // SAFETY: caller's contract.
+    unsafe { cuMemcpy(dst, src, n) }
+}
+
+/// `cuMemcpyHtoD_v2`.
+///
+/// # Safety
+/// `src` is valid for `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) -> CuResult {
+    // SAFETY: caller's contract; 1 is host to device.
+    unsafe { transfer(dst, src as u64, n, 1) };
+    SUCCESS
+}
+
+/// `cuMemcpyHtoDAsync_v2` (done at once).
+///
+/// # Safety
+/// As [`cuMemcpyHtoD_v2`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst: u64,
+    src: *const c_void,
+    n: usize,
+    _s: *mut c_void,
+) -> CuResult {
+    // SAFETY: caller's contract.
+    unsafe { cuMemcpyHtoD_v2(dst, src, n) }
+}
+
+/// `cuMemcpyDtoH_v2`.
+///
+/// # Safety
+/// `dst` is valid for a write of `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) -> CuResult {
+    // SAFETY: caller's contract; 2 is device to host.
+    unsafe { transfer(dst as u64, src, n, 2) };
+    SUCCESS
+}
+
+/// `cuMemcpyDtoHAsync_v2` (done at once).
+///
+/// # Safety
+/// As [`cuMemcpyDtoH_v2`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst: *mut c_void,
+    src: u64,
+    n: usize,
+    _s: *mut c_void,
+) -> CuResult {
+    // SAFETY: caller's contract.
+    unsafe { cuMemcpyDtoH_v2(dst, src, n) }
+}
+
+/// `cuMemcpyDtoD_v2`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuMemcpyDtoD_v2(dst: u64, src: u64, n: usize) -> CuResult {
+    crate::values::copy(dst, src, n);
+    SUCCESS
+}
+
+/// `cuMemcpyDtoDAsync_v2` (done at once).
+#[unsafe(no_mangle)]
+pub extern "C" fn cuMemcpyDtoDAsync_v2(dst: u64, src: u64, n: usize, _s: *mut c_void) -> CuResult {
+    cuMemcpyDtoD_v2(dst, src, n)
+}
+
+/// `count` elements of `width` bytes at `dst` set to the low bytes of `v`.
+fn set_elements(dst: u64, v: u32, width: usize, count: usize) {
+    let bytes = v.to_le_bytes();
+    let pattern = bytes.get(..width).unwrap_or(&bytes);
+    let len = count.saturating_mul(width);
+    if pattern
+        .iter()
+        .all(|&b| b == pattern.first().copied().unwrap_or(0))
+    {
+        crate::values::set(dst, pattern.first().copied().unwrap_or(0), len);
+    } else if len <= crate::values::KEPT {
+        crate::values::write(dst, &pattern.repeat(count));
+    } else {
+        crate::values::forget(dst, len as u64);
+    }
+}
+
+/// Memsets of the driver API (done at once): `(name, element width)`.
+macro_rules! driver_memset {
+    ($($name:ident($ty:ty, $width:expr $(, $stream:ident)?);)*) => {
         $(
-            #[doc = concat!("`", stringify!($name), "`: nothing is copied or written.")]
+            #[doc = concat!("`", stringify!($name), "`.")]
             #[unsafe(no_mangle)]
-            pub extern "C" fn $name($($arg: $ty),*) -> CuResult {
-                let _ = ($($arg,)*);
+            pub extern "C" fn $name(dst: u64, v: $ty, n: usize $(, $stream: *mut c_void)?) -> CuResult {
+                set_elements(dst, u32::from(v), $width, n);
                 SUCCESS
             }
         )*
     };
 }
 
-driver_no_op! {
-    cuMemcpy(dst: u64, src: u64, n: usize);
-    cuMemcpyAsync(dst: u64, src: u64, n: usize, s: *mut c_void);
-    cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize);
-    cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize);
-    cuMemcpyDtoD_v2(dst: u64, src: u64, n: usize);
-    cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, n: usize, s: *mut c_void);
-    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: u64, n: usize, s: *mut c_void);
-    cuMemcpyDtoDAsync_v2(dst: u64, src: u64, n: usize, s: *mut c_void);
-    cuMemsetD8_v2(dst: u64, v: u8, n: usize);
-    cuMemsetD16_v2(dst: u64, v: u16, n: usize);
-    cuMemsetD32_v2(dst: u64, v: u32, n: usize);
-    cuMemsetD8Async(dst: u64, v: u8, n: usize, s: *mut c_void);
-    cuMemsetD16Async(dst: u64, v: u16, n: usize, s: *mut c_void);
+driver_memset! {
+    cuMemsetD8_v2(u8, 1);
+    cuMemsetD16_v2(u16, 2);
+    cuMemsetD32_v2(u32, 4);
+    cuMemsetD8Async(u8, 1, _s);
+    cuMemsetD16Async(u16, 2, _s);
+    cuMemsetD32Async(u32, 4, _s);
 }
 
 /// `cuPointerGetAttribute`: every pointer is device memory of the device

@@ -115,6 +115,20 @@ static INTEGRITY: [Slot; 3] = [
     unanswered!(integrity_slot_2, "export table integrity slot 2"),
 ];
 
+/// A table cuBLASLt asks for (`1734dc26-…`) and calls slot 4 of while it
+/// picks matmul algorithms; "not supported" there sends it down the path it
+/// takes on its own.
+static LT_CACHE: [Slot; 8] = [
+    size_of_table(8),
+    unanswered!(lt_slot_1, "export table 1734dc26 slot 1"),
+    unanswered!(lt_slot_2, "export table 1734dc26 slot 2"),
+    unanswered!(lt_slot_3, "export table 1734dc26 slot 3"),
+    unanswered!(lt_slot_4, "export table 1734dc26 slot 4"),
+    unanswered!(lt_slot_5, "export table 1734dc26 slot 5"),
+    unanswered!(lt_slot_6, "export table 1734dc26 slot 6"),
+    unanswered!(lt_slot_7, "export table 1734dc26 slot 7"),
+];
+
 /// The table named `uuid`.
 fn table(uuid: &[u8; 16]) -> Option<*const c_void> {
     const fn id(hex: u128) -> [u8; 16] {
@@ -128,9 +142,26 @@ fn table(uuid: &[u8; 16]) -> Option<*const c_void> {
         u if u == id(0x21318c60_9714_3248_8ca6_41ff7324c8f2) => CONTEXT_IDENTITY.as_ptr().cast(),
         u if u == id(0x263e8860_7cd2_6143_92f6_bbd5006dfa7e) => CONTEXT_CHECKS.as_ptr().cast(),
         u if u == id(0xd4082055_bde6_704b_8d34_ba123c66e1f2) => INTEGRITY.as_ptr().cast(),
+        u if u == id(0x1734dc26_800d_4745_8726_c0f1e7dd8bca) => LT_CACHE.as_ptr().cast(),
         _ => return None,
     };
     Some(t)
+}
+
+/// Says once per table that a library asked for one this fake does not
+/// have (it gets 500, "not found", as from a driver without it).
+fn say_unknown(uuid: &[u8; 16]) {
+    static SEEN: std::sync::Mutex<Vec<[u8; 16]>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.contains(uuid) {
+        seen.push(*uuid);
+        if !crate::state::config().quiet {
+            let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+            eprintln!(
+                "[vramlab-fakecuda] export table {hex} is not faked: it returns 500 (not found)"
+            );
+        }
+    }
 }
 
 /// `cuGetExportTable`.
@@ -146,7 +177,11 @@ pub unsafe extern "C" fn cuGetExportTable(
         return INVALID_VALUE;
     }
     // SAFETY: 16 readable bytes (caller's contract).
-    let found = table(unsafe { &*id });
+    let uuid = unsafe { &*id };
+    let found = table(uuid);
+    if found.is_none() {
+        say_unknown(uuid);
+    }
     // SAFETY: checked not null; the caller's output parameter.
     unsafe { put(out, found.unwrap_or(std::ptr::null())) };
     if found.is_some() { SUCCESS } else { NOT_FOUND }

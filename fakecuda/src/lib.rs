@@ -11,7 +11,9 @@
 //! model (`driver` or `ascending`) and accounting a simulated replay uses —
 //! so the oracle and vramlab differ only where PyTorch's decisions and
 //! vramlab's do. Kernels do not run (launches succeed and do nothing),
-//! copies do nothing, events are always complete.
+//! events are always complete; copies and sets keep small values
+//! (`values.rs`), so that what a script sends to the device and reads back
+//! round-trips and every other read is zero.
 //!
 //! How it is loaded (`vramlab_oracle` does all of this): the library is
 //! copied into a folder under the soname of the wheel's runtime
@@ -83,6 +85,7 @@ mod runtime_device;
 mod state;
 mod streams;
 mod stubs;
+mod values;
 mod vmm;
 
 pub use state::{vramlab_fakecuda_flush, vramlab_fakecuda_mark};

@@ -1,6 +1,7 @@
 //! Device memory in the runtime API: `cudaMalloc`, `cudaFree`,
-//! `cudaMemGetInfo` on the simulated devices; copies and sets that do
-//! nothing; pinned host memory from the heap.
+//! `cudaMemGetInfo` on the simulated devices; copies and sets, which keep
+//! small values ([`values`](crate::values)); pinned host memory from the
+//! heap.
 
 use std::alloc::Layout;
 use std::collections::HashMap;
@@ -105,56 +106,136 @@ pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> 
     SUCCESS
 }
 
-/// `cudaMemcpy`: nothing is copied.
+/// `cudaMemcpyKind`: host to host.
+const HOST_TO_HOST: c_int = 0;
+/// `cudaMemcpyKind`: host to device.
+const HOST_TO_DEVICE: c_int = 1;
+/// `cudaMemcpyKind`: device to host.
+const DEVICE_TO_HOST: c_int = 2;
+/// `cudaMemcpyKind`: device to device.
+const DEVICE_TO_DEVICE: c_int = 3;
+
+/// Whether `ptr` lies in device memory: in a `cudaMalloc` segment or a
+/// mapped range of a device (for `cudaMemcpyDefault`, which leaves the
+/// direction to the addresses).
+pub(crate) fn is_device(ptr: u64) -> bool {
+    let (d, local) = split_address(ptr);
+    let mut s = state();
+    let mapped = s.handles.values().any(|h| {
+        h.device == d
+            && h.mapped_at
+                .is_some_and(|m| m <= local && local - m < h.size)
+    });
+    mapped
+        || s.gpu(d).is_some_and(|g| {
+            g.segments
+                .iter()
+                .any(|(&a, &n)| a <= local && local - a < n)
+        })
+}
+
+/// `n` bytes from `src` to `dst`, in the direction `kind` says (or the
+/// addresses say, for `cudaMemcpyDefault`): device memory holds what
+/// [`values`](crate::values) keeps; host memory is real.
+///
+/// # Safety
+/// A host side is valid for `n` bytes (read for the source, written for
+/// the destination).
+pub(crate) unsafe fn transfer(dst: u64, src: u64, n: usize, kind: c_int) {
+    let kind = match kind {
+        HOST_TO_HOST | HOST_TO_DEVICE | DEVICE_TO_HOST | DEVICE_TO_DEVICE => kind,
+        _ => match (is_device(src), is_device(dst)) {
+            (false, false) => HOST_TO_HOST,
+            (false, true) => HOST_TO_DEVICE,
+            (true, false) => DEVICE_TO_HOST,
+            (true, true) => DEVICE_TO_DEVICE,
+        },
+    };
+    if n == 0 {
+        return;
+    }
+    match kind {
+        // SAFETY: both sides are host memory valid for `n` bytes (caller's
+        // contract); `copy` allows overlap.
+        HOST_TO_HOST => unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, n) },
+        HOST_TO_DEVICE if n <= crate::values::KEPT => {
+            // SAFETY: the source is host memory valid for `n` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, n) };
+            crate::values::write(dst, bytes);
+        }
+        HOST_TO_DEVICE => crate::values::forget(dst, n as u64),
+        DEVICE_TO_HOST => {
+            // SAFETY: the destination is host memory valid for `n` bytes.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, n) };
+            crate::values::read(src, out);
+        }
+        _ => crate::values::copy(dst, src, n),
+    }
+}
+
+/// `cudaMemcpy`.
+///
+/// # Safety
+/// As the runtime's: host sides valid for `n` bytes.
 #[unsafe(no_mangle)]
-pub extern "C" fn cudaMemcpy(
-    _d: *mut c_void,
-    _s: *const c_void,
-    _n: usize,
-    _k: c_int,
+pub unsafe extern "C" fn cudaMemcpy(
+    d: *mut c_void,
+    s: *const c_void,
+    n: usize,
+    k: c_int,
 ) -> CudaError {
+    // SAFETY: caller's contract.
+    unsafe { transfer(d as u64, s as u64, n, k) };
     SUCCESS
 }
 
-/// `cudaMemcpyAsync`: nothing is copied.
+/// `cudaMemcpyAsync` (done at once: the fake has no queue).
+///
+/// # Safety
+/// As [`cudaMemcpy`].
 #[unsafe(no_mangle)]
-pub extern "C" fn cudaMemcpyAsync(
-    _d: *mut c_void,
-    _s: *const c_void,
-    _n: usize,
-    _k: c_int,
+pub unsafe extern "C" fn cudaMemcpyAsync(
+    d: *mut c_void,
+    s: *const c_void,
+    n: usize,
+    k: c_int,
     _stream: Handle,
 ) -> CudaError {
+    // SAFETY: caller's contract.
+    unsafe { transfer(d as u64, s as u64, n, k) };
     SUCCESS
 }
 
-/// `cudaMemcpyPeerAsync`: nothing is copied.
+/// `cudaMemcpyPeerAsync`: device to device.
 #[unsafe(no_mangle)]
 pub extern "C" fn cudaMemcpyPeerAsync(
-    _d: *mut c_void,
+    d: *mut c_void,
     _dd: c_int,
-    _s: *const c_void,
+    s: *const c_void,
     _sd: c_int,
-    _n: usize,
+    n: usize,
     _stream: Handle,
 ) -> CudaError {
+    crate::values::copy(d as u64, s as u64, n);
     SUCCESS
 }
 
-/// `cudaMemset`: nothing is written.
+/// `cudaMemset`.
 #[unsafe(no_mangle)]
-pub extern "C" fn cudaMemset(_d: *mut c_void, _v: c_int, _n: usize) -> CudaError {
+pub extern "C" fn cudaMemset(d: *mut c_void, v: c_int, n: usize) -> CudaError {
+    crate::values::set(d as u64, v as u8, n);
     SUCCESS
 }
 
-/// `cudaMemsetAsync`: nothing is written.
+/// `cudaMemsetAsync` (done at once).
 #[unsafe(no_mangle)]
 pub extern "C" fn cudaMemsetAsync(
-    _d: *mut c_void,
-    _v: c_int,
-    _n: usize,
+    d: *mut c_void,
+    v: c_int,
+    n: usize,
     _stream: Handle,
 ) -> CudaError {
+    crate::values::set(d as u64, v as u8, n);
     SUCCESS
 }
 

@@ -45,6 +45,9 @@ pub enum OracleError {
         /// What happened (the end of its stderr).
         why: String,
     },
+    /// A script could not be recorded.
+    #[error("{0}")]
+    Record(String),
     /// vramlab's own replay failed.
     #[error("vramlab's replay failed: {0}")]
     Replay(String),

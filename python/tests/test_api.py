@@ -350,6 +350,17 @@ def test_record_needs_torch_and_says_so(monkeypatch):
             pass
 
 
+def test_record_script_says_what_is_wrong_before_any_install(tmp_path):
+    # A missing script and a card the fake GPU does not model are refused
+    # at once (no torch environment is installed for them).
+    with pytest.raises(vramlab.VramlabError, match="no such script"):
+        vramlab.record_script(tmp_path / "nope.py", out=tmp_path / "x.pickle")
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    with pytest.raises(vramlab.VramlabError, match="compute capability 9.0"):
+        vramlab.record_script(script, out=tmp_path / "x.pickle", gpu="rtx4090")
+
+
 def test_matrix_equals_the_cli_and_names_its_cells(tmp_path):
     m = vramlab.matrix("sd15", resolution=512, capacity="3GiB", conf=["default", "expandable_segments:True"])
     out = tmp_path / "m.json"

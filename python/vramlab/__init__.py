@@ -45,7 +45,7 @@ from ._commands import (
 from ._fleet import Case, cases, fleet_report, read_rows, run_case
 from ._native import version as _version
 from ._rows import ROW_COLUMNS, ROW_SCHEMA
-from ._record import record
+from ._record import record, record_script
 
 __version__: str = _version()
 
@@ -73,6 +73,7 @@ __all__ = [
     "recommend",
     "read_rows",
     "record",
+    "record_script",
     "replay",
     "report",
     "run",

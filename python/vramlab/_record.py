@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
-__all__ = ["record"]
+__all__ = ["record", "record_script"]
 
 
 class record:
@@ -81,3 +81,50 @@ class record:
         finally:
             torch.cuda.memory._record_memory_history(enabled=None, device=self.device)
         # An exception in the block goes on (returning None).
+
+
+def record_script(
+    script: Union[str, "os.PathLike[str]"],
+    *args: str,
+    out: Union[str, "os.PathLike[str]"],
+    gpu: str = "h200",
+    torch: str = "2.11",
+    python: Optional[Union[str, "os.PathLike[str]"]] = None,
+    values: str = "track",
+    max_entries: Optional[int] = None,
+    stacks: Optional[str] = None,
+    work: Optional[Union[str, "os.PathLike[str]"]] = None,
+) -> "os.PathLike[str]":
+    """``vramlab record``: runs ``script`` (with ``args``) unchanged on
+    vramlab's fake GPU — PyTorch's allocator and NVIDIA's own libraries
+    (cuBLAS, cuDNN, Triton) deciding every allocation, no GPU needed — and
+    writes PyTorch's memory snapshot of it to ``out``, which it returns::
+
+        snap = vramlab.record_script("train.py", "--steps", "2", out="train.pickle", gpu="h100-80gb")
+        vramlab.recommend(snap, gpu="h100-80gb")
+
+    The script runs in another process: the cached environment of torch
+    ``torch`` (installed from PyPI on first use, as for
+    :func:`vramlab.oracle`), or ``python``. Its output is this process's.
+    ``values``: how reads of device values are answered (``"track"``:
+    known values and typical data, so that ``generate`` runs to
+    ``max_new_tokens``; ``"device"``: what was copied there, else zero).
+    A script that fails raises :class:`vramlab.VramlabError` (the snapshot
+    up to the failure is still written when there is one).
+    """
+    from pathlib import Path
+
+    from . import _api
+
+    argv = ["record", "-o", os.fspath(out), "--gpu", gpu, "--torch", torch, "--values", values]
+    if python is not None:
+        argv += ["--python", os.fspath(python)]
+    if max_entries is not None:
+        argv += ["--max-entries", str(max_entries)]
+    if stacks is not None:
+        argv += ["--stacks", stacks]
+    if work is not None:
+        argv += ["--work", os.fspath(work)]
+    argv += ["--", os.fspath(script), *[os.fspath(a) for a in args]]
+    _api.run(argv)
+    return Path(out)

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The fake-device recorder on the scripts of tests/record/: each runs
+unchanged under `vramlab record` (torch 2.11 on the fake H200), and its
+snapshot must hold what PyTorch's and NVIDIA's own code decided there:
+
+- linear_train.py: cuBLAS/cuBLASLt's two 32 MiB workspaces (PyTorch's
+  size for compute capability 9.0, one per handle), and a value sent to
+  the device reads back;
+- conv_train.py: cuDNN's workspaces, the exact sizes its heuristics pick
+  for these convolutions on an H200's properties;
+- compile_train.py: allocations made by inductor's generated code
+  (torch.compile ran, and Triton's launcher with it);
+- llama_generate.py: `generate` runs to max_new_tokens (the value
+  tracker answers its stopping checks);
+- llama_trainer.py: a Hugging Face Trainer trains three steps.
+
+    python3 scripts/check_recorder.py [--vramlab target/release/vramlab] [--torch 2.11] [--keep DIR]
+
+Exits 1 with the failures listed. The snapshots are plain pickles
+(no torch needed to read them).
+"""
+
+import argparse
+import collections
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "tests", "record")
+
+#: cuDNN's workspace requests for conv_train.py on the fake H200, torch
+#: 2.11.0+cu130 with nvidia-cudnn-cu13 9.19.0.56 (what its heuristics chose;
+#: a new cuDNN may choose others: then re-derive them and say why).
+CONV_WORKSPACES = [4231184, 8167440, 10232487, 4889232]
+
+
+def allocations(snapshot):
+    return [e for trace in snapshot["device_traces"] for e in trace if e["action"] == "alloc"]
+
+
+def frames_mention(e, part):
+    return any(part in f.get("filename", "") for f in e.get("frames", []))
+
+
+def check(name, snap, out):
+    allocs = allocations(snap)
+    sizes = collections.Counter(e["size"] for e in allocs)
+    if name == "linear_train":
+        if sizes[32 << 20] != 2:
+            yield f"{sizes[32 << 20]} allocations of 32 MiB (cuBLAS/cuBLASLt workspaces), expected 2"
+        if "round trip [1, 2, 3]" not in out:
+            yield "a tensor sent to the device did not read back as [1, 2, 3]"
+    elif name == "conv_train":
+        odd = [e["size"] for e in allocs if e["size"] % 512 and e["size"] >= 1 << 20]
+        if odd != CONV_WORKSPACES:
+            yield f"cuDNN workspaces {odd}, expected {CONV_WORKSPACES}"
+    elif name == "compile_train":
+        if not any(frames_mention(e, "inductor-cache") for e in allocs):
+            yield "no allocation made by inductor's generated code (did torch.compile run?)"
+    elif name == "llama_generate":
+        if "generated (2, 36)" not in out:
+            yield "generate did not run to max_new_tokens (expected output shape (2, 36))"
+    elif name == "llama_trainer":
+        if "trained" not in out or not any(frames_mention(e, "trainer.py") for e in allocs):
+            yield "the Trainer did not train (no allocation from transformers/trainer.py)"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vramlab", default=os.path.join(ROOT, "target", "release", "vramlab"))
+    ap.add_argument("--torch", default="2.11")
+    ap.add_argument("--keep", help="keep the snapshots and work folders here")
+    args = ap.parse_args()
+    work = args.keep or tempfile.mkdtemp(prefix="vramlab-check-recorder-")
+    os.makedirs(work, exist_ok=True)
+    failures = []
+    for script in sorted(os.listdir(SCRIPTS)):
+        if not script.endswith(".py"):
+            continue
+        name = script[:-3]
+        out_pickle = os.path.join(work, name + ".pickle")
+        cmd = [args.vramlab, "record", "--torch", args.torch, "--work", os.path.join(work, name),
+               "-o", out_pickle, "--", os.path.join(SCRIPTS, script)]
+        run = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
+                             env={**os.environ, "VRAMLAB_FAKECUDA_QUIET": "1"})
+        said = [line for line in run.stderr.splitlines() if line.startswith("record:")]
+        print(f"{name}: " + (said[-1] if said else f"exit {run.returncode}"))
+        if run.returncode != 0:
+            failures.append(f"{name}: vramlab record exited {run.returncode}:\n{run.stderr[-3000:]}")
+            continue
+        with open(out_pickle, "rb") as f:
+            snap = pickle.load(f)
+        failures += [f"{name}: {why}" for why in check(name, snap, run.stdout)]
+    for f in failures:
+        print("FAILED", f)
+    if failures:
+        sys.exit(1)
+    print("recorder: every script of tests/record ran unchanged on the fake GPU, with the libraries' own allocations")
+
+
+if __name__ == "__main__":
+    main()
