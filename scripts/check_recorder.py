@@ -8,6 +8,7 @@ snapshot must hold what PyTorch's and NVIDIA's own code decided there:
   the device reads back;
 - conv_train.py: cuDNN's workspaces, the exact sizes its heuristics pick
   for these convolutions on an H200's properties;
+- embedding_train.py: an embedding's backward runs (CUB's radix sort);
 - compile_train.py: allocations made by inductor's generated code
   (torch.compile ran, and Triton's launcher with it);
 - llama_generate.py: `generate` runs to max_new_tokens (the value
@@ -57,6 +58,9 @@ def check(name, snap, out):
         odd = [e["size"] for e in allocs if e["size"] % 512 and e["size"] >= 1 << 20]
         if odd != CONV_WORKSPACES:
             yield f"cuDNN workspaces {odd}, expected {CONV_WORKSPACES}"
+    elif name == "embedding_train":
+        if "ok (50257, 256)" not in out:
+            yield "the embedding's backward did not run"
     elif name == "compile_train":
         if not any(frames_mention(e, "inductor-cache") for e in allocs):
             yield "no allocation made by inductor's generated code (did torch.compile run?)"

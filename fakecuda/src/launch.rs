@@ -235,18 +235,27 @@ pub extern "C" fn cudaFuncSetAttribute(_f: *const c_void, _a: c_int, _v: c_int) 
     SUCCESS
 }
 
-/// `cudaFuncGetAttributes`: zeros, 1024 threads per block.
+/// `cudaFuncGetAttributes`: 1024 threads per block, PTX and binary
+/// version 90 (the card's compute capability: the wheels carry sm_90 code,
+/// and CUB picks its tuning policy by this PTX version — zero made it
+/// answer 98, "invalid device function"), 48 KiB of dynamic shared memory;
+/// sizes and registers zero.
 ///
 /// # Safety
 /// `a` is null or points to a writable `cudaFuncAttributes` (at least the
 /// 76 bytes of its fields before `clusterSchedulingPolicyPreference`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cudaFuncGetAttributes(a: *mut c_void, _f: *const c_void) -> CudaError {
-    // SAFETY: see the function's contract; maxThreadsPerBlock is at 24.
+    // SAFETY: see the function's contract; maxThreadsPerBlock is at 24,
+    // ptxVersion at 32, binaryVersion at 36, maxDynamicSharedSizeBytes at 44.
     unsafe {
         zero(a, 76);
         if !a.is_null() {
-            put(a.cast::<u8>().add(24).cast::<c_int>(), 1024);
+            let at = |offset: usize| a.cast::<u8>().add(offset).cast::<c_int>();
+            put(at(24), 1024);
+            put(at(32), 90);
+            put(at(36), 90);
+            put(at(44), 48 << 10);
         }
     }
     SUCCESS
