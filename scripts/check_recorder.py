@@ -13,7 +13,9 @@ snapshot must hold what PyTorch's and NVIDIA's own code decided there:
   (torch.compile ran, and Triton's launcher with it);
 - llama_generate.py: `generate` runs to max_new_tokens (the value
   tracker answers its stopping checks);
-- llama_trainer.py: a Hugging Face Trainer trains three steps.
+- llama_trainer.py: a Hugging Face Trainer trains three steps;
+- accelerate_fsdp.py: an accelerate loop with FSDP2, recorded as both
+  ranks of a world of 2 (a job folder), with FSDP's own all-gathers.
 
     python3 scripts/check_recorder.py [--vramlab target/release/vramlab] [--torch 2.11] [--keep DIR]
 
@@ -36,6 +38,10 @@ SCRIPTS = os.path.join(ROOT, "tests", "record")
 #: 2.11.0+cu130 with nvidia-cudnn-cu13 9.19.0.56 (what its heuristics chose;
 #: a new cuDNN may choose others: then re-derive them and say why).
 CONV_WORKSPACES = [4231184, 8167440, 10232487, 4889232]
+
+#: Scripts recorded as ranks of a world (`vramlab record` options); their
+#: output is a job folder, and rank 0's snapshot is checked.
+WORLDS = {"accelerate_fsdp": ["--world-size", "2", "--ranks", "all"]}
 
 
 def allocations(snapshot):
@@ -67,6 +73,11 @@ def check(name, snap, out):
     elif name == "llama_generate":
         if "generated (2, 36)" not in out:
             yield "generate did not run to max_new_tokens (expected output shape (2, 36))"
+    elif name == "accelerate_fsdp":
+        if "trained with 2 processes" not in out:
+            yield "the accelerate loop did not run as 2 processes"
+        if not any(frames_mention(e, "_fully_shard") for e in allocs):
+            yield "no allocation by FSDP2 (fully_shard) in rank 0's snapshot"
     elif name == "llama_trainer":
         if "trained" not in out or not any(frames_mention(e, "trainer.py") for e in allocs):
             yield "the Trainer did not train (no allocation from transformers/trainer.py)"
@@ -86,8 +97,12 @@ def main():
             continue
         name = script[:-3]
         out_pickle = os.path.join(work, name + ".pickle")
+        out = out_pickle
+        if name in WORLDS:
+            out = os.path.join(work, name + "-job")
+            out_pickle = os.path.join(out, "rank0.pickle")
         cmd = [args.vramlab, "record", "--torch", args.torch, "--work", os.path.join(work, name),
-               "-o", out_pickle, "--", os.path.join(SCRIPTS, script)]
+               *WORLDS.get(name, []), "-o", out, "--", os.path.join(SCRIPTS, script)]
         run = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
                              env={**os.environ, "VRAMLAB_FAKECUDA_QUIET": "1"})
         said = [line for line in run.stderr.splitlines() if line.startswith("record:")]

@@ -2,14 +2,16 @@
 //! and NVIDIA's own code deciding every allocation — and PyTorch's snapshot
 //! of it.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
+mod job;
 
-use anyhow::{Result, bail};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use vramlab_oracle::fake::{locate, prepare};
 use vramlab_oracle::{
-    FakeCard, Installer, Interpreter, RecordOptions, keep_snapshot, record_script,
+    FakeCard, Installer, Interpreter, RecordOptions, Recording, keep_snapshot, record_script,
 };
 use vramlab_replay::gpus::{Gpu, find_gpu};
 
@@ -19,7 +21,8 @@ use vramlab_allocator::format::{bytes_words, count};
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Where PyTorch's memory snapshot goes (a .pickle every vramlab
-    /// command reads; `vramlab convert` turns it into CSV or .vlt).
+    /// command reads; `vramlab convert` turns it into CSV or .vlt); with
+    /// --world-size, a job folder.
     #[arg(short = 'o', long = "out", value_name = "OUT")]
     out: PathBuf,
     /// The card the fake GPU is: its name, memory and properties, so that
@@ -28,6 +31,11 @@ pub struct RecordArgs {
     /// device has).
     #[arg(long, value_name = "NAME", default_value = "h200")]
     gpu: String,
+    /// Memory PyTorch may use on the fake card, instead of the card's usable
+    /// memory (e.g. 2TiB to see what a job that does not fit would need;
+    /// the card's other properties stay).
+    #[arg(long, value_name = "SIZE", value_parser = parse_capacity)]
+    capacity: Option<u64>,
     /// The PyTorch release to run: its official wheel from PyPI (the newest
     /// patch of X.Y), installed on first use into the cache `vramlab oracle`
     /// uses ($VRAMLAB_ORACLE_CACHE, default ~/.cache/vramlab/oracle). Install
@@ -54,6 +62,25 @@ pub struct RecordArgs {
     /// device (what the script copied to the device, else zero).
     #[arg(long, value_name = "HOW", default_value = "track", value_parser = ["track", "device"])]
     values: String,
+    /// Record a script written for `torchrun` as ranks of a world of this
+    /// many: each chosen rank runs in its own process with torchrun's
+    /// environment and its own fake GPU, and every process group is PyTorch's
+    /// fake one (collectives move nothing; NCCL's buffers are estimated).
+    /// OUT is then a job folder (job.json, rankR.pickle). 1 is a world of
+    /// one: torchrun's environment and process group, one rank.
+    #[arg(long, value_name = "N")]
+    world_size: Option<u32>,
+    /// The ranks to record (with --world-size): all, or a list such as
+    /// 0,7 or 0-3; the others are taken to be like the first (default: 0).
+    #[arg(long, value_name = "LIST")]
+    ranks: Option<String>,
+    /// GPUs per node (with --world-size): LOCAL_RANK is the rank modulo it.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    gpus_per_node: u32,
+    /// Ranks recorded at once (with --world-size; default: one per core).
+    /// Each is a Python process with the script's host memory.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
     /// Keep the launcher, its summary and the snapshot here (default: a
     /// temporary folder, removed afterwards).
     #[arg(long, value_name = "DIR")]
@@ -103,9 +130,30 @@ impl Drop for Scratch {
     }
 }
 
+/// One process of the recording: its label, output file and environment.
+struct Run {
+    /// `rank 3: ` or empty.
+    label: String,
+    /// Where its snapshot goes.
+    out: PathBuf,
+    /// Its work folder.
+    work: PathBuf,
+    /// The torchrun environment of its rank.
+    env: Vec<(String, String)>,
+}
+
+/// clap value parser for `--capacity SIZE`.
+fn parse_capacity(s: &str) -> Result<u64, String> {
+    vramlab_allocator::format::parse_size(s).map_err(|e| e.to_string())
+}
+
 /// Runs the command.
 pub fn run(args: RecordArgs) -> Result<()> {
-    let card = card(&args.gpu)?;
+    let mut card = card(&args.gpu)?;
+    if let Some(c) = args.capacity {
+        card.usable_bytes = c;
+        card.total_bytes = card.total_bytes.max(c);
+    }
     let Some((script, script_args)) = args.command.split_first() else {
         bail!("no script: give it after `--` (vramlab record -o OUT.pickle -- train.py ARGS)");
     };
@@ -113,6 +161,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if !script.is_file() {
         bail!("{}: no such script", script.display());
     }
+    let sharded = args.world_size.is_some();
+    let world = args.world_size.unwrap_or(1);
+    if world == 0 {
+        bail!("--world-size must be at least 1");
+    }
+    let ranks = match (&args.ranks, sharded) {
+        (Some(_), false) => bail!("--ranks needs --world-size N (the script's world)"),
+        (Some(text), true) => job::parse_ranks(text, world)?,
+        (None, _) => vec![0],
+    };
+    let per_node = args.gpus_per_node.clamp(1, world);
     let interp = match &args.python {
         Some(p) => Interpreter::given(p)?,
         None => Installer::default().ensure(&args.torch)?,
@@ -126,30 +185,101 @@ pub fn run(args: RecordArgs) -> Result<()> {
         keep: args.work.is_some(),
     };
     errln!(
-        "record: {} on a fake {} ({} usable) with torch {}",
+        "record: {} on a fake {} ({} usable) with torch {}{}",
         script.display(),
         card.name,
         bytes_words(card.usable_bytes),
-        interp.wheel.torch_version
+        interp.wheel.torch_version,
+        if sharded {
+            format!(
+                ", as rank {} of {world}",
+                vramlab_traces::rank_ranges(&ranks)
+            )
+        } else {
+            String::new()
+        }
     );
-    let opts = RecordOptions {
-        script: script.clone(),
-        args: script_args.to_vec(),
-        card,
-        work: scratch.dir.clone(),
-        max_entries: args.max_entries,
-        stacks: args.stacks.clone(),
-        track_values: args.values == "track",
-        devices: 1,
-        env: Vec::new(),
+    let runs: Vec<Run> = if !sharded {
+        vec![Run {
+            label: String::new(),
+            out: args.out.clone(),
+            work: scratch.dir.clone(),
+            env: Vec::new(),
+        }]
+    } else {
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("creating the job folder {}", args.out.display()))?;
+        ranks
+            .iter()
+            .map(|&r| Run {
+                label: format!("rank {r}: "),
+                out: job::rank_file(&args.out, r),
+                work: scratch.dir.join(format!("rank{r}")),
+                env: job::rank_env(r, world, per_node),
+            })
+            .collect()
     };
-    let rec = record_script(&interp, &fake, &opts)?;
-    let s = &rec.summary;
-    if rec.snapshot.is_some() {
-        keep_snapshot(&rec, &args.out)?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .clamp(1, runs.len().max(1));
+    let record_one = |one: &Run| -> Result<Recording> {
+        let opts = RecordOptions {
+            script: script.clone(),
+            args: script_args.to_vec(),
+            card: card.clone(),
+            work: one.work.clone(),
+            max_entries: args.max_entries,
+            stacks: args.stacks.clone(),
+            track_values: args.values == "track",
+            devices: per_node,
+            env: one.env.clone(),
+        };
+        let rec = record_script(&interp, &fake, &opts)?;
+        say(one, &rec, &script)?;
+        Ok(rec)
+    };
+    // Ranks are separate processes: up to `jobs` at once, results in rank order.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .context("starting the recording threads")?;
+    let recs: Vec<Recording> = pool.install(|| {
+        use rayon::prelude::*;
+        runs.par_iter().map(record_one).collect::<Result<Vec<_>>>()
+    })?;
+    if sharded {
+        let recorded: Vec<job::Recorded> = ranks
+            .iter()
+            .zip(&recs)
+            .map(|(&rank, rec)| job::Recorded {
+                rank,
+                digest: rec.summary.events_digest.clone(),
+                groups: rec.summary.process_groups.clone(),
+            })
+            .collect();
+        let manifest =
+            job::write_manifest(&args.out, world, &recorded, &script.display().to_string())?;
+        let traces: Vec<String> = manifest.traces().iter().map(|t| t.label()).collect();
         errln!(
-            "record: wrote {} (PyTorch {}: peak reserved {}, peak allocated {}, {} cudaMalloc calls, {} OOMs)",
-            args.out.display(),
+            "record: wrote {} (world of {world}: {})",
+            args.out.join(vramlab_traces::JOB_FILE).display(),
+            traces.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Keeps one process's snapshot and says what it recorded; fails when the
+/// script failed or never used CUDA.
+fn say(one: &Run, rec: &Recording, script: &Path) -> Result<()> {
+    let s = &rec.summary;
+    let label = &one.label;
+    if rec.snapshot.is_some() {
+        keep_snapshot(rec, &one.out)?;
+        errln!(
+            "record: {label}wrote {} (PyTorch {}: peak reserved {}, peak allocated {}, {} cudaMalloc calls, {} OOMs)",
+            one.out.display(),
             s.torch_version,
             bytes_words(s.peak_reserved_bytes.unwrap_or(0)),
             bytes_words(s.peak_allocated_bytes.unwrap_or(0)),
@@ -160,7 +290,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(v) = &s.values {
         if v.assumed_reads + v.device_reads > 0 {
             errln!(
-                "record: device values read: {} known, {} assumed (typical data){}, {} from the device (copied there, else zero)",
+                "record: {label}device values read: {} known, {} assumed (typical data){}, {} from the device (copied there, else zero)",
                 count(v.known_reads),
                 count(v.assumed_reads),
                 if v.examples.is_empty() {
@@ -176,21 +306,21 @@ pub fn run(args: RecordArgs) -> Result<()> {
         let why = s.error.as_deref().unwrap_or("see its output above");
         if rec.snapshot.is_some() {
             bail!(
-                "{} exited with status {} ({why}); the recording up to there is in {}",
+                "{label}{} exited with status {} ({why}); the recording up to there is in {}",
                 script.display(),
                 s.exit_status,
-                args.out.display()
+                one.out.display()
             );
         }
         bail!(
-            "{} exited with status {} ({why})",
+            "{label}{} exited with status {} ({why})",
             script.display(),
             s.exit_status
         );
     }
     if rec.snapshot.is_none() {
         bail!(
-            "{} ran without using CUDA: nothing to record (does it choose its device with torch.cuda.is_available()?)",
+            "{label}{} ran without using CUDA: nothing to record (does it choose its device with torch.cuda.is_available()?)",
             script.display()
         );
     }

@@ -81,6 +81,13 @@ pub struct RecordSummary {
     /// How reads of device values were answered (with value tracking).
     #[serde(default)]
     pub values: Option<ValueReads>,
+    /// The size of each process group this rank was in (with a fake world).
+    #[serde(default)]
+    pub process_groups: Vec<u64>,
+    /// A digest of the recorded events without addresses: equal digests,
+    /// equal requests in the same order.
+    #[serde(default)]
+    pub events_digest: Option<String>,
 }
 
 /// Reads of device values (`.item()`, `bool(t)`) during a recording.

@@ -143,6 +143,157 @@ def clean_snapshot(snap):
     return snap
 
 
+def fake_world(torch, groups):
+    """This process is one rank of ``WORLD_SIZE`` (the environment
+    ``torchrun`` gives, set by ``vramlab record --world-size``), and the
+    other ranks are taken to be this one: every process group the script
+    creates — ``init_process_group("nccl")``, ``new_group``, a device
+    mesh's — is a ``vramlab`` process group whose collectives complete at
+    once, as if every rank held this rank's data: an all-gather fills each
+    slot with the input, everything else leaves its tensors as they are. So
+    what the collectives' callers allocate (FSDP's all-gather and
+    reduce-scatter buffers, DDP's buckets, DTensor redistributions) is
+    allocated as on a GPU, and checks that compare ranks (DDP's parameter
+    shapes) agree. NCCL itself does not run, so its buffers are not in the
+    snapshot. Appends each group's size (of the groups this rank is in) to
+    ``groups``."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+    from torch._C._distributed_c10d import _create_work_from_future
+
+    world, me = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+
+    def done(result):
+        fut = torch.futures.Future()
+        fut.set_result(result)
+        return _create_work_from_future(fut)
+
+    def gather_into(slots, inp):
+        for slot in slots:
+            if slot.data_ptr() != inp.data_ptr():
+                slot.copy_(inp)
+
+    class OneRankWorld(dist.ProcessGroup):
+        def __init__(self, rank, size):
+            super().__init__(rank, size)
+            self._size = size
+
+        def getBackendName(self):
+            return "vramlab"
+
+        @property
+        def group_name(self):
+            # The name c10d registered the group under (a process group made
+            # in Python has no name of its own on the C++ side).
+            return c10d._world.pg_names[self]
+
+        @property
+        def pg_name(self):
+            return self.group_name
+
+        def size(self):
+            return self._size
+
+        def allreduce(self, tensors, opts=None):
+            return done(tensors)
+
+        def allreduce_coalesced(self, tensors, opts=None):
+            return done(tensors)
+
+        def broadcast(self, tensors, opts=None):
+            return done(tensors)
+
+        def reduce(self, tensors, opts=None):
+            return done(tensors)
+
+        def barrier(self, opts=None):
+            return done([])
+
+        def allgather(self, outputs, inputs, opts=None):
+            for outs, inp in zip(outputs, inputs):
+                gather_into(outs, inp)
+            return done(outputs)
+
+        def _allgather_base(self, out, inp, opts=None):
+            gather_into(list(torch.chunk(out, self._size)), inp)
+            return done([out])
+
+        def allgather_into_tensor_coalesced(self, outs, inps, opts=None):
+            for o, i in zip(outs, inps):
+                gather_into(list(torch.chunk(o, self._size)), i)
+            return done(outs)
+
+        def allgather_coalesced(self, outputs, inputs, opts=None):
+            return self.allgather(outputs, inputs, opts)
+
+        def reduce_scatter(self, outputs, inputs, opts=None):
+            return done(outputs)
+
+        def _reduce_scatter_base(self, out, inp, opts=None):
+            return done([out])
+
+        def reduce_scatter_tensor_coalesced(self, outs, inps, opts=None):
+            return done(outs)
+
+        def alltoall_base(self, out, inp, out_splits, in_splits, opts=None):
+            return done([out])
+
+        def alltoall(self, outs, inps, opts=None):
+            return done(outs)
+
+        def gather(self, outputs, inputs, opts=None):
+            return done(outputs)
+
+        def scatter(self, outputs, inputs, opts=None):
+            return done(outputs)
+
+        def send(self, tensors, dst, tag=0):
+            return done(tensors)
+
+        def recv(self, tensors, src, tag=0):
+            return done(tensors)
+
+        def recv_anysource(self, tensors, tag=0):
+            return done(tensors)
+
+    def create(store, rank, size, timeout):
+        if size > 1 or not groups:
+            groups.append(size)
+        return OneRankWorld(rank, size)
+
+    dist.Backend.register_backend("vramlab", create, devices=["cpu", "cuda"])
+    orig_init = c10d.init_process_group
+
+    def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
+                           store=None, group_name="", pg_options=None, device_id=None, **kw):
+        kwargs = {"timeout": timeout} if timeout is not None else {}
+        orig_init("vramlab", store=dist.HashStore(), world_size=world, rank=me, group_name=group_name,
+                  **kwargs)
+
+    orig_new_group = c10d.new_group
+
+    def new_group(ranks=None, timeout=None, backend=None, pg_options=None, *args, **kw):
+        kw.pop("device_id", None)
+        return orig_new_group(ranks=ranks, timeout=timeout, backend="vramlab", *args, **kw)
+
+    for mod in (dist, c10d):
+        mod.init_process_group = init_process_group
+        mod.new_group = new_group
+
+
+def events_digest(snap):
+    """A digest of the recorded events without their addresses and device:
+    two ranks with the same digest made the same requests in the same order
+    (what a job's ``same_as``, basis ``recorded``, says)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for trace in snap.get("device_traces", []):
+        for e in trace:
+            h.update(f"{e.get('action')} {e.get('size')} {e.get('stream')}\n".encode())
+    return h.hexdigest()
+
+
 def stats(torch):
     if not torch.cuda.is_initialized():
         return {}
@@ -166,6 +317,9 @@ def main():
     import torch
 
     start_history(torch, opts)
+    groups = []
+    if os.environ.get("VRAMLAB_RECORD_FAKE_WORLD") == "1":
+        fake_world(torch, groups)
     mode, tally = track_values(torch, opts["out"]) if opts["values"] == "track" else (None, None)
     sys.argv = [script] + rest[1:]
     sys.path[0] = os.path.dirname(script)
@@ -200,10 +354,12 @@ def main():
         "cuda_used": torch.cuda.is_initialized(),
     }
     summary.update(stats(torch))
+    summary["process_groups"] = groups
     if tally is not None:
         summary["values"] = tally
     if torch.cuda.is_initialized():
         snap = clean_snapshot(torch.cuda.memory._snapshot())
+        summary["events_digest"] = events_digest(snap)
         with open(os.path.join(opts["out"], "snapshot.pickle"), "wb") as f:
             pickle.dump(snap, f)
     with open(os.path.join(opts["out"], "summary.json"), "w") as f:

@@ -94,6 +94,9 @@ def record_script(
     max_entries: Optional[int] = None,
     stacks: Optional[str] = None,
     work: Optional[Union[str, "os.PathLike[str]"]] = None,
+    world_size: Optional[int] = None,
+    ranks: Optional[str] = None,
+    gpus_per_node: Optional[int] = None,
 ) -> "os.PathLike[str]":
     """``vramlab record``: runs ``script`` (with ``args``) unchanged on
     vramlab's fake GPU — PyTorch's allocator and NVIDIA's own libraries
@@ -109,6 +112,10 @@ def record_script(
     ``values``: how reads of device values are answered (``"track"``:
     known values and typical data, so that ``generate`` runs to
     ``max_new_tokens``; ``"device"``: what was copied there, else zero).
+    ``world_size`` (with ``ranks``, e.g. ``"0,7"`` or ``"all"``, and
+    ``gpus_per_node``) records a script written for ``torchrun`` as ranks of
+    that world; ``out`` is then a job folder (``job.json``, one snapshot per
+    recorded rank) that every function reads.
     A script that fails raises :class:`vramlab.VramlabError` (the snapshot
     up to the failure is still written when there is one).
     """
@@ -125,6 +132,12 @@ def record_script(
         argv += ["--stacks", stacks]
     if work is not None:
         argv += ["--work", os.fspath(work)]
+    if world_size is not None:
+        argv += ["--world-size", str(world_size)]
+    if ranks is not None:
+        argv += ["--ranks", ranks]
+    if gpus_per_node is not None:
+        argv += ["--gpus-per-node", str(gpus_per_node)]
     argv += ["--", os.fspath(script), *[os.fspath(a) for a in args]]
     _api.run(argv)
     return Path(out)

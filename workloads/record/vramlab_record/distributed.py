@@ -117,8 +117,12 @@ class FakeWorld:
     def _patch_distributed(self):
         import torch.distributed as dist
         import torch.distributed.distributed_c10d as c10d
-        import torch.testing._internal.distributed.fake_pg  # noqa: F401  (registers "fake")
-        from torch._C._distributed_c10d import FakeStore
+        # Registers "fake"; its store lives in that module up to 2.11, in _C later.
+        import torch.testing._internal.distributed.fake_pg as fake_pg
+
+        FakeStore = getattr(fake_pg, "FakeStore", None)
+        if FakeStore is None:
+            from torch._C._distributed_c10d import FakeStore
 
         world = self
         orig_init = c10d.init_process_group
