@@ -5,7 +5,8 @@ snapshot must hold what PyTorch's and NVIDIA's own code decided there:
 
 - linear_train.py: cuBLAS/cuBLASLt's two 32 MiB workspaces (PyTorch's
   size for compute capability 9.0, one per handle), and a value sent to
-  the device reads back;
+  the device reads back; recorded again on a fake A100 (`--gpu a100-80gb`),
+  the workspaces are PyTorch's size for other cards, 8,519,680 bytes;
 - conv_train.py: cuDNN's workspaces, the exact sizes its heuristics pick
   for these convolutions on an H200's properties;
 - embedding_train.py: an embedding's backward runs (CUB's radix sort);
@@ -43,6 +44,9 @@ CONV_WORKSPACES = [4231184, 8167440, 10232487, 4889232]
 #: output is a job folder, and rank 0's snapshot is checked.
 WORLDS = {"accelerate_fsdp": ["--world-size", "2", "--ranks", "all"]}
 
+#: Scripts recorded once more on another card: (name, --gpu).
+OTHER_CARDS = [("linear_train", "a100-80gb")]
+
 
 def allocations(snapshot):
     return [e for trace in snapshot["device_traces"] for e in trace if e["action"] == "alloc"]
@@ -55,7 +59,10 @@ def frames_mention(e, part):
 def check(name, snap, out):
     allocs = allocations(snap)
     sizes = collections.Counter(e["size"] for e in allocs)
-    if name == "linear_train":
+    if name == "linear_train@a100-80gb":
+        if sizes[8519680] != 2:
+            yield f"{sizes[8519680]} allocations of 8,519,680 bytes (cuBLAS workspaces on an A100), expected 2"
+    elif name == "linear_train":
         if sizes[32 << 20] != 2:
             yield f"{sizes[32 << 20]} allocations of 32 MiB (cuBLAS/cuBLASLt workspaces), expected 2"
         if "round trip [1, 2, 3]" not in out:
@@ -92,17 +99,16 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="vramlab-check-recorder-")
     os.makedirs(work, exist_ok=True)
     failures = []
-    for script in sorted(os.listdir(SCRIPTS)):
-        if not script.endswith(".py"):
-            continue
-        name = script[:-3]
+    runs = [(s[:-3], s, []) for s in sorted(os.listdir(SCRIPTS)) if s.endswith(".py")]
+    runs += [(f"{n}@{gpu}", n + ".py", ["--gpu", gpu]) for n, gpu in OTHER_CARDS]
+    for name, script, extra in runs:
         out_pickle = os.path.join(work, name + ".pickle")
         out = out_pickle
         if name in WORLDS:
             out = os.path.join(work, name + "-job")
             out_pickle = os.path.join(out, "rank0.pickle")
         cmd = [args.vramlab, "record", "--torch", args.torch, "--work", os.path.join(work, name),
-               *WORLDS.get(name, []), "-o", out, "--", os.path.join(SCRIPTS, script)]
+               *WORLDS.get(name, []), *extra, "-o", out, "--", os.path.join(SCRIPTS, script)]
         run = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
                              env={**os.environ, "VRAMLAB_FAKECUDA_QUIET": "1"})
         said = [line for line in run.stderr.splitlines() if line.startswith("record:")]

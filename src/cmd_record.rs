@@ -27,8 +27,8 @@ pub struct RecordArgs {
     out: PathBuf,
     /// The card the fake GPU is: its name, memory and properties, so that
     /// PyTorch and NVIDIA's libraries choose as they would on it
-    /// (h100-80gb, h100-94gb or h200: the cards whose properties the fake
-    /// device has).
+    /// (h200, h100-80gb, h100-94gb, a100-40gb, a100-80gb, l4, rtx4090: the
+    /// cards whose properties the fake device has).
     #[arg(long, value_name = "NAME", default_value = "h200")]
     gpu: String,
     /// Memory PyTorch may use on the fake card, instead of the card's usable
@@ -90,28 +90,34 @@ pub struct RecordArgs {
     command: Vec<OsString>,
 }
 
-/// The cards whose properties the fake device reports (compute capability
-/// 9.0), by `--gpu` name, with the name `cudaGetDeviceProperties` gives.
-const FAKE_CARDS: &[(&str, &str)] = &[
-    ("h100-80gb", "NVIDIA H100 80GB HBM3"),
-    ("h100-94gb", "NVIDIA H100 NVL"),
-    ("h200", "NVIDIA H200"),
+/// The cards whose properties the fake device has, by `--gpu` name: the
+/// name `cudaGetDeviceProperties` gives, and the fake's card model
+/// (`VRAMLAB_FAKECUDA_CARD`: compute capability, SMs, caches, shared memory).
+const FAKE_CARDS: &[(&str, &str, &str)] = &[
+    ("h100-80gb", "NVIDIA H100 80GB HBM3", "h100-80gb"),
+    ("h100-94gb", "NVIDIA H100 NVL", "h100-94gb"),
+    ("h200", "NVIDIA H200", "h200"),
+    ("a100-40gb", "NVIDIA A100-SXM4-40GB", "a100"),
+    ("a100-80gb", "NVIDIA A100-SXM4-80GB", "a100"),
+    ("l4", "NVIDIA L4", "l4"),
+    ("rtx4090", "NVIDIA GeForce RTX 4090", "rtx4090"),
 ];
 
 /// The fake card for `--gpu NAME`.
 fn card(name: &str) -> Result<FakeCard> {
     let gpu: &Gpu = find_gpu(name).map_err(anyhow::Error::msg)?;
-    let Some((_, device_name)) = FAKE_CARDS.iter().find(|(n, _)| *n == gpu.name) else {
-        let known: Vec<&str> = FAKE_CARDS.iter().map(|(n, _)| *n).collect();
+    let Some((_, device_name, model)) = FAKE_CARDS.iter().find(|(n, _, _)| *n == gpu.name) else {
+        let known: Vec<&str> = FAKE_CARDS.iter().map(|(n, _, _)| *n).collect();
         bail!(
-            "--gpu {name}: the fake GPU reports the properties of compute capability 9.0 cards only ({}); \
-             on {} PyTorch and NVIDIA's libraries would choose kernels and workspaces for a card it is not",
+            "--gpu {name}: the fake GPU has the properties of {} only; on {} PyTorch and NVIDIA's \
+             libraries would choose kernels and workspaces for a card it is not",
             known.join(", "),
             gpu.description
         );
     };
     Ok(FakeCard {
         name: (*device_name).to_string(),
+        model: (*model).to_string(),
         total_bytes: gpu.total_bytes(),
         usable_bytes: gpu.usable_bytes(),
     })

@@ -236,10 +236,10 @@ pub extern "C" fn cudaFuncSetAttribute(_f: *const c_void, _a: c_int, _v: c_int) 
 }
 
 /// `cudaFuncGetAttributes`: 1024 threads per block, PTX and binary
-/// version 90 (the card's compute capability: the wheels carry sm_90 code,
-/// and CUB picks its tuning policy by this PTX version — zero made it
-/// answer 98, "invalid device function"), 48 KiB of dynamic shared memory;
-/// sizes and registers zero.
+/// version of the card's compute capability (90 on an H100: the wheels
+/// carry code for it, and CUB picks its tuning policy by this PTX version —
+/// zero made it answer 98, "invalid device function"), 48 KiB of dynamic
+/// shared memory; sizes and registers zero.
 ///
 /// # Safety
 /// `a` is null or points to a writable `cudaFuncAttributes` (at least the
@@ -253,8 +253,10 @@ pub unsafe extern "C" fn cudaFuncGetAttributes(a: *mut c_void, _f: *const c_void
         if !a.is_null() {
             let at = |offset: usize| a.cast::<u8>().add(offset).cast::<c_int>();
             put(at(24), 1024);
-            put(at(32), 90);
-            put(at(36), 90);
+            let card = crate::cards::card();
+            let version = card.major * 10 + card.minor;
+            put(at(32), version);
+            put(at(36), version);
             put(at(44), 48 << 10);
         }
     }

@@ -52,6 +52,7 @@
 //! | `VRAMLAB_FAKECUDA_TOTAL` | total memory `cudaMemGetInfo` reports | the capacity, else 1 TiB |
 //! | `VRAMLAB_FAKECUDA_PLACEMENT` | `driver` or `ascending` | `driver` |
 //! | `VRAMLAB_FAKECUDA_NAME` | device name | `NVIDIA H200` |
+//! | `VRAMLAB_FAKECUDA_CARD` | the card's other properties: `h200`, `h100-80gb`, `h100-94gb`, `a100`, `l4`, `rtx4090` (`cards.rs`) | `h200` |
 //! | `VRAMLAB_FAKECUDA_RUNTIME_VERSION` | `cudaRuntimeGetVersion` (12040, 13000, …); also picks the struct layouts | 13000 |
 //! | `VRAMLAB_FAKECUDA_LOG` | file that gets one line per device call | none |
 //! | `VRAMLAB_FAKECUDA_QUIET` | no "not faked" lines on stderr | off |
@@ -67,6 +68,7 @@
 
 #![allow(non_snake_case)]
 
+mod cards;
 mod config;
 mod driver;
 mod driver_memory;

@@ -234,7 +234,7 @@ fn function_attribute(f: *mut c_void, attr: c_int) -> c_int {
     match attr {
         0 => 1024, // max threads per block
         4 => 32,   // registers per thread
-        5 | 6 => crate::props::MAJOR_VERSION * 10 + crate::props::MINOR_VERSION, // PTX and binary version
+        5 | 6 => crate::cards::card().major * 10 + crate::cards::card().minor, // PTX and binary version
         9 => -1, // preferred shared-memory carveout: none
         _ => 0,  // static shared, constant, local memory; max dynamic shared memory; …
     }
@@ -405,7 +405,7 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSize(
     // SAFETY: output parameters (caller's contract).
     unsafe {
         put(block, b);
-        put(grid, blocks_per_sm(b) * crate::props::SM_COUNT);
+        put(grid, blocks_per_sm(b) * crate::cards::card().sm_count);
     }
     SUCCESS
 }
@@ -511,7 +511,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveClusters(
         .find(|a| a.id == CLUSTER_DIMENSION)
         .map_or(1, |a| a.value.iter().take(3).map(|v| (*v).max(1)).product());
     // SAFETY: output parameter (caller's contract).
-    unsafe { put(n, crate::props::SM_COUNT / size.max(1) as c_int) };
+    unsafe { put(n, crate::cards::card().sm_count / size.max(1) as c_int) };
     SUCCESS
 }
 

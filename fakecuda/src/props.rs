@@ -92,15 +92,9 @@ const MAJOR: usize = 360;
 const MINOR: usize = 364;
 const TEXTURE_ALIGNMENT: usize = 368;
 
-/// An H200's figures (compute capability 9.0, 132 SMs); name and memory
-/// from the settings.
-pub(crate) const MAJOR_VERSION: i32 = 9;
-/// Compute capability minor.
-pub(crate) const MINOR_VERSION: i32 = 0;
-/// Streaming multiprocessors.
-pub(crate) const SM_COUNT: i32 = 132;
-
-/// Fills the caller's `cudaDeviceProp` for device `d`.
+/// Fills the caller's `cudaDeviceProp` for device `d`: the figures of the
+/// card ([`cards::card`](crate::cards::card)); name and memory from the
+/// settings.
 ///
 /// # Safety
 /// `p` is null or points to a `cudaDeviceProp` of the caller's CUDA major
@@ -110,6 +104,7 @@ pub(crate) unsafe fn fill(p: *mut c_void, d: u32, cuda_major: i32, name: &str, t
         return;
     }
     let l = if cuda_major >= 13 { &CUDA13 } else { &CUDA12 };
+    let card = crate::cards::card();
     let base = p.cast::<u8>();
     let i32_at = |off: usize, v: i32| {
         // SAFETY: `off + 4 <= l.size`: every offset comes from the layout of
@@ -139,26 +134,26 @@ pub(crate) unsafe fn fill(p: *mut c_void, d: u32, cuda_major: i32, name: &str, t
         i32_at(MAX_GRID_SIZE + 4 * i, v);
     }
     u64_at(TOTAL_CONST_MEM, 65_536);
-    i32_at(MAJOR, MAJOR_VERSION);
-    i32_at(MINOR, MINOR_VERSION);
+    i32_at(MAJOR, card.major);
+    i32_at(MINOR, card.minor);
     u64_at(TEXTURE_ALIGNMENT, 512);
-    i32_at(l.multi_processor_count, SM_COUNT);
+    i32_at(l.multi_processor_count, card.sm_count);
     i32_at(l.integrated, 0);
     i32_at(l.can_map_host_memory, 1);
     i32_at(l.concurrent_kernels, 1);
-    i32_at(l.ecc_enabled, 1);
+    i32_at(l.ecc_enabled, i32::from(card.ecc));
     i32_at(l.pci_bus_id, 0x18 + d as i32);
     i32_at(l.async_engine_count, 3);
     i32_at(l.unified_addressing, 1);
-    i32_at(l.memory_bus_width, 6144);
-    i32_at(l.l2_cache_size, 52_428_800);
-    i32_at(l.max_threads_per_multi_processor, 2048);
+    i32_at(l.memory_bus_width, card.bus_width);
+    i32_at(l.l2_cache_size, card.l2_bytes);
+    i32_at(l.max_threads_per_multi_processor, card.threads_per_sm);
     i32_at(l.stream_priorities_supported, 1);
-    u64_at(l.shared_mem_per_multiprocessor, 233_472);
+    u64_at(l.shared_mem_per_multiprocessor, card.shared_per_sm as u64);
     i32_at(l.regs_per_multiprocessor, 65_536);
     i32_at(l.managed_memory, 1);
     i32_at(l.concurrent_managed_access, 1);
-    u64_at(l.shared_mem_per_block_optin, 232_448);
-    i32_at(l.max_blocks_per_multi_processor, 32);
+    u64_at(l.shared_mem_per_block_optin, card.shared_optin as u64);
+    i32_at(l.max_blocks_per_multi_processor, card.blocks_per_sm);
     i32_at(l.memory_pools_supported, 1);
 }

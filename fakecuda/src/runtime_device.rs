@@ -9,53 +9,56 @@ use crate::props;
 use crate::state::{config, current_device, set_current_device, state};
 
 /// Device `d`'s attribute `attr` (`cudaDeviceAttr` and `CUdevice_attribute`
-/// share their numbers): an H100/H200 (compute capability 9.0, SXM), as
-/// `cudaGetDeviceProperties` reports it; 0 for what the card does not have.
+/// share their numbers): the card of [`cards::card`](crate::cards::card),
+/// as `cudaGetDeviceProperties` reports it; 0 for what it does not have.
 /// Limits the CUDA libraries size their launches by (grid and block
 /// dimensions, shared memory, registers) are the card's, never 0.
 pub(crate) fn attribute(attr: c_int, d: c_int) -> c_int {
+    let card = crate::cards::card();
     match attr {
-        1..=3 => 1024,          // max threads per block; max block dim x, y
-        4 => 64,                // max block dim z
-        5 | 11 => i32::MAX,     // max grid dim x; max pitch
-        6 | 7 => 65_535,        // max grid dim y, z
-        8 => 49_152,            // max shared memory per block
-        9 | 12 | 82 => 65_536,  // constant memory; registers per block, per SM
-        10 => 32,               // warp size
-        13 => 1_980_000,        // clock rate, kHz
-        14 | 30 => 512,         // texture and surface alignment
-        15 | 19 | 31 | 32 => 1, // copy overlap, host mapping, concurrent kernels, ECC
-        16 => props::SM_COUNT,
+        1..=3 => 1024,         // max threads per block; max block dim x, y
+        4 => 64,               // max block dim z
+        5 | 11 => i32::MAX,    // max grid dim x; max pitch
+        6 | 7 => 65_535,       // max grid dim y, z
+        8 => 49_152,           // max shared memory per block
+        9 | 12 | 82 => 65_536, // constant memory; registers per block, per SM
+        10 => 32,              // warp size
+        13 => card.clock_khz,  // clock rate, kHz
+        14 | 30 => 512,        // texture and surface alignment
+        15 | 19 | 31 => 1,     // copy overlap, host mapping, concurrent kernels
+        32 => c_int::from(card.ecc),
+        16 => card.sm_count,
         21 | 22 | 56 | 70 => 131_072, // 1D/2D texture and surface widths
         23 | 57 => 65_536,            // 2D texture and surface heights
         24..=26 | 58..=60 => 16_384,  // 3D textures and surfaces
         27 | 28 | 42 | 45 | 46 | 52 | 53 | 55 | 61 | 63 | 64 | 66 | 67 | 73 | 74 | 77 => 32_768,
-        29 | 43 | 62 | 65 => 2048, // layered texture and surface layers
-        54 | 68 => 2046,           // cubemap layers
-        33 => 0x18 + d,            // PCI bus id
-        36 => 3_201_000,           // memory clock rate, kHz
-        37 => 6144,                // global memory bus width
-        38 => 52_428_800,          // L2 cache size
-        39 => 2048,                // max threads per multiprocessor
-        40 => 3,                   // async engines
-        47 | 48 => 8192,           // 3D texture alternates
+        29 | 43 | 62 | 65 => 2048,   // layered texture and surface layers
+        54 | 68 => 2046,             // cubemap layers
+        33 => 0x18 + d,              // PCI bus id
+        36 => card.memory_clock_khz, // memory clock rate, kHz
+        37 => card.bus_width,        // global memory bus width
+        38 => card.l2_bytes,         // L2 cache size
+        39 => card.threads_per_sm,   // max threads per multiprocessor
+        40 => 3,                     // async engines
+        47 | 48 => 8192,             // 3D texture alternates
         49 => 32_768,
         51 => 32,        // texture pitch alignment
         69 => 1 << 28,   // 1D linear texture width
         71 => 65_000,    // 2D linear texture height
         72 => 2_097_120, // 2D linear texture pitch
-        75 => props::MAJOR_VERSION,
-        76 => props::MINOR_VERSION,
-        81 => 233_472,      // max shared memory per multiprocessor
-        87 => 2,            // single- to double-precision ratio
-        97 => 232_448,      // max shared memory per block, opt-in
-        106 => 32,          // max blocks per multiprocessor
-        108 => 39_321_600,  // max persisting L2 (three quarters of L2)
-        109 => 134_213_632, // max access-policy window
-        111 => 1024,        // shared memory reserved per block
-        119 => 1,           // memory-pool handle types: POSIX fd
-        125 => 4,           // memory sync domains
-        130 => -1,          // NUMA id: none
+        75 => card.major,
+        76 => card.minor,
+        81 => card.shared_per_sm,  // max shared memory per multiprocessor
+        87 => 2,                   // single- to double-precision ratio
+        97 => card.shared_optin,   // max shared memory per block, opt-in
+        106 => card.blocks_per_sm, // max blocks per multiprocessor
+        108 => card.l2_bytes / 4 * 3, // max persisting L2 (three quarters of L2)
+        109 => 134_213_632,        // max access-policy window
+        111 => 1024,               // shared memory reserved per block
+        119 => 1,                  // memory-pool handle types: POSIX fd
+        125 => 4,                  // memory sync domains
+        130 => -1,                 // NUMA id: none
+        120 => c_int::from(card.clusters), // cluster launch
         // Supported: integrated no (18); L1 caches, managed memory,
         // preemption, stream ops, cooperative launch, host registration,
         // virtual memory and its POSIX handles, compression, RDMA, memory
@@ -72,7 +75,7 @@ pub(crate) fn attribute(attr: c_int, d: c_int) -> c_int {
         | 107
         | 110
         | 112..=117
-        | 120..=124
+        | 121..=124
         | 126
         | 128 => 1,
         _ => 0,

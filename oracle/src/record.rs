@@ -23,6 +23,9 @@ const DATADEP_PY: &str = include_str!("../../workloads/record/vramlab_record/dat
 pub struct FakeCard {
     /// What `cudaGetDeviceProperties` calls it (`NVIDIA H200`).
     pub name: String,
+    /// The fake device's card model (`VRAMLAB_FAKECUDA_CARD`: `h200`,
+    /// `a100`, …), whose compute capability, SMs and caches it reports.
+    pub model: String,
     /// Memory the driver reports (`cudaMemGetInfo`'s total).
     pub total_bytes: u64,
     /// Memory PyTorch can use (the total less the context): allocations
@@ -154,6 +157,7 @@ pub fn record_script(
         .args(&opts.args)
         .envs(fake.env(&device))
         .env("VRAMLAB_FAKECUDA_NAME", &opts.card.name)
+        .env("VRAMLAB_FAKECUDA_CARD", &opts.card.model)
         .env("VRAMLAB_FAKECUDA_DEVICES", opts.devices.to_string())
         .envs(opts.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::inherit());
