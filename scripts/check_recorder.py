@@ -9,14 +9,22 @@ snapshot must hold what PyTorch's and NVIDIA's own code decided there:
   the workspaces are PyTorch's size for other cards, 8,519,680 bytes;
 - conv_train.py: cuDNN's workspaces, the exact sizes its heuristics pick
   for these convolutions on an H200's properties;
+- compile_reduce_overhead.py: CUDA graphs capture inductor's code, and
+  the snapshot has their private pool's segments (the captured graphs have
+  nodes: PyTorch does not warn that one is empty);
 - embedding_train.py: an embedding's backward runs (CUB's radix sort);
 - compile_train.py: allocations made by inductor's generated code
   (torch.compile ran, and Triton's launcher with it);
 - llama_generate.py: `generate` runs to max_new_tokens (the value
   tracker answers its stopping checks);
 - llama_trainer.py: a Hugging Face Trainer trains three steps;
+- diffusers_pipeline.py: a diffusers pipeline (a small UNet2DModel, two
+  denoising steps) makes its images;
+- trl_sft.py: TRL's SFTTrainer trains two steps;
 - accelerate_fsdp.py: an accelerate loop with FSDP2, recorded as both
-  ranks of a world of 2 (a job folder), with FSDP's own all-gathers.
+  ranks of a world of 2 (a job folder), with FSDP's own all-gathers;
+- the sharded corpus' small scripts (workloads/record/examples/sharded:
+  DDP, FSDP1, FSDP2, tensor parallel) as ranks 0 and 3 of 4.
 
     python3 scripts/check_recorder.py [--vramlab target/release/vramlab] [--torch 2.11] [--keep DIR]
 
@@ -44,6 +52,13 @@ CONV_WORKSPACES = [4231184, 8167440, 10232487, 4889232]
 #: output is a job folder, and rank 0's snapshot is checked.
 WORLDS = {"accelerate_fsdp": ["--world-size", "2", "--ranks", "all"]}
 
+#: The small scripts of the sharded corpus (DDP, FSDP1, FSDP2, tensor
+#: parallel), recorded as ranks 0 and 3 of 4; rank 0's snapshot is checked.
+SHARDED = os.path.join(ROOT, "workloads", "record", "examples", "sharded")
+SHARDED_SCRIPTS = ["ddp_mlp", "fsdp1_mlp", "fsdp2_mlp", "tp_mlp"]
+for _n in SHARDED_SCRIPTS:
+    WORLDS[f"sharded/{_n}"] = ["--world-size", "4", "--ranks", "0,3"]
+
 #: Scripts recorded once more on another card: (name, --gpu).
 OTHER_CARDS = [("linear_train", "a100-80gb")]
 
@@ -56,7 +71,7 @@ def frames_mention(e, part):
     return any(part in f.get("filename", "") for f in e.get("frames", []))
 
 
-def check(name, snap, out):
+def check(name, snap, out, err):
     allocs = allocations(snap)
     sizes = collections.Counter(e["size"] for e in allocs)
     if name == "linear_train@a100-80gb":
@@ -71,6 +86,25 @@ def check(name, snap, out):
         odd = [e["size"] for e in allocs if e["size"] % 512 and e["size"] >= 1 << 20]
         if odd != CONV_WORKSPACES:
             yield f"cuDNN workspaces {odd}, expected {CONV_WORKSPACES}"
+    elif name == "compile_reduce_overhead":
+        pools = {tuple(seg.get("segment_pool_id") or (0, 0)) for seg in snap.get("segments", [])}
+        if not pools - {(0, 0)}:
+            yield "no segment of a CUDA graph's private pool"
+        if "The CUDA Graph is empty" in err:
+            yield "PyTorch found a captured graph empty"
+    elif name == "diffusers_pipeline":
+        if "images (4, 64, 64, 3)" not in out or not any(frames_mention(e, "diffusers") for e in allocs):
+            yield "the diffusers pipeline did not make its images"
+    elif name == "trl_sft":
+        if "sft trained" not in out or not any(frames_mention(e, "trl") for e in allocs):
+            yield "TRL's SFTTrainer did not train"
+    elif name.startswith("sharded/"):
+        if not allocs:
+            yield "rank 0 allocated nothing"
+        if name == "sharded/fsdp2_mlp" and not any(frames_mention(e, "_fully_shard") for e in allocs):
+            yield "no allocation by FSDP2 (fully_shard)"
+        if name == "sharded/ddp_mlp" and not any(frames_mention(e, "distributed.py") for e in allocs):
+            yield "no allocation by DDP (its gradient buckets)"
     elif name == "embedding_train":
         if "ok (50257, 256)" not in out:
             yield "the embedding's backward did not run"
@@ -99,16 +133,17 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="vramlab-check-recorder-")
     os.makedirs(work, exist_ok=True)
     failures = []
-    runs = [(s[:-3], s, []) for s in sorted(os.listdir(SCRIPTS)) if s.endswith(".py")]
-    runs += [(f"{n}@{gpu}", n + ".py", ["--gpu", gpu]) for n, gpu in OTHER_CARDS]
+    runs = [(s[:-3], os.path.join(SCRIPTS, s), []) for s in sorted(os.listdir(SCRIPTS)) if s.endswith(".py")]
+    runs += [(f"{n}@{gpu}", os.path.join(SCRIPTS, n + ".py"), ["--gpu", gpu]) for n, gpu in OTHER_CARDS]
+    runs += [(f"sharded/{n}", os.path.join(SHARDED, n + ".py"), []) for n in SHARDED_SCRIPTS]
     for name, script, extra in runs:
-        out_pickle = os.path.join(work, name + ".pickle")
+        out_pickle = os.path.join(work, name.replace("/", "-") + ".pickle")
         out = out_pickle
-        if name in WORLDS:
-            out = os.path.join(work, name + "-job")
+        if name in WORLDS or name.startswith("sharded/"):
+            out = os.path.join(work, name.replace("/", "-") + "-job")
             out_pickle = os.path.join(out, "rank0.pickle")
-        cmd = [args.vramlab, "record", "--torch", args.torch, "--work", os.path.join(work, name),
-               *WORLDS.get(name, []), *extra, "-o", out, "--", os.path.join(SCRIPTS, script)]
+        cmd = [args.vramlab, "record", "--torch", args.torch, "--work", os.path.join(work, name.replace("/", "-")),
+               *WORLDS.get(name, []), *extra, "-o", out, "--", script]
         run = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
                              env={**os.environ, "VRAMLAB_FAKECUDA_QUIET": "1"})
         said = [line for line in run.stderr.splitlines() if line.startswith("record:")]
@@ -118,7 +153,7 @@ def main():
             continue
         with open(out_pickle, "rb") as f:
             snap = pickle.load(f)
-        failures += [f"{name}: {why}" for why in check(name, snap, run.stdout)]
+        failures += [f"{name}: {why}" for why in check(name, snap, run.stdout, run.stderr)]
     for f in failures:
         print("FAILED", f)
     if failures:

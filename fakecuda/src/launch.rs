@@ -117,8 +117,9 @@ pub extern "C" fn cudaLaunchKernel(
     _b: Dim3,
     _args: *mut *mut c_void,
     _sm: usize,
-    _s: Handle,
+    s: Handle,
 ) -> CudaError {
+    crate::streams::note_work(s);
     SUCCESS
 }
 

@@ -199,10 +199,11 @@ pub unsafe extern "C" fn cudaMemcpyAsync(
     s: *const c_void,
     n: usize,
     k: c_int,
-    _stream: Handle,
+    stream: Handle,
 ) -> CudaError {
     // SAFETY: caller's contract.
     unsafe { transfer(d as u64, s as u64, n, k) };
+    crate::streams::note_work(stream);
     SUCCESS
 }
 

@@ -311,21 +311,29 @@ pub extern "C" fn cuLaunchKernel(
     _by: c_uint,
     _bz: c_uint,
     _shared: c_uint,
-    _stream: *mut c_void,
+    stream: *mut c_void,
     _params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CuResult {
+    crate::streams::note_work(stream);
     SUCCESS
 }
 
 /// `cuLaunchKernelEx`: nothing runs.
+///
+/// # Safety
+/// `config` is null or points to a `CUlaunchConfig`.
 #[unsafe(no_mangle)]
-pub extern "C" fn cuLaunchKernelEx(
-    _config: *const c_void,
+pub unsafe extern "C" fn cuLaunchKernelEx(
+    config: *const LaunchConfig,
     _f: *mut c_void,
     _params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CuResult {
+    // SAFETY: null or a readable CUlaunchConfig (caller's contract).
+    if let Some(c) = unsafe { config.as_ref() } {
+        crate::streams::note_work(c.stream);
+    }
     SUCCESS
 }
 

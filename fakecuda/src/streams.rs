@@ -24,6 +24,28 @@ fn new_handle() -> Handle {
 struct Capture {
     id: u64,
     graph: usize,
+    /// Work queued on the stream while it captured (launches, copies,
+    /// sets): the graph's nodes.
+    nodes: usize,
+}
+
+/// Streams capturing now (so that a launch outside any capture takes no lock).
+static CAPTURING: AtomicUsize = AtomicUsize::new(0);
+
+/// Nodes of each graph a capture ended in, by graph handle.
+static GRAPH_NODES: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
+/// Work was queued on `stream`: a node of its graph if it is capturing
+/// (PyTorch warns about a captured graph without nodes).
+pub(crate) fn note_work(stream: Handle) {
+    if CAPTURING.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    with_captures(|_, m| {
+        if let Some(c) = m.get_mut(&(stream as usize)) {
+            c.nodes += 1;
+        }
+    });
 }
 
 static CAPTURES: Mutex<Option<(u64, HashMap<usize, Capture>)>> = Mutex::new(None);
@@ -151,7 +173,14 @@ pub extern "C" fn cudaStreamBeginCapture(s: Handle, _mode: c_int) -> CudaError {
     }
     let graph = new_handle() as usize;
     with_captures(|next, m| {
-        m.insert(s as usize, Capture { id: *next, graph });
+        let fresh = Capture {
+            id: *next,
+            graph,
+            nodes: 0,
+        };
+        if m.insert(s as usize, fresh).is_none() {
+            CAPTURING.fetch_add(1, Ordering::Relaxed);
+        }
         *next += 1;
     });
     SUCCESS
@@ -170,7 +199,7 @@ pub extern "C" fn cudaStreamBeginCaptureToGraph(
     cudaStreamBeginCapture(s, mode)
 }
 
-/// `cudaStreamEndCapture`: the captured (empty) graph.
+/// `cudaStreamEndCapture`: the captured graph (its nodes counted, none run).
 ///
 /// # Safety
 /// `graph` is null or valid for a write.
@@ -178,6 +207,12 @@ pub extern "C" fn cudaStreamBeginCaptureToGraph(
 pub unsafe extern "C" fn cudaStreamEndCapture(s: Handle, graph: *mut Handle) -> CudaError {
     match with_captures(|_, m| m.remove(&(s as usize))) {
         Some(c) => {
+            CAPTURING.fetch_sub(1, Ordering::Relaxed);
+            GRAPH_NODES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(HashMap::new)
+                .insert(c.graph, c.nodes);
             // SAFETY: output parameter (caller's contract).
             unsafe { put(graph, c.graph as Handle) };
             SUCCESS
@@ -376,7 +411,14 @@ pub extern "C" fn cudaGraphLaunch(_e: Handle, _s: Handle) -> CudaError {
 
 /// `cudaGraphDestroy`.
 #[unsafe(no_mangle)]
-pub extern "C" fn cudaGraphDestroy(_g: Handle) -> CudaError {
+pub extern "C" fn cudaGraphDestroy(g: Handle) -> CudaError {
+    if let Some(m) = GRAPH_NODES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+    {
+        m.remove(&(g as usize));
+    }
     SUCCESS
 }
 
@@ -386,18 +428,41 @@ pub extern "C" fn cudaGraphExecDestroy(_e: Handle) -> CudaError {
     SUCCESS
 }
 
-/// `cudaGraphGetNodes`: an empty graph.
+/// `cudaGraphGetNodes`: as many nodes as work was captured (opaque
+/// handles where the caller asks for them).
 ///
 /// # Safety
-/// `n` is null or valid for a write.
+/// `n` is null or valid for a read and a write; `nodes` is null or valid
+/// for `*n` handles.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cudaGraphGetNodes(
-    _g: Handle,
-    _nodes: *mut Handle,
+    g: Handle,
+    nodes: *mut Handle,
     n: *mut usize,
 ) -> CudaError {
-    // SAFETY: output parameter (caller's contract).
-    unsafe { put(n, 0) };
+    if n.is_null() {
+        return ret(crate::ffi::INVALID_VALUE);
+    }
+    let count = GRAPH_NODES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&(g as usize)).copied())
+        .unwrap_or(0);
+    if nodes.is_null() {
+        // SAFETY: checked non-null; output parameter (caller's contract).
+        unsafe { put(n, count) };
+        return SUCCESS;
+    }
+    // SAFETY: `n` is readable; `nodes` holds `*n` handles (caller's contract).
+    unsafe {
+        let room = *n;
+        let written = room.min(count);
+        for i in 0..written {
+            nodes.add(i).write(new_handle());
+        }
+        put(n, written);
+    }
     SUCCESS
 }
 
