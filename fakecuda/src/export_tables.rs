@@ -15,8 +15,12 @@
 //! | context checks | `263e8860-…` | "nothing to report" |
 //! | integrity check | `d4082055-…` | the runtime's HMAC-MD2 over the process, its tables and the devices |
 //!
-//! Any other table (`f8cff951-…`, which the runtime asks for first and
-//! does without) is "not found", as a driver without it answers.
+//! Any other table is "not found", as a driver without it answers. Two are
+//! asked for and done without on every run (`f8cff951-…` by the runtime
+//! first, `da9151d3-…` by cuBLASLt), and three slots are called and
+//! declined with "not supported" on every run, after which the caller takes
+//! its own path (tools hooks 1 and 4, `1734dc26-…` 4): these are said
+//! nowhere; any other unanswered table or slot is said once on stderr.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
@@ -54,6 +58,17 @@ macro_rules! unanswered {
     }};
 }
 
+/// A slot seen called on every run and declined ("not supported", 801),
+/// after which its caller goes its own way: nothing is said.
+macro_rules! declined {
+    ($name:ident) => {{
+        extern "C" fn $name() -> CuResult {
+            crate::ffi::NOT_SUPPORTED
+        }
+        Slot($name as *const c_void)
+    }};
+}
+
 static RUNTIME_INTERFACE: [Slot; 13] = [
     size_of_table(13),
     Slot(module_from_fatbin as *const c_void),
@@ -72,10 +87,10 @@ static RUNTIME_INTERFACE: [Slot; 13] = [
 
 static TOOLS_HOOKS: [Slot; 7] = [
     size_of_table(7),
-    unanswered!(hooks_slot_1, "export table hooks slot 1"),
+    declined!(hooks_slot_1),
     Slot(tools_buffer_large as *const c_void),
     unanswered!(hooks_slot_3, "export table hooks slot 3"),
-    unanswered!(hooks_slot_4, "export table hooks slot 4"),
+    declined!(hooks_slot_4),
     unanswered!(hooks_slot_5, "export table hooks slot 5"),
     Slot(tools_buffer_small as *const c_void),
 ];
@@ -123,7 +138,7 @@ static LT_CACHE: [Slot; 8] = [
     unanswered!(lt_slot_1, "export table 1734dc26 slot 1"),
     unanswered!(lt_slot_2, "export table 1734dc26 slot 2"),
     unanswered!(lt_slot_3, "export table 1734dc26 slot 3"),
-    unanswered!(lt_slot_4, "export table 1734dc26 slot 4"),
+    declined!(lt_slot_4),
     unanswered!(lt_slot_5, "export table 1734dc26 slot 5"),
     unanswered!(lt_slot_6, "export table 1734dc26 slot 6"),
     unanswered!(lt_slot_7, "export table 1734dc26 slot 7"),
@@ -179,7 +194,12 @@ pub unsafe extern "C" fn cuGetExportTable(
     // SAFETY: 16 readable bytes (caller's contract).
     let uuid = unsafe { &*id };
     let found = table(uuid);
-    if found.is_none() {
+    // Tables asked for and done without on every run (see the module docs).
+    const ABSENT: [u128; 2] = [
+        0xf8cff951_2146_8b4e_b9e2_fb469e7c0dd9,
+        0xda9151d3_3ae6_cc41_a5c0_4f26d533e328,
+    ];
+    if found.is_none() && !ABSENT.contains(&u128::from_be_bytes(*uuid)) {
         say_unknown(uuid);
     }
     // SAFETY: checked not null; the caller's output parameter.
