@@ -14,6 +14,8 @@
 //! | context identity | `21318c60-…` | a context's device and id (as `cuCtxGetId`) |
 //! | context checks | `263e8860-…` | "nothing to report" |
 //! | integrity check | `d4082055-…` | the runtime's HMAC-MD2 over the process, its tables and the devices |
+//! | cuBLASLt's | `1734dc26-…` | slot 4 declined: cuBLASLt then picks its algorithms itself |
+//! | tools function | `6e163fbe-…` | nothing yet: every slot says its number once and answers 801. cuFFT's plans call slot 7, which walks the kernels of a loaded module; answering it needs the module's functions, read from its fatbin, which the fake does not parse yet, so `torch.fft` on the fake GPU stops with `CUFFT_INTERNAL_ERROR` |
 //!
 //! Any other table is "not found", as a driver without it answers. Two are
 //! asked for and done without on every run (`f8cff951-…` by the runtime
@@ -144,6 +146,90 @@ static LT_CACHE: [Slot; 8] = [
     unanswered!(lt_slot_7, "export table 1734dc26 slot 7"),
 ];
 
+/// Slot `N` of the tools' function table, unanswered: says so once, 801.
+extern "C" fn function_slot<const N: usize>() -> CuResult {
+    static SEEN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.contains(&N) {
+        seen.push(N);
+        if !crate::state::config().quiet {
+            eprintln!(
+                "[vramlab-fakecuda] export table 6e163fbe slot {N} is not faked: it returns 801 (not supported)"
+            );
+        }
+    }
+    crate::ffi::NOT_SUPPORTED
+}
+
+/// The tools' function table (`6e163fbe-…`: a function's name, arguments,
+/// cache configuration; what cuFFT asks for).
+static TOOLS_FUNCTION: [Slot; 64] = [
+    size_of_table(64),
+    Slot(function_slot::<1> as *const c_void),
+    Slot(function_slot::<2> as *const c_void),
+    Slot(function_slot::<3> as *const c_void),
+    Slot(function_slot::<4> as *const c_void),
+    Slot(function_slot::<5> as *const c_void),
+    Slot(function_slot::<6> as *const c_void),
+    Slot(function_slot::<7> as *const c_void),
+    Slot(function_slot::<8> as *const c_void),
+    Slot(function_slot::<9> as *const c_void),
+    Slot(function_slot::<10> as *const c_void),
+    Slot(function_slot::<11> as *const c_void),
+    Slot(function_slot::<12> as *const c_void),
+    Slot(function_slot::<13> as *const c_void),
+    Slot(function_slot::<14> as *const c_void),
+    Slot(function_slot::<15> as *const c_void),
+    Slot(function_slot::<16> as *const c_void),
+    Slot(function_slot::<17> as *const c_void),
+    Slot(function_slot::<18> as *const c_void),
+    Slot(function_slot::<19> as *const c_void),
+    Slot(function_slot::<20> as *const c_void),
+    Slot(function_slot::<21> as *const c_void),
+    Slot(function_slot::<22> as *const c_void),
+    Slot(function_slot::<23> as *const c_void),
+    Slot(function_slot::<24> as *const c_void),
+    Slot(function_slot::<25> as *const c_void),
+    Slot(function_slot::<26> as *const c_void),
+    Slot(function_slot::<27> as *const c_void),
+    Slot(function_slot::<28> as *const c_void),
+    Slot(function_slot::<29> as *const c_void),
+    Slot(function_slot::<30> as *const c_void),
+    Slot(function_slot::<31> as *const c_void),
+    Slot(function_slot::<32> as *const c_void),
+    Slot(function_slot::<33> as *const c_void),
+    Slot(function_slot::<34> as *const c_void),
+    Slot(function_slot::<35> as *const c_void),
+    Slot(function_slot::<36> as *const c_void),
+    Slot(function_slot::<37> as *const c_void),
+    Slot(function_slot::<38> as *const c_void),
+    Slot(function_slot::<39> as *const c_void),
+    Slot(function_slot::<40> as *const c_void),
+    Slot(function_slot::<41> as *const c_void),
+    Slot(function_slot::<42> as *const c_void),
+    Slot(function_slot::<43> as *const c_void),
+    Slot(function_slot::<44> as *const c_void),
+    Slot(function_slot::<45> as *const c_void),
+    Slot(function_slot::<46> as *const c_void),
+    Slot(function_slot::<47> as *const c_void),
+    Slot(function_slot::<48> as *const c_void),
+    Slot(function_slot::<49> as *const c_void),
+    Slot(function_slot::<50> as *const c_void),
+    Slot(function_slot::<51> as *const c_void),
+    Slot(function_slot::<52> as *const c_void),
+    Slot(function_slot::<53> as *const c_void),
+    Slot(function_slot::<54> as *const c_void),
+    Slot(function_slot::<55> as *const c_void),
+    Slot(function_slot::<56> as *const c_void),
+    Slot(function_slot::<57> as *const c_void),
+    Slot(function_slot::<58> as *const c_void),
+    Slot(function_slot::<59> as *const c_void),
+    Slot(function_slot::<60> as *const c_void),
+    Slot(function_slot::<61> as *const c_void),
+    Slot(function_slot::<62> as *const c_void),
+    Slot(function_slot::<63> as *const c_void),
+];
+
 /// The table named `uuid`.
 fn table(uuid: &[u8; 16]) -> Option<*const c_void> {
     const fn id(hex: u128) -> [u8; 16] {
@@ -158,6 +244,7 @@ fn table(uuid: &[u8; 16]) -> Option<*const c_void> {
         u if u == id(0x263e8860_7cd2_6143_92f6_bbd5006dfa7e) => CONTEXT_CHECKS.as_ptr().cast(),
         u if u == id(0xd4082055_bde6_704b_8d34_ba123c66e1f2) => INTEGRITY.as_ptr().cast(),
         u if u == id(0x1734dc26_800d_4745_8726_c0f1e7dd8bca) => LT_CACHE.as_ptr().cast(),
+        u if u == id(0x6e163fbe_b958_444d_835c_e182aff1991e) => TOOLS_FUNCTION.as_ptr().cast(),
         _ => return None,
     };
     Some(t)
