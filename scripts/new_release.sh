@@ -25,6 +25,8 @@ keys() {
     # Every identifier-like string of the allocator libraries that looks like a setting.
     strings $lib/libc10_cuda.so $lib/libc10.so | grep -E '^[a-z][a-z0-9]*(_[a-z0-9]+)+$' | sort -u
 }
+echo "== the allocator keys of every release, from the wheels (allocator/data/release-keys.tsv; keys.rs must follow)"
+python3 scripts/release_keys.py && git diff --stat -- allocator/data/release-keys.tsv
 echo "== strings in torch $new's allocator libraries that torch $base lacks (candidate new config keys)"
 comm -13 <(keys "$base") <(keys "$new") | head -50
 echo "== snapshot keys: torch $base vs torch $new"

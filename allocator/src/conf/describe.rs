@@ -276,6 +276,28 @@ impl AllocConf {
                 ),
             );
         }
+        if has_key(v, "pinned_max_round_threshold_mb") {
+            let label = |mb: Option<u64>| match mb {
+                Some(mb) => mib_label(mb),
+                None => "the release's default".to_string(),
+            };
+            row(
+                rows,
+                "pinned_max_round_threshold_mb",
+                format!(
+                    "{} (pinned requests above it are not rounded up to a power of two; {host_only})",
+                    label(self.pinned_max_round_threshold_mb)
+                ),
+            );
+            row(
+                rows,
+                "pinned_max_cached_size_mb",
+                format!(
+                    "{} (the most pinned memory kept cached; {host_only})",
+                    label(self.pinned_max_cached_size_mb)
+                ),
+            );
+        }
         if has_key(v, "expandable_segments_reserve") {
             for (k, val) in [
                 (

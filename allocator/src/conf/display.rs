@@ -227,6 +227,12 @@ impl AllocConf {
         if self.pinned_free_catch_all {
             items.push(("pinned_free_catch_all", bool_value(true).to_string()));
         }
+        if let Some(mb) = self.pinned_max_round_threshold_mb {
+            items.push(("pinned_max_round_threshold_mb", mb.to_string()));
+        }
+        if let Some(mb) = self.pinned_max_cached_size_mb {
+            items.push(("pinned_max_cached_size_mb", mb.to_string()));
+        }
         if let Some(v) = &self.expandable_segments_reserve {
             items.push(("expandable_segments_reserve", v.clone()));
         }

@@ -29,6 +29,11 @@ const KEY_SINCE: &[(&str, TorchVersion)] = &[
     // 2.11 refuses them ("Unrecognized key"), these releases accept them.
     ("throw_on_cudamalloc_oom", TorchVersion::new(2, 12)),
     ("pinned_free_catch_all", TorchVersion::new(2, 12)),
+    // In libc10.so (the device-generic parser) from 2.13: read from the
+    // wheels by scripts/release_keys.py (allocator/data/release-keys.tsv)
+    // and checked with the oracle (2.15 accepts them, 2.11 refuses them).
+    ("pinned_max_round_threshold_mb", TorchVersion::new(2, 13)),
+    ("pinned_max_cached_size_mb", TorchVersion::new(2, 13)),
     ("expandable_segments_reserve", TorchVersion::new(2, 15)),
     (
         "expandable_segments_reserve_by_class",
@@ -46,6 +51,8 @@ const GENERIC_KEYS: &[&str] = &[
     "expandable_segments",
     "pinned_use_background_threads",
     "large_segment_size_mb",
+    "pinned_max_round_threshold_mb",
+    "pinned_max_cached_size_mb",
 ];
 
 /// The keys `version` accepts, in a stable order (aliases included): what
@@ -149,5 +156,25 @@ mod tests {
         assert!(!has_key(TorchVersion::new(2, 10), "large_segment_size_mb"));
         assert!(has_key(TorchVersion::new(2, 11), "large_segment_size_mb"));
         assert!(supported_keys(TorchVersion::new(2, 1)).len() == 5);
+    }
+
+    /// The table says what the wheels say: every key of
+    /// allocator/data/release-keys.tsv (read from each release's libraries
+    /// by scripts/release_keys.py) from the release it names, and no other.
+    #[test]
+    fn keys_are_those_the_wheels_have() {
+        let data = include_str!("../../data/release-keys.tsv");
+        let mut from_wheels: Vec<(&str, TorchVersion)> = data
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let (k, r) = l.split_once('\t').expect("key<TAB>release");
+                (k, r.parse().expect("a release"))
+            })
+            .collect();
+        let mut ours: Vec<(&str, TorchVersion)> = KEY_SINCE.to_vec();
+        from_wheels.sort();
+        ours.sort();
+        assert_eq!(ours, from_wheels);
     }
 }

@@ -31,10 +31,14 @@
 //! | 2.9 | `graph_capture_record_stream_reuse`; "divisons" typo fixed in messages | PR #158352 (merged by Sep 2025); Oct 2025 revision — typo boundary **inferred** |
 //! | 2.10 | parser moved to `AcceleratorAllocatorConfig` + CUDA hook (`ConfigTokenizer`, `stoull`, any whitespace dropped, separators not checked, `max_split_size_mb >= 20`, `>` fills from last + 1), `pinned_reserve_segment_size_mb`, `per_process_memory_fraction` | PR #165131/#165135 (Oct 2025, after the 2.9 release), PR #164501 (Oct 2025), PR #161035 (in the hook parser, commit `b944315b…`); issue #183387 shows 2.9.1's CUDA allocator still on the old parser |
 //! | 2.11 | `large_segment_size_mb` (parsed first; minimum for `max_split_size_mb` / `max_non_split_rounding_mb`; re-parse resets NSR to it) | PR #172056 (9 Jan 2026, after the 2.10 cut) — **unverified** that it made 2.11 |
+//! | 2.12 | `throw_on_cudamalloc_oom`, `pinned_free_catch_all` | each release's wheel (`allocator/data/release-keys.tsv`); grammar and messages from the 2.12–2.15 wheels on the fake device |
+//! | 2.13 | `pinned_max_round_threshold_mb`, `pinned_max_cached_size_mb` (in `libc10.so`'s generic parser: `stoull`, no bound) | the wheels (release-keys.tsv); 2.15 on the fake device accepts them, 2.11 refuses them |
+//! | 2.15 | `expandable_segments_reserve`, `expandable_segments_reserve_by_class` | the wheels (release-keys.tsv); the 2.15 wheel on the fake device |
 //!
-//! Keys seen only in newer main (`throw_on_cudamalloc_oom`,
-//! `pinned_free_catch_all`, `expandable_segments_reserve…`) date from
-//! March 2026 or later and are rejected as unknown by every modelled release.
+//! Which release first has each key is read from the wheels themselves
+//! (`scripts/release_keys.py`: `libc10_cuda.so` and `libc10.so` of every
+//! release on PyPI), and the key table must equal that list (a test says
+//! where they part).
 //!
 //! The ROCm-only backend `hipMallocAsync` is rejected (vramlab models CUDA
 //! builds), but the `*_hip*` key aliases are accepted as CUDA builds do.
@@ -138,6 +142,14 @@ pub struct AllocConf {
     pub throw_on_cudamalloc_oom: bool,
     /// `pinned_free_catch_all` (2.12+; pinned host memory only).
     pub pinned_free_catch_all: bool,
+    /// `pinned_max_round_threshold_mb` (2.13+; pinned host memory only):
+    /// requests above it are not rounded up to a power of two (`None`: the
+    /// release's default).
+    pub pinned_max_round_threshold_mb: Option<u64>,
+    /// `pinned_max_cached_size_mb` (2.13+; pinned host memory only): the
+    /// most pinned memory the host allocator keeps cached (`None`: the
+    /// release's default).
+    pub pinned_max_cached_size_mb: Option<u64>,
     /// `expandable_segments_reserve` (2.15+) as written: the size of the
     /// address range an expandable segment reserves; physical memory (and
     /// so every figure vramlab reports) is unchanged by it.
@@ -172,6 +184,8 @@ impl AllocConf {
             large_segment_size: None,
             throw_on_cudamalloc_oom: false,
             pinned_free_catch_all: false,
+            pinned_max_round_threshold_mb: None,
+            pinned_max_cached_size_mb: None,
             expandable_segments_reserve: None,
             expandable_segments_reserve_by_class: None,
             raw: String::new(),

@@ -246,6 +246,18 @@ impl Modern<'_> {
                     i
                 }
                 "roundup_power2_divisions" => self.parse_roundup(i, &key)?,
+                "pinned_max_round_threshold_mb" | "pinned_max_cached_size_mb" if owned => {
+                    // `stoull`, no bound (2.15 takes 0, `-1` and `1.5`).
+                    self.check_token(i + 1, &key)?;
+                    i += 2;
+                    let (mb, _) = self.to_size_t(i, &key)?;
+                    if key == "pinned_max_round_threshold_mb" {
+                        self.conf.pinned_max_round_threshold_mb = Some(mb);
+                    } else {
+                        self.conf.pinned_max_cached_size_mb = Some(mb);
+                    }
+                    i
+                }
                 "expandable_segments" | "pinned_use_background_threads" => {
                     self.check_token(i + 1, &key)?;
                     i += 2;

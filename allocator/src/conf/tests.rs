@@ -367,6 +367,26 @@ fn accept_reject_table() {
             None,
         ),
         (&[v(12), v(15)], "pinned_free_catch_all:False", None),
+        // The host allocator's two 2.13 keys (torch 2.15 on the fake device:
+        // stoull, no bound; 2.11 refuses them).
+        (
+            &[v(12)],
+            "pinned_max_round_threshold_mb:64",
+            Some("Unrecognized key 'pinned_max_round_threshold_mb' in CUDA allocator config."),
+        ),
+        (
+            &[v(13), v(15)],
+            "pinned_max_round_threshold_mb:64,pinned_max_cached_size_mb:32",
+            None,
+        ),
+        (&[v(15)], "pinned_max_cached_size_mb:0", None),
+        (&[v(15)], "pinned_max_round_threshold_mb:-1", None),
+        (&[v(15)], "pinned_max_cached_size_mb:1.5", None),
+        (
+            &[v(15)],
+            "pinned_max_round_threshold_mb:abc",
+            Some("stoull"),
+        ),
         (
             &[v(15)],
             "pinned_free_catch_all:1",
