@@ -11,6 +11,10 @@ use crate::{AllocConf, TorchVersion};
 
 /// A policy and its settings.
 #[derive(Debug, Clone, PartialEq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a spec is built once per scenario and Native, the large variant, is the common one: boxing it would add an allocation where it is used most"
+)]
 pub enum PolicySpec {
     /// PyTorch's native caching allocator with a `PYTORCH_ALLOC_CONF`.
     Native(AllocConf),
