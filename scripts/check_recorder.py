@@ -7,6 +7,8 @@ snapshot must hold what PyTorch's and NVIDIA's own code decided there:
   size for compute capability 9.0, one per handle), and a value sent to
   the device reads back; recorded again on a fake A100 (`--gpu a100-80gb`),
   the workspaces are PyTorch's size for other cards, 8,519,680 bytes;
+  recorded with torch 2.15 (whose environment the oracle step installs),
+  it asks for a 32 MiB workspace six times, as 2.15's cuBLAS path does;
 - conv_train.py: cuDNN's workspaces, the exact sizes its heuristics pick
   for these convolutions on an H200's properties;
 - compile_reduce_overhead.py: CUDA graphs capture inductor's code, and
@@ -62,6 +64,9 @@ for _n in SHARDED_SCRIPTS:
 #: Scripts recorded once more on another card: (name, --gpu).
 OTHER_CARDS = [("linear_train", "a100-80gb")]
 
+#: Scripts recorded once more under another release: (name, --torch).
+OTHER_RELEASES = [("linear_train", "2.15")]
+
 
 def allocations(snapshot):
     return [e for trace in snapshot["device_traces"] for e in trace if e["action"] == "alloc"]
@@ -74,7 +79,10 @@ def frames_mention(e, part):
 def check(name, snap, out, err):
     allocs = allocations(snap)
     sizes = collections.Counter(e["size"] for e in allocs)
-    if name == "linear_train@a100-80gb":
+    if name == "linear_train@torch2.15":
+        if sizes[32 << 20] != 6:
+            yield f"{sizes[32 << 20]} allocations of 32 MiB with torch 2.15, expected 6"
+    elif name == "linear_train@a100-80gb":
         if sizes[8519680] != 2:
             yield f"{sizes[8519680]} allocations of 8,519,680 bytes (cuBLAS workspaces on an A100), expected 2"
     elif name == "linear_train":
@@ -135,6 +143,7 @@ def main():
     failures = []
     runs = [(s[:-3], os.path.join(SCRIPTS, s), []) for s in sorted(os.listdir(SCRIPTS)) if s.endswith(".py")]
     runs += [(f"{n}@{gpu}", os.path.join(SCRIPTS, n + ".py"), ["--gpu", gpu]) for n, gpu in OTHER_CARDS]
+    runs += [(f"{n}@torch{r}", os.path.join(SCRIPTS, n + ".py"), ["--torch", r]) for n, r in OTHER_RELEASES]
     runs += [(f"sharded/{n}", os.path.join(SHARDED, n + ".py"), []) for n in SHARDED_SCRIPTS]
     for name, script, extra in runs:
         out_pickle = os.path.join(work, name.replace("/", "-") + ".pickle")
@@ -142,7 +151,9 @@ def main():
         if name in WORLDS or name.startswith("sharded/"):
             out = os.path.join(work, name.replace("/", "-") + "-job")
             out_pickle = os.path.join(out, "rank0.pickle")
-        cmd = [args.vramlab, "record", "--torch", args.torch, "--work", os.path.join(work, name.replace("/", "-")),
+        release = extra[1] if extra[:1] == ["--torch"] else args.torch
+        extra = [] if extra[:1] == ["--torch"] else extra
+        cmd = [args.vramlab, "record", "--torch", release, "--work", os.path.join(work, name.replace("/", "-")),
                *WORLDS.get(name, []), *extra, "-o", out, "--", script]
         run = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
                              env={**os.environ, "VRAMLAB_FAKECUDA_QUIET": "1"})

@@ -100,7 +100,7 @@ def read_driver_header(include: pathlib.Path) -> str:
         for m in re.finditer(r"PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\)", (include / name).read_text()):
             if not m.group(3):
                 versions.setdefault(m.group(1), set()).add(int(m.group(2)))
-    rows = ["# base\tversion\tsymbol (from the *Typedefs.h headers of CUDA 13.0: PFN_<base>_v<version>;"
+    rows = ["# base\tversion\tsymbol (from the *Typedefs.h headers of CUDA 13.2, torch 2.15's wheel: PFN_<base>_v<version>;"
             " the n-th version of a name is <base>_v<n>)"]
     for base in sorted(versions):
         for i, v in enumerate(sorted(versions[base])):

@@ -151,3 +151,25 @@ pub unsafe extern "C" fn cuCtxGetId(_ctx: *mut c_void, id: *mut c_ulonglong) -> 
 pub extern "C" fn cuDevicePrimaryCtxRelease(d: c_int) -> CuResult {
     cuDevicePrimaryCtxRelease_v2(d)
 }
+
+/// `cuLogsRegisterCallback` (PyTorch registers one at start): taken, with
+/// a handle; the fake driver never logs, so it is never called.
+///
+/// # Safety
+/// `handle` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLogsRegisterCallback(
+    _callback: *const c_void,
+    _user_data: *mut c_void,
+    handle: *mut *mut c_void,
+) -> CuResult {
+    // SAFETY: null or the caller's output parameter.
+    unsafe { put(handle, 0x10c5 as *mut c_void) };
+    SUCCESS
+}
+
+/// `cuLogsUnregisterCallback`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuLogsUnregisterCallback(_handle: *mut c_void) -> CuResult {
+    SUCCESS
+}

@@ -6,7 +6,7 @@
 //! name at most the one asked for: `cuCtxCreate` at 12.0 is
 //! `cuCtxCreate_v3`), then to this library's function of that symbol. A
 //! symbol that is not faked resolves to its "not supported" stub, never to
-//! a null pointer; so does a name newer than the table (CUDA 13.0's), said
+//! a null pointer; so does a name newer than the table (CUDA 13.2's), said
 //! once on stderr. Only a name asked for at a version older than its first
 //! one is "not found", as the driver answers.
 

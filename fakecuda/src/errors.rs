@@ -31,8 +31,8 @@ pub(crate) fn not_faked(name: &'static str) -> c_int {
 
 /// What a driver function that is not faked returns: 801, said once on
 /// stderr. The driver API has no sticky error: the runtime's last error is
-/// left alone (PyTorch calls some of these, e.g. `cuLogsRegisterCallback`,
-/// and carries on).
+/// left alone (libraries call some of these, e.g. `cuKernelGetParamCount`,
+/// and carry on).
 pub(crate) fn driver_not_faked(name: &'static str) -> c_int {
     say_not_faked(name);
     NOT_SUPPORTED
