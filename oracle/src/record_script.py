@@ -38,9 +38,17 @@ def parse(argv):
 
 
 def start_history(torch, opts):
+    import inspect
+
+    record = torch.cuda.memory._record_memory_history
+    extra = {}
+    if "record_pinned_host_memory" in inspect.signature(record).parameters:
+        # 2.14+: PyTorch's pinned host allocator keeps its own history too
+        # (the snapshot's host_segments and host_traces).
+        extra["record_pinned_host_memory"] = True
+
     def start():
-        torch.cuda.memory._record_memory_history(
-            max_entries=int(opts["max_entries"]), context="all", stacks=opts["stacks"])
+        record(max_entries=int(opts["max_entries"]), context="all", stacks=opts["stacks"], **extra)
 
     if torch.cuda.is_initialized():
         start()
@@ -129,11 +137,13 @@ def clean_frames(frames):
 
 
 def clean_snapshot(snap):
-    for trace in snap.get("device_traces", []):
+    # Device traces are one list per device; host traces (2.14+) one list.
+    traces = list(snap.get("device_traces", [])) + [snap.get("host_traces") or []]
+    for trace in traces:
         for e in trace:
             if "frames" in e:
                 e["frames"] = clean_frames(e["frames"])
-    for seg in snap.get("segments", []):
+    for seg in list(snap.get("segments", [])) + list(snap.get("host_segments") or []):
         for b in seg.get("blocks", []):
             if "frames" in b:
                 b["frames"] = clean_frames(b["frames"])
