@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench.sh: every policy on every bundled trace — peak reserved against the
 # live-bytes bound, utilization, device calls, replay speed — written as CSV,
-# plotted, and put into BENCHMARKS.md together with the criterion figures
-# and the commands that made them.
+# plotted, and put into docs/bench/results.md together with the criterion
+# figures and the commands that made them. BENCHMARKS.md (measurements made
+# by hand, dated) is never written here.
 #
 #   bash scripts/bench.sh            # full run (criterion benches: several minutes)
 #   bash scripts/bench.sh --quick    # skip criterion, table and plots only
@@ -72,7 +73,7 @@ if [ $QUICK = 0 ]; then
 fi
 EVENTS=$(python3 -c "print(3280*305)")
 {
-    echo "# Benchmarks"
+    echo "# Benchmark results (made by \`bash scripts/bench.sh\`)"
     echo
     echo "Made by \`bash scripts/bench.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores ($(uname -m)), $(rustc --version)."
     echo "The machine was shared with other work; throughput figures vary by ±20 % between runs."
@@ -124,8 +125,8 @@ EVENTS=$(python3 -c "print(3280*305)")
     echo "events/s is the replay speed of each trace repeated to at least 200k events, fastest of 3."
     echo
     for t in gpt-small-train llama-3-8b-train-seq1024 llama-3-8b-infer-seq1024 sd15-512; do
-        [ -f "$OUT/plots/$t-policies.png" ] && echo "![every policy on $t](docs/bench/plots/$t-policies.png)" && echo
+        [ -f "$OUT/plots/$t-policies.png" ] && echo "![every policy on $t](plots/$t-policies.png)" && echo
     done
-    cat "$OUT/table.md"
-} > BENCHMARKS.md
-echo "wrote BENCHMARKS.md, $OUT/bench.csv and plots in $OUT"
+    echo "The table: [table.md](table.md) (and [bench.csv](bench.csv))."
+} > "$OUT/results.md"
+echo "wrote $OUT/results.md, $OUT/table.md, $OUT/bench.csv and plots in $OUT"

@@ -1,5 +1,5 @@
 //! `vramlab bench`: every policy on the bundled traces — memory and replay
-//! speed — as a table, CSV, Markdown (for BENCHMARKS.md) and plots.
+//! speed — as a table, CSV, Markdown (docs/bench/table.md) and plots.
 
 use std::path::PathBuf;
 
@@ -24,7 +24,7 @@ pub struct BenchArgs {
     /// Write the rows as CSV.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
-    /// Write a Markdown table (for BENCHMARKS.md).
+    /// Write a Markdown table (docs/bench/table.md).
     #[arg(long, value_name = "FILE")]
     markdown: Option<PathBuf>,
     /// Draw, per trace, peak reserved of every policy against the

@@ -89,7 +89,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     long_about = None,
     propagate_version = true,
     after_help = "Developer commands (not listed above): bench (every policy on the bundled \
-                  traces), bench-check (the regression gate; see BENCHMARKS.md)."
+                  traces), bench-check (the regression gate; see README, Performance)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -1,5 +1,5 @@
 //! The policy benchmark (`vramlab bench`) as a table, Markdown (for
-//! BENCHMARKS.md) and CSV; the regression gate's findings
+//! docs/bench/table.md) and CSV; the regression gate's findings
 //! (`vramlab bench-check`).
 
 use std::path::Path;
@@ -51,7 +51,7 @@ pub fn bench_table(rows: &[BenchRow]) -> String {
     tab.render()
 }
 
-/// The table as Markdown (BENCHMARKS.md).
+/// The table as Markdown (docs/bench/table.md).
 pub fn bench_markdown(rows: &[BenchRow]) -> String {
     let mut md = String::from(
         "| trace | policy / setting | peak reserved | live-bytes bound | over bound | utilization | device calls | replay events/s |\n|---|---|---|---|---|---|---|---|\n",
