@@ -110,7 +110,9 @@ EVENTS=$(python3 -c "print(3280*305)")
         echo
         cat "$OUT/process.md"
     fi
-    if [ -f "$OUT/dynapipe.md" ]; then
+    # Only this run's comparison: a table left from another run has no raw
+    # data beside it (dynapipe.csv is rewritten with each run).
+    if [ -n "${DYNAPIPE:-}" ] && [ -f "$OUT/dynapipe.md" ]; then
         echo
         cat docs/bench/dynapipe-intro.md
         echo
