@@ -138,6 +138,8 @@ def main():
     ap.add_argument("--torch", default="2.11")
     ap.add_argument("--keep", help="keep the snapshots and work folders here")
     args = ap.parse_args()
+    # Each recording runs in its own folder: the binary's path must not be relative.
+    args.vramlab = os.path.abspath(args.vramlab)
     work = args.keep or tempfile.mkdtemp(prefix="vramlab-check-recorder-")
     os.makedirs(work, exist_ok=True)
     failures = []
