@@ -64,8 +64,9 @@ pub struct RecordArgs {
     values: String,
     /// Record a script written for `torchrun` as ranks of a world of this
     /// many: each chosen rank runs in its own process with torchrun's
-    /// environment and its own fake GPU, and every process group is PyTorch's
-    /// fake one (collectives move nothing; NCCL's buffers are estimated).
+    /// environment and its own fake GPU, and every process group completes
+    /// its collectives at once, as if every rank held this rank's data (NCCL
+    /// does not run: its buffers are estimated).
     /// OUT is then a job folder (job.json, rankR.pickle). 1 is a world of
     /// one: torchrun's environment and process group, one rank.
     #[arg(long, value_name = "N")]

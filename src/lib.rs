@@ -135,10 +135,12 @@ enum Command {
     /// The script runs under a torch wheel's interpreter (--torch, the
     /// oracle's cached environment, or --python) on vramlab's fake CUDA
     /// device, which reports the card's name, memory and properties.
-    /// Kernels do not run: values the script reads back from the device are
-    /// what it sent there, else zero (`loss.item()` is 0.0), so control flow
-    /// that depends on computed values (early stopping, data-dependent
-    /// shapes such as `nonzero`) may take another path than on a GPU.
+    /// Kernels do not run: a value the script reads back from the device is
+    /// what it sent there, a value known without running kernels (see
+    /// --values: `generate` runs to `max_new_tokens`), or zero
+    /// (`loss.item()` is 0.0); so control flow that depends on computed
+    /// values (early stopping, data-dependent shapes such as `nonzero`) may
+    /// take another path than on a GPU.
     Record(cmd_record::RecordArgs),
     /// Replay traces under a grid of settings in parallel (table, CSV, JSON).
     Sweep(cmd_sweep::SweepArgs),
