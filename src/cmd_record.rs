@@ -243,7 +243,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             env: one.env.clone(),
         };
         let rec = record_script(&interp, &fake, &opts)?;
-        say(one, &rec, &script)?;
+        say(one, &rec, &script, &interp.python)?;
         Ok(rec)
     };
     // Ranks are separate processes: up to `jobs` at once, results in rank order.
@@ -279,7 +279,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
 
 /// Keeps one process's snapshot and says what it recorded; fails when the
 /// script failed or never used CUDA.
-fn say(one: &Run, rec: &Recording, script: &Path) -> Result<()> {
+fn say(one: &Run, rec: &Recording, script: &Path, python: &Path) -> Result<()> {
     let s = &rec.summary;
     let label = &one.label;
     if rec.snapshot.is_some() {
@@ -317,6 +317,18 @@ fn say(one: &Run, rec: &Recording, script: &Path) -> Result<()> {
                 script.display(),
                 s.exit_status,
                 one.out.display()
+            );
+        }
+        if let Some(module) = why
+            .strip_prefix("ModuleNotFoundError: No module named '")
+            .and_then(|m| m.split(['\'', '.']).next())
+        {
+            bail!(
+                "{label}{} exited with status {} ({why}): install what it imports into the interpreter that runs it \
+                 (`{} -m pip install {module}`), or give your own environment with --python",
+                script.display(),
+                s.exit_status,
+                python.display()
             );
         }
         bail!(
