@@ -23,6 +23,9 @@ snapshot must hold what PyTorch's and NVIDIA's own code decided there:
 - diffusers_pipeline.py: a diffusers pipeline (a small UNet2DModel, two
   denoising steps) makes its images;
 - trl_sft.py: TRL's SFTTrainer trains two steps;
+- conv_train.py and compile_train.py recorded again with `--values device`:
+  the same requests, event for event (the value tracker changes no
+  allocation);
 - accelerate_fsdp.py: an accelerate loop with FSDP2, recorded as both
   ranks of a world of 2 (a job folder), with FSDP's own all-gathers;
 - the sharded corpus' small scripts (workloads/record/examples/sharded:
@@ -64,6 +67,10 @@ for _n in SHARDED_SCRIPTS:
 #: Scripts recorded once more on another card: (name, --gpu).
 OTHER_CARDS = [("linear_train", "a100-80gb")]
 
+#: Scripts recorded once more without the value tracker: their requests
+#: must be those of the tracked recording, event for event.
+UNTRACKED = ["conv_train", "compile_train"]
+
 #: Scripts recorded once more under another release: (name, --torch).
 OTHER_RELEASES = [("linear_train", "2.15")]
 
@@ -76,8 +83,18 @@ def frames_mention(e, part):
     return any(part in f.get("filename", "") for f in e.get("frames", []))
 
 
-def check(name, snap, out, err):
+def requests(snap):
+    return [(e["action"], e["size"]) for trace in snap["device_traces"] for e in trace]
+
+
+def check(name, snap, out, err, work):
     allocs = allocations(snap)
+    if name.endswith("@values-device"):
+        with open(os.path.join(work, name.split("@")[0] + ".pickle"), "rb") as f:
+            tracked = pickle.load(f)
+        if requests(snap) != requests(tracked):
+            yield "the value tracker changed the requests (they differ from --values device)"
+        return
     sizes = collections.Counter(e["size"] for e in allocs)
     if name == "linear_train@torch2.15":
         if sizes[32 << 20] != 6:
@@ -146,6 +163,7 @@ def main():
     runs = [(s[:-3], os.path.join(SCRIPTS, s), []) for s in sorted(os.listdir(SCRIPTS)) if s.endswith(".py")]
     runs += [(f"{n}@{gpu}", os.path.join(SCRIPTS, n + ".py"), ["--gpu", gpu]) for n, gpu in OTHER_CARDS]
     runs += [(f"{n}@torch{r}", os.path.join(SCRIPTS, n + ".py"), ["--torch", r]) for n, r in OTHER_RELEASES]
+    runs += [(f"{n}@values-device", os.path.join(SCRIPTS, n + ".py"), ["--values", "device"]) for n in UNTRACKED]
     runs += [(f"sharded/{n}", os.path.join(SHARDED, n + ".py"), []) for n in SHARDED_SCRIPTS]
     for name, script, extra in runs:
         out_pickle = os.path.join(work, name.replace("/", "-") + ".pickle")
@@ -166,7 +184,7 @@ def main():
             continue
         with open(out_pickle, "rb") as f:
             snap = pickle.load(f)
-        failures += [f"{name}: {why}" for why in check(name, snap, run.stdout, run.stderr)]
+        failures += [f"{name}: {why}" for why in check(name, snap, run.stdout, run.stderr, work)]
     for f in failures:
         print("FAILED", f)
     if failures:

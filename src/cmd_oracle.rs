@@ -14,6 +14,7 @@ use vramlab_traces::Format;
 
 use crate::args::{ConfArgs, DeviceArgs, StartArgs, TraceArgs, parse_format, scenarios};
 use crate::render::oracle::human;
+use crate::scratch::Scratch;
 
 /// Arguments of `vramlab oracle`.
 #[derive(Debug, Args)]
@@ -76,19 +77,6 @@ fn rules_for(args: &OracleArgs, judge: &str) -> TorchVersion {
     }
 }
 
-struct Scratch {
-    dir: PathBuf,
-    keep: bool,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
 /// Runs the command.
 pub fn run(args: OracleArgs) -> Result<()> {
     if args.start.start == Some(Start::Recorded) {
@@ -114,12 +102,7 @@ pub fn run(args: OracleArgs) -> Result<()> {
     let rules = rules_for(&args, &release);
     let lib = locate()?;
     let fake = prepare(&lib, &interp.wheel.soname, &vramlab_oracle::cache_dir())?;
-    let scratch = Scratch {
-        dir: args.work.clone().unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("vramlab-oracle-{}", std::process::id()))
-        }),
-        keep: args.work.is_some(),
-    };
+    let scratch = Scratch::new(args.work.as_deref(), "oracle");
     let mut conf = args.conf.clone();
     conf.torch_versions = vec![rules];
     let mut rows: Vec<OracleRow> = Vec::new();
@@ -138,7 +121,7 @@ pub fn run(args: OracleArgs) -> Result<()> {
         let opts = JudgeOptions {
             interp: &interp,
             fake: &fake,
-            work: scratch.dir.join(format!("{n}")),
+            work: scratch.dir().join(format!("{n}")),
             snapshot_out: args.snapshot_out.clone(),
             vramlab_rules: rules.to_string(),
         };

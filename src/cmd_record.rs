@@ -17,6 +17,9 @@ use vramlab_replay::gpus::{Gpu, find_gpu};
 
 use vramlab_allocator::format::{bytes_words, count};
 
+use crate::args::parse_size_arg;
+use crate::scratch::Scratch;
+
 /// Arguments of `vramlab record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -34,7 +37,7 @@ pub struct RecordArgs {
     /// Memory PyTorch may use on the fake card, instead of the card's usable
     /// memory (e.g. 2TiB to see what a job that does not fit would need;
     /// the card's other properties stay).
-    #[arg(long, value_name = "SIZE", value_parser = parse_capacity)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     capacity: Option<u64>,
     /// The PyTorch release to run: its official wheel from PyPI (the newest
     /// patch of X.Y), installed on first use into the cache `vramlab oracle`
@@ -124,19 +127,6 @@ fn card(name: &str) -> Result<FakeCard> {
     })
 }
 
-struct Scratch {
-    dir: PathBuf,
-    keep: bool,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
 /// One process of the recording: its label, output file and environment.
 struct Run {
     /// `rank 3: ` or empty.
@@ -147,11 +137,6 @@ struct Run {
     work: PathBuf,
     /// The torchrun environment of its rank.
     env: Vec<(String, String)>,
-}
-
-/// clap value parser for `--capacity SIZE`.
-fn parse_capacity(s: &str) -> Result<u64, String> {
-    vramlab_allocator::format::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// Runs the command.
@@ -185,12 +170,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     };
     let lib = locate()?;
     let fake = prepare(&lib, &interp.wheel.soname, &vramlab_oracle::cache_dir())?;
-    let scratch = Scratch {
-        dir: args.work.clone().unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("vramlab-record-{}", std::process::id()))
-        }),
-        keep: args.work.is_some(),
-    };
+    let scratch = Scratch::new(args.work.as_deref(), "record");
     errln!(
         "record: {} on a fake {} ({} usable) with torch {}{}",
         script.display(),
@@ -210,7 +190,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         vec![Run {
             label: String::new(),
             out: args.out.clone(),
-            work: scratch.dir.clone(),
+            work: scratch.dir().to_path_buf(),
             env: Vec::new(),
         }]
     } else {
@@ -221,7 +201,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .map(|&r| Run {
                 label: format!("rank {r}: "),
                 out: job::rank_file(&args.out, r),
-                work: scratch.dir.join(format!("rank{r}")),
+                work: scratch.dir().join(format!("rank{r}")),
                 env: job::rank_env(r, world, per_node),
             })
             .collect()

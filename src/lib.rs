@@ -69,6 +69,7 @@ pub mod output;
 mod progress;
 mod render;
 mod rereads;
+mod scratch;
 
 use clap::{Parser, Subcommand};
 
