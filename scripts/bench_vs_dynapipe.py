@@ -2,7 +2,8 @@
 """Whole-process timings of `vramlab replay` against DynaPipe's Python model
 of PyTorch's caching allocator on the same native CSV traces, in one run
 (alternating, so that both see the same machine), with peak RSS; writes
-docs/bench/dynapipe.csv and prints the Markdown table of BENCHMARKS.md.
+docs/bench/dynapipe.csv and prints its Markdown table (BENCHMARKS.md shows it,
+rendered from the CSV by scripts/bench_md.py).
 
     git clone https://github.com/awslabs/optimizing-multitask-training-through-dynamic-pipelines /tmp/dynapipe
     pip install sortedcontainers
@@ -54,6 +55,23 @@ def rss_kib(cmd):
     if status != 0:
         sys.exit(f"{' '.join(cmd)} failed")
     return usage.ru_maxrss
+
+
+def markdown(rows) -> str:
+    """The Markdown table of rows (as written to, or read back from, the CSV)."""
+    lines = [
+        "| trace | events | vramlab replay (whole process) | RSS | DynaPipe loop | RSS | ratio | events/s | same peak |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        theirs_rss = f"{r['dynapipe_rss_mib']} MiB" if str(r["dynapipe_rss_mib"]) != "" else "-"
+        same = r["same_peak"] in (True, "True")
+        lines.append(
+            f"| {r['trace']} ({r['mb']} MB) | {int(r['events']):,} | {float(r['vramlab_s']):.3f} s | "
+            f"{r['vramlab_rss_mib']} MiB | {float(r['dynapipe_s']):.2f} s | {theirs_rss} | "
+            f"**{r['ratio']}×** | {int(r['events_per_s']) / 1e6:.1f} M | {'yes' if same else 'no'} |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -109,15 +127,7 @@ def main() -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    print("| trace | events | vramlab replay (whole process) | RSS | DynaPipe loop | RSS | ratio | events/s | same peak |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        theirs_rss = f"{r['dynapipe_rss_mib']} MiB" if r["dynapipe_rss_mib"] != "" else "-"
-        print(
-            f"| {r['trace']} ({r['mb']} MB) | {r['events']:,} | {r['vramlab_s']:.3f} s | "
-            f"{r['vramlab_rss_mib']} MiB | {r['dynapipe_s']:.2f} s | {theirs_rss} | "
-            f"**{r['ratio']}×** | {r['events_per_s'] / 1e6:.1f} M | {'yes' if r['same_peak'] else 'no'} |"
-        )
+    print(markdown(rows))
 
 
 if __name__ == "__main__":

@@ -3,14 +3,16 @@
 (concurrent.futures.ProcessPoolExecutor), next to the command line's
 `vramlab sweep --threads 1/2` on the same cases, and what 10k/100k cases
 cost on N cores by arithmetic from those figures. Prints the table that
-docs/results/fleet.md quotes.
+docs/results/fleet.md quotes; with --csv, also writes every timed run (the
+raw data behind it: docs/results/fleet-bench.csv).
 
     pip install .        # the vramlab module and command
-    python3 scripts/fleet_bench.py [--repeat 3]
+    python3 scripts/fleet_bench.py [--repeat 3] [--csv docs/results/fleet-bench.csv]
 """
 
 import argparse
 import concurrent.futures
+import csv
 import os
 import shutil
 import subprocess
@@ -34,6 +36,7 @@ def timed(f):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--csv", type=Path, help="write every timed run here")
     args = ap.parse_args()
     traces = sorted(str(p) for p in (ROOT / "workloads" / "data").glob("*.csv*"))
     cases = vramlab.cases(traces, GRID, gpu="h100-80gb")
@@ -45,6 +48,7 @@ def main() -> int:
     exe = str(exe) if exe.exists() else shutil.which("vramlab")
     rows_ref = None
     results = []
+    raw = []  # every timed run: (path, cores, run, seconds)
     for workers in (1, 2):
         best = float("inf")
         for _ in range(args.repeat):
@@ -52,6 +56,7 @@ def main() -> int:
                 # Start the workers before the clock: a pool's start-up is not a case.
                 list(pool.map(int, range(workers)))
                 t, rows = timed(lambda: vramlab.sweep(traces, GRID, gpu="h100-80gb", executor=pool))
+            raw.append(("run_case, ProcessPoolExecutor", workers, len(raw), t))
             best = min(best, t)
             rows_ref = rows_ref or rows
             assert rows == rows_ref
@@ -64,8 +69,16 @@ def main() -> int:
             t, _ = timed(lambda: subprocess.run(
                 [exe, "sweep", *traces, "--grid", str(grid_file), "--gpu", "h100-80gb", "--threads", str(threads),
                  "--json", os.devnull, "--quiet"], check=True, capture_output=True))
+            raw.append(("vramlab sweep (one process)", threads, len(raw), t))
             best = min(best, t)
         results.append(("vramlab sweep (one process)", threads, best))
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["path", "cores", "run", "seconds", "cases", "traces", "settings", "cpu_count", "vramlab_version"])
+            for name, n, k, t in raw:
+                w.writerow([name, n, k, f"{t:.4f}", len(cases), len(traces), len(GRID), os.cpu_count(),
+                            getattr(vramlab, "__version__", "")])
     print("| path | cores | seconds | cases/s | cases/s per core |")
     print("|---|---:|---:|---:|---:|")
     for name, n, t in results:

@@ -92,6 +92,23 @@ run convert convert "$gpt" gpt.vlt.zst
 run report report "$gpt" --gpu h100-80gb --out report/
 run demo demo --out demo/
 run missing-file replay /nonexistent/trace.csv
+# The other modes of the replaying commands: a held trace (--timeline,
+# --trace-device), a card given to oom-point, and a multi-rank job.
+run replay-timeline replay "$gpt" --conf default --conf expandable_segments:True --timeline timeline.csv
+run replay-no-check replay "$gpt" --no-placement-check --continue-on-oom --capacity 300MiB
+run replay-trace-device replay "$gpt" --trace-device 0
+run oom-point-capacity oom-point "$sdxl" --capacity 2GiB
+run oom-point-capacity-json oom-point "$sdxl" --capacity 2GiB --json
+run recommend-upgrade recommend "$llama" --gpu rtx4090 --torch-version 2.11 --upgrade-to 2.15
+job=$root/workloads/data/sharded/llama-3-8b-fsdp2-8r
+for mode in "" --json; do
+    run "replay-job$mode" replay "$job" --gpu h100-80gb --conf default --conf expandable_segments:True $mode
+    run "oom-point-job$mode" oom-point "$job" $mode
+    run "recommend-job$mode" recommend "$job" --gpu h100-80gb $mode
+done
+run sweep-job sweep "$job" --gpu h100-80gb --csv rows.csv --json rows.json
+run sweep-two-files sweep "$gpt" "$llama" --csv rows.csv
+run replay-job-refused replay "$job" --snapshot-out x.pickle
 cwd=$root run bench-check bench-check benches/baseline.json
 
 real=$root/../shared/traces/real

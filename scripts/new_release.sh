@@ -25,7 +25,7 @@ keys() {
     # Every identifier-like string of the allocator libraries that looks like a setting.
     strings $lib/libc10_cuda.so $lib/libc10.so | grep -E '^[a-z][a-z0-9]*(_[a-z0-9]+)+$' | sort -u
 }
-echo "== the allocator keys of every release, from the wheels (allocator/data/release-keys.tsv; keys.rs must follow)"
+echo "== the allocator keys of every release, from the wheels (torch/data/release-keys.tsv; torch/src/keys.rs must follow)"
 python3 scripts/release_keys.py && git diff --stat -- allocator/data/release-keys.tsv
 echo "== strings in torch $new's allocator libraries that torch $base lacks (candidate new config keys)"
 comm -13 <(keys "$base") <(keys "$new") | head -50
@@ -39,8 +39,8 @@ done
 echo "== the release matrix for $new (vramlab's newest rules against torch $new's allocator)"
 KEEP="$base $new" bash scripts/release_matrix.sh "$new"
 python3 - "$new" <<'PY'
-import json, sys
-rows = json.load(open(f"docs/results/releases/torch-{sys.argv[1]}.json") or "[]")
+import gzip, json, sys
+rows = json.loads(gzip.open(f"docs/results/releases/torch-{sys.argv[1]}.json.gz", "rt").read() or "[]")
 bad = [r for r in rows if not r["exact"]]
 print(f"{len(rows) - len(bad)} of {len(rows)} rows exact")
 for r in bad:

@@ -10,10 +10,10 @@ downloading the wheel: HTTP range requests fetch the zip's central directory
 and the two members only (about 1 MB a release). Every string of those
 libraries that looks like a setting key (`word_word`, with one of the
 allocator's stems) is a candidate; the first release that has it is written
-to allocator/data/release-keys.tsv, which allocator/src/conf/keys.rs's
+to torch/data/release-keys.tsv, which torch/src/keys.rs's
 table must agree with (its test says where they part).
 
-    python3 scripts/release_keys.py            # rewrite allocator/data/release-keys.tsv
+    python3 scripts/release_keys.py            # rewrite torch/data/release-keys.tsv
     python3 scripts/release_keys.py --check    # exit 1 if it would change (releases newer
                                                # than the table's newest are named, not checked)
 
@@ -30,7 +30,7 @@ import urllib.request
 import zlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-OUT = ROOT / "allocator" / "data" / "release-keys.tsv"
+OUT = ROOT / "torch" / "data" / "release-keys.tsv"
 API = "https://pypi.org/pypi/torch/json"
 MEMBERS = ("torch/lib/libc10_cuda.so", "torch/lib/libc10.so")
 #: Stems of the allocator's setting keys; a string with one of them and the

@@ -3,7 +3,8 @@
 # wheel on vramlab's fake CUDA device: `vramlab oracle`) against vramlab's
 # replay, on the fixed sample (scripts/oracle_sample.sh) x the five
 # settings of the GPU check. Raw rows go to docs/results/releases/
-# (torch-X.Y.json, torch-X.Y.log), the summary to docs/results/releases.md.
+# (torch-X.Y.json.gz; each run's log into logs.tar.gz there, unpacked with
+# `tar -xzf logs.tar.gz`), the summary to docs/results/releases.md.
 #
 #   bash scripts/release_matrix.sh                 # 2.1 ... 2.15
 #   bash scripts/release_matrix.sh 2.11 2.15       # some releases
@@ -34,9 +35,16 @@ for r in "${releases[@]}"; do
         > "$out/torch-$r.json" 2> "$out/torch-$r.log"
     rc=$?
     echo "rc $rc, $(( $(date +%s) - start )) s" | tee -a "$out/torch-$r.log"
+    gzip -n -f "$out/torch-$r.json"
     if [[ "$keep" != *" $r "* ]]; then
         rm -rf "$cache/torch-$r"
     fi
 done
+# The logs, this run's with the earlier runs' of other releases: one archive.
+logs=$(mktemp -d)
+[ -f "$out/logs.tar.gz" ] && tar -xzf "$out/logs.tar.gz" -C "$logs"
+mv "$out"/torch-*.log "$logs"/
+(cd "$logs" && ls torch-*.log | sort | tar -czf logs.tar.gz --owner=0 --group=0 -T -)
+mv "$logs/logs.tar.gz" "$out/logs.tar.gz" && rm -rf "$logs"
 python3 scripts/releases_md.py "$out" > docs/results/releases.md
 echo "wrote docs/results/releases.md"

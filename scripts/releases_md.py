@@ -1,20 +1,57 @@
 #!/usr/bin/env python3
 """Writes docs/results/releases.md (to stdout) from the raw rows of
-scripts/release_matrix.sh in docs/results/releases/."""
+scripts/release_matrix.sh in docs/results/releases/: torch-X.Y.json.gz (or
+.json), and the runs' logs in logs.tar.gz (or torch-X.Y.log)."""
+import gzip
 import json
 import pathlib
 import re
 import sys
+import tarfile
+
+
+def name_of(path: pathlib.Path) -> str:
+    """torch-X.Y of torch-X.Y.json or torch-X.Y.json.gz."""
+    return path.name.removesuffix(".gz").removesuffix(".json")
 
 
 def key(path: pathlib.Path):
-    v = path.stem.removeprefix("torch-")
+    v = name_of(path).removeprefix("torch-")
     return tuple(int(x) for x in v.split("."))
+
+
+def read(path: pathlib.Path) -> str:
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+
+
+def rows_files(d: pathlib.Path, pattern: str):
+    """The files whose name (less .json/.json.gz) matches pattern; .json.gz first."""
+    found = {}
+    for f in [*d.glob("torch-*.json"), *d.glob("torch-*.json.gz")]:
+        if re.fullmatch(pattern, name_of(f)) and (name_of(f) not in found or f.suffix == ".gz"):
+            found[name_of(f)] = f
+    return list(found.values())
+
+
+def log_tail(d: pathlib.Path, release: str):
+    """The last three lines of a release's log: torch-X.Y.log, else in logs.tar.gz."""
+    log = d / f"torch-{release}.log"
+    if log.exists():
+        text = log.read_text()
+    elif (d / "logs.tar.gz").exists():
+        with tarfile.open(d / "logs.tar.gz") as tar:
+            try:
+                text = tar.extractfile(f"torch-{release}.log").read().decode()
+            except KeyError:
+                return ["no log"]
+    else:
+        return ["no log"]
+    return text.strip().splitlines()[-3:]
 
 
 def main(folder: str) -> int:
     d = pathlib.Path(folder)
-    files = sorted((f for f in d.glob("torch-*.json") if re.fullmatch(r"torch-\d+\.\d+", f.stem)), key=key)
+    files = sorted(rows_files(d, r"torch-\d+\.\d+"), key=key)
     out = [
         "# PyTorch's own allocator, release by release",
         "",
@@ -23,7 +60,8 @@ def main(folder: str) -> int:
         "trace with the same capacity and placement; exact = the same peak reserved and allocated bytes,",
         "cudaMalloc/cudaFree counts, retries and OOM, and every device call in the same order. The",
         "sample is scripts/oracle-sample.txt plus the real snapshots of ../shared/traces/real (not in",
-        "the repository), under the five settings of the GPU check. Raw rows: docs/results/releases/.",
+        "the repository), under the five settings of the GPU check. Raw rows: docs/results/releases/",
+        "(torch-X.Y.json.gz; the runs' logs in logs.tar.gz, `tar -xzf logs.tar.gz` to unpack).",
         "",
         "    bash scripts/release_matrix.sh            # all releases; or name some: 2.11 2.15",
         "",
@@ -32,14 +70,13 @@ def main(folder: str) -> int:
     ]
     details = []
     for f in files:
-        release = f.stem.removeprefix("torch-")
-        log = f.with_suffix(".log")
+        release = name_of(f).removeprefix("torch-")
         try:
-            rows = json.loads(f.read_text() or "null")
+            rows = json.loads(read(f) or "null")
         except json.JSONDecodeError:
             rows = None
         if not rows:
-            tail = log.read_text().strip().splitlines()[-3:] if log.exists() else ["no log"]
+            tail = log_tail(d, release)
             why = " / ".join(t.strip() for t in tail).replace("|", "\\|")
             out.append(f"| {release} | — | — | did not run | {why} |")
             continue
@@ -60,7 +97,7 @@ def main(folder: str) -> int:
                     f"{r['vramlab_peak_reserved_bytes']} | {r['torch_num_device_alloc']} / "
                     f"{r['vramlab_num_device_alloc']} | {r['first_difference'] or ', '.join(r['differing'])} |"
                 )
-    older = sorted(d.glob("torch-*-vs-rules-*.json"))
+    older = sorted(rows_files(d, r"torch-.*-vs-rules-.*"), key=lambda f: f.name)
     if older:
         details.append("\n## What older rules miss\n")
         details.append("The same sample judged by a release's allocator against vramlab replaying an *older*")
@@ -69,7 +106,7 @@ def main(folder: str) -> int:
         details.append("| judge | vramlab rules | exact / rows | peak reserved differs | cudaMalloc count differs | example |")
         details.append("|---|---|---|---|---|---|")
         for f in older:
-            rows = json.loads(f.read_text() or "[]")
+            rows = json.loads(read(f) or "[]")
             if not rows:
                 continue
             bad = [r for r in rows if not r["exact"]]

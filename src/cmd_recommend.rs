@@ -1,18 +1,22 @@
 //! `vramlab recommend`: rank settings for a card and say what to export —
 //! or that the defaults are fine.
 
-mod job_mode;
-mod streamed;
+use std::path::Path;
 
 use anyhow::{Result, bail};
 use clap::Args;
+use serde::Serialize;
 use vramlab_replay::{GridEntry, OomEvent, SweepRow, TorchTarget, UpgradeAdvice};
-use vramlab_replay::{HeldTrace, ReplayPasses, StreamError};
+use vramlab_replay::{JobRanking, JobRecommendRequest, JobSetting, JobView, MinCapacity};
+use vramlab_replay::{RankFit, RankPeak, RowFit, card_for, recommend_job};
 use vramlab_replay::{RecommendRequest, Recommendation, Verdict, recommend_with};
+use vramlab_replay::{ReplayPasses, StreamError};
 
 use crate::args::GridArgs;
 use crate::args::{DeviceArgs, StartArgs, TraceArgs};
+use crate::job::{LoadedJob, TraceResults, refuse, refuse_trace_args};
 use crate::render::recommendation::{Advice, print_advice};
+use crate::source::{Reading, Source};
 
 /// Arguments of `vramlab recommend`.
 #[derive(Debug, Args)]
@@ -39,22 +43,26 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     // Without a card (--gpu/--capacity) the device is unlimited (0): the
     // rule in vramlab_replay's recommend keeps the defaults then.
     let capacity = args.device.bytes().unwrap_or(0);
-    if let Some(file) = crate::job::job_file(&args.trace.trace) {
-        if capacity == 0 {
-            bail!(
-                "recommend needs the card for a job (its ranks share it with memory outside the allocator): --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
-            );
-        }
-        return job_mode::run(&args, &file, capacity);
-    }
+    let reading = Reading::Passes("recommending");
+    let trace = match Source::resolve(&args.trace, args.grid.torch_version(), reading)? {
+        Source::Job(_) if capacity == 0 => bail!(
+            "recommend needs the card for a job (its ranks share it with memory outside the allocator): --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
+        ),
+        Source::Job(file) => return run_job(&args, &file, capacity),
+        Source::Trace(trace) => trace,
+    };
     let upgrade_to = args.grid.upgrade_to("recommend")?;
-    if streamed::run(&args, capacity, upgrade_to)? {
-        return Ok(());
+    let passes = trace.passes();
+    // The advice is printed as it is made: a trace without events is
+    // refused before, as a whole read refuses it. The pass that counts the
+    // live peak (which the advice needs) says.
+    passes.peak_live().map_err(|e| in_words(e, trace.label()))?;
+    trace.finish()?;
+    advise(&args, passes, trace.label(), capacity, upgrade_to)?;
+    if let Some(reads) = trace.reads().filter(|_| crate::output::verbose()) {
+        errln!("the trace was read {reads} times, not held");
     }
-    let vramlab_replay::Input {
-        trace, label: name, ..
-    } = args.trace.load(args.grid.torch_version())?;
-    advise(&args, &HeldTrace(&trace), &name, capacity, upgrade_to)
+    Ok(())
 }
 
 /// Ranks the grid over the trace of `passes` for the card and prints the
@@ -211,4 +219,136 @@ fn best_attempt(
         .into_iter()
         .next()?;
     Some((w.row.setting.clone(), run.oom?))
+}
+
+/// What `recommend --json` answers for a job.
+#[derive(Debug, Serialize)]
+pub struct JobRecommend {
+    /// The job; its settings are the first-ranked and the defaults, each
+    /// with the job's smallest capacity (`needs_bytes` − outside) and card.
+    pub job: JobView<JobSetting>,
+    /// The card's usable bytes.
+    pub card_bytes: u64,
+    /// What the allocator may use: the card less the outside bytes.
+    pub capacity_bytes: u64,
+    /// The ranking of the job's rows (each the worst rank's).
+    pub recommendation: Recommendation,
+    /// Each rank group under the first-ranked setting and the defaults.
+    pub per_rank: Vec<RankFit>,
+    /// Each distinct trace's sweep rows.
+    pub traces: Vec<TraceResults<Vec<SweepRow>>>,
+}
+
+/// Runs `recommend` on the job at `file`: the grid swept on each distinct
+/// trace, each grid line judged by the job's worst rank, ranked as for one
+/// trace, on the card less the bytes each rank spends outside the
+/// allocator ([`vramlab_replay::recommend_job`]).
+fn run_job(args: &RecommendArgs, file: &Path, card: u64) -> Result<()> {
+    if args.grid.upgrade_to("recommend")?.is_some() {
+        return refuse("recommend", "--upgrade-to", file);
+    }
+    refuse_trace_args("recommend", &args.trace, file)?;
+    let job = LoadedJob::read(file, args.grid.torch_version(), Some(card))?;
+    let capacity = job.capacity.unwrap_or(card);
+    let named = job.named();
+    let target = args.grid.target_of_all(&job.traces);
+    let grid = args.grid.entries(&target)?;
+    let pb = crate::progress::replay_count_bar((named.len() * grid.len()) as u64, false);
+    let ranking = recommend_job(
+        &JobRecommendRequest {
+            traces: &named,
+            grid: &grid,
+            capacity,
+            outside: job.outside(),
+            target: &target,
+            start: args.start.start,
+            placement: args.device.placement,
+        },
+        &|| pb.inc(1),
+    )
+    .map_err(|(t, s, e)| anyhow::anyhow!("{t} under {s}: {e}"))?;
+    pb.finish_and_clear();
+    let JobRanking {
+        per_trace,
+        recommendation: rec,
+        min_capacities: caps,
+    } = ranking;
+    let (settings, per_rank) = summarise(&job, &per_trace, &rec, &caps)?;
+    let answer = JobRecommend {
+        job: JobView::new(&job.job, settings),
+        card_bytes: card,
+        capacity_bytes: capacity,
+        recommendation: rec,
+        per_rank,
+        traces: job.trace_results(per_trace),
+    };
+    if args.json {
+        return crate::render::json::print(&answer);
+    }
+    let advice = crate::render::job::JobAdvice {
+        capacity: answer.capacity_bytes,
+        recommendation: &answer.recommendation,
+        top: args.top,
+        per_rank: &answer.per_rank,
+        settings: &answer.job.settings,
+    };
+    let capacity_line = job.capacity_line(args.device.describe());
+    crate::render::job::print_recommend((&job.job, &job.groups), capacity_line, &advice, &target);
+    Ok(())
+}
+
+/// The job's figures under the first-ranked setting and the defaults, and
+/// each rank group's.
+fn summarise(
+    job: &LoadedJob,
+    per_trace: &[Vec<SweepRow>],
+    rec: &Recommendation,
+    caps: &[MinCapacity],
+) -> Result<(Vec<JobSetting>, Vec<RankFit>)> {
+    let winner = rec.ranked.first().map(|w| w.row.grid_line.clone());
+    let mut lines: Vec<String> = winner.iter().cloned().collect();
+    if !lines.iter().any(|l| l == "default") {
+        lines.push("default".into());
+    }
+    let row_of = |rows: &[SweepRow], line: &str| rows.iter().find(|r| r.grid_line == line).cloned();
+    let outside = job.outside();
+    // Each trace's rows on the lines shown (every trace has every line of
+    // the grid), in the order of `lines`.
+    let lines: Vec<String> = lines
+        .into_iter()
+        .filter(|l| per_trace.iter().all(|rows| row_of(rows, l).is_some()))
+        .collect();
+    let picked: Vec<Vec<SweepRow>> = per_trace
+        .iter()
+        .map(|rows| lines.iter().filter_map(|l| row_of(rows, l)).collect())
+        .collect();
+    let mut settings = job.settings(
+        &picked,
+        |r| r.setting.clone(),
+        |r| RankPeak {
+            peak_reserved_bytes: r.peak_reserved_bytes,
+            oom: !r.fits(),
+        },
+    )?;
+    for (s, line) in settings.iter_mut().zip(&lines) {
+        if let Some(c) = caps.iter().find(|c| &c.grid_line == line) {
+            s.needs_bytes = c.bytes.saturating_add(outside);
+            s.fits_on = card_for(c.bytes, outside);
+        }
+    }
+    let per_rank = job
+        .groups
+        .iter()
+        .zip(per_trace)
+        .map(|(g, rows)| RankFit {
+            ranks: g.label.clone(),
+            rank: g.rank,
+            recommended: winner
+                .as_deref()
+                .and_then(|l| row_of(rows, l))
+                .map(RowFit::from),
+            default: row_of(rows, "default").map(RowFit::from),
+        })
+        .collect();
+    Ok((settings, per_rank))
 }

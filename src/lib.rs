@@ -70,6 +70,7 @@ mod progress;
 mod render;
 mod rereads;
 mod scratch;
+mod source;
 
 use clap::{Parser, Subcommand};
 
@@ -90,7 +91,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     long_about = None,
     propagate_version = true,
     after_help = "Developer commands (not listed above): bench (every policy on the bundled \
-                  traces), bench-check (the regression gate; see README, Performance)."
+                  traces), bench-check (the regression gate; see docs/guide/performance.md)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -171,7 +172,7 @@ enum Command {
     ///
     /// Unlike `replay`, it holds the whole trace and every allocation's
     /// lifetime in memory, about 60 bytes per event (a 10M-event CSV: 0.6 GB;
-    /// BENCHMARKS.md has the measurement). It replays the trace once per
+    /// docs/perf-log.md has the measurement). It replays the trace once per
     /// candidate, on every core (docs/results/explain.md has the cost).
     Explain(cmd_explain::ExplainArgs),
     /// Two runs compared at their reserved peaks (two traces, or one trace
@@ -180,7 +181,7 @@ enum Command {
     ///
     /// Unlike `replay`, it holds both traces and their lifetimes in memory,
     /// about 70 bytes per event (a 10M-event CSV against itself: 0.7 GB;
-    /// BENCHMARKS.md has the measurement).
+    /// docs/perf-log.md has the measurement).
     Diff(cmd_diff::DiffArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
@@ -189,7 +190,7 @@ enum Command {
     ///
     /// Unlike `replay`, it holds the whole trace in memory: 60–70 bytes per
     /// event, and about 140 more for the explorer (a 10M-event CSV:
-    /// 0.6–0.7 GB with --no-explorer, 2.1 GB with it; BENCHMARKS.md has the
+    /// 0.6–0.7 GB with --no-explorer, 2.1 GB with it; docs/perf-log.md has the
     /// measurement).
     Report(cmd_report::ReportArgs),
     /// Generate the trace of an LLM or diffusion workload at any size,

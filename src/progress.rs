@@ -5,13 +5,10 @@ use std::cell::RefCell;
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use vramlab_replay::{ProgressHook, Reading};
-use vramlab_traces::Trace;
+use vramlab_replay::Reading;
 
 /// Files at least this large show a reading bar.
 const READ_BAR_BYTES: u64 = 64 << 20;
-/// Traces with at least this many events show a replay bar.
-const REPLAY_BAR_EVENTS: usize = 5_000_000;
 
 fn bar(total: u64, template: &str, message: String) -> ProgressBar {
     let pb = ProgressBar::new(total);
@@ -73,22 +70,6 @@ pub fn stream_bar(path: &std::path::Path, doing: &str) -> Option<(ProgressBar, S
     );
     let moved = pb.clone();
     Some((pb, Box::new(move |n| moved.set_position(n))))
-}
-
-/// A bar of the events replayed, and the hook that moves it, for a long
-/// trace on a terminal; `None` otherwise. Call
-/// [`ProgressBar::finish_and_clear`] when the replay ends.
-pub fn replay_bar(trace: &Trace, label: &str) -> Option<(ProgressBar, ProgressHook)> {
-    if trace.events.len() < REPLAY_BAR_EVENTS || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let pb = bar(
-        trace.events.len() as u64,
-        "{msg} {bar:30} {human_pos}/{human_len} events {per_sec} (eta {eta})",
-        format!("replaying under {label}"),
-    );
-    let moved = pb.clone();
-    Some((pb, ProgressHook::new(move |n| moved.set_position(n))))
 }
 
 /// A bar of replays done, on stderr when it is a terminal.

@@ -4,26 +4,26 @@
 //! terminal when the file is large.
 
 use std::cell::{Cell, RefCell};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use indicatif::ProgressBar;
 use vramlab_traces::{Format, IdUse, Location, TraceError, TraceEvents, open_events};
 
 /// The reads of one file (see the module's doc).
-pub struct Rereads<'a> {
-    path: &'a Path,
+pub struct Rereads {
+    path: PathBuf,
     format: Option<Format>,
     /// What the bar says is being done: "`doing` (read N) in FILE".
-    doing: &'a str,
+    doing: &'static str,
     bar: RefCell<Option<ProgressBar>>,
     opened: Cell<u32>,
 }
 
-impl<'a> Rereads<'a> {
+impl Rereads {
     /// The reads of `path` (in `format`, or as its extension says).
-    pub fn new(path: &'a Path, format: Option<Format>, doing: &'a str) -> Self {
+    pub fn new(path: &Path, format: Option<Format>, doing: &'static str) -> Self {
         Rereads {
-            path,
+            path: path.to_path_buf(),
             format,
             doing,
             bar: RefCell::new(None),
@@ -36,11 +36,11 @@ impl<'a> Rereads<'a> {
     pub fn open(&self) -> Result<TraceEvents, TraceError> {
         self.opened.set(self.opened.get() + 1);
         let doing = format!("{} (read {}) in", self.doing, self.opened.get());
-        let (pb, hook) = crate::progress::stream_bar(self.path, &doing).unzip();
+        let (pb, hook) = crate::progress::stream_bar(&self.path, &doing).unzip();
         if let Some(old) = self.bar.replace(pb) {
             old.finish_and_clear();
         }
-        open_events(self.path, self.format, IdUse::Recycled, hook)?.ok_or_else(|| {
+        open_events(&self.path, self.format, IdUse::Recycled, hook)?.ok_or_else(|| {
             TraceError::new(
                 self.path.display().to_string(),
                 Location::File,

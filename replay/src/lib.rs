@@ -48,7 +48,7 @@ mod torch_release;
 // The engine.
 #[cfg(feature = "cuda")]
 pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
-pub use engine::passes::{HeldTrace, ReplayPasses, TraceFile};
+pub use engine::passes::{ReplayPasses, TraceFile};
 pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
 pub use engine::scenario::Scenario;
 pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
@@ -72,13 +72,14 @@ pub use analysis::job::{
     JOB_ROW_NAME, JobOomPoint, JobSetting, JobView, RankGroup, RankPeak, card_for, job_setting,
     worst_rows,
 };
+pub use analysis::job_recommend::{
+    JobRanking, JobRecommendRequest, RankFit, RowFit, recommend_job,
+};
 pub use analysis::matrix::{
     MATRIX_SETTINGS, Matrix, MatrixCell, MatrixError, MatrixRequest, run_matrix,
 };
 pub use analysis::oom_point::find_oom_point;
-pub use analysis::oom_point_streamed::{
-    StreamedOomPoints, find_oom_points_streamed, find_oom_points_with,
-};
+pub use analysis::oom_point::{StreamedOomPoints, find_oom_points_streamed, find_oom_points_with};
 pub use analysis::oom_search::{OOM_POINT_STEP, OomPoint};
 pub use analysis::placement::{
     PlacementRange, Predicted, SettingRange, placement_note, placement_range, placement_range_with,
@@ -99,7 +100,7 @@ pub use analysis::sweep::{
 pub use analysis::sweep_cases::{
     CASE_SCHEMA, CaseError, CasePlan, CaseTrace, SweepCase, plan_cases, run_case,
 };
-pub use analysis::sweep_streamed::{StreamedSweep, SweepFile, sweep_streamed};
+pub use analysis::sweep_trace::{SweepFile, sweep_trace};
 pub use analysis::upgrade::{
     UpgradeAdvice, UpgradeFit, UpgradeRow, upgrade_from_runs, upgrade_from_sweeps,
 };

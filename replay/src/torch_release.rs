@@ -13,8 +13,6 @@ use vramlab_traces::advice::Opt;
 use vramlab_allocator::{AllocConf, TorchVersion};
 use vramlab_traces::Trace;
 
-use vramlab_traces::snapshot::{EVIDENCE_KEY, RELEASES_KEY};
-
 /// Where the release came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ReleaseSource {
@@ -107,17 +105,12 @@ pub fn target_of(trace: &Trace, user: Option<TorchVersion>) -> TorchTarget {
         return TorchTarget::user(v);
     }
     let h = &trace.header;
-    if let Some(range) = h.extra.get(RELEASES_KEY) {
-        if let Some(releases) = parse_range(range) {
-            let rules = releases.last().copied().unwrap_or(TorchVersion::NEWEST);
-            return TorchTarget {
-                releases,
-                rules,
-                source: ReleaseSource::Snapshot(
-                    h.extra.get(EVIDENCE_KEY).cloned().unwrap_or_default(),
-                ),
-            };
-        }
+    if let Some(range) = h.releases() {
+        return TorchTarget {
+            releases: range.modelled(),
+            rules: range.rules(),
+            source: ReleaseSource::Snapshot(range.evidence.join("; ")),
+        };
     }
     if let Some(f) = &h.framework {
         if let Some(v) = framework_release(f) {
@@ -133,27 +126,6 @@ pub fn target_of(trace: &Trace, user: Option<TorchVersion>) -> TorchTarget {
         rules: TorchVersion::NEWEST,
         source: ReleaseSource::Assumed,
     }
-}
-
-/// `2.5–2.7`, `2.9`, `2.11 or later` → the modelled releases in it
-/// (releases older than the oldest modelled one are left out; none left
-/// means the oldest).
-pub(crate) fn parse_range(s: &str) -> Option<Vec<TorchVersion>> {
-    let s = s.trim_end_matches(" or later");
-    let (a, b) = s.split_once('–').unwrap_or((s, s));
-    let v = |t: &str| -> Option<TorchVersion> {
-        let (ma, mi) = t.trim().split_once('.')?;
-        Some(TorchVersion::new(ma.parse().ok()?, mi.parse().ok()?))
-    };
-    let (lo, hi) = (v(a)?, v(b)?);
-    let lo = lo.max(TorchVersion::OLDEST);
-    let hi = hi.clamp(TorchVersion::OLDEST, TorchVersion::NEWEST);
-    Some(
-        (lo.minor..=hi.minor.max(lo.minor))
-            .map(|m| TorchVersion::new(lo.major, m))
-            .filter(|v| *v <= TorchVersion::NEWEST)
-            .collect(),
-    )
 }
 
 /// `torch 2.6.0+cu124 (…)` → 2.6, for releases vramlab models; a newer
@@ -177,6 +149,7 @@ fn framework_release(f: &str) -> Option<TorchVersion> {
 mod tests {
     use super::*;
     use vramlab_traces::TraceHeader;
+    use vramlab_traces::snapshot::{EVIDENCE_KEY, RELEASES_KEY};
 
     fn trace(extra: &[(&str, &str)], framework: Option<&str>) -> Trace {
         let mut h = TraceHeader {
@@ -216,6 +189,8 @@ mod tests {
     #[test]
     fn ranges_parse_and_clamp() {
         let v = |m| TorchVersion::new(2, m);
+        let parse_range =
+            |s: &str| vramlab_torch::ReleaseRange::from_label(s, "").map(|r| r.modelled());
         assert_eq!(parse_range("2.9"), Some(vec![v(9)]));
         assert_eq!(parse_range("2.10–2.11"), Some(vec![v(10), v(11)]));
         assert_eq!(parse_range("2.11 or later"), Some(vec![v(11)]));

@@ -76,7 +76,11 @@ fn every_real_snapshot_replays_exactly() {
         }
     }
     if !files.is_empty() {
-        assert_eq!(files.len(), 8, "the README lists eight snapshots");
+        assert_eq!(
+            files.len(),
+            8,
+            "docs/guide/validation.md lists eight snapshots"
+        );
     }
 }
 

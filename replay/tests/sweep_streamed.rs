@@ -1,7 +1,7 @@
-//! A sweep of a trace file replayed as it is read ([`sweep_streamed`]:
-//! the file read once, every setting replaying each block, in parallel)
-//! gives the rows of the sweep of the same trace read whole
-//! ([`run_sweep`]), row for row, on bundled traces, PyTorch's snapshots of
+//! A sweep of a trace file replayed as it is read ([`sweep_trace`] over a
+//! [`TraceFile`]: the file read once, every setting replaying each block,
+//! in parallel) and of the trace held in memory give the rows of the sweep
+//! of the same trace read whole ([`run_sweep`]), row for row, on bundled traces, PyTorch's snapshots of
 //! private pools and mid-run starts, and random traces, on an unlimited device and on one where settings run out
 //! of memory, whole and sharded. And a replay that forgets the device's
 //! calls ([`ReplayOptions::forget_device_calls`]) counts them as one that
@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use vramlab_allocator::{Placement, TorchVersion};
 use vramlab_replay::{
-    GridEntry, ReplayOptions, Shard, SweepFile, default_grid, parse_grid_line, run_sweep,
-    sweep_streamed,
+    GridEntry, ReplayOptions, Shard, SweepFile, TraceFile, default_grid, parse_grid_line,
+    run_sweep, sweep_trace,
 };
 use vramlab_traces::{
     EventBlocks, IdUse, Trace, VltEvents, open_events, read_binary, read_traces, write_binary,
@@ -75,17 +75,14 @@ fn assert_rows_alike<E: EventBlocks + Send>(
                 name: "t",
                 first_index: 0,
             };
-            let got = sweep_streamed(
-                open(),
-                file,
-                &grid,
-                (capacity, Placement::default()),
-                shard,
-                None,
-            )
-            .unwrap();
-            assert_eq!(got.end.counts.events, whole.events.len() as u64);
-            assert_eq!(got.rows, want, "{what} at {capacity:?}, shard {shard:?}");
+            let read = TraceFile::new(|| Ok(open())).unwrap();
+            let card = (capacity, Placement::default());
+            let got = sweep_trace(&read, file, &grid, card, shard, None, &|| {}).unwrap();
+            let end = read.first_end().unwrap();
+            assert_eq!(end.counts.events, whole.events.len() as u64);
+            assert_eq!(got, want, "{what} at {capacity:?}, shard {shard:?}");
+            let held = sweep_trace(whole, file, &grid, card, shard, None, &|| {}).unwrap();
+            assert_eq!(held, want, "{what} held at {capacity:?}, shard {shard:?}");
             ooms += want.iter().filter(|r| !r.fits()).count();
         }
     }

@@ -63,11 +63,11 @@ impl GridArgs {
 
     /// The PyTorch release(s) that apply to several traces: the user's, or
     /// the one every trace agrees on, else the newest (said in a note).
-    pub fn target_of_all(&self, traces: &[(String, Trace)]) -> TorchTarget {
+    pub fn target_of_all<'t>(&self, traces: impl IntoIterator<Item = &'t Trace>) -> TorchTarget {
         if let Some(v) = self.torch_version() {
             return TorchTarget::user(v);
         }
-        let targets: Vec<TorchTarget> = traces.iter().map(|(_, t)| target_of(t, None)).collect();
+        let targets: Vec<TorchTarget> = traces.into_iter().map(|t| target_of(t, None)).collect();
         match targets.first() {
             Some(first) if targets.iter().all(|t| t.releases == first.releases) => first.clone(),
             _ => {

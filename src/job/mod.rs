@@ -116,6 +116,18 @@ impl LoadedJob {
             .collect()
     }
 
+    /// Each distinct trace as an input of its own, named by its ranks.
+    pub fn inputs(&self) -> impl Iterator<Item = vramlab_replay::Input> + '_ {
+        self.groups
+            .iter()
+            .zip(&self.traces)
+            .map(|(g, t)| vramlab_replay::Input {
+                path: g.trace.clone().into(),
+                label: row_name(g),
+                trace: t.clone(),
+            })
+    }
+
     /// The settings every distinct trace runs under (`labels[g]`: group
     /// `g`'s, in order), which must be the same: the job is compared rank
     /// against rank under each setting. Traces can get their own with

@@ -2,7 +2,9 @@
 //! the job's worst rank, imbalance and card per setting.
 
 use vramlab_replay::gpus::CONTEXT_ALLOWANCE;
-use vramlab_replay::{JobOomPoint, JobSetting, RankGroup, Run};
+use vramlab_replay::{
+    JobOomPoint, JobSetting, RankFit, RankGroup, Recommendation, RowFit, Run, TorchTarget,
+};
 use vramlab_traces::{Job, Trace};
 
 use crate::render::table::{Table, bytes, count};
@@ -224,4 +226,69 @@ pub fn print_oom_points(
     }
     out!("{}", tab.render());
     outln!("{}", oom_point_note());
+}
+
+/// `recommend JOB` for people: the job, the capacity, the ranking, each
+/// rank.
+/// What [`print_recommend`] shows.
+pub struct JobAdvice<'a> {
+    /// What each rank's allocator may use.
+    pub capacity: u64,
+    /// The ranking of the job's rows.
+    pub recommendation: &'a Recommendation,
+    /// How many ranked settings to show.
+    pub top: usize,
+    /// Each rank group under the first-ranked setting and the defaults.
+    pub per_rank: &'a [RankFit],
+    /// The job's figures under those settings.
+    pub settings: &'a [JobSetting],
+}
+
+pub fn print_recommend(
+    (job, groups): (&Job, &[RankGroup]),
+    capacity_line: Option<String>,
+    a: &JobAdvice<'_>,
+    target: &TorchTarget,
+) {
+    print_header(job, groups);
+    if let Some(line) = capacity_line {
+        outln!("{line}");
+    }
+    outln!("{}", target.describe());
+    let name = format!("job (worst of {} ranks)", job.world_size);
+    crate::render::recommendation::print_recommendation(
+        &name,
+        &bytes(a.capacity),
+        a.recommendation,
+        a.top,
+    );
+    outln!();
+    let cell = |f: &Option<RowFit>| match f {
+        Some(f) => (
+            bytes(f.peak_reserved_bytes),
+            if f.fits { "yes" } else { "no" }.to_string(),
+        ),
+        None => ("-".into(), "-".into()),
+    };
+    let winner = a
+        .per_rank
+        .iter()
+        .find_map(|r| r.recommended.as_ref().map(|f| f.setting.clone()))
+        .unwrap_or_default();
+    outln!("per rank (recommended: {winner}):");
+    let mut tab = Table::new(vec![
+        "ranks".into(),
+        "recommended".into(),
+        "fits".into(),
+        "default".into(),
+        "fits".into(),
+    ]);
+    for r in a.per_rank {
+        let (p, f) = cell(&r.recommended);
+        let (dp, df) = cell(&r.default);
+        tab.row(vec![r.ranks.clone(), p, f, dp, df]);
+    }
+    out!("{}", tab.render());
+    outln!();
+    print_job(job, a.settings, "peak reserved", FitsFrom::SmallestCapacity);
 }

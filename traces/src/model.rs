@@ -150,8 +150,30 @@ pub struct TraceHeader {
     pub framework: Option<String>,
     /// Device ordinal the trace was recorded on.
     pub device: u32,
-    /// Any other `key: value` header lines, kept in order of their keys.
+    /// Any other `key: value` header lines, kept in order of their keys
+    /// (the release range among them: [`TraceHeader::releases`]).
     pub extra: BTreeMap<String, String>,
+}
+
+impl TraceHeader {
+    /// The releases that could have recorded the trace, when its reader
+    /// knew them (a snapshot's keys date it); kept in [`TraceHeader::extra`]
+    /// in words, so that CSV and `.vlt` files carry it readably.
+    pub fn releases(&self) -> Option<vramlab_torch::ReleaseRange> {
+        let words = self.extra.get(vramlab_torch::RELEASES_KEY)?;
+        let evidence = self.extra.get(vramlab_torch::EVIDENCE_KEY);
+        vramlab_torch::ReleaseRange::from_label(words, evidence.map_or("", String::as_str))
+    }
+
+    /// Keeps `range` as the releases that could have recorded the trace.
+    pub fn set_releases(&mut self, range: &vramlab_torch::ReleaseRange) {
+        self.extra
+            .insert(vramlab_torch::RELEASES_KEY.into(), range.label());
+        self.extra.insert(
+            vramlab_torch::EVIDENCE_KEY.into(),
+            range.evidence.join("; "),
+        );
+    }
 }
 
 /// State of a block that existed before the first event.

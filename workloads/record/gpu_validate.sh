@@ -2,7 +2,7 @@
 # Records the built-in workloads on a real GPU with vramlab_record.gpu and
 # under fake tensors with vramlab_record.cpu on the same machine (same torch),
 # then compares them (python -m vramlab_record.compare). This produced the
-# "fake vs real GPU" table in README.md.
+# comparison in workloads/record/README.md ("How close it comes").
 #
 #   bash workloads/record/gpu_validate.sh OUTDIR [quick]
 #

@@ -6,40 +6,7 @@
 
 use super::cnum::c_isspace;
 use super::version::TorchVersion;
-
-/// First release of each key (see the module table).
-const KEY_SINCE: &[(&str, TorchVersion)] = &[
-    ("backend", TorchVersion::new(2, 1)),
-    ("max_split_size_mb", TorchVersion::new(2, 1)),
-    ("roundup_power2_divisions", TorchVersion::new(2, 1)),
-    ("garbage_collection_threshold", TorchVersion::new(2, 1)),
-    ("expandable_segments", TorchVersion::new(2, 1)),
-    ("release_lock_on_cudamalloc", TorchVersion::new(2, 2)),
-    ("release_lock_on_hipmalloc", TorchVersion::new(2, 2)),
-    ("pinned_use_cuda_host_register", TorchVersion::new(2, 2)),
-    ("pinned_use_hip_host_register", TorchVersion::new(2, 2)),
-    ("pinned_num_register_threads", TorchVersion::new(2, 2)),
-    ("max_non_split_rounding_mb", TorchVersion::new(2, 6)),
-    ("pinned_use_background_threads", TorchVersion::new(2, 6)),
-    ("graph_capture_record_stream_reuse", TorchVersion::new(2, 9)),
-    ("pinned_reserve_segment_size_mb", TorchVersion::new(2, 10)),
-    ("per_process_memory_fraction", TorchVersion::new(2, 10)),
-    ("large_segment_size_mb", TorchVersion::new(2, 11)),
-    // Found in each wheel's libc10_cuda.so and checked with the oracle:
-    // 2.11 refuses them ("Unrecognized key"), these releases accept them.
-    ("throw_on_cudamalloc_oom", TorchVersion::new(2, 12)),
-    ("pinned_free_catch_all", TorchVersion::new(2, 12)),
-    // In libc10.so (the device-generic parser) from 2.13: read from the
-    // wheels by scripts/release_keys.py (allocator/data/release-keys.tsv)
-    // and checked with the oracle (2.15 accepts them, 2.11 refuses them).
-    ("pinned_max_round_threshold_mb", TorchVersion::new(2, 13)),
-    ("pinned_max_cached_size_mb", TorchVersion::new(2, 13)),
-    ("expandable_segments_reserve", TorchVersion::new(2, 15)),
-    (
-        "expandable_segments_reserve_by_class",
-        TorchVersion::new(2, 15),
-    ),
-];
+use vramlab_torch::CONF_KEY_SINCE;
 
 /// Keys handled by the generic `AcceleratorAllocatorConfig` parser (2.10+);
 /// the CUDA hook parser skips exactly these.
@@ -59,7 +26,7 @@ const GENERIC_KEYS: &[&str] = &[
 /// the tests check the table by.
 #[cfg(test)]
 pub(crate) fn supported_keys(version: TorchVersion) -> Vec<&'static str> {
-    KEY_SINCE
+    CONF_KEY_SINCE
         .iter()
         .filter(|(_, since)| version >= *since)
         .map(|(k, _)| *k)
@@ -68,7 +35,7 @@ pub(crate) fn supported_keys(version: TorchVersion) -> Vec<&'static str> {
 
 /// `true` if `version` accepts `key`.
 pub(crate) fn has_key(version: TorchVersion, key: &str) -> bool {
-    KEY_SINCE
+    CONF_KEY_SINCE
         .iter()
         .any(|(k, since)| *k == key && version >= *since)
 }
@@ -156,25 +123,5 @@ mod tests {
         assert!(!has_key(TorchVersion::new(2, 10), "large_segment_size_mb"));
         assert!(has_key(TorchVersion::new(2, 11), "large_segment_size_mb"));
         assert!(supported_keys(TorchVersion::new(2, 1)).len() == 5);
-    }
-
-    /// The table says what the wheels say: every key of
-    /// allocator/data/release-keys.tsv (read from each release's libraries
-    /// by scripts/release_keys.py) from the release it names, and no other.
-    #[test]
-    fn keys_are_those_the_wheels_have() {
-        let data = include_str!("../../data/release-keys.tsv");
-        let mut from_wheels: Vec<(&str, TorchVersion)> = data
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .map(|l| {
-                let (k, r) = l.split_once('\t').expect("key<TAB>release");
-                (k, r.parse().expect("a release"))
-            })
-            .collect();
-        let mut ours: Vec<(&str, TorchVersion)> = KEY_SINCE.to_vec();
-        from_wheels.sort();
-        ours.sort();
-        assert_eq!(ours, from_wheels);
     }
 }

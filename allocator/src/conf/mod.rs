@@ -31,7 +31,7 @@
 //! | 2.9 | `graph_capture_record_stream_reuse`; "divisons" typo fixed in messages | PR #158352 (merged by Sep 2025); Oct 2025 revision — typo boundary **inferred** |
 //! | 2.10 | parser moved to `AcceleratorAllocatorConfig` + CUDA hook (`ConfigTokenizer`, `stoull`, any whitespace dropped, separators not checked, `max_split_size_mb >= 20`, `>` fills from last + 1), `pinned_reserve_segment_size_mb`, `per_process_memory_fraction` | PR #165131/#165135 (Oct 2025, after the 2.9 release), PR #164501 (Oct 2025), PR #161035 (in the hook parser, commit `b944315b…`); issue #183387 shows 2.9.1's CUDA allocator still on the old parser |
 //! | 2.11 | `large_segment_size_mb` (parsed first; minimum for `max_split_size_mb` / `max_non_split_rounding_mb`; re-parse resets NSR to it) | PR #172056 (9 Jan 2026, after the 2.10 cut) — **unverified** that it made 2.11 |
-//! | 2.12 | `throw_on_cudamalloc_oom`, `pinned_free_catch_all` | each release's wheel (`allocator/data/release-keys.tsv`); grammar and messages from the 2.12–2.15 wheels on the fake device |
+//! | 2.12 | `throw_on_cudamalloc_oom`, `pinned_free_catch_all` | each release's wheel (`torch/data/release-keys.tsv`); grammar and messages from the 2.12–2.15 wheels on the fake device |
 //! | 2.13 | `pinned_max_round_threshold_mb`, `pinned_max_cached_size_mb` (in `libc10.so`'s generic parser: `stoull`, no bound) | the wheels (release-keys.tsv); 2.15 on the fake device accepts them, 2.11 refuses them |
 //! | 2.15 | `expandable_segments_reserve`, `expandable_segments_reserve_by_class` | the wheels (release-keys.tsv); the 2.15 wheel on the fake device |
 //!
@@ -62,6 +62,7 @@ mod version;
 
 pub use error::{ConfError, ConfErrorKind};
 pub use version::TorchVersion;
+pub(crate) use version::ties_by_address;
 
 /// 1 MiB in bytes.
 pub(crate) const MIB: u64 = 1 << 20;
@@ -194,7 +195,7 @@ impl AllocConf {
 
     /// `TorchVersion::ties_by_address` of these settings' release.
     pub fn ties_by_address(&self) -> bool {
-        self.version.ties_by_address()
+        version::ties_by_address(self.version)
     }
 
     /// Effective max split size in bytes (`u64::MAX` = unlimited).

@@ -7,12 +7,12 @@
 
 use vramlab_allocator::format::bytes_words as size_words;
 
-use crate::analysis::oom_point_streamed::find_oom_points_with;
+use crate::analysis::oom_point::find_oom_points_with;
 use crate::analysis::placement::{SettingRange, placement_range_with};
 use crate::analysis::recommend::{MinCapacity, Ranked, Recommendation, Verdict, recommend};
 use crate::analysis::sweep::{SweepRow, row_of};
 use crate::engine::ReplayOptions;
-use crate::engine::passes::{HeldTrace, ReplayPasses};
+use crate::engine::passes::ReplayPasses;
 use crate::engine::stream::StreamError;
 use crate::torch_release::TorchTarget;
 
@@ -42,7 +42,7 @@ pub fn recommend_trace(
     req: &RecommendRequest<'_>,
     progress: &(dyn Fn() + Sync),
 ) -> Result<(Vec<SweepRow>, Recommendation), (String, String, crate::engine::ReplayError)> {
-    recommend_with(req, &HeldTrace(req.trace), progress).map_err(|e| match e {
+    recommend_with(req, req.trace, progress).map_err(|e| match e {
         StreamError::Replay { scenario, error } => (req.name.to_string(), scenario, error),
         // A trace in memory is never read.
         StreamError::Read(e) => (

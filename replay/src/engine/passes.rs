@@ -1,5 +1,5 @@
 //! Where an analysis that replays a trace many times gets its replays:
-//! from the trace held in memory ([`HeldTrace`]), or from a trace file read
+//! from the trace held in memory (a [`Trace`] is its own passes), or from a trace file read
 //! again for each pass ([`TraceFile`], memory bounded by what is live).
 //! A pass replays several scenarios at once (in parallel); the runs are the
 //! same from either.
@@ -57,13 +57,10 @@ fn replay_error(scenario: &Scenario) -> impl Fn(ReplayError) -> StreamError + '_
     }
 }
 
-/// A trace held in memory.
-#[derive(Debug, Clone, Copy)]
-pub struct HeldTrace<'t>(pub &'t Trace);
-
-impl ReplayPasses for HeldTrace<'_> {
+/// A trace held in memory: every pass replays its events.
+impl ReplayPasses for Trace {
     fn trace(&self) -> &Trace {
-        self.0
+        self
     }
 
     fn replay_counted(
@@ -73,7 +70,7 @@ impl ReplayPasses for HeldTrace<'_> {
         done: &(dyn Fn() + Sync),
     ) -> Result<Vec<Run>, StreamError> {
         let one = |s: &Scenario| {
-            let run = s.run(self.0, opts).map_err(replay_error(s));
+            let run = s.run(self, opts).map_err(replay_error(s));
             done();
             run
         };
@@ -98,13 +95,13 @@ impl ReplayPasses for HeldTrace<'_> {
             ..opts.clone()
         };
         let run = scenario
-            .run(self.0, &only_start)
+            .run(self, &only_start)
             .map_err(replay_error(scenario))?;
         Ok(run.summary.peak_reserved_bytes)
     }
 
     fn peak_live(&self) -> Result<u64, StreamError> {
-        Ok(TraceSummary::of(self.0).peak_live_bytes)
+        Ok(TraceSummary::of(self).peak_live_bytes)
     }
 }
 

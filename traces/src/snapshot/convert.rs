@@ -14,7 +14,7 @@ use crate::error::TraceError;
 use crate::model::*;
 use crate::snapshot::initial::initial_state;
 use crate::snapshot::model::*;
-use crate::snapshot::release::{EVIDENCE_KEY, RELEASES_KEY, releases_of};
+use crate::snapshot::release::releases_of;
 use crate::snapshot::size_rules::SizeRules;
 use crate::snapshot::walk::{LEGACY_LIST_NOTE, NO_ENTRIES_NOTE, walk_entries};
 
@@ -69,10 +69,7 @@ fn header(snap: &Snapshot, device: u32, path: &str) -> TraceHeader {
         )),
         ..Default::default()
     };
-    header.extra.insert(RELEASES_KEY.into(), releases.label());
-    header
-        .extra
-        .insert(EVIDENCE_KEY.into(), releases.evidence.join("; "));
+    header.set_releases(&releases);
     if let Some(s) = &snap.allocator_settings {
         header.alloc_conf = Some(s.conf_string.clone().unwrap_or_default());
         let extra = &mut header.extra;

@@ -25,62 +25,17 @@
 //! Without trace entries the entry signals are missing, and the range is
 //! wider. Keys no release up to 2.15 writes mean "2.15 or later".
 
-use std::fmt;
-
 use crate::snapshot::model::{Action, Snapshot};
 
-/// Trace header key under which a snapshot's release range is kept
-/// (`2.5–2.7`).
-pub const RELEASES_KEY: &str = "torch_releases";
-/// Trace header key of the signals that decided the range.
-pub const EVIDENCE_KEY: &str = "torch_releases_evidence";
-
-/// A PyTorch release as (major, minor).
-pub(crate) type Release = (u16, u16);
+use vramlab_torch::TorchVersion;
+pub use vramlab_torch::{EVIDENCE_KEY, RELEASES_KEY, ReleaseRange};
 
 /// The newest release vramlab tells apart (the oldest is 2.0).
-pub(crate) const NEWEST: Release = (2, 15);
+const NEWEST: TorchVersion = TorchVersion::NEWEST;
 
-/// The range of releases that could have written a snapshot, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReleaseRange {
-    /// Oldest release the keys allow.
-    pub oldest: Release,
-    /// Newest release the keys allow (`NEWEST` when nothing bounds it).
-    pub newest: Release,
-    /// The file holds keys newer than `NEWEST`: a later release.
-    pub later: bool,
-    /// The signals that decided it, for people.
-    pub evidence: Vec<String>,
-}
-
-impl ReleaseRange {
-    /// `2.5–2.7`, `2.9`, `2.11 or later`.
-    pub fn label(&self) -> String {
-        let v = |r: Release| format!("{}.{}", r.0, r.1);
-        if self.later {
-            format!("{} or later", v(self.newest))
-        } else if self.oldest == self.newest {
-            v(self.oldest)
-        } else {
-            format!("{}–{}", v(self.oldest), v(self.newest))
-        }
-    }
-
-    fn new(oldest: Release, newest: Release, evidence: Vec<String>) -> Self {
-        ReleaseRange {
-            oldest,
-            newest,
-            later: false,
-            evidence,
-        }
-    }
-}
-
-impl fmt::Display for ReleaseRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.label())
-    }
+/// Release 2.`minor`.
+const fn r(minor: u16) -> TorchVersion {
+    TorchVersion::new(2, minor)
 }
 
 /// Keys that no release up to [`NEWEST`] writes (seen in later PyTorch
@@ -125,10 +80,10 @@ fn bounded(snap: &Snapshot) -> ReleaseRange {
             .any(|e| matches!(e.action, Action::SegmentMap | Action::SegmentUnmap));
     if snap.legacy_segment_list {
         return if block_history {
-            ReleaseRange::new((2, 0), (2, 0), vec!["blocks carry `history`".into()])
+            ReleaseRange::new(r(0), r(0), vec!["blocks carry `history`".into()])
         } else {
             ReleaseRange::new(
-                (2, 1),
+                r(1),
                 NEWEST,
                 vec![
                     "a segment list (torch.cuda.memory_snapshot()) says little about its release"
@@ -140,8 +95,8 @@ fn bounded(snap: &Snapshot) -> ReleaseRange {
     let Some(settings) = &snap.allocator_settings else {
         if block_history {
             return ReleaseRange::new(
-                (2, 0),
-                (2, 0),
+                r(0),
+                r(0),
                 vec![
                     "blocks carry `history`".into(),
                     "no `allocator_settings`".into(),
@@ -150,25 +105,25 @@ fn bounded(snap: &Snapshot) -> ReleaseRange {
         }
         let mut ev = vec!["no `allocator_settings` (added in 2.3)".to_string()];
         if !entries {
-            let lo = if modern_segments { (2, 1) } else { (2, 0) };
+            let lo = if modern_segments { r(1) } else { r(0) };
             ev.push("no trace entries".into());
-            return ReleaseRange::new(lo, (2, 2), ev);
+            return ReleaseRange::new(lo, r(2), ev);
         }
         return if has("device_traces[][].time_us") {
             ev.push("trace entries carry `time_us` (2.2+)".into());
-            ReleaseRange::new((2, 2), (2, 2), ev)
+            ReleaseRange::new(r(2), r(2), ev)
         } else if modern_segments {
             ev.push("trace entries lack `time_us` (added in 2.2)".into());
-            ReleaseRange::new((2, 1), (2, 1), ev)
+            ReleaseRange::new(r(1), r(1), ev)
         } else {
             ev.push("trace entries lack `time_us`".into());
-            ReleaseRange::new((2, 0), (2, 1), ev)
+            ReleaseRange::new(r(0), r(1), ev)
         };
     };
     if !has("external_annotations") {
         return ReleaseRange::new(
-            (2, 3),
-            (2, 4),
+            r(3),
+            r(4),
             vec![
                 "`allocator_settings` (2.3+)".into(),
                 "no `external_annotations` (added in 2.5)".into(),
@@ -186,24 +141,24 @@ fn bounded(snap: &Snapshot) -> ReleaseRange {
         ];
         if !entries {
             ev.push("no trace entries".into());
-            return ReleaseRange::new((2, 5), (2, 8), ev);
+            return ReleaseRange::new(r(5), r(8), ev);
         }
         return if has("device_traces[][].compile_context") {
             ev.push("trace entries carry `compile_context` (2.8+)".into());
-            ReleaseRange::new((2, 8), (2, 8), ev)
+            ReleaseRange::new(r(8), r(8), ev)
         } else {
             ev.push("trace entries lack `compile_context` (added in 2.8)".into());
-            ReleaseRange::new((2, 5), (2, 7), ev)
+            ReleaseRange::new(r(5), r(7), ev)
         };
     }
     let mut ev = vec!["the `graph_capture_record_stream_reuse` setting (2.9+)".to_string()];
     if !entries {
         ev.push("no trace entries".into());
-        return ReleaseRange::new((2, 9), NEWEST, ev);
+        return ReleaseRange::new(r(9), NEWEST, ev);
     }
     if !has("device_traces[][].user_metadata") {
         ev.push("trace entries lack `user_metadata` (added in 2.10)".into());
-        return ReleaseRange::new((2, 9), (2, 9), ev);
+        return ReleaseRange::new(r(9), r(9), ev);
     }
     ev.push("trace entries carry `user_metadata` (2.10+)".into());
     if let Some(r) = after_2_11(snap, &settings.keys, &mut ev) {
@@ -211,9 +166,9 @@ fn bounded(snap: &Snapshot) -> ReleaseRange {
     }
     if snap.keys_seen.iter().any(|k| k.ends_with("forward_frames")) {
         ev.push("`forward_frames` (2.11+)".into());
-        return ReleaseRange::new((2, 11), (2, 11), ev);
+        return ReleaseRange::new(r(11), r(11), ev);
     }
-    ReleaseRange::new((2, 10), (2, 11), ev)
+    ReleaseRange::new(r(10), r(11), ev)
 }
 
 /// The signals of 2.12 to 2.15, read from snapshots that each release's
@@ -226,31 +181,31 @@ fn after_2_11(snap: &Snapshot, settings: &[String], ev: &mut Vec<String>) -> Opt
     let has = |k: &str| snap.keys_seen.contains(k);
     let setting = |k: &str| settings.iter().any(|x| x == k);
     let (lo, why) = if has("device_traces[][].internal_metadata") {
-        ((2, 15), "trace entries carry `internal_metadata` (2.15)")
+        (r(15), "trace entries carry `internal_metadata` (2.15)")
     } else if has("host_segments") || has("host_traces") {
-        ((2, 14), "top-level `host_segments` (2.14+)")
+        (r(14), "top-level `host_segments` (2.14+)")
     } else if snap
         .device_traces
         .iter()
         .flatten()
         .any(|e| e.action == Action::Annotate)
     {
-        ((2, 14), "the trace action `annotate` (2.14+)")
+        (r(14), "the trace action `annotate` (2.14+)")
     } else if setting("max_cached_size") || setting("max_round_threshold") {
         (
-            (2, 13),
+            r(13),
             "the `max_cached_size` setting (2.13+), no `host_segments` (added in 2.14)",
         )
     } else if has("device_traces[][].pool_id") {
         (
-            (2, 12),
+            r(12),
             "trace entries carry `pool_id` (2.12+), no `max_cached_size` setting (added in 2.13)",
         )
     } else {
         return None;
     };
     ev.push(why.into());
-    let hi = if lo == (2, 14) { (2, 15) } else { lo };
+    let hi = if lo == r(14) { r(15) } else { lo };
     Some(ReleaseRange::new(lo, hi, std::mem::take(ev)))
 }
 
@@ -445,7 +400,7 @@ mod tests {
         assert_eq!(releases_of(&s).label(), "2.1–2.15");
         s.keys_seen.insert("segments[].blocks[].history".into());
         assert_eq!(releases_of(&s).label(), "2.0");
-        let r = releases_of(&s);
-        assert_eq!((r.oldest, r.newest, r.later), ((2, 0), (2, 0), false));
+        let got = releases_of(&s);
+        assert_eq!((got.oldest, got.newest, got.later), (r(0), r(0), false));
     }
 }

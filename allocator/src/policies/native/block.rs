@@ -98,7 +98,7 @@ impl TieOrder {
     pub(super) fn of(v: crate::conf::TorchVersion) -> TieOrder {
         if v.at_least(2, 13) {
             TieOrder::SegmentCounter
-        } else if v.ties_by_address() {
+        } else if crate::conf::ties_by_address(v) {
             TieOrder::Address
         } else {
             TieOrder::BlockCounter

@@ -35,7 +35,7 @@ const TO_TREE: usize = 512;
 const TO_RUN: usize = 128;
 
 /// Classes per doubling of the size, as a power of two. 32 classes
-/// (classes 3% wide) measured fastest on the random shape of BENCHMARKS.md
+/// (classes 3% wide) measured fastest on the random shape of docs/perf-log.md
 /// (8: 93.5 ms, 16: 89.2, 32: 85.5, 64: 85.9 for `1m-rand`, when a class
 /// was two arrays) and equal on the others; a bucketed set then keeps
 /// 1,632 runs (39 KB of headers).

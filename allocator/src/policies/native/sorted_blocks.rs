@@ -6,7 +6,7 @@
 //! first block of at least a size, and a block's place is found by its size,
 //! only blocks of the same size comparing further. A binary search over
 //! sizes packed 8 bytes apart touches a quarter of the cache lines that one
-//! over whole 32-byte entries does (measured in BENCHMARKS.md, *Against
+//! over whole 32-byte entries does (measured in docs/perf-log.md, *Against
 //! DynaPipe's allocator model*, with the count of smaller sizes that was
 //! tried instead of halving and was slower).
 

@@ -492,12 +492,9 @@ pub fn snapshot_devices(
     name: &str,
     version: impl Into<Option<TorchVersion>>,
 ) -> DeviceTraces {
-    let version = version.into().unwrap_or_else(|| {
-        let r = vramlab_traces::snapshot::releases_of(snap);
-        crate::torch_release::parse_range(&r.label())
-            .and_then(|v| v.last().copied())
-            .unwrap_or(TorchVersion::NEWEST)
-    });
+    let version = version
+        .into()
+        .unwrap_or_else(|| vramlab_traces::snapshot::releases_of(snap).rules());
     let raw = snap
         .allocator_settings
         .as_ref()
