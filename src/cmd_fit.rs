@@ -10,7 +10,6 @@ use vramlab_allocator::TorchVersion;
 use vramlab_replay::max_fitting_size;
 use vramlab_replay::parse_grid_line;
 use vramlab_reports::FitChart;
-use vramlab_traces::advice::with_callers_spelling;
 use vramlab_workloads::{GenRequest, generate};
 
 use crate::render::fit::FitHeading;
@@ -101,15 +100,13 @@ pub fn run(args: FitArgs) -> Result<()> {
     // One search per setting, on all cores; results in the settings' order.
     let results = entries
         .par_iter()
-        .map(with_callers_spelling(
-            |entry: &vramlab_replay::GridEntry| {
-                let s = entry
-                    .scenario(Some(capacity))
-                    .with_placement(args.device.placement);
-                max_fitting_size(&make, &s, lo, hi)
-                    .with_context(|| format!("searching under {}", entry.label()))
-            },
-        ))
+        .map(|entry: &vramlab_replay::GridEntry| {
+            let s = entry
+                .scenario(Some(capacity))
+                .with_placement(args.device.placement);
+            max_fitting_size(&make, &s, lo, hi)
+                .with_context(|| format!("searching under {}", entry.label()))
+        })
         .collect::<Vec<_>>()
         .into_iter()
         // The first failure in the settings' order, whichever thread hit it.

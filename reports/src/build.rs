@@ -19,7 +19,7 @@ use vramlab_replay::find_oom_point;
 use vramlab_replay::{ExplainOptions, explain};
 use vramlab_replay::{RecommendRequest, Recommendation, UpgradeAdvice, recommend_trace};
 use vramlab_replay::{ReplayError, ReplayOptions, Scenario, Start};
-use vramlab_traces::advice::{Cmd, Opt, with_callers_spelling};
+use vramlab_traces::advice::{Cmd, Opt};
 use vramlab_traces::{Trace, TraceSummary};
 
 use crate::{ReportError, ReportInput, SettingRun, write_report};
@@ -195,7 +195,7 @@ pub fn build_report(
     // (results in the chosen order).
     let detailed = chosen
         .par_iter()
-        .map(with_callers_spelling(|g: &&GridEntry| {
+        .map(|g: &&GridEntry| {
             let s = g.scenario(capacity).with_placement(placement);
             let run = s.run(trace, &opts).map_err(|error| BuildError::Replay {
                 setting: g.label(),
@@ -208,7 +208,7 @@ pub fn build_report(
                 }
             })?;
             Ok((g, run, p))
-        }))
+        })
         .collect::<Vec<_>>()
         .into_iter()
         // The first failure in the chosen order, whichever thread hit it.

@@ -5,18 +5,16 @@
 //! `--trace-device N` and `vramlab gpus` on the command line, `device=N`
 //! and `vramlab.run(["gpus"])` in Python.
 //!
-//! The spelling is a per-thread setting that a front end sets around one
-//! call ([`with_spelling`]), so two calls in one process (two Python
-//! threads, a test harness) each get their own. Work the library hands to
-//! other threads (rayon's `par_iter`) carries it over: each worker's
-//! closure is wrapped in [`with_callers_spelling`] (see
-//! `replay/src/analysis/sweep.rs`). A message written on a thread that was
-//! not given the spelling uses the command line's, so a new parallel part
-//! that forgets the wrapper shows Python users `--flag` words, never wrong
-//! ones.
+//! The spelling belongs to the process: one front end runs in it (the
+//! command line, or the Python package that loads the library), and it
+//! says once which it is ([`set_spelling`]); every thread, the library's
+//! parallel workers included, then writes its words, with nothing to carry
+//! from thread to thread. A message that must read the same from every
+//! front end (a result's label) is spelled explicitly
+//! ([`Advice::spelled`], [`Invocation::spelled`]).
 
-use std::cell::Cell;
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An option of vramlab's front ends that a message may advise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,67 +38,9 @@ pub enum Opt {
     /// The CSV file `sweep` writes its rows to (the command line's only:
     /// Python's `sweep()` returns the rows).
     Csv,
-    /// A generated workload's sequence length.
-    Seq,
-    /// A generated workload's image side.
-    Resolution,
-    /// A generated workload's batch size.
-    Batch,
-    /// A generated workload's training or denoising steps.
-    Steps,
-    /// A generated workload's number of new tokens (generation presets).
-    NewTokens,
-    /// A generated workload's numeric precision.
-    Precision,
-    /// A generated workload's attention kernel.
-    Attention,
-    /// Activation checkpointing in a generated workload.
-    Checkpointing,
-    /// A generated workload's KV cache kind.
-    KvCache,
-    /// A generated workload's model size.
-    Size,
-    /// VAE tiling in a generated diffusion workload.
-    VaeTiling,
-    /// VAE slicing in a generated diffusion workload.
-    VaeSlicing,
-    /// Model offload in a generated diffusion workload.
-    Offload,
-    /// The leak of the gpt-small workload.
-    Leak,
-    /// `empty_cache()` after each step of the gpt-small workload.
-    EmptyCache,
 }
 
 impl Opt {
-    /// The options a workload preset may expose, by their parameter names
-    /// (`vae_tiling`); see [`Opt::of_workload_param`].
-    const WORKLOAD: [Opt; 15] = [
-        Opt::Seq,
-        Opt::Resolution,
-        Opt::Batch,
-        Opt::Steps,
-        Opt::NewTokens,
-        Opt::Precision,
-        Opt::Attention,
-        Opt::Checkpointing,
-        Opt::KvCache,
-        Opt::Size,
-        Opt::VaeTiling,
-        Opt::VaeSlicing,
-        Opt::Offload,
-        Opt::Leak,
-        Opt::EmptyCache,
-    ];
-
-    /// The workload option whose parameter (and Python keyword) is `name`
-    /// (`vae_tiling` → [`Opt::VaeTiling`]).
-    pub fn of_workload_param(name: &str) -> Option<Opt> {
-        Opt::WORKLOAD
-            .into_iter()
-            .find(|o| o.python_name() == Some(name))
-    }
-
     /// The command line's name (`trace-device` for `--trace-device`).
     pub fn cli_name(self) -> &'static str {
         match self {
@@ -113,21 +53,6 @@ impl Opt {
             Opt::Capacity => "capacity",
             Opt::SnapshotOut => "snapshot-out",
             Opt::Csv => "csv",
-            Opt::Seq => "seq",
-            Opt::Resolution => "resolution",
-            Opt::Batch => "batch",
-            Opt::Steps => "steps",
-            Opt::NewTokens => "new-tokens",
-            Opt::Precision => "precision",
-            Opt::Attention => "attention",
-            Opt::Checkpointing => "checkpointing",
-            Opt::KvCache => "kv-cache",
-            Opt::Size => "size",
-            Opt::VaeTiling => "vae-tiling",
-            Opt::VaeSlicing => "vae-slicing",
-            Opt::Offload => "offload",
-            Opt::Leak => "leak",
-            Opt::EmptyCache => "empty-cache",
         }
     }
 
@@ -146,27 +71,51 @@ impl Opt {
             Opt::Capacity => "capacity",
             Opt::SnapshotOut => "snapshot_out",
             Opt::Csv => return None,
-            Opt::Seq => "seq",
-            Opt::Resolution => "resolution",
-            Opt::Batch => "batch",
-            Opt::Steps => "steps",
-            Opt::NewTokens => "new_tokens",
-            Opt::Precision => "precision",
-            Opt::Attention => "attention",
-            Opt::Checkpointing => "checkpointing",
-            Opt::KvCache => "kv_cache",
-            Opt::Size => "size",
-            Opt::VaeTiling => "vae_tiling",
-            Opt::VaeSlicing => "vae_slicing",
-            Opt::Offload => "offload",
-            Opt::Leak => "leak",
-            Opt::EmptyCache => "empty_cache",
         })
     }
 
+    /// The option alone (`--format`, `format=`).
+    pub fn bare(self) -> Advice<'static> {
+        OptionName::bare(self)
+    }
+
+    /// The option with a placeholder for its value (`--trace-device N`,
+    /// `device=N`).
+    pub fn with_placeholder(self, placeholder: &'static str) -> Advice<'static> {
+        OptionName::with_placeholder(self, placeholder)
+    }
+
+    /// The option with a word for its value (`--start fresh`,
+    /// `start="fresh"`).
+    pub fn with_word(self, word: &str) -> Advice<'_> {
+        OptionName::with_word(self, word)
+    }
+}
+
+impl OptionName for Opt {
+    fn cli_name(self) -> &'static str {
+        Opt::cli_name(self)
+    }
+
+    fn python_name(self) -> Option<&'static str> {
+        Opt::python_name(self)
+    }
+}
+
+/// An option as the front ends name it, which messages advise through
+/// [`Advice`]: vramlab's own ([`Opt`]) and those of the crates above
+/// (a generated workload's knobs).
+pub trait OptionName: Copy + fmt::Debug + PartialEq {
+    /// The command line's name (`trace-device` for `--trace-device`).
+    fn cli_name(self) -> &'static str;
+
+    /// The Python package's keyword (`device` for `device=`); `None` where
+    /// Python has no such keyword.
+    fn python_name(self) -> Option<&'static str>;
+
     /// The option alone, spelled for the running front end (`--seq`,
     /// `seq=`).
-    pub fn bare(self) -> Advice<'static> {
+    fn bare(self) -> Advice<'static, Self> {
         Advice {
             opt: self,
             value: Value::None,
@@ -174,7 +123,7 @@ impl Opt {
     }
 
     /// A switch turned on (`--checkpointing`, `checkpointing=True`).
-    pub fn on(self) -> Advice<'static> {
+    fn on(self) -> Advice<'static, Self> {
         Advice {
             opt: self,
             value: Value::On,
@@ -183,7 +132,7 @@ impl Opt {
 
     /// The option with a placeholder for its value (`--trace-device N`,
     /// `device=N`).
-    pub fn with_placeholder(self, placeholder: &'static str) -> Advice<'static> {
+    fn with_placeholder(self, placeholder: &'static str) -> Advice<'static, Self> {
         Advice {
             opt: self,
             value: Value::Placeholder(placeholder),
@@ -191,7 +140,7 @@ impl Opt {
     }
 
     /// The option with a number for its value (`--batch 4`, `batch=4`).
-    pub fn with_number(self, number: u64) -> Advice<'static> {
+    fn with_number(self, number: u64) -> Advice<'static, Self> {
         Advice {
             opt: self,
             value: Value::Number(number),
@@ -200,7 +149,7 @@ impl Opt {
 
     /// The option with a word for its value (`--start fresh`,
     /// `start="fresh"`).
-    pub fn with_word(self, word: &str) -> Advice<'_> {
+    fn with_word(self, word: &str) -> Advice<'_, Self> {
         Advice {
             opt: self,
             value: Value::Word(word),
@@ -220,12 +169,12 @@ enum Value<'a> {
 /// An option as a message advises it; its [`Display`](fmt::Display) spells
 /// it as the running front end does ([`spelling`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Advice<'a> {
-    opt: Opt,
+pub struct Advice<'a, O = Opt> {
+    opt: O,
     value: Value<'a>,
 }
 
-impl Advice<'_> {
+impl<O: OptionName> Advice<'_, O> {
     fn write_cli(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "--{}", self.opt.cli_name())?;
         match self.value {
@@ -236,9 +185,17 @@ impl Advice<'_> {
     }
 }
 
-impl fmt::Display for Advice<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (spelling(), self.opt.python_name()) {
+impl<'a, O: OptionName> Advice<'a, O> {
+    /// The option in `spelling`'s words, whichever front end runs.
+    pub fn spelled(self, spelling: Spelling) -> Spelled<Advice<'a, O>> {
+        Spelled {
+            what: self,
+            spelling,
+        }
+    }
+
+    fn write_in(&self, f: &mut fmt::Formatter<'_>, spelling: Spelling) -> fmt::Result {
+        match (spelling, self.opt.python_name()) {
             (Spelling::Python, Some(name)) => match self.value {
                 Value::None => write!(f, "{name}="),
                 Value::On => write!(f, "{name}=True"),
@@ -248,6 +205,31 @@ impl fmt::Display for Advice<'_> {
             },
             _ => self.write_cli(f),
         }
+    }
+}
+
+impl<O: OptionName> fmt::Display for Advice<'_, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_in(f, spelling())
+    }
+}
+
+/// An [`Advice`] or [`Invocation`] in one front end's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spelled<T> {
+    what: T,
+    spelling: Spelling,
+}
+
+impl<O: OptionName> fmt::Display for Spelled<Advice<'_, O>> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.what.write_in(f, self.spelling)
+    }
+}
+
+impl fmt::Display for Spelled<Invocation<'_>> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.what.write_in(f, self.spelling)
     }
 }
 
@@ -335,7 +317,7 @@ impl Invocation<'_> {
             self.options
                 .iter()
                 .filter(|o| o.opt.python_name().is_some())
-                .map(|o| o.to_string()),
+                .map(|o| o.spelled(Spelling::Python).to_string()),
         );
         write!(f, "vramlab.{function}({})", parts.join(", "))
     }
@@ -358,13 +340,27 @@ impl Invocation<'_> {
     }
 }
 
-impl fmt::Display for Invocation<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (spelling(), self.cmd.python_function()) {
+impl<'a> Invocation<'a> {
+    /// The command in `spelling`'s words, whichever front end runs.
+    pub fn spelled(self, spelling: Spelling) -> Spelled<Invocation<'a>> {
+        Spelled {
+            what: self,
+            spelling,
+        }
+    }
+
+    fn write_in(&self, f: &mut fmt::Formatter<'_>, spelling: Spelling) -> fmt::Result {
+        match (spelling, self.cmd.python_function()) {
             (Spelling::Cli, _) => self.write_cli(f),
             (Spelling::Python, Some(function)) => self.write_python_call(f, function),
             (Spelling::Python, None) => self.write_python_run(f),
         }
+    }
+}
+
+impl fmt::Display for Invocation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_in(f, spelling())
     }
 }
 
@@ -378,87 +374,70 @@ pub enum Spelling {
     Python,
 }
 
-thread_local! {
-    /// This thread's spelling: set by [`with_spelling`] for one call.
-    static SPELLING: Cell<Spelling> = const { Cell::new(Spelling::Cli) };
-}
+/// The process's spelling: 0 for the command line's, 1 for Python's.
+static SPELLING: AtomicU8 = AtomicU8::new(0);
 
-/// The spelling messages written on this thread use now.
+/// The words messages spell options in: the front end's, as it said with
+/// [`set_spelling`] (the command line's until then).
 pub fn spelling() -> Spelling {
-    SPELLING.with(Cell::get)
-}
-
-/// Runs `f` with messages written on this thread spelling options as
-/// `spelling` says, then restores the previous spelling (also when `f`
-/// panics). A front end sets it around one call; the library's parallel
-/// parts set it in each worker to the caller's (see the module's doc).
-pub fn with_spelling<R>(spelling: Spelling, f: impl FnOnce() -> R) -> R {
-    struct Restore(Spelling);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            SPELLING.with(|s| s.set(self.0));
-        }
+    match SPELLING.load(Ordering::Relaxed) {
+        1 => Spelling::Python,
+        _ => Spelling::Cli,
     }
-    let _restore = Restore(SPELLING.with(|s| s.replace(spelling)));
-    f()
 }
 
-/// Wraps `f`, a worker's closure (for rayon's `map`), so that it runs
-/// with the spelling of the thread that wraps it: what the library's
-/// parallel parts pass their workers.
-pub fn with_callers_spelling<A, R>(
-    f: impl Fn(A) -> R + Sync + Send,
-) -> impl Fn(A) -> R + Sync + Send {
-    let spelling = spelling();
-    move |a| with_spelling(spelling, || f(a))
+/// Says which front end runs in this process, for every message written
+/// from now on, on any thread: the Python package as it calls the library,
+/// the command line never (its words are the default).
+pub fn set_spelling(spelling: Spelling) {
+    let code = match spelling {
+        Spelling::Cli => 0,
+        Spelling::Python => 1,
+    };
+    SPELLING.store(code, Ordering::Relaxed);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn python<R>(f: impl FnOnce() -> R) -> R {
-        with_spelling(Spelling::Python, f)
-    }
-
     #[test]
     fn each_front_end_spells_options_its_way() {
         let a = Opt::TraceDevice.with_placeholder("N");
         assert_eq!(a.to_string(), "--trace-device N");
-        assert_eq!(python(|| a.to_string()), "device=N");
+        assert_eq!(a.spelled(Spelling::Python).to_string(), "device=N");
         let s = Opt::Start.with_word("fresh");
         assert_eq!(s.to_string(), "--start fresh");
-        assert_eq!(python(|| s.to_string()), "start=\"fresh\"");
+        assert_eq!(s.spelled(Spelling::Python).to_string(), "start=\"fresh\"");
         assert_eq!(Opt::Format.bare().to_string(), "--format");
-        assert_eq!(python(|| Opt::VaeTiling.bare().to_string()), "vae_tiling=");
-        assert_eq!(Opt::Batch.with_number(4).to_string(), "--batch 4");
-        assert_eq!(Opt::Leak.on().to_string(), "--leak");
-        assert_eq!(python(|| Opt::Leak.on().to_string()), "leak=True");
-        assert_eq!(python(|| Opt::Batch.with_number(4).to_string()), "batch=4");
+        assert_eq!(
+            Opt::Format.bare().spelled(Spelling::Python).to_string(),
+            "format="
+        );
         // No Python keyword: the command line's words.
         let csv = Opt::Csv.with_placeholder("rows.csv");
-        assert_eq!(python(|| csv.to_string()), "--csv rows.csv");
+        assert_eq!(csv.spelled(Spelling::Python).to_string(), "--csv rows.csv");
     }
 
     #[test]
     fn each_front_end_spells_commands_its_way() {
         assert_eq!(Cmd::Gpus.alone().to_string(), "vramlab gpus");
         assert_eq!(
-            python(|| Cmd::Gpus.alone().to_string()),
+            Cmd::Gpus.alone().spelled(Spelling::Python).to_string(),
             "vramlab.run([\"gpus\"])"
         );
         let fresh = [Opt::Start.with_word("fresh")];
         let convert = Cmd::Convert.with(&[], &fresh);
         assert_eq!(convert.to_string(), "vramlab convert --start fresh");
         assert_eq!(
-            python(|| convert.to_string()),
+            convert.spelled(Spelling::Python).to_string(),
             "vramlab.run([\"convert\", \"--start\", \"fresh\"])"
         );
         let out = [Opt::SnapshotOut.with_placeholder("FILE")];
         let replay = Cmd::Replay.with(&[], &out);
         assert_eq!(replay.to_string(), "vramlab replay --snapshot-out FILE");
         assert_eq!(
-            python(|| replay.to_string()),
+            replay.spelled(Spelling::Python).to_string(),
             "vramlab.replay(…, snapshot_out=FILE)"
         );
         let opts = [
@@ -471,38 +450,8 @@ mod tests {
             "vramlab sweep t.pickle --gpu … --csv rows.csv"
         );
         assert_eq!(
-            python(|| sweep.to_string()),
+            sweep.spelled(Spelling::Python).to_string(),
             "vramlab.sweep(t.pickle, gpu=…)"
         );
-    }
-
-    #[test]
-    fn workload_params_name_their_options() {
-        assert_eq!(Opt::of_workload_param("vae_tiling"), Some(Opt::VaeTiling));
-        assert_eq!(Opt::of_workload_param("kv_cache"), Some(Opt::KvCache));
-        assert_eq!(Opt::of_workload_param("device"), None);
-        for o in Opt::WORKLOAD {
-            assert_eq!(
-                o.python_name(),
-                Some(o.cli_name().replace('-', "_").as_str())
-            );
-        }
-    }
-
-    #[test]
-    fn workers_get_the_callers_spelling() {
-        let spelled = python(|| with_callers_spelling(|o: Opt| o.bare().to_string()));
-        let on_worker = std::thread::scope(|s| s.spawn(|| spelled(Opt::Seq)).join());
-        assert_eq!(on_worker.expect("worker runs"), "seq=");
-    }
-
-    #[test]
-    fn the_spelling_is_per_thread() {
-        python(|| {
-            assert_eq!(spelling(), Spelling::Python);
-            let other = std::thread::spawn(spelling).join().expect("thread runs");
-            assert_eq!(other, Spelling::Cli);
-        });
-        assert_eq!(spelling(), Spelling::Cli);
     }
 }

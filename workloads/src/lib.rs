@@ -45,6 +45,7 @@ mod check;
 mod corpus;
 mod fit;
 mod knobs;
+mod opt;
 mod preset;
 mod read;
 mod template;

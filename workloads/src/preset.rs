@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use vramlab_traces::Trace;
-use vramlab_traces::advice::{Opt, Spelling, with_spelling};
+use vramlab_traces::advice::{OptionName, Spelling, spelling};
+
+use crate::opt::WorkloadOpt;
 
 use super::GenError;
 use super::corpus::{CorpusEntry, corpus};
@@ -222,43 +224,81 @@ impl Variant {
     /// the variant's label in results (a matrix's rows), the same from
     /// every front end.
     pub fn describe(&self, p: &Preset) -> String {
-        with_spelling(Spelling::Cli, || self.words(p))
+        self.words_in(p, Spelling::Cli)
     }
 
     /// The options that differ from the preset's defaults, in the words of
     /// the running front end (`--precision bf16`, `precision="bf16"`): the
     /// variant as messages name it.
     pub fn words(&self, p: &Preset) -> String {
+        self.words_in(p, spelling())
+    }
+
+    /// [`Self::words`] in `spelling`'s words.
+    fn words_in(&self, p: &Preset, spelling: Spelling) -> String {
         let mut out = Vec::new();
         if p.options.contains(&"precision") {
-            out.push(Opt::Precision.with_word(self.precision.name()).to_string());
+            out.push(
+                WorkloadOpt::Precision
+                    .with_word(self.precision.name())
+                    .spelled(spelling)
+                    .to_string(),
+            );
         }
         if p.options.contains(&"attention") {
-            out.push(Opt::Attention.with_word(self.attention.name()).to_string());
+            out.push(
+                WorkloadOpt::Attention
+                    .with_word(self.attention.name())
+                    .spelled(spelling)
+                    .to_string(),
+            );
         }
         if p.options.contains(&"checkpointing") && self.checkpointing {
-            out.push(Opt::Checkpointing.on().to_string());
+            out.push(
+                WorkloadOpt::Checkpointing
+                    .on()
+                    .spelled(spelling)
+                    .to_string(),
+            );
         }
         if p.options.contains(&"kv_cache") {
-            out.push(Opt::KvCache.with_word(self.kv_cache.name()).to_string());
+            out.push(
+                WorkloadOpt::KvCache
+                    .with_word(self.kv_cache.name())
+                    .spelled(spelling)
+                    .to_string(),
+            );
         }
         if let Some(s) = self.size {
-            out.push(Opt::Size.with_word(s.name()).to_string());
+            out.push(
+                WorkloadOpt::Size
+                    .with_word(s.name())
+                    .spelled(spelling)
+                    .to_string(),
+            );
         }
         if let Some(n) = self.vae_tiling {
-            out.push(format!("{} ({n}x{n} tiles)", Opt::VaeTiling.on()));
+            out.push(format!(
+                "{} ({n}x{n} tiles)",
+                WorkloadOpt::VaeTiling.on().spelled(spelling)
+            ));
         }
         if self.vae_slicing {
-            out.push(Opt::VaeSlicing.on().to_string());
+            out.push(WorkloadOpt::VaeSlicing.on().spelled(spelling).to_string());
         }
         if self.offload != Offload::None {
-            out.push(Opt::Offload.with_word(self.offload.name()).to_string());
+            out.push(
+                WorkloadOpt::Offload
+                    .with_word(self.offload.name())
+                    .spelled(spelling)
+                    .to_string(),
+            );
         }
         if self.leak {
-            out.push(Opt::Leak.on().to_string());
+            out.push(WorkloadOpt::Leak.on().spelled(spelling).to_string());
         }
         if self.empty_cache {
-            out.push(Opt::EmptyCache.on().to_string());
+            out.push(WorkloadOpt::EmptyCache.on().spelled(spelling).to_string());
         }
         out.join(" ")
     }
@@ -390,7 +430,7 @@ impl GenRequest {
     pub fn resolve(&self) -> Result<(&'static Preset, Variant), GenError> {
         let p = preset(&self.preset)?;
         let has = |o: &str| p.options.contains(&o);
-        let option = |name: &str| Opt::of_workload_param(name).map(Opt::bare);
+        let option = |name: &str| WorkloadOpt::of_param(name).map(WorkloadOpt::bare);
         let no = |name: &str| {
             GenError::Request(format!(
                 "{} has no {} option (it has: {})",
@@ -440,7 +480,7 @@ impl GenRequest {
         if p.name == "flux" && self.value(p) % 16 != 0 {
             return Err(GenError::Request(format!(
                 "flux: {} must be a multiple of 16 (8x VAE, 2x2 latent packing), not {}",
-                Opt::Resolution.bare(),
+                WorkloadOpt::Resolution.bare(),
                 self.value(p)
             )));
         }
@@ -449,16 +489,16 @@ impl GenRequest {
                 return Err(GenError::Request(format!(
                     "{} scales with {}, not {}",
                     p.name,
-                    Opt::Seq.bare(),
-                    Opt::Resolution.bare()
+                    WorkloadOpt::Seq.bare(),
+                    WorkloadOpt::Resolution.bare()
                 )));
             }
             Scaling::Resolution if self.seq.is_some() => {
                 return Err(GenError::Request(format!(
                     "{} scales with {}, not {}",
                     p.name,
-                    Opt::Resolution.bare(),
-                    Opt::Seq.bare()
+                    WorkloadOpt::Resolution.bare(),
+                    WorkloadOpt::Seq.bare()
                 )));
             }
             _ => {}
@@ -610,9 +650,9 @@ pub fn generate(req: &GenRequest) -> Result<(Trace, Template), GenError> {
         return Err(GenError::Request(format!(
             "{}: {}: the static cache is preallocated for prompt + new tokens, so its decode steps are recorded at {} new tokens only; use {} for other lengths",
             t.name,
-            Opt::NewTokens.bare(),
+            WorkloadOpt::NewTokens.bare(),
             t.recorded_new_tokens().unwrap_or(0),
-            Opt::KvCache.with_word("dynamic")
+            WorkloadOpt::KvCache.with_word("dynamic")
         )));
     }
     let batch = req.batch.unwrap_or(1);
@@ -621,8 +661,8 @@ pub fn generate(req: &GenRequest) -> Result<(Trace, Template), GenError> {
             return Err(GenError::Request(format!(
                 "{}: {} with {} beyond batch 2",
                 t.name,
-                Opt::Steps.bare(),
-                Opt::VaeSlicing.bare()
+                WorkloadOpt::Steps.bare(),
+                WorkloadOpt::VaeSlicing.bare()
             )));
         }
         // One image at a time: the second image's decode, repeated.

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::Serialize;
 use vramlab_allocator::{BlockState, PoolKind};
-use vramlab_traces::advice::with_callers_spelling;
 use vramlab_traces::{AllocId, Trace, code_frames};
 
 use crate::analysis::growth::Blocked;
@@ -168,11 +167,11 @@ pub(crate) fn search(s: &Search<'_>) -> Result<Found, ReplayError> {
     let peak = s.state.run.summary.peak_reserved_bytes;
     let outcomes: Vec<(u64, bool)> = groups
         .par_iter()
-        .map(with_callers_spelling(|ids: &Vec<AllocId>| {
+        .map(|ids: &Vec<AllocId>| {
             let run = s.scenario.run(&s.trace.without_allocations(ids), s.opts)?;
             (s.tick)();
             Ok((run.summary.peak_reserved_bytes, run.oom.is_none()))
-        }))
+        })
         .collect::<Result<_, ReplayError>>()?;
     let (single, grouped) = outcomes.split_at(candidates.len());
     let fits = |ok: bool| s.failing.map(|_| ok);

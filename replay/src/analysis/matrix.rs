@@ -12,7 +12,6 @@ use rayon::prelude::*;
 use serde::Serialize;
 use vramlab_allocator::Placement;
 use vramlab_traces::Trace;
-use vramlab_traces::advice::with_callers_spelling;
 use vramlab_workloads::{GenRequest, Preset, Scaling, Variant, generate};
 
 use crate::analysis::fit::{FitError, max_fitting_size};
@@ -198,11 +197,11 @@ pub fn run_matrix(
     });
     let generated: Vec<Result<(Variant, Trace), String>> = variants
         .par_iter()
-        .map(with_callers_spelling(|v: &Variant| {
+        .map(|v: &Variant| {
             generate(&req.workload.for_variant(v))
                 .map(|(t, _)| (*v, t))
                 .map_err(|e| format!("{}: {e}", v.words(preset)))
-        }))
+        })
         .collect();
     // A variant the generator cannot make at this size is left out with a
     // note; the baseline (first) must be made.
@@ -221,11 +220,11 @@ pub fn run_matrix(
         .collect();
     let mut cells: Vec<MatrixCell> = pairs
         .par_iter()
-        .map(with_callers_spelling(|&(t, s): &(usize, usize)| {
+        .map(|&(t, s): &(usize, usize)| {
             let cell = measure(req, preset, &traces, t, s);
             progress();
             cell
-        }))
+        })
         .collect::<Vec<_>>()
         .into_iter()
         // The first failure in cell order, whichever thread hit it.

@@ -6,7 +6,6 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use vramlab_allocator::Placement;
 use vramlab_traces::Trace;
-use vramlab_traces::advice::with_callers_spelling;
 
 use crate::analysis::grid::GridEntry;
 use crate::engine::run::Run;
@@ -255,25 +254,23 @@ pub fn run_sweep(
         .collect();
     pairs
         .par_iter()
-        .map(with_callers_spelling(
-            |&(index, t, entry): &(u64, usize, &GridEntry)| {
-                let (Some((name, trace)), Some(start)) = (traces.get(t), starts.get(t)) else {
-                    return Err((
-                        String::new(),
-                        entry.label(),
-                        ReplayError::Malformed("no such trace".into()),
-                    ));
-                };
-                let opts = ReplayOptions::figures_only(start.unwrap_or_default());
-                let run = entry
-                    .scenario(capacity)
-                    .with_placement(placement)
-                    .run(trace, &opts)
-                    .map_err(|e| (name.clone(), entry.label(), e))?;
-                progress();
-                Ok(row_of(index, name, entry, capacity, &run))
-            },
-        ))
+        .map(|&(index, t, entry): &(u64, usize, &GridEntry)| {
+            let (Some((name, trace)), Some(start)) = (traces.get(t), starts.get(t)) else {
+                return Err((
+                    String::new(),
+                    entry.label(),
+                    ReplayError::Malformed("no such trace".into()),
+                ));
+            };
+            let opts = ReplayOptions::figures_only(start.unwrap_or_default());
+            let run = entry
+                .scenario(capacity)
+                .with_placement(placement)
+                .run(trace, &opts)
+                .map_err(|e| (name.clone(), entry.label(), e))?;
+            progress();
+            Ok(row_of(index, name, entry, capacity, &run))
+        })
         .collect::<Vec<_>>()
         .into_iter()
         // The first failure in pair order, whichever thread hit it: the

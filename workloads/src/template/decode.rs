@@ -22,7 +22,9 @@
 //! freed the last one's.
 
 use crate::GenError;
-use vramlab_traces::advice::Opt;
+use vramlab_traces::advice::OptionName;
+
+use crate::opt::WorkloadOpt;
 
 use super::{Scaling, TEvent, Template};
 
@@ -163,7 +165,7 @@ impl Template {
         let Some(want) = new_tokens else {
             return Ok(None);
         };
-        let err = |m: String| self.request_error(format!("{}: {m}", Opt::NewTokens.bare()));
+        let err = |m: String| self.request_error(format!("{}: {m}", WorkloadOpt::NewTokens.bare()));
         let (Some(recorded), Some(phase), Scaling::Seq) = (
             self.recorded_new_tokens(),
             self.decode_phase(),

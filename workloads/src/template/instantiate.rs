@@ -6,7 +6,9 @@
 use std::ops::Range;
 
 use crate::GenError;
-use vramlab_traces::advice::Opt;
+use vramlab_traces::advice::OptionName;
+
+use crate::opt::WorkloadOpt;
 use vramlab_traces::{AllocId, Event, Trace, TraceHeader};
 
 use super::decode::Decode;
@@ -67,13 +69,15 @@ impl Template {
         per_item: Option<&str>,
     ) -> Result<Trace, GenError> {
         if batch == 0 {
-            return Err(self.request_error(format!("{} must be at least 1", Opt::Batch.bare())));
+            return Err(
+                self.request_error(format!("{} must be at least 1", WorkloadOpt::Batch.bare()))
+            );
         }
         if batch != self.base_batch && self.other_batch.is_none() {
             return Err(self.request_error(format!(
                 "recorded at batch {} only; {} needs a recording at another batch size",
                 self.base_batch,
-                Opt::Batch.with_number(batch)
+                WorkloadOpt::Batch.with_number(batch)
             )));
         }
         let x = self
@@ -95,8 +99,8 @@ impl Template {
         if repeat.is_some() && decode.is_some() {
             return Err(self.request_error(format!(
                 "{} and {} together",
-                Opt::Steps.bare(),
-                Opt::NewTokens.bare()
+                WorkloadOpt::Steps.bare(),
+                WorkloadOpt::NewTokens.bare()
             )));
         }
         let times = |start: usize, end: usize, n: u64| {
@@ -118,9 +122,9 @@ impl Template {
             out: self.reserve_events(
                 extra,
                 if decode.is_some() {
-                    Opt::NewTokens
+                    WorkloadOpt::NewTokens
                 } else {
-                    Opt::Steps
+                    WorkloadOpt::Steps
                 },
             )?,
             id_of: vec![0 as AllocId; self.allocs.len()],
@@ -158,7 +162,11 @@ impl Template {
     /// Room for the events to generate (`extra` beyond the template's):
     /// ids are 32-bit, and the memory is reserved up front, so a huge
     /// --steps or --new-tokens is an error, not an abort.
-    fn reserve_events(&self, extra: Option<usize>, option: Opt) -> Result<Vec<Event>, GenError> {
+    fn reserve_events(
+        &self,
+        extra: Option<usize>,
+        option: WorkloadOpt,
+    ) -> Result<Vec<Event>, GenError> {
         let total = extra
             .and_then(|extra| extra.checked_add(self.events.len()))
             .filter(|&t| t <= u32::MAX as usize)

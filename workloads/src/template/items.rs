@@ -14,7 +14,9 @@
 //! (as a Python list releases its items).
 
 use crate::GenError;
-use vramlab_traces::advice::Opt;
+use vramlab_traces::advice::OptionName;
+
+use crate::opt::WorkloadOpt;
 
 use super::{Presence, TEvent, Template};
 
@@ -87,7 +89,8 @@ impl Template {
         if batch <= other {
             return Ok(None);
         }
-        let err = |m: &str| self.request_error(format!("{}: {m}", Opt::Batch.with_number(batch)));
+        let err =
+            |m: &str| self.request_error(format!("{}: {m}", WorkloadOpt::Batch.with_number(batch)));
         let Some(p) = self.phases.iter().position(|(_, l)| l == label) else {
             return Err(err(&format!("no '{label}' phase to repeat per item")));
         };

@@ -46,7 +46,9 @@ mod steps;
 
 use std::fmt;
 
-use vramlab_traces::advice::Opt;
+use vramlab_traces::advice::OptionName;
+
+use crate::opt::WorkloadOpt;
 use vramlab_traces::{Event, Trace, TraceHeader};
 
 use super::fit::{FitKind, Poly, div_round};
@@ -74,10 +76,10 @@ impl Scaling {
     }
 
     /// The option that sets the parameter (`--seq`, `seq=`).
-    pub fn opt(self) -> Opt {
+    pub fn opt(self) -> WorkloadOpt {
         match self {
-            Scaling::Seq => Opt::Seq,
-            Scaling::Resolution => Opt::Resolution,
+            Scaling::Seq => WorkloadOpt::Seq,
+            Scaling::Resolution => WorkloadOpt::Resolution,
         }
     }
 
@@ -92,7 +94,7 @@ impl Scaling {
                 if value % 8 != 0 {
                     return Err(format!(
                         "{} must be a multiple of 8 (the VAE works on 8x8 pixel latents), not {value}",
-                        Opt::Resolution.bare()
+                        WorkloadOpt::Resolution.bare()
                     ));
                 }
                 let l = (value / 8) as i128;

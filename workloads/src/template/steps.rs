@@ -3,7 +3,9 @@
 //! that it can be repeated.
 
 use crate::GenError;
-use vramlab_traces::advice::Opt;
+use vramlab_traces::advice::OptionName;
+
+use crate::opt::WorkloadOpt;
 
 use super::{TEvent, Template};
 
@@ -60,19 +62,19 @@ impl Template {
         let Some((start, end, recorded, first)) = self.step_block() else {
             return Err(self.request_error(format!(
                 "{}: this workload was not recorded with repeated steps",
-                Opt::Steps.bare()
+                WorkloadOpt::Steps.bare()
             )));
         };
         if want < recorded {
             return Err(self.request_error(format!(
                 "{}: recorded with {recorded} steps (the first differs: optimizer state, warm-up); ask for {recorded} or more",
-                Opt::Steps.bare()
+                WorkloadOpt::Steps.bare()
             )));
         }
         if recorded < 2 {
             return Err(self.request_error(format!(
                 "{}: needs at least two recorded steps",
-                Opt::Steps.bare()
+                WorkloadOpt::Steps.bare()
             )));
         }
         if want > recorded {
@@ -170,7 +172,7 @@ impl Template {
             return Err(GenError::Request(format!(
                 "{}: {}: the last recorded step frees {} allocations of earlier steps but leaves {} to later ones; it cannot be repeated",
                 self.name,
-                Opt::Steps.bare(),
+                WorkloadOpt::Steps.bare(),
                 carried_in.len(),
                 carried_out.len()
             )));
@@ -189,7 +191,7 @@ impl Template {
                     GenError::Request(format!(
                         "{}: {}: an allocation of {} bytes carried into the last step has no counterpart it leaves to the next",
                         self.name,
-                        Opt::Steps.bare(),
+                        WorkloadOpt::Steps.bare(),
                         sizes[c as usize]
                     ))
                 })?;
