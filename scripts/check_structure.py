@@ -174,9 +174,13 @@ def architecture_paths():
     expanded: `a/{b,c}.rs`)."""
     with open(os.path.join(ROOT, "ARCHITECTURE.md"), encoding="utf-8") as f:
         text = f.read()
-    for span in re.findall(r"`([^`]+)`", text):
+    # Fenced blocks (the crate map) hold no paths, and their ``` would pair
+    # with the backticks of the text around them.
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    for span in re.findall(r"`([^`\n]+)`", text):
         span = span.split(" ")[0]
-        if "/" not in span or span.startswith(("http", "-", "$")) or "<" in span or "*" in span:
+        # PyTorch's own sources (c10/...) are not in this repository.
+        if "/" not in span or span.startswith(("http", "-", "$", "c10/")) or "<" in span or "*" in span:
             continue
         m = re.match(r"^(.*)\{([^}]*)\}(.*)$", span)
         paths = [m.group(1) + x + m.group(3) for x in m.group(2).split(",")] if m else [span]

@@ -43,8 +43,8 @@ pub use devices::{
     Refusal, SimDevice,
 };
 pub use latency::{DeviceLatencies, LatencyHistogram, LatencySummary};
-pub use policies::PolicySpec;
 pub use policies::native::NativeAllocator;
+pub use policies::{PolicyKind, PolicySpec};
 pub use policy::{
     AllocError, Allocator, BlockHandle, BlockState, BlockView, Inspect, Invariants, OomReport,
     PoolOptions, PoolRoute, Seed, SeedBlock, SeedBlockState, SeedPool, SeedRange, SegmentView,

@@ -174,6 +174,27 @@ pub struct SegmentView {
     pub blocks: Vec<BlockView>,
 }
 
+impl SegmentView {
+    /// A segment of the default pool (`pool`'s size class), not
+    /// expandable, whose `blocks` are in address order.
+    pub fn new(
+        (ptr, size): (DevicePtr, u64),
+        stream: u64,
+        pool: PoolKind,
+        blocks: Vec<BlockView>,
+    ) -> SegmentView {
+        SegmentView {
+            ptr,
+            size,
+            stream,
+            pool,
+            private_pool: None,
+            is_expandable: false,
+            blocks,
+        }
+    }
+}
+
 /// Which requests a private pool receives while it is registered
 /// (PyTorch's `beginAllocateToPool` filter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,14 +1,17 @@
 //! The fake CUDA device for one wheel: vramlab-fakecuda's shared library
 //! copied under the soname of the wheel's CUDA runtime, with
 //! `libcuda.so.1` and `libnvidia-ml.so.1` as links to the same file, and
-//! the environment that loads it.
+//! the environment that loads it; and the one place that starts a Python
+//! process on it ([`FakeDir::python`]).
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use vramlab_allocator::Placement;
 
 use crate::OracleError;
 use crate::elf::{patch_soname, soname};
+use crate::install::Interpreter;
 
 /// The library's file name as cargo builds it.
 pub(crate) const LIBRARY: &str = "libvramlab_fakecuda.so";
@@ -94,6 +97,13 @@ pub fn prepare(lib: &Path, soname_wanted: &str, cache: &Path) -> Result<FakeDir,
 /// What the fake device is for one run.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FakeDevice {
+    /// The name `cudaGetDeviceProperties` gives (`None`: the library's).
+    pub name: Option<String>,
+    /// The card model whose properties it answers with
+    /// (`VRAMLAB_FAKECUDA_CARD`; `None`: the library's default).
+    pub model: Option<String>,
+    /// How many devices the process sees (`None`: one).
+    pub devices: Option<u32>,
     /// Bytes it can hold (`None`: unlimited).
     pub capacity: Option<u64>,
     /// Total memory `cudaMemGetInfo` reports (`None`: the capacity, else 1 TiB).
@@ -130,7 +140,48 @@ impl FakeDir {
         if let Some(l) = &dev.log {
             env.push(("VRAMLAB_FAKECUDA_LOG".into(), l.display().to_string()));
         }
+        let card = [
+            ("VRAMLAB_FAKECUDA_NAME", dev.name.clone()),
+            ("VRAMLAB_FAKECUDA_CARD", dev.model.clone()),
+            (
+                "VRAMLAB_FAKECUDA_DEVICES",
+                dev.devices.map(|n| n.to_string()),
+            ),
+        ];
+        env.extend(
+            card.into_iter()
+                .filter_map(|(k, v)| Some((k.to_string(), v?))),
+        );
         env
+    }
+
+    /// `interp`'s Python as a process on the fake device `dev`: the one
+    /// place where the oracle, the recorder (and any other judge) start
+    /// PyTorch there. The caller adds the script and its arguments.
+    pub(crate) fn python(&self, interp: &Interpreter, dev: &FakeDevice) -> PythonOnFake {
+        let mut cmd = Command::new(&interp.python);
+        cmd.envs(self.env(dev));
+        PythonOnFake {
+            cmd,
+            program: interp.python.display().to_string(),
+        }
+    }
+}
+
+/// A Python process about to run on the fake device.
+pub(crate) struct PythonOnFake {
+    /// The command, for the script and its arguments.
+    pub cmd: Command,
+    program: String,
+}
+
+impl PythonOnFake {
+    /// The error of a process that did not start.
+    pub(crate) fn spawn_error(&self) -> impl FnOnce(std::io::Error) -> OracleError + '_ {
+        move |source| OracleError::Spawn {
+            program: self.program.clone(),
+            source,
+        }
     }
 }
 

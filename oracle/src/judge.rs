@@ -258,6 +258,7 @@ pub fn judge_trace(
             placement: s.placement,
             runtime_version: opts.interp.wheel.runtime_version(),
             log: Some(log.clone()),
+            ..Default::default()
         };
         let run = TorchRun {
             csv: &csv,

@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde::{Deserialize, Serialize};
 
@@ -140,9 +140,13 @@ pub fn record_script(
         capacity: Some(opts.card.usable_bytes),
         total: Some(opts.card.total_bytes),
         runtime_version: interp.wheel.runtime_version(),
+        name: Some(opts.card.name.clone()),
+        model: Some(opts.card.model.clone()),
+        devices: Some(opts.devices),
         ..Default::default()
     };
-    let mut cmd = Command::new(&interp.python);
+    let mut process = fake.python(interp, &device);
+    let cmd = &mut process.cmd;
     cmd.arg(&launcher)
         .arg("--out")
         .arg(&opts.work)
@@ -155,10 +159,6 @@ pub fn record_script(
         .arg("--")
         .arg(&opts.script)
         .args(&opts.args)
-        .envs(fake.env(&device))
-        .env("VRAMLAB_FAKECUDA_NAME", &opts.card.name)
-        .env("VRAMLAB_FAKECUDA_CARD", &opts.card.model)
-        .env("VRAMLAB_FAKECUDA_DEVICES", opts.devices.to_string())
         .envs(opts.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::inherit());
     if std::env::var_os("TORCHINDUCTOR_CACHE_DIR").is_none() {
@@ -167,10 +167,7 @@ pub fn record_script(
         // and make two recordings of one script differ.
         cmd.env("TORCHINDUCTOR_CACHE_DIR", opts.work.join("inductor-cache"));
     }
-    let status = cmd.status().map_err(|source| OracleError::Spawn {
-        program: interp.python.display().to_string(),
-        source,
-    })?;
+    let status = cmd.status().map_err(process.spawn_error())?;
     let text = std::fs::read_to_string(&summary_path).map_err(|_| {
         OracleError::Record(format!(
             "{} stopped ({status}) before the recording was written (see its output above)",

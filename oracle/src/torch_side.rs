@@ -2,7 +2,7 @@
 //! wheel's interpreter on the fake device.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde::{Deserialize, Serialize};
 
@@ -74,7 +74,8 @@ pub(crate) fn run_torch(
     run: &TorchRun<'_>,
 ) -> Result<TorchResult, OracleError> {
     std::fs::create_dir_all(&run.out).map_err(OracleError::io(&run.out))?;
-    let mut cmd = Command::new(&interp.python);
+    let mut process = fake.python(interp, &run.device);
+    let cmd = &mut process.cmd;
     cmd.arg(script)
         .arg(run.csv)
         .arg("--out")
@@ -90,12 +91,8 @@ pub(crate) fn run_torch(
     }
     cmd.env_remove("PYTORCH_CUDA_ALLOC_CONF")
         .env_remove("PYTORCH_ALLOC_CONF")
-        .envs(fake.env(&run.device))
         .stdin(Stdio::null());
-    let out = cmd.output().map_err(|source| OracleError::Spawn {
-        program: interp.python.display().to_string(),
-        source,
-    })?;
+    let out = cmd.output().map_err(process.spawn_error())?;
     let summary = run.out.join("summary.json");
     let fail = |why: String| OracleError::TorchReplay {
         trace: run.label.to_string(),

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_allocator::{AllocConf, PolicyKind, TorchVersion};
 use vramlab_replay::{PolicySpec, Scenario};
 use vramlab_replay::{TorchTarget, target_of};
 use vramlab_traces::Trace;
@@ -44,7 +44,7 @@ pub struct ConfArgs {
     /// caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
     /// (cudaMallocAsync-like pool), stitch (GMLake-style stitching).
     #[arg(long, value_name = "NAME", default_value = "native")]
-    pub policy: String,
+    pub policy: PolicyKind,
 }
 
 impl ConfArgs {
@@ -82,7 +82,7 @@ impl ConfArgs {
 
     /// The policies to run, in order: `--policy` with each `--conf`.
     pub fn policies(&self, trace: Option<&Trace>) -> Result<Vec<PolicySpec>> {
-        if self.policy == "native" {
+        if self.policy == PolicyKind::Native {
             return Ok(self
                 .settings(trace)?
                 .into_iter()
@@ -105,7 +105,7 @@ impl ConfArgs {
         confs
             .into_iter()
             .map(|c| {
-                PolicySpec::parse(&self.policy, c, self.version_for(trace)).map_err(|e| {
+                PolicySpec::of(self.policy, c, self.version_for(trace)).map_err(|e| {
                     anyhow::Error::new(crate::invoke::BadArgument(format!(
                         "--policy {} --conf {c:?}: {e}",
                         self.policy
@@ -117,7 +117,7 @@ impl ConfArgs {
 
     /// The native policy's settings to run, in order.
     pub fn settings(&self, trace: Option<&Trace>) -> Result<Vec<AllocConf>> {
-        if self.policy != "native" {
+        if self.policy != PolicyKind::Native {
             bail!(
                 "this command runs PyTorch's native allocator only (not --policy {})",
                 self.policy

@@ -12,6 +12,14 @@ use crate::policy::BlockHandle;
 /// block's expandable segment, a stitch block's segment).
 pub(crate) const NIL: u32 = u32::MAX;
 
+/// The slots of a linked chain, from `first` to [`NIL`], each one's
+/// successor given by `next`: a segment's blocks in address order.
+pub(crate) fn chain(first: u32, next: impl Fn(u32) -> u32) -> impl Iterator<Item = u32> {
+    std::iter::successors((first != NIL).then_some(first), move |&i| {
+        Some(next(i)).filter(|&n| n != NIL)
+    })
+}
+
 /// One slot of an [`Arena`].
 #[derive(Debug, Clone)]
 struct Slot<T> {

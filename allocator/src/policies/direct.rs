@@ -236,20 +236,13 @@ impl<D: Device> Inspect for DirectAllocator<D> {
             .live()
             .map(|i| {
                 let a = self.allocs[i];
-                SegmentView {
+                let block = BlockView {
                     ptr: a.ptr,
-                    private_pool: None,
                     size: a.size,
-                    stream: 0,
-                    pool: POOL,
-                    is_expandable: false,
-                    blocks: vec![BlockView {
-                        ptr: a.ptr,
-                        size: a.size,
-                        requested: a.size,
-                        state: BlockState::Allocated,
-                    }],
-                }
+                    requested: a.size,
+                    state: BlockState::Allocated,
+                };
+                SegmentView::new((a.ptr, a.size), 0, POOL, vec![block])
             })
             .collect();
         out.sort_by_key(|s| s.ptr);

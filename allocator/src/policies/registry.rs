@@ -28,39 +28,105 @@ pub enum PolicySpec {
     Stitch(stitch::Settings),
 }
 
-/// The policy names `--policy` accepts, as their `Allocator::name`
-/// returns them: `native` first. A new policy is added here, to the enum
-/// above and to the `match` arms below (and `with_policy!`).
-pub(crate) const POLICIES: &[&str] = &["native", "direct", "bfc", "async", "stitch"];
+/// A policy by name, as `--policy` and a grid line's `policy=` give it. A
+/// new policy is added here, to [`PolicySpec`] and to the `match` arms
+/// below (and `with_policy!`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PolicyKind {
+    /// PyTorch's native caching allocator.
+    #[default]
+    Native,
+    /// No caching.
+    Direct,
+    /// TensorFlow / XLA BFC allocator.
+    Bfc,
+    /// A stream-ordered pool like cudaMallocAsync.
+    Async,
+    /// GMLake-style virtual-memory stitching.
+    Stitch,
+}
+
+impl PolicyKind {
+    /// Every policy, `native` first.
+    pub const ALL: [PolicyKind; 5] = [
+        PolicyKind::Native,
+        PolicyKind::Direct,
+        PolicyKind::Bfc,
+        PolicyKind::Async,
+        PolicyKind::Stitch,
+    ];
+
+    /// Its name, as its allocator's `Inspect::name` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Native => "native",
+            PolicyKind::Direct => "direct",
+            PolicyKind::Bfc => "bfc",
+            PolicyKind::Async => "async",
+            PolicyKind::Stitch => "stitch",
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PolicyKind, String> {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown policy '{s}' (known: {})", known.join(", "))
+            })
+    }
+}
 
 impl PolicySpec {
     /// Builds the policy `name` from its settings string.
     pub fn parse(name: &str, settings: &str, version: TorchVersion) -> Result<PolicySpec, String> {
+        PolicySpec::of(name.parse()?, settings, version)
+    }
+
+    /// Builds the policy `kind` from its settings string (`default` or
+    /// empty: its defaults).
+    pub fn of(
+        kind: PolicyKind,
+        settings: &str,
+        version: TorchVersion,
+    ) -> Result<PolicySpec, String> {
         let s = if settings == "default" { "" } else { settings };
-        match name {
-            "native" => AllocConf::parse(s, version)
+        match kind {
+            PolicyKind::Native => AllocConf::parse(s, version)
                 .map(PolicySpec::Native)
                 .map_err(|e| e.to_string()),
-            "direct" => direct::Settings::parse(s).map(PolicySpec::Direct),
-            "bfc" => bfc::Settings::parse(s).map(PolicySpec::Bfc),
-            "async" => async_pool::Settings::parse(s).map(PolicySpec::Async),
-            "stitch" => stitch::Settings::parse(s).map(PolicySpec::Stitch),
-            other => Err(format!(
-                "unknown policy '{other}' (known: {})",
-                POLICIES.join(", ")
-            )),
+            PolicyKind::Direct => direct::Settings::parse(s).map(PolicySpec::Direct),
+            PolicyKind::Bfc => bfc::Settings::parse(s).map(PolicySpec::Bfc),
+            PolicyKind::Async => async_pool::Settings::parse(s).map(PolicySpec::Async),
+            PolicyKind::Stitch => stitch::Settings::parse(s).map(PolicySpec::Stitch),
+        }
+    }
+
+    /// Which policy it is.
+    pub fn kind(&self) -> PolicyKind {
+        match self {
+            PolicySpec::Native(_) => PolicyKind::Native,
+            PolicySpec::Direct(_) => PolicyKind::Direct,
+            PolicySpec::Bfc(_) => PolicyKind::Bfc,
+            PolicySpec::Async(_) => PolicyKind::Async,
+            PolicySpec::Stitch(_) => PolicyKind::Stitch,
         }
     }
 
     /// The policy's name (`native`, `bfc`, …).
     pub fn name(&self) -> &'static str {
-        match self {
-            PolicySpec::Native(_) => "native",
-            PolicySpec::Direct(_) => "direct",
-            PolicySpec::Bfc(_) => "bfc",
-            PolicySpec::Async(_) => "async",
-            PolicySpec::Stitch(_) => "stitch",
-        }
+        self.kind().name()
     }
 
     /// The canonical settings string, with only the keys that differ from

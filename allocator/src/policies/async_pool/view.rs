@@ -1,7 +1,8 @@
 //! What the policy holds ([`Inspect`]); segment views: one segment per chunk, its blocks in address order.
 
-use super::{AsyncPoolAllocator, NIL, POOL};
+use super::{AsyncPoolAllocator, POOL};
 use crate::devices::{Device, DevicePtr};
+use crate::policies::arena::chain;
 use crate::policy::{BlockHandle, BlockState, BlockView, Inspect, SegmentView};
 use crate::stats::MemoryStats;
 
@@ -35,35 +36,27 @@ impl<D: Device> Inspect for AsyncPoolAllocator<D> {
 
     /// Every chunk as a segment, in address order.
     fn segments(&self) -> Vec<SegmentView> {
-        let mut out = Vec::with_capacity(self.chunks.len());
-        for (&base, c) in &self.chunks {
-            let mut seg = SegmentView {
-                ptr: base,
-                private_pool: None,
-                size: c.size,
-                stream: 0,
-                pool: POOL,
-                is_expandable: false,
-                blocks: Vec::new(),
-            };
-            let mut i = c.first;
-            while i != NIL {
-                let b = &self.blocks[i];
-                seg.blocks.push(BlockView {
-                    ptr: b.ptr,
-                    size: b.size,
-                    requested: b.requested,
-                    state: if b.allocated {
-                        BlockState::Allocated
-                    } else {
-                        BlockState::Free
-                    },
-                });
-                i = b.next;
+        let view = |i: u32| {
+            let b = &self.blocks[i];
+            BlockView {
+                ptr: b.ptr,
+                size: b.size,
+                requested: b.requested,
+                state: if b.allocated {
+                    BlockState::Allocated
+                } else {
+                    BlockState::Free
+                },
             }
-            out.push(seg);
-        }
-        out
+        };
+        let next = |i: u32| self.blocks[i].next;
+        self.chunks
+            .iter()
+            .map(|(&base, c)| {
+                let blocks = chain(c.first, next).map(view).collect();
+                SegmentView::new((base, c.size), 0, POOL, blocks)
+            })
+            .collect()
     }
 
     fn device(&self) -> &D {

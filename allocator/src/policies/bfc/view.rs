@@ -1,7 +1,8 @@
 //! What the policy holds ([`Inspect`]); segment views: one segment per region, its chunks in address order.
 
-use super::{BfcAllocator, ChunkState, NIL, POOL};
+use super::{BfcAllocator, ChunkState, POOL};
 use crate::devices::{Device, DevicePtr};
+use crate::policies::arena::chain;
 use crate::policy::{BlockHandle, BlockState, BlockView, Inspect, SegmentView};
 use crate::stats::MemoryStats;
 
@@ -33,35 +34,27 @@ impl<D: Device> Inspect for BfcAllocator<D> {
 
     /// Every region as a segment, in address order.
     fn segments(&self) -> Vec<SegmentView> {
-        let mut out = Vec::with_capacity(self.regions.len());
-        for (&base, r) in &self.regions {
-            let mut seg = SegmentView {
-                ptr: base,
-                private_pool: None,
-                size: r.size,
-                stream: 0,
-                pool: POOL,
-                is_expandable: false,
-                blocks: Vec::new(),
-            };
-            let mut c = r.first;
-            while c != NIL {
-                let ch = &self.chunks[c];
-                seg.blocks.push(BlockView {
-                    ptr: ch.ptr,
-                    size: ch.size,
-                    requested: ch.requested,
-                    state: match ch.state {
-                        ChunkState::Free => BlockState::Free,
-                        ChunkState::Allocated => BlockState::Allocated,
-                        ChunkState::PendingFree => BlockState::PendingFree,
-                    },
-                });
-                c = ch.next;
+        let view = |c: u32| {
+            let ch = &self.chunks[c];
+            BlockView {
+                ptr: ch.ptr,
+                size: ch.size,
+                requested: ch.requested,
+                state: match ch.state {
+                    ChunkState::Free => BlockState::Free,
+                    ChunkState::Allocated => BlockState::Allocated,
+                    ChunkState::PendingFree => BlockState::PendingFree,
+                },
             }
-            out.push(seg);
-        }
-        out
+        };
+        let next = |c: u32| self.chunks[c].next;
+        self.regions
+            .iter()
+            .map(|(&base, r)| {
+                let blocks = chain(r.first, next).map(view).collect();
+                SegmentView::new((base, r.size), 0, POOL, blocks)
+            })
+            .collect()
     }
 
     fn device(&self) -> &D {

@@ -1,8 +1,9 @@
 //! What the policy holds ([`Inspect`]): segment views (physical segments;
 //! a piece shows the state of its sBlock) and cache queries.
 
-use super::{NIL, State, StitchAllocator};
+use super::{State, StitchAllocator};
 use crate::devices::{Device, DevicePtr};
+use crate::policies::arena::chain;
 use crate::policy::{BlockHandle, BlockState, BlockView, Inspect, SegmentView};
 use crate::stats::MemoryStats;
 
@@ -41,39 +42,33 @@ impl<D: Device> Inspect for StitchAllocator<D> {
 
     /// Physical segments in address order.
     fn segments(&self) -> Vec<SegmentView> {
-        let mut out = Vec::with_capacity(self.segments.len());
-        for si in self.segments.live() {
-            let seg = self.segments[si];
-            let mut view = SegmentView {
-                ptr: seg.ptr,
-                private_pool: None,
-                size: seg.size,
-                stream: seg.stream,
-                pool: seg.pool,
-                is_expandable: false,
-                blocks: Vec::new(),
+        let view = |i: u32| {
+            let b = &self.blocks[i];
+            let state = match b.state {
+                State::Stitched(s) => self.blocks[s].state,
+                st => st,
             };
-            let mut i = seg.first;
-            while i != NIL {
-                let b = &self.blocks[i];
-                let state = match b.state {
-                    State::Stitched(s) => self.blocks[s].state,
-                    st => st,
-                };
-                view.blocks.push(BlockView {
-                    ptr: b.ptr,
-                    size: b.size,
-                    requested: b.requested,
-                    state: match state {
-                        State::Allocated => BlockState::Allocated,
-                        State::PendingFree => BlockState::PendingFree,
-                        _ => BlockState::Free,
-                    },
-                });
-                i = b.next;
+            BlockView {
+                ptr: b.ptr,
+                size: b.size,
+                requested: b.requested,
+                state: match state {
+                    State::Allocated => BlockState::Allocated,
+                    State::PendingFree => BlockState::PendingFree,
+                    _ => BlockState::Free,
+                },
             }
-            out.push(view);
-        }
+        };
+        let next = |i: u32| self.blocks[i].next;
+        let mut out: Vec<SegmentView> = self
+            .segments
+            .live()
+            .map(|si| {
+                let seg = self.segments[si];
+                let blocks = chain(seg.first, next).map(view).collect();
+                SegmentView::new((seg.ptr, seg.size), seg.stream, seg.pool, blocks)
+            })
+            .collect();
         out.sort_by_key(|s| s.ptr);
         out
     }
