@@ -31,16 +31,26 @@ impl Rereads {
         }
     }
 
-    /// Opens the file again; a file that no longer reads as a native trace
-    /// is an error.
-    pub fn open(&self) -> Result<TraceEvents, TraceError> {
+    /// Opens the file for its first read; `None` for a snapshot (which is
+    /// not read as it streams).
+    pub fn open_first(&self) -> Result<Option<TraceEvents>, TraceError> {
         self.opened.set(self.opened.get() + 1);
         let doing = format!("{} (read {}) in", self.doing, self.opened.get());
         let (pb, hook) = crate::progress::stream_bar(&self.path, &doing).unzip();
         if let Some(old) = self.bar.replace(pb) {
             old.finish_and_clear();
         }
-        open_events(&self.path, self.format, IdUse::Recycled, hook)?.ok_or_else(|| {
+        let events = open_events(&self.path, self.format, IdUse::Recycled, hook);
+        if !matches!(events, Ok(Some(_))) {
+            self.done();
+        }
+        events
+    }
+
+    /// Opens the file again; a file that no longer reads as a native trace
+    /// is an error.
+    pub fn open(&self) -> Result<TraceEvents, TraceError> {
+        self.open_first()?.ok_or_else(|| {
             TraceError::new(
                 self.path.display().to_string(),
                 Location::File,

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use anyhow::Result;
 use vramlab_allocator::TorchVersion;
 use vramlab_replay::{ReplayPasses, TraceFile};
-use vramlab_traces::{EventBlocks, Format, IdUse, StreamCounts, Trace, TraceError, TraceEvents};
+use vramlab_traces::{EventBlocks, Format, StreamCounts, Trace, TraceError, TraceEvents};
 
 use crate::args::TraceArgs;
 use crate::rereads::Rereads;
@@ -76,7 +76,7 @@ type Reopen = Box<dyn Fn() -> Result<TraceEvents, TraceError>>;
 
 /// A native trace file and its reads.
 struct FileTrace {
-    passes: TraceFile<Reopen>,
+    passes: TraceFile<Reopen, TraceEvents>,
     rereads: Rc<Rereads>,
     /// How many of its notes were known (and printed) when it was opened.
     noted: usize,
@@ -86,9 +86,8 @@ impl FileTrace {
     /// Opens `path` and prints the notes of its header; `None` for a
     /// snapshot (which is read whole).
     fn open(path: &Path, format: Option<Format>, doing: &'static str) -> Result<Option<Self>> {
-        let Some(first) =
-            vramlab_traces::open_events(path, format, IdUse::Recycled, None::<fn(u64)>)?
-        else {
+        let rereads = Rc::new(Rereads::new(path, format, doing));
+        let Some(first) = rereads.open_first()? else {
             return Ok(None);
         };
         // A binary trace's notes are in its metadata: printed before the
@@ -96,12 +95,10 @@ impl FileTrace {
         // end).
         let noted = first.trace().notes.len();
         crate::inputs::print_streamed_notes(path, &first.trace().notes, None);
-        drop(first);
-        let rereads = Rc::new(Rereads::new(path, format, doing));
         let reads = Rc::clone(&rereads);
         let reopen: Reopen = Box::new(move || reads.open());
         Ok(Some(FileTrace {
-            passes: TraceFile::new(reopen)?,
+            passes: TraceFile::opened(reopen, first),
             rereads,
             noted,
         }))

@@ -1,6 +1,6 @@
 //! vramlab-allocator: GPU caching allocator policies over a [`Device`].
 //!
-//! The public surface is the root's re-exports and three namespaces; every
+//! The public surface is the root's re-exports and four namespaces; every
 //! other module is private.
 //!
 //! * The contract of a policy: [`Allocator`] (serving), [`Inspect`],
@@ -17,6 +17,9 @@
 //!   allocator, reproduced exactly; also [`NativeAllocator`] here), `direct`,
 //!   `bfc`, `async_pool`, `stitch` — each with its allocator type and its
 //!   `Settings`; [`PolicySpec`] and [`with_policy!`] name and build them.
+//! * [`host`]: PyTorch's pinned host caching allocator, release by release
+//!   (`HostAllocator`, its `HostRules` from an [`AllocConf`]'s `pinned_*`
+//!   keys, and `host_memory_stats()`'s figures).
 //! * [`format`](mod@format): one formatter per use for sizes, counts and shares.
 #![warn(
     clippy::unwrap_used,
@@ -29,6 +32,7 @@
 mod conf;
 mod devices;
 pub mod format;
+pub mod host;
 mod latency;
 mod pending;
 pub mod policies;

@@ -2,7 +2,7 @@
 //! copied under the soname of the wheel's CUDA runtime, with
 //! `libcuda.so.1` and `libnvidia-ml.so.1` as links to the same file, and
 //! the environment that loads it; and the one place that starts a Python
-//! process on it ([`FakeDir::python`]).
+//! process on it (`FakeDir::python`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -56,8 +56,10 @@ fn assert_points_alike<E: EventBlocks + Send>(
             .map(|s| find_oom_point(whole, s, start).unwrap())
             .collect();
         assert_eq!(got.points, want, "{what} ({start:?})");
-        // Opened for its description and each start, read through per pass.
-        assert!(got.reads < opened.get(), "{what}");
+        // Read through once per pass; the open that read its description
+        // serves the first pass, a mid-run start's reserve has opens of
+        // its own.
+        assert!(got.reads <= opened.get(), "{what}");
         // Growing, bisecting and checking take at least three reads.
         assert!(got.reads >= 3, "{what}: {} reads", got.reads);
         assert!(got.reads <= want.iter().map(|p| p.replays).max().unwrap_or(0));

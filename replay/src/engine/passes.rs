@@ -107,8 +107,11 @@ impl ReplayPasses for Trace {
 
 /// A trace file (native CSV, `.vlt`, an RMM log) that `open` opens, with
 /// `IdUse::Recycled`, for each pass: the file is never held.
-pub struct TraceFile<F> {
+pub struct TraceFile<F, E> {
     open: F,
+    /// The file as opened for its description, which the first pass reads
+    /// instead of opening it again.
+    opened: Mutex<Option<E>>,
     description: Trace,
     /// The end of the first pass that read the file through.
     first_end: Mutex<Option<StreamEnd>>,
@@ -117,7 +120,7 @@ pub struct TraceFile<F> {
     peak_live: Mutex<Option<u64>>,
 }
 
-impl<F, E> TraceFile<F>
+impl<F, E> TraceFile<F, E>
 where
     F: Fn() -> Result<E, TraceError>,
     E: EventBlocks + Send,
@@ -126,15 +129,22 @@ where
     /// first event).
     pub fn new(open: F) -> Result<Self, TraceError> {
         let events = open()?;
+        Ok(Self::opened(open, events))
+    }
+
+    /// The file `events` was opened from (by `open`), described by what
+    /// was read before its first event; the first pass reads `events`.
+    pub fn opened(open: F, events: E) -> Self {
         let mut description = events.trace().clone();
         description.events = Vec::new();
-        Ok(TraceFile {
+        TraceFile {
             open,
+            opened: Mutex::new(Some(events)),
             description,
             first_end: Mutex::new(None),
             reads: AtomicU32::new(0),
             peak_live: Mutex::new(None),
-        })
+        }
     }
 
     /// The end of the first read through the file (its notes, streams,
@@ -148,6 +158,14 @@ where
         self.reads.load(Ordering::Relaxed)
     }
 
+    /// The file for a pass: as first opened, else opened again.
+    fn events(&self) -> Result<E, TraceError> {
+        match self.opened.lock().ok().and_then(|mut e| e.take()) {
+            Some(events) => Ok(events),
+            None => (self.open)(),
+        }
+    }
+
     fn read_through(&self, end: StreamEnd) {
         self.reads.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut first) = self.first_end.lock() {
@@ -156,7 +174,7 @@ where
     }
 }
 
-impl<F, E> ReplayPasses for TraceFile<F>
+impl<F, E> ReplayPasses for TraceFile<F, E>
 where
     F: Fn() -> Result<E, TraceError>,
     E: EventBlocks + Send,
@@ -171,7 +189,7 @@ where
         opts: &ReplayOptions,
         done: &(dyn Fn() + Sync),
     ) -> Result<Vec<Run>, StreamError> {
-        let streamed = replay_streamed((self.open)()?, scenarios, opts)?;
+        let streamed = replay_streamed(self.events()?, scenarios, opts)?;
         self.read_through(streamed.end);
         // Every replay ends with the read.
         for _ in &streamed.runs {
@@ -185,7 +203,7 @@ where
         scenario: &Scenario,
         opts: &ReplayOptions,
     ) -> Result<u64, StreamError> {
-        let events = (self.open)()?;
+        let events = self.events()?;
         let run = replay_start_only(&events, scenario, opts).map_err(replay_error(scenario))?;
         Ok(run.summary.peak_reserved_bytes)
     }
@@ -195,7 +213,7 @@ where
         if let Some(peak) = self.peak_live.lock().ok().and_then(|p| *p) {
             return Ok(peak);
         }
-        let mut events = (self.open)()?;
+        let mut events = self.events()?;
         let mut summary = SummaryBuilder::streamed(events.trace());
         let mut block = Vec::new();
         while events.next_block(&mut block)? {
