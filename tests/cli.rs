@@ -78,6 +78,28 @@ fn bad_settings_get_pytorchs_message_and_exit_2() {
 }
 
 #[test]
+fn conf_sizes_pinned_host_requests_as_each_release_does() {
+    // PyTorch's CachingHostAllocator (docs/host-allocator-spec.md, R1.2,
+    // R1.3, R4.6): a power of two, or from 2.13 the exact size above the
+    // round threshold; a block above the cache limit is given back.
+    let (code, out, err) = vramlab(&["conf", "", "--torch-version", "2.11", "--size", "20.4GiB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("20.40 GiB  32.00 GiB      cached"), "{out}");
+    let settings = "pinned_max_round_threshold_mb:64,pinned_max_cached_size_mb:1024";
+    let args = [
+        "conf",
+        settings,
+        "--torch-version",
+        "2.15",
+        "--size",
+        "20.4GiB",
+    ];
+    let (code, out, err) = vramlab(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("20.40 GiB  20.40 GiB  given back"), "{out}");
+}
+
+#[test]
 fn conf_explains_settings() {
     let (code, out, err) = vramlab(&[
         "conf",

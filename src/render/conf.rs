@@ -3,6 +3,7 @@
 
 use vramlab_allocator::AllocConf;
 use vramlab_allocator::ROUNDUP_INTERVALS;
+use vramlab_allocator::host::HostRules;
 use vramlab_allocator::policies::native::{allocation_size, interval_index, round_size};
 
 use crate::render::table::{Table, bytes};
@@ -65,6 +66,19 @@ pub fn print_conf(conf: &AllocConf, sizes: &[u64]) {
             interval_label(idx),
             if d > 1 { d.to_string() } else { "-".into() },
         ]);
+    }
+    out!("{}", t.render());
+    outln!();
+    outln!("How pinned host requests are sized (pin_memory(), non_blocking copies to the CPU):");
+    let host = HostRules::of(conf);
+    let mut t = Table::new(vec!["request".into(), "block".into(), "when freed".into()]);
+    for &n in sizes {
+        let block = host.block_size(n);
+        let freed = match host.caches(block) {
+            true => "cached",
+            false => "given back",
+        };
+        t.row(vec![bytes(n), bytes(block), freed.into()]);
     }
     out!("{}", t.render());
 }

@@ -215,22 +215,28 @@ impl AllocConf {
                 ),
             );
         }
-        let host_only = "host pinned-memory allocator only; no effect on device allocation";
+        // The pinned host allocator's keys (docs/host-allocator-spec.md):
+        // none changes a device allocation.
+        let host = "pinned host memory; no effect on device allocation";
         if has_key(v, "pinned_use_cuda_host_register") {
+            let how = match self.pinned_use_cuda_host_register {
+                true => "on (malloc + cudaHostRegister",
+                false => "off (cudaHostAlloc",
+            };
             row(
                 rows,
                 "pinned_use_cuda_host_register",
-                format!(
-                    "{} ({host_only})",
-                    on_off(self.pinned_use_cuda_host_register)
-                ),
+                format!("{how}; the same blocks either way; {host})"),
             );
         }
         if has_key(v, "pinned_num_register_threads") {
             row(
                 rows,
                 "pinned_num_register_threads",
-                format!("{} ({host_only})", self.pinned_num_register_threads),
+                format!(
+                    "{} (threads that touch registered pages: timing only; {host})",
+                    self.pinned_num_register_threads
+                ),
             );
         }
         if has_key(v, "pinned_use_background_threads") {
@@ -238,7 +244,7 @@ impl AllocConf {
                 rows,
                 "pinned_use_background_threads",
                 format!(
-                    "{} ({host_only})",
+                    "{} (a thread, not each pin, checks when freed blocks' streams are done: timing only; {host})",
                     on_off(self.pinned_use_background_threads)
                 ),
             );
@@ -248,10 +254,10 @@ impl AllocConf {
                 rows,
                 "pinned_reserve_segment_size_mb",
                 if self.pinned_reserve_segment_size_mb == 0 {
-                    format!("off ({host_only})")
+                    format!("off ({host})")
                 } else {
                     format!(
-                        "{} ({host_only})",
+                        "{} (one region pinned at the first miss, carved in 4 KiB steps for new blocks, never returned; {host})",
                         mib_label(self.pinned_reserve_segment_size_mb)
                     )
                 },
@@ -271,7 +277,7 @@ impl AllocConf {
                 rows,
                 "pinned_free_catch_all",
                 format!(
-                    "{} (pinned host memory only)",
+                    "{} (an error while freeing pinned memory is only warned of; {host})",
                     on_off(self.pinned_free_catch_all)
                 ),
             );
@@ -279,13 +285,13 @@ impl AllocConf {
         if has_key(v, "pinned_max_round_threshold_mb") {
             let label = |mb: Option<u64>| match mb {
                 Some(mb) => mib_label(mb),
-                None => "the release's default".to_string(),
+                None => "unlimited".to_string(),
             };
             row(
                 rows,
                 "pinned_max_round_threshold_mb",
                 format!(
-                    "{} (pinned requests above it are not rounded up to a power of two; {host_only})",
+                    "{} (a pinned request above it keeps its exact size; below, it takes a block of the next power of two; {host})",
                     label(self.pinned_max_round_threshold_mb)
                 ),
             );
@@ -293,7 +299,7 @@ impl AllocConf {
                 rows,
                 "pinned_max_cached_size_mb",
                 format!(
-                    "{} (the most pinned memory kept cached; {host_only})",
+                    "{} (a limit per block, not for the cache: a freed pinned block above it is given back at once, and a request above it is not rounded; {host})",
                     label(self.pinned_max_cached_size_mb)
                 ),
             );

@@ -144,12 +144,12 @@ pub struct AllocConf {
     /// `pinned_free_catch_all` (2.12+; pinned host memory only).
     pub pinned_free_catch_all: bool,
     /// `pinned_max_round_threshold_mb` (2.13+; pinned host memory only):
-    /// requests above it are not rounded up to a power of two (`None`: the
-    /// release's default).
+    /// requests above it are not rounded up to a power of two (`None`:
+    /// unlimited, the default).
     pub pinned_max_round_threshold_mb: Option<u64>,
-    /// `pinned_max_cached_size_mb` (2.13+; pinned host memory only): the
-    /// most pinned memory the host allocator keeps cached (`None`: the
-    /// release's default).
+    /// `pinned_max_cached_size_mb` (2.13+; pinned host memory only): a
+    /// limit per block, not for the whole cache: a freed block larger than
+    /// it goes back to CUDA at once (`None`: unlimited, the default).
     pub pinned_max_cached_size_mb: Option<u64>,
     /// `expandable_segments_reserve` (2.15+) as written: the size of the
     /// address range an expandable segment reserves; physical memory (and

@@ -100,9 +100,9 @@ impl HostRules {
         }
     }
 
-    /// Whether a block of `size` goes back to the cache when it is free
-    /// (R4.6; always before 2.13).
-    fn caches(&self, size: u64) -> bool {
+    /// Whether a block of `size` goes back to the cache when it is freed,
+    /// rather than to CUDA (R4.6; always before 2.13).
+    pub fn caches(&self, size: u64) -> bool {
         !self.version.at_least(2, 13) || self.max_cached_size.is_none_or(|c| size <= c)
     }
 }
