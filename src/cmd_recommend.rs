@@ -8,7 +8,7 @@ use clap::Args;
 use serde::Serialize;
 use vramlab_replay::{GridEntry, OomEvent, SweepRow, TorchTarget, UpgradeAdvice};
 use vramlab_replay::{JobRanking, JobRecommendRequest, JobSetting, JobView, MinCapacity};
-use vramlab_replay::{RankFit, RankPeak, RowFit, card_for, recommend_job};
+use vramlab_replay::{RankFit, RowFit, card_for, recommend_job};
 use vramlab_replay::{RecommendRequest, Recommendation, Verdict, recommend_with};
 use vramlab_replay::{ReplayPasses, StreamError};
 
@@ -53,10 +53,13 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     };
     let upgrade_to = args.grid.upgrade_to("recommend")?;
     let passes = trace.passes();
-    // The advice is printed as it is made: a trace without events is
-    // refused before, as a whole read refuses it. The pass that counts the
-    // live peak (which the advice needs) says.
-    passes.peak_live().map_err(|e| in_words(e, trace.label()))?;
+    // The advice is printed as it is made: a file without events is
+    // refused before, as a whole read refuses it (a held trace was). The
+    // pass that counts the live peak (which the advice needs, and which a
+    // file keeps) says.
+    if trace.held().is_none() {
+        passes.peak_live().map_err(|e| in_words(e, trace.label()))?;
+    }
     trace.finish()?;
     advise(&args, passes, trace.label(), capacity, upgrade_to)?;
     if let Some(reads) = trace.reads().filter(|_| crate::output::verbose()) {
@@ -322,14 +325,7 @@ fn summarise(
         .iter()
         .map(|rows| lines.iter().filter_map(|l| row_of(rows, l)).collect())
         .collect();
-    let mut settings = job.settings(
-        &picked,
-        |r| r.setting.clone(),
-        |r| RankPeak {
-            peak_reserved_bytes: r.peak_reserved_bytes,
-            oom: !r.fits(),
-        },
-    )?;
+    let mut settings = job.sweep_settings(&picked)?;
     for (s, line) in settings.iter_mut().zip(&lines) {
         if let Some(c) = caps.iter().find(|c| &c.grid_line == line) {
             s.needs_bytes = c.bytes.saturating_add(outside);

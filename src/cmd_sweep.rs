@@ -16,7 +16,7 @@ use crate::render::job::FitsFrom;
 use crate::render::sweep::{print_sweep, summary};
 use crate::source::TraceSource;
 use serde::Serialize;
-use vramlab_replay::{JobSetting, JobView, RankPeak, worst_rows};
+use vramlab_replay::{JobSetting, JobView, worst_rows};
 
 /// Arguments of `vramlab sweep`.
 #[derive(Debug, Args)]
@@ -341,14 +341,7 @@ fn run_job(args: &SweepArgs, file: &Path) -> Result<()> {
     let (rows, _) = sweep_each(args, &sources, &grid, job.capacity)?;
     let per_trace: Vec<Vec<SweepRow>> = rows.chunks(grid.len().max(1)).map(<[_]>::to_vec).collect();
     let job_rows = worst_rows(&per_trace, rows.len() as u64);
-    let settings = job.settings(
-        &per_trace,
-        |r| r.setting.clone(),
-        |r| RankPeak {
-            peak_reserved_bytes: r.peak_reserved_bytes,
-            oom: !r.fits(),
-        },
-    )?;
+    let settings = job.sweep_settings(&per_trace)?;
     let mut all = rows.clone();
     all.extend(job_rows.iter().cloned());
     if let Some(p) = &args.csv {

@@ -4,7 +4,8 @@
 //! CUDA device (`scripts/oracle_experiments/host_sequence.py`; its output
 //! is `tests/data/host-oracle-torch*.json`), and vramlab's host allocator
 //! must give the same `host_memory_stats()` after every step and reuse the
-//! same earlier block for every pin. The fake device completes every
+//! same earlier block for every pin; once more under 2.15 with `pinned_*`
+//! settings (`PYTORCH_ALLOC_CONF=… run.sh 2.15 host_sequence.py …`). The fake device completes every
 //! event at once, so events complete here at once too.
 
 use std::collections::HashMap;
@@ -23,14 +24,17 @@ fn quad(s: Stat) -> Value {
     serde_json::json!([s.current, s.peak, s.allocated, s.freed])
 }
 
-/// Replays the sequence under `release` and compares step by step.
+/// Replays the sequence under `release` (and the settings the oracle's
+/// run had, `conf`) and compares step by step.
 fn judge(release: TorchVersion, oracle: &str) {
     let steps = data("host-sequence.json");
     let want = data(oracle);
+    let conf = want["conf"].as_str().unwrap_or_default();
+    let conf = AllocConf::parse(conf, release).expect("the run's settings");
     let steps = steps["steps"].as_array().expect("steps");
     let want = want["steps"].as_array().expect("steps");
     assert_eq!(steps.len(), want.len());
-    let mut h = HostAllocator::new(HostRules::of(&AllocConf::new(release)));
+    let mut h = HostAllocator::new(HostRules::of(&conf));
     let done = |_: HostEventId| true;
     let mut held: HashMap<String, HostBlockId> = HashMap::new();
     let mut address: Vec<(String, u64)> = Vec::new();
@@ -93,4 +97,15 @@ fn release_2_11_gives_the_wheels_host_statistics() {
 #[test]
 fn release_2_15_gives_the_wheels_host_statistics() {
     judge(TorchVersion::new(2, 15), "host-oracle-torch2.15.json");
+}
+
+/// The same sequence with exact sizes (round threshold 0), a 1 MiB limit
+/// per cached block and a 1 MiB reserve segment (`PYTORCH_ALLOC_CONF` of
+/// the wheel's run, in the oracle file).
+#[test]
+fn release_2_15_with_pinned_settings_gives_the_wheels_host_statistics() {
+    judge(
+        TorchVersion::new(2, 15),
+        "host-oracle-torch2.15-pinned-settings.json",
+    );
 }

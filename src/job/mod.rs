@@ -186,6 +186,22 @@ impl LoadedJob {
             .collect())
     }
 
+    /// [`LoadedJob::settings`] of sweep rows: each row's setting, its peak
+    /// reserved and whether it ran out of memory.
+    pub fn sweep_settings(
+        &self,
+        rows: &[Vec<vramlab_replay::SweepRow>],
+    ) -> Result<Vec<JobSetting>> {
+        self.settings(
+            rows,
+            |r| r.setting.clone(),
+            |r| RankPeak {
+                peak_reserved_bytes: r.peak_reserved_bytes,
+                oom: !r.fits(),
+            },
+        )
+    }
+
     /// Each distinct trace's results (`results[g]`: group `g`'s), named by
     /// its ranks and file.
     pub fn trace_results<T>(&self, results: Vec<T>) -> Vec<TraceResults<T>> {

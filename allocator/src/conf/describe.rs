@@ -244,7 +244,7 @@ impl AllocConf {
                 rows,
                 "pinned_use_background_threads",
                 format!(
-                    "{} (a thread, not each pin, checks when freed blocks' streams are done: timing only; {host})",
+                    "{} (when on, a thread instead of each pin checks whether freed blocks' streams are done: timing only; {host})",
                     on_off(self.pinned_use_background_threads)
                 ),
             );

@@ -147,12 +147,18 @@ fn reserve_segment_is_carved_in_pages() {
     assert_eq!(h.stats().allocations.allocated, 3);
     let big = h.allocate(4 << 20, DONE).unwrap();
     assert_eq!(h.stats().host_alloc_calls, 2);
+    assert_eq!(h.stats().reserved_bytes.current, (1 << 20) + (4 << 20));
     for b in blocks.into_iter().chain([big]) {
         h.free(b);
     }
     h.empty_cache(DONE);
     assert_eq!(h.stats().allocations.freed, 4);
     assert_eq!(h.stats().host_free_calls, 1);
+    assert_eq!(
+        h.stats().reserved_bytes.current,
+        1 << 20,
+        "the reserve is never given back"
+    );
     let again = h.allocate(100, DONE).unwrap();
     assert_eq!(h.block(again).unwrap(), (base + 16_384, 128));
     assert_eq!(h.stats().host_alloc_calls, 2);
