@@ -36,7 +36,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         DeviceArgs {
             gpu: Some(default_card),
             capacity: None,
-            placement: args.device.placement,
+            ..args.device.clone()
         }
     };
     let capacity = device.bytes().unwrap_or(default_card.usable_bytes());
@@ -60,6 +60,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             out: &args.out,
             upgrade_to: None,
             explorer: true,
+            host: Default::default(),
         },
         &|| pb.inc(1),
     );

@@ -156,6 +156,14 @@ fn ranked(
     )
     .map_err(|e| in_words(e, name))?;
     pb.finish_and_clear();
+    let mut rec = rec;
+    rec.host = vramlab_replay::advise_host(
+        passes,
+        &vramlab_allocator::AllocConf::new(target.rules),
+        args.device.host_limits(),
+        args.start.start.unwrap_or_default(),
+    )
+    .map_err(|e| in_words(e, name))?;
     Ok(Ranking {
         target: target.clone(),
         grid,

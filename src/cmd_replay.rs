@@ -209,6 +209,8 @@ fn options(
         final_segments: args.snapshot_out.is_some() || pools,
         segments_at_peak: pools,
         forget_device_calls: args.snapshot_out.is_none(),
+        host_ram: args.device.host_limit(),
+        ranks_per_node: args.device.ranks_per_node,
         ..Default::default()
     }
 }

@@ -84,6 +84,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
             out: &args.out,
             upgrade_to: upgrade.as_ref().map(|(t, g)| (t, g.as_slice())),
             explorer: !args.no_explorer,
+            host: args.device.host_limits(),
         },
         &|| pb.inc(1),
     );

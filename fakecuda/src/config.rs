@@ -2,6 +2,30 @@
 
 use vramlab_allocator::Placement;
 
+/// When an event recorded on a stream completes (`VRAMLAB_FAKECUDA_EVENTS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventMode {
+    /// At once: nothing ever runs, so every event is complete (`complete`).
+    Complete,
+    /// When something synchronizes it: `cudaEventSynchronize` of it or of
+    /// a later event of its stream, `cudaStreamSynchronize` of its stream,
+    /// or a device-wide synchronize (`sync`).
+    Sync,
+    /// Only at a device-wide synchronize (`never`).
+    Never,
+}
+
+impl EventMode {
+    fn parse(v: &str) -> Option<EventMode> {
+        match v.trim() {
+            "complete" => Some(EventMode::Complete),
+            "sync" => Some(EventMode::Sync),
+            "never" => Some(EventMode::Never),
+            _ => None,
+        }
+    }
+}
+
 /// What the fake device is.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -22,6 +46,11 @@ pub(crate) struct Config {
     pub log: Option<String>,
     /// No "not faked" lines on stderr.
     pub quiet: bool,
+    /// When recorded events complete.
+    pub events: EventMode,
+    /// Bytes of pinned host memory that can be live at once (`None`:
+    /// unlimited): `cudaHostAlloc`ed and `cudaHostRegister`ed together.
+    pub host_capacity: Option<u64>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -53,6 +82,16 @@ impl Config {
         let runtime_version = number("VRAMLAB_FAKECUDA_RUNTIME_VERSION")
             .and_then(|v| i32::try_from(v).ok())
             .unwrap_or(13000);
+        let events = match var("VRAMLAB_FAKECUDA_EVENTS").map(|v| (EventMode::parse(&v), v)) {
+            Some((Some(mode), _)) => mode,
+            Some((None, v)) => {
+                eprintln!(
+                    "[vramlab-fakecuda] VRAMLAB_FAKECUDA_EVENTS={v} is not complete, sync or never; using complete"
+                );
+                EventMode::Complete
+            }
+            None => EventMode::Complete,
+        };
         Config {
             devices: number("VRAMLAB_FAKECUDA_DEVICES")
                 .and_then(|n| u32::try_from(n).ok())
@@ -65,6 +104,8 @@ impl Config {
             runtime_version,
             log: var("VRAMLAB_FAKECUDA_LOG"),
             quiet: var("VRAMLAB_FAKECUDA_QUIET").is_some_and(|v| v != "0"),
+            events,
+            host_capacity: number("VRAMLAB_FAKECUDA_HOST_CAPACITY"),
         }
     }
 

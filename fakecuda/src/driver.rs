@@ -176,9 +176,10 @@ pub unsafe extern "C" fn cuCtxGetDevice(d: *mut c_int) -> CuResult {
     SUCCESS
 }
 
-/// `cuCtxSynchronize`.
+/// `cuCtxSynchronize`: every recorded event completes (`events.rs`).
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSynchronize() -> CuResult {
+    crate::events::sync_device();
     SUCCESS
 }
 
@@ -239,10 +240,10 @@ pub unsafe extern "C" fn cuCtxGetDevice_v2(d: *mut c_int, _ctx: Handle) -> CuRes
     unsafe { cuCtxGetDevice(d) }
 }
 
-/// `cuCtxSynchronize_v2` (CUDA 13): nothing is ever pending.
+/// `cuCtxSynchronize_v2` (CUDA 13): as `cuCtxSynchronize` (one context).
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSynchronize_v2(_ctx: Handle) -> CuResult {
-    SUCCESS
+    cuCtxSynchronize()
 }
 
 /// `cuStreamGetCtx_v2`: the context, and no green context.

@@ -48,36 +48,6 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
     }
 }
 
-/// `cuMemAllocHost_v2`: pinned host memory, as `cudaMallocHost`.
-///
-/// # Safety
-/// `p` is null or valid for a write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, size: usize) -> CuResult {
-    // SAFETY: forwarded caller's contract.
-    unsafe { crate::memory::cudaHostAlloc(p, size, 0) }
-}
-
-/// `cuMemHostAlloc`.
-///
-/// # Safety
-/// As [`cuMemAllocHost_v2`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemHostAlloc(
-    p: *mut *mut c_void,
-    size: usize,
-    flags: c_uint,
-) -> CuResult {
-    // SAFETY: forwarded caller's contract.
-    unsafe { crate::memory::cudaHostAlloc(p, size, flags) }
-}
-
-/// `cuMemFreeHost`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CuResult {
-    crate::memory::cudaFreeHost(p)
-}
-
 /// `cuMemcpy` (unified addressing: the addresses say the direction).
 ///
 /// # Safety

@@ -4,6 +4,7 @@
 
 use std::ffi::{c_int, c_uint, c_ulonglong, c_void};
 
+use crate::events::*;
 use crate::ffi::{CuResult, Handle, SUCCESS, put};
 use crate::streams::*;
 
@@ -30,7 +31,6 @@ same_as_runtime! {
     cuStreamCreate(s: *mut Handle, flags: c_uint) => cudaStreamCreateWithFlags;
     cuStreamCreateWithPriority(s: *mut Handle, flags: c_uint, priority: c_int) => cudaStreamCreateWithPriority;
     cuStreamDestroy_v2(s: Handle) => cudaStreamDestroy;
-    cuStreamQuery(s: Handle) => cudaStreamQuery;
     cuStreamSynchronize(s: Handle) => cudaStreamSynchronize;
     cuStreamWaitEvent(s: Handle, e: Handle, flags: c_uint) => cudaStreamWaitEvent;
     cuStreamGetPriority(s: Handle, p: *mut c_int) => cudaStreamGetPriority;
@@ -45,9 +45,21 @@ same_as_runtime! {
     cuEventDestroy_v2(e: Handle) => cudaEventDestroy;
     cuEventRecord(e: Handle, s: Handle) => cudaEventRecord;
     cuEventRecordWithFlags(e: Handle, s: Handle, flags: c_uint) => cudaEventRecordWithFlags;
-    cuEventQuery(e: Handle) => cudaEventQuery;
     cuEventSynchronize(e: Handle) => cudaEventSynchronize;
     cuEventElapsedTime_v2(ms: *mut f32, a: Handle, b: Handle) => cudaEventElapsedTime;
+}
+
+/// `cuStreamQuery`: as `cudaStreamQuery`, without a sticky error (the
+/// driver has none).
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamQuery(s: Handle) -> CuResult {
+    stream_query(s)
+}
+
+/// `cuEventQuery`: as `cudaEventQuery`, without a sticky error.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventQuery(e: Handle) -> CuResult {
+    query(e)
 }
 
 /// `cuStreamGetCaptureInfo` (CUDA 10.1's form): the status and id.

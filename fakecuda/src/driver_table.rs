@@ -1601,9 +1601,6 @@ driver_not_faked!(
     cuMemGetMemPool,
     cuMemHostGetDevicePointer,
     cuMemHostGetFlags,
-    cuMemHostRegister,
-    cuMemHostRegister_v2,
-    cuMemHostUnregister,
     cuMemImportFromShareableHandle,
     cuMemMapArrayAsync,
     cuMemPoolCreate,
@@ -1867,19 +1864,22 @@ pub(crate) fn symbol(name: &[u8]) -> Option<*const c_void> {
         }
         b"cuMemAddressFree" => crate::vmm::cuMemAddressFree as *const c_void,
         b"cuMemAddressReserve" => crate::vmm::cuMemAddressReserve as *const c_void,
-        b"cuMemAllocHost_v2" => crate::driver_memory::cuMemAllocHost_v2 as *const c_void,
+        b"cuMemAllocHost_v2" => crate::host_memory::cuMemAllocHost_v2 as *const c_void,
         b"cuMemAlloc_v2" => crate::driver_memory::cuMemAlloc_v2 as *const c_void,
         b"cuMemCreate" => crate::vmm::cuMemCreate as *const c_void,
-        b"cuMemFreeHost" => crate::driver_memory::cuMemFreeHost as *const c_void,
+        b"cuMemFreeHost" => crate::host_memory::cuMemFreeHost as *const c_void,
         b"cuMemFree_v2" => crate::driver_memory::cuMemFree_v2 as *const c_void,
         b"cuMemGetAllocationGranularity" => {
             crate::vmm::cuMemGetAllocationGranularity as *const c_void
         }
         b"cuMemGetInfo_v2" => crate::driver_memory::cuMemGetInfo_v2 as *const c_void,
-        b"cuMemHostAlloc" => crate::driver_memory::cuMemHostAlloc as *const c_void,
+        b"cuMemHostAlloc" => crate::host_memory::cuMemHostAlloc as *const c_void,
         b"cuMemHostGetDevicePointer_v2" => {
             crate::driver_memory::cuMemHostGetDevicePointer_v2 as *const c_void
         }
+        b"cuMemHostRegister" => crate::host_memory::cuMemHostRegister as *const c_void,
+        b"cuMemHostRegister_v2" => crate::host_memory::cuMemHostRegister_v2 as *const c_void,
+        b"cuMemHostUnregister" => crate::host_memory::cuMemHostUnregister as *const c_void,
         b"cuMemMap" => crate::vmm::cuMemMap as *const c_void,
         b"cuMemRelease" => crate::vmm::cuMemRelease as *const c_void,
         b"cuMemSetAccess" => crate::vmm::cuMemSetAccess as *const c_void,
@@ -2289,9 +2289,6 @@ pub(crate) fn symbol(name: &[u8]) -> Option<*const c_void> {
         b"cuMemGetMemPool" => cuMemGetMemPool as *const c_void,
         b"cuMemHostGetDevicePointer" => cuMemHostGetDevicePointer as *const c_void,
         b"cuMemHostGetFlags" => cuMemHostGetFlags as *const c_void,
-        b"cuMemHostRegister" => cuMemHostRegister as *const c_void,
-        b"cuMemHostRegister_v2" => cuMemHostRegister_v2 as *const c_void,
-        b"cuMemHostUnregister" => cuMemHostUnregister as *const c_void,
         b"cuMemImportFromShareableHandle" => cuMemImportFromShareableHandle as *const c_void,
         b"cuMemMapArrayAsync" => cuMemMapArrayAsync as *const c_void,
         b"cuMemPoolCreate" => cuMemPoolCreate as *const c_void,

@@ -59,6 +59,7 @@ fn message(e: c_int) -> (&'static CStr, &'static CStr) {
             c"cudaErrorInvalidResourceHandle",
             c"invalid resource handle",
         ),
+        600 => (c"cudaErrorNotReady", c"device not ready"),
         801 => (
             c"cudaErrorNotSupported",
             c"operation not supported (vramlab-fakecuda: not faked)",
@@ -80,6 +81,7 @@ fn driver_message(e: c_int) -> (&'static CStr, &'static CStr) {
         0 => (c"CUDA_SUCCESS", c"no error"),
         1 => (c"CUDA_ERROR_INVALID_VALUE", c"invalid argument"),
         2 => (c"CUDA_ERROR_OUT_OF_MEMORY", c"out of memory"),
+        600 => (c"CUDA_ERROR_NOT_READY", c"device not ready"),
         801 => (
             c"CUDA_ERROR_NOT_SUPPORTED",
             c"operation not supported (vramlab-fakecuda: not faked)",

@@ -1,7 +1,8 @@
-//! C types of the CUDA API and the one way this crate writes through a
-//! caller's pointer.
+//! C types of the CUDA API, the opaque handles this crate hands out, and
+//! the one way it writes through a caller's pointer.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `cudaError_t`.
 pub(crate) type CudaError = c_int;
@@ -18,12 +19,23 @@ pub(crate) const INVALID_VALUE: c_int = 1;
 pub(crate) const OUT_OF_MEMORY: c_int = 2;
 /// `cudaErrorInvalidDevice`.
 pub(crate) const INVALID_DEVICE: c_int = 101;
+/// `cudaErrorNotReady` / `CUDA_ERROR_NOT_READY`: not an error, but work
+/// not done yet.
+pub(crate) const NOT_READY: c_int = 600;
 /// `cudaErrorNotSupported` / `CUDA_ERROR_NOT_SUPPORTED`.
 pub(crate) const NOT_SUPPORTED: c_int = 801;
 /// `cudaErrorStreamCaptureUnsupported`.
 pub(crate) const CAPTURE_UNSUPPORTED: c_int = 900;
 /// `cudaErrorStreamCaptureInvalidated`.
 pub(crate) const CAPTURE_INVALIDATED: c_int = 901;
+
+static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(1);
+
+/// A new opaque handle (a stream, an event, a graph): distinct, non-null,
+/// never dereferenced.
+pub(crate) fn new_handle() -> Handle {
+    (0x5eed_0000_0000 + 16 * NEXT_HANDLE.fetch_add(1, Ordering::Relaxed)) as Handle
+}
 
 /// Writes `value` through `ptr` unless `ptr` is null; `true` if written.
 ///

@@ -11,7 +11,8 @@
 //! model (`driver` or `ascending`) and accounting a simulated replay uses —
 //! so the oracle and vramlab differ only where PyTorch's decisions and
 //! vramlab's do. Kernels do not run (launches succeed and do nothing),
-//! events are always complete; copies and sets keep small values
+//! events are complete at once unless `VRAMLAB_FAKECUDA_EVENTS` says they
+//! wait for a synchronize (`events.rs`); copies and sets keep small values
 //! (`values.rs`), so that what a script sends to the device and reads back
 //! round-trips and every other read is zero.
 //!
@@ -56,6 +57,8 @@
 //! | `VRAMLAB_FAKECUDA_RUNTIME_VERSION` | `cudaRuntimeGetVersion` (12040, 13000, …); also picks the struct layouts | 13000 |
 //! | `VRAMLAB_FAKECUDA_LOG` | file that gets one line per device call | none |
 //! | `VRAMLAB_FAKECUDA_QUIET` | no "not faked" lines on stderr | off |
+//! | `VRAMLAB_FAKECUDA_EVENTS` | when a recorded event completes: `complete` (at once), `sync` (when its stream, the event or the device is synchronized), `never` (only at a device synchronize) (`events.rs`) | `complete` |
+//! | `VRAMLAB_FAKECUDA_HOST_CAPACITY` | bytes of pinned host memory (`cudaHostAlloc`ed and `cudaHostRegister`ed) live at once; past it those calls fail with 2 (`host_memory.rs`) | unlimited |
 //!
 //! The log lines are `EVENT KIND DEVICE PTR SIZE` (`malloc`, `free`,
 //! `reserve`, `release`, `map`, `unmap`; `EVENT` is the last value given to
@@ -76,8 +79,10 @@ mod driver_streams;
 mod driver_table;
 mod entry;
 mod errors;
+mod events;
 mod export_tables;
 mod ffi;
+mod host_memory;
 mod launch;
 mod memory;
 mod modules;

@@ -1,12 +1,9 @@
 //! Device memory in the runtime API: `cudaMalloc`, `cudaFree`,
 //! `cudaMemGetInfo` on the simulated devices; copies and sets, which keep
-//! small values ([`values`](crate::values)); pinned host memory from the
-//! heap.
+//! small values ([`values`](crate::values)). Pinned host memory is
+//! `host_memory.rs`'s.
 
-use std::alloc::Layout;
-use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::Mutex;
 
 use vramlab_allocator::Device;
 
@@ -237,76 +234,6 @@ pub extern "C" fn cudaMemsetAsync(
     _stream: Handle,
 ) -> CudaError {
     crate::values::set(d as u64, v as u8, n);
-    SUCCESS
-}
-
-/// Heap blocks handed out as pinned host memory, with their layouts.
-static HOST: Mutex<Option<HashMap<usize, Layout>>> = Mutex::new(None);
-
-/// `cudaHostAlloc`: ordinary heap memory (the host side is real memory).
-///
-/// # Safety
-/// `p` is null or valid for a write of a pointer.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaHostAlloc(p: *mut *mut c_void, n: usize, _flags: c_uint) -> CudaError {
-    let Ok(layout) = Layout::from_size_align(n.max(1), 64) else {
-        return ret(OUT_OF_MEMORY);
-    };
-    // SAFETY: the layout has a non-zero size.
-    let mem = unsafe { std::alloc::alloc_zeroed(layout) };
-    if mem.is_null() {
-        return ret(OUT_OF_MEMORY);
-    }
-    HOST.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get_or_insert_with(HashMap::new)
-        .insert(mem as usize, layout);
-    // SAFETY: output parameter (caller's contract).
-    unsafe { put(p, mem.cast()) };
-    SUCCESS
-}
-
-/// `cudaMallocHost`.
-///
-/// # Safety
-/// As [`cudaHostAlloc`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaMallocHost(p: *mut *mut c_void, n: usize) -> CudaError {
-    // SAFETY: forwarded caller's contract.
-    unsafe { cudaHostAlloc(p, n, 0) }
-}
-
-/// `cudaFreeHost` of a [`cudaHostAlloc`] result.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaFreeHost(p: *mut c_void) -> CudaError {
-    if p.is_null() {
-        return SUCCESS;
-    }
-    let layout = HOST
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_mut()
-        .and_then(|m| m.remove(&(p as usize)));
-    match layout {
-        Some(layout) => {
-            // SAFETY: `p` came from `alloc_zeroed` with this layout and is
-            // freed once (it was removed from the table).
-            unsafe { std::alloc::dealloc(p.cast(), layout) };
-            SUCCESS
-        }
-        None => ret(INVALID_VALUE),
-    }
-}
-
-/// `cudaHostRegister`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaHostRegister(_p: *mut c_void, _n: usize, _f: c_uint) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaHostUnregister`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaHostUnregister(_p: *mut c_void) -> CudaError {
     SUCCESS
 }
 

@@ -151,16 +151,17 @@ pub extern "C" fn cudaDeviceReset() -> CudaError {
     SUCCESS
 }
 
-/// `cudaDeviceSynchronize` (nothing ever runs: always done).
+/// `cudaDeviceSynchronize`: every recorded event completes (`events.rs`).
 #[unsafe(no_mangle)]
 pub extern "C" fn cudaDeviceSynchronize() -> CudaError {
+    crate::events::sync_device();
     SUCCESS
 }
 
-/// `cudaThreadSynchronize`.
+/// `cudaThreadSynchronize`: as [`cudaDeviceSynchronize`].
 #[unsafe(no_mangle)]
 pub extern "C" fn cudaThreadSynchronize() -> CudaError {
-    SUCCESS
+    cudaDeviceSynchronize()
 }
 
 /// `cudaDriverGetVersion`: the runtime's own version.

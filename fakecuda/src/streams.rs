@@ -1,6 +1,6 @@
-//! Streams, events, stream capture and graphs. Streams and events are
-//! opaque numbers; nothing ever runs, so every stream is idle and every
-//! event complete. Capture keeps a status, an id and a graph per stream —
+//! Streams, stream capture and graphs. Streams are opaque numbers; nothing
+//! ever runs, so a stream is idle unless an event recorded on it is not
+//! complete yet (`events.rs`, which has the events). Capture keeps a status, an id and a graph per stream —
 //! what PyTorch's allocator asks to route allocations made during capture
 //! into the graph's private pool.
 
@@ -10,15 +10,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::errors::ret;
-use crate::ffi::{CAPTURE_INVALIDATED, CAPTURE_UNSUPPORTED, CudaError, Handle, SUCCESS, put};
+use crate::ffi::{
+    CAPTURE_INVALIDATED, CAPTURE_UNSUPPORTED, CudaError, Handle, NOT_READY, SUCCESS, new_handle,
+    put,
+};
 use crate::state::{config, current_device};
-
-static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(1);
-
-/// A new opaque handle: distinct, non-null, never dereferenced.
-fn new_handle() -> Handle {
-    (0x5eed_0000_0000 + 16 * NEXT_HANDLE.fetch_add(1, Ordering::Relaxed)) as Handle
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Capture {
@@ -103,21 +99,36 @@ pub extern "C" fn cudaStreamDestroy(_s: Handle) -> CudaError {
     SUCCESS
 }
 
-/// `cudaStreamQuery`: idle.
+/// `cudaStreamQuery` without the runtime's sticky error (the driver's):
+/// idle unless an event recorded on it is pending (`events.rs`).
+pub(crate) fn stream_query(s: Handle) -> CudaError {
+    if crate::events::stream_idle(s) {
+        SUCCESS
+    } else {
+        NOT_READY
+    }
+}
+
+/// `cudaStreamQuery`: idle, or 600 (`cudaErrorNotReady`) while an event
+/// recorded on it is pending.
 #[unsafe(no_mangle)]
-pub extern "C" fn cudaStreamQuery(_s: Handle) -> CudaError {
+pub extern "C" fn cudaStreamQuery(s: Handle) -> CudaError {
+    ret(stream_query(s))
+}
+
+/// `cudaStreamSynchronize`: the events recorded on it complete
+/// (`events.rs`).
+#[unsafe(no_mangle)]
+pub extern "C" fn cudaStreamSynchronize(s: Handle) -> CudaError {
+    crate::events::sync_stream(s);
     SUCCESS
 }
 
-/// `cudaStreamSynchronize`.
+/// `cudaStreamWaitEvent`: the device waits; nothing completes now
+/// (`events.rs`).
 #[unsafe(no_mangle)]
-pub extern "C" fn cudaStreamSynchronize(_s: Handle) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaStreamWaitEvent`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaStreamWaitEvent(_s: Handle, _e: Handle, _f: c_uint) -> CudaError {
+pub extern "C" fn cudaStreamWaitEvent(s: Handle, e: Handle, _f: c_uint) -> CudaError {
+    crate::events::wait(s, e);
     SUCCESS
 }
 
@@ -504,68 +515,5 @@ pub extern "C" fn cudaDeviceSetGraphMemAttribute(
     _a: c_int,
     _v: *mut c_void,
 ) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaEventCreate`.
-///
-/// # Safety
-/// `e` is null or valid for a write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaEventCreate(e: *mut Handle) -> CudaError {
-    // SAFETY: output parameter (caller's contract).
-    unsafe { put(e, new_handle()) };
-    SUCCESS
-}
-
-/// `cudaEventCreateWithFlags`.
-///
-/// # Safety
-/// `e` is null or valid for a write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaEventCreateWithFlags(e: *mut Handle, _f: c_uint) -> CudaError {
-    // SAFETY: output parameter (caller's contract).
-    unsafe { put(e, new_handle()) };
-    SUCCESS
-}
-
-/// `cudaEventDestroy`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaEventDestroy(_e: Handle) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaEventRecord`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaEventRecord(_e: Handle, _s: Handle) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaEventRecordWithFlags`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaEventRecordWithFlags(_e: Handle, _s: Handle, _f: c_uint) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaEventQuery`: always complete.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaEventQuery(_e: Handle) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaEventSynchronize`.
-#[unsafe(no_mangle)]
-pub extern "C" fn cudaEventSynchronize(_e: Handle) -> CudaError {
-    SUCCESS
-}
-
-/// `cudaEventElapsedTime`: 0 ms.
-///
-/// # Safety
-/// `ms` is null or valid for a write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaEventElapsedTime(ms: *mut f32, _a: Handle, _b: Handle) -> CudaError {
-    // SAFETY: output parameter (caller's contract).
-    unsafe { put(ms, 0.0) };
     SUCCESS
 }

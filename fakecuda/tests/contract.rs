@@ -1,7 +1,8 @@
 //! The fake device's answers, called as PyTorch calls them (through the C
 //! ABI), on a 64 MiB device: addresses from the driver placement model,
 //! accounting and out-of-memory at the capacity, the virtual-memory calls
-//! of expandable segments, capture state, and driver entry points.
+//! of expandable segments, capture state, events (complete at once by
+//! default), and driver entry points.
 //!
 //! One test: the settings are read from the environment once per process.
 
@@ -34,6 +35,10 @@ unsafe extern "C" {
         st: *mut c_int,
     ) -> c_int;
     fn cudaGetDeviceProperties(p: *mut c_void, d: c_int) -> c_int;
+    fn cudaEventCreateWithFlags(e: *mut *mut c_void, flags: u32) -> c_int;
+    safe fn cudaEventRecord(e: *mut c_void, s: *mut c_void) -> c_int;
+    safe fn cudaEventQuery(e: *mut c_void) -> c_int;
+    safe fn cudaStreamQuery(s: *mut c_void) -> c_int;
 }
 
 const MIB: usize = 1 << 20;
@@ -142,6 +147,13 @@ fn the_fake_device_answers_as_the_c_abi_promises() {
         assert_eq!(st, 0);
         assert_eq!(cudaStreamBeginCapture(null_mut(), 0), 900);
     }
+
+    // Events: complete as soon as recorded (VRAMLAB_FAKECUDA_EVENTS unset).
+    let mut e = null_mut();
+    // SAFETY: a writable handle.
+    assert_eq!(unsafe { cudaEventCreateWithFlags(&mut e, 2) }, 0);
+    assert_eq!(cudaEventRecord(e, s), 0);
+    assert_eq!((cudaEventQuery(e), cudaStreamQuery(s)), (0, 0));
 
     // Entry points: faked functions and unknown names both resolve.
     for name in [c"cuMemCreate", c"cuSomethingNew"] {

@@ -114,6 +114,10 @@ pub(crate) struct FakeDevice {
     pub runtime_version: i32,
     /// The device-call log.
     pub log: Option<PathBuf>,
+    /// Events complete only when something synchronizes them
+    /// (`VRAMLAB_FAKECUDA_EVENTS=sync`), not at once: for traces whose
+    /// pinned host blocks wait for streams' events.
+    pub events_on_sync: bool,
 }
 
 impl FakeDir {
@@ -139,6 +143,9 @@ impl FakeDir {
         }
         if let Some(l) = &dev.log {
             env.push(("VRAMLAB_FAKECUDA_LOG".into(), l.display().to_string()));
+        }
+        if dev.events_on_sync {
+            env.push(("VRAMLAB_FAKECUDA_EVENTS".into(), "sync".into()));
         }
         let card = [
             ("VRAMLAB_FAKECUDA_NAME", dev.name.clone()),

@@ -106,6 +106,20 @@ pub struct OracleRow {
     pub first_difference: Option<String>,
     /// The event where the two first part.
     pub first_difference_event: Option<u64>,
+    /// PyTorch's host allocations from CUDA (`num_host_alloc`; traces with
+    /// pinned host rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_host_num_alloc: Option<u64>,
+    /// PyTorch's peak pinned bytes (`host_memory_stats()`'s
+    /// `allocated_bytes.peak`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_host_peak_bytes: Option<u64>,
+    /// vramlab's host allocations from CUDA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vramlab_host_num_alloc: Option<u64>,
+    /// vramlab's peak pinned bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vramlab_host_peak_bytes: Option<u64>,
 }
 
 /// How to judge.
@@ -185,6 +199,23 @@ fn compare(
         t.num_alloc_retries,
         v.num_alloc_retries,
     );
+    match (&t.host, &run.host) {
+        (Some(th), Some(vh)) => {
+            check("host_num_alloc", th.num_host_alloc, vh.host_num_allocs);
+            check(
+                "host_peak_bytes",
+                th.peak_bytes,
+                vh.host_peak_reserved_bytes,
+            );
+            check(
+                "host_final_bytes",
+                th.current_bytes,
+                vh.host_final_reserved_bytes,
+            );
+        }
+        (None, None) => {}
+        _ => check("host", 0, 1),
+    }
     if torch_oom != vramlab_oom {
         differing.push("oom".to_string());
     }
@@ -212,6 +243,10 @@ fn compare(
         differing,
         first_difference_event: divergence.as_ref().and_then(|d| d.event()),
         first_difference: divergence.map(|d| d.to_string()),
+        torch_host_num_alloc: t.host.as_ref().map(|h| h.num_host_alloc),
+        torch_host_peak_bytes: t.host.as_ref().map(|h| h.peak_bytes),
+        vramlab_host_num_alloc: run.host.as_ref().map(|h| h.host_num_allocs),
+        vramlab_host_peak_bytes: run.host.as_ref().map(|h| h.host_peak_reserved_bytes),
     }
 }
 
@@ -258,6 +293,7 @@ pub fn judge_trace(
             placement: s.placement,
             runtime_version: opts.interp.wheel.runtime_version(),
             log: Some(log.clone()),
+            events_on_sync: trace.events.iter().any(Event::is_host),
             ..Default::default()
         };
         let run = TorchRun {

@@ -36,6 +36,22 @@ pub(crate) struct TorchResult {
     pub num_device_free: Option<u64>,
     /// The first OOM, if any.
     pub oom: Option<TorchOom>,
+    /// The pinned host allocator's figures (traces with host rows).
+    #[serde(default)]
+    pub host: Option<TorchHost>,
+}
+
+/// PyTorch's pinned host figures (`torch.cuda.host_memory_stats()`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TorchHost {
+    /// `host_alloc` rows replayed.
+    pub allocs: u64,
+    /// `num_host_alloc`: host allocations from CUDA.
+    pub num_host_alloc: u64,
+    /// `allocated_bytes.peak`: peak pinned bytes held.
+    pub peak_bytes: u64,
+    /// `allocated_bytes.current` at the end of the trace.
+    pub current_bytes: u64,
 }
 
 /// PyTorch's first out-of-memory error.

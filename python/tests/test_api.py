@@ -415,3 +415,22 @@ def test_explain_of_a_real_snapshot_equals_the_cli(path):
     assert vramlab.explain(path, top=1, fixes=False) == cli_json(
         "explain", str(path), "--json", "--top", "1", "--no-fixes"
     )
+
+
+HOST_SNAP = ROOT / "tests" / "releases" / "host.torch2.15.pickle"
+
+
+def test_replay_rows_carry_the_pinned_host_figures():
+    """A 2.15 snapshot with host_traces: the rows hold PyTorch's own host
+    counts (tests/releases/host.torch2.15.stats.json), and a pinned key is
+    a setting like any other."""
+    stats = json.loads((ROOT / "tests" / "releases" / "host.torch2.15.stats.json").read_text())
+    torch_stats = stats["host_memory_stats"]
+    rows = vramlab.replay(HOST_SNAP, conf=["default", "pinned_max_round_threshold_mb:1"])
+    assert rows[0].host_num_allocs == torch_stats["num_host_alloc"]
+    assert rows[0].host_peak_reserved_bytes == torch_stats["allocated_bytes.peak"]
+    assert rows[1].conf == "pinned_max_round_threshold_mb:1"
+    rec = vramlab.recommend(HOST_SNAP, ranks_per_node=8)
+    assert rec["host"]["ranks_per_node"] == 8
+    assert rec["host"]["sizes_are_blocks"] is True
+    assert rec["host"]["default"]["node_peak_pinned_bytes"] == 8 * torch_stats["allocated_bytes.peak"]

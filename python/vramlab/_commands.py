@@ -59,6 +59,8 @@ def replay(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     start: Optional[str] = None,
     continue_on_oom: bool = False,
     check: bool = False,
@@ -112,6 +114,13 @@ def replay(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -147,6 +156,8 @@ def replay(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "start": start,
             "continue_on_oom": continue_on_oom,
             "check": check,
@@ -166,6 +177,8 @@ def recommend(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     conf: Union[None, str, Sequence[str]] = None,
     torch_version: Union[None, str, Sequence[str]] = None,
     start: Optional[str] = None,
@@ -195,6 +208,13 @@ def recommend(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         conf: Extra settings to add to the grid (same syntax as a grid line)
         torch_version: PyTorch release whose rules apply (default: the release
             the trace was recorded with, detected from a snapshot's keys, else
@@ -219,6 +239,8 @@ def recommend(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "conf": conf,
             "torch_version": torch_version,
             "start": start,
@@ -242,6 +264,8 @@ def oom_point(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
 ) -> Union[Record, List[Record]]:
     """``vramlab oom-point --json``: the smallest capacity on which the
     trace runs without running out of memory under ``conf`` (``min_capacity``,
@@ -290,6 +314,13 @@ def oom_point(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
     """
     return _api._invoke(
         "oom-point",
@@ -307,6 +338,8 @@ def oom_point(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
         },
     )
 
@@ -327,6 +360,8 @@ def serve_budget(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     gpu_memory_utilization: Optional[float] = None,
     kv_bytes_per_token: Optional[int] = None,
     kv_tensors: Optional[int] = None,
@@ -384,6 +419,13 @@ def serve_budget(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         gpu_memory_utilization: The share of the card the engine may use (vLLM's
             gpu_memory_utilization) (default: 0.9)
         kv_bytes_per_token: Bytes of KV cache per token, all layers together
@@ -414,6 +456,8 @@ def serve_budget(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "gpu_memory_utilization": gpu_memory_utilization,
             "kv_bytes_per_token": kv_bytes_per_token,
             "kv_tensors": kv_tensors,
@@ -437,6 +481,8 @@ def explain(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     top: Optional[int] = None,
     candidates: Optional[int] = None,
     fixes: bool = True,
@@ -492,6 +538,13 @@ def explain(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         top: How many culprits (and culprit lines) to list, the largest replayed
             saving first. Every candidate is replayed whatever this says
             (default: 5)
@@ -516,6 +569,8 @@ def explain(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "top": top,
             "candidates": candidates,
             "no_fixes": fixes,
@@ -538,6 +593,8 @@ def diff(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     start: Optional[str] = None,
     top: Optional[int] = None,
 ) -> Record:
@@ -585,6 +642,13 @@ def diff(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -608,6 +672,8 @@ def diff(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "start": start,
             "top": top,
         },
@@ -661,6 +727,8 @@ def oracle(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     start: Optional[str] = None,
     snapshot_out: Optional["Union[str, os.PathLike[str]]"] = None,
     work: Optional["Union[str, os.PathLike[str]]"] = None,
@@ -716,6 +784,13 @@ def oracle(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -744,6 +819,8 @@ def oracle(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "start": start,
             "snapshot_out": snapshot_out,
             "work": work,
@@ -761,6 +838,8 @@ def sweep(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     device: Optional[int] = None,
     start: Optional[str] = None,
     threads: Optional[int] = None,
@@ -797,6 +876,13 @@ def sweep(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         device: Only this GPU of multi-device snapshots (default: every device)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
@@ -817,6 +903,8 @@ def sweep(
                 gpu=gpu,
                 capacity=capacity,
                 placement=placement,
+                host_ram=host_ram,
+                ranks_per_node=ranks_per_node,
                 device=device,
                 start=start,
             ),
@@ -831,6 +919,8 @@ def sweep(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "trace_device": device,
             "start": start,
             "threads": threads,
@@ -848,6 +938,8 @@ def matrix(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     conf: Union[None, str, Sequence[str]] = None,
     search: bool = True,
 ) -> Record:
@@ -878,6 +970,13 @@ def matrix(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         conf: Allocator settings to compare (grid-line syntax; repeat). Default:
             default, expandable_segments:True, max_split_size_mb:512,
             max_split_size_mb:128, roundup_power2_divisions:4
@@ -896,6 +995,8 @@ def matrix(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "conf": conf,
             "no_search": search,
         },
@@ -912,6 +1013,8 @@ def report(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
+    host_ram: Size = None,
+    ranks_per_node: Optional[int] = None,
     conf: Union[None, str, Sequence[str]] = None,
     torch_version: Union[None, str, Sequence[str]] = None,
     plots: Optional[int] = None,
@@ -940,6 +1043,13 @@ def report(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
+        host_ram: The node's RAM that pinned host memory may take, for all the
+            ranks on it (a size like 2TiB): a pinned request beyond a rank's
+            share is a host out-of-memory, as PyTorch raises it (no retry).
+            Default: no limit
+        ranks_per_node: Processes (ranks) per node that pin memory alike: the
+            pinned host figures are also given per node, and each rank's share
+            of host_ram= is 1/N of it (default: 1)
         conf: Extra settings to add to the grid (same syntax as a grid line)
         torch_version: PyTorch release whose rules apply (default: the release
             the trace was recorded with, detected from a snapshot's keys, else
@@ -968,6 +1078,8 @@ def report(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
+            "host_ram": host_ram,
+            "ranks_per_node": ranks_per_node,
             "conf": conf,
             "torch_version": torch_version,
             "plots": plots,

@@ -49,7 +49,9 @@ mod torch_release;
 #[cfg(feature = "cuda")]
 pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
 pub use engine::passes::{ReplayPasses, TraceFile};
-pub use engine::run::{LoggedCall, OomEvent, Run, Summary, TimelinePoint};
+pub use engine::run::{
+    HostDecision, HostOomEvent, HostSummary, LoggedCall, OomEvent, Run, Summary, TimelinePoint,
+};
 pub use engine::scenario::Scenario;
 pub use engine::start::{Start, choose_start, describe_start, recorded_conf, start_for};
 pub use engine::stream::{StreamError, Streamed, replay_streamed};
@@ -68,6 +70,7 @@ pub use analysis::fidelity::{FidelityReport, FreeBlock, Mismatch, check_fidelity
 pub use analysis::fit::{FitError, FitProbe, FitResult, max_fitting_size};
 pub use analysis::gate;
 pub use analysis::grid::{GridEntry, default_grid, default_grid_for, parse_grid, parse_grid_line};
+pub use analysis::host_advice::{HOST_SIZES_KEY, HostAdvice, HostLimits, HostSetting, advise_host};
 pub use analysis::job::{
     JOB_ROW_NAME, JobOomPoint, JobSetting, JobView, RankGroup, RankPeak, card_for, job_setting,
     worst_rows,

@@ -66,6 +66,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             out: &out,
             upgrade_to: None,
             explorer: true,
+            host: Default::default(),
         },
         &progress,
     )?;

@@ -57,6 +57,9 @@ pub struct ReportRequest<'a> {
     /// upgrading from `target` to it does to every setting (`None`: one
     /// release).
     pub upgrade_to: Option<(&'a TorchTarget, &'a [GridEntry])>,
+    /// The host's RAM for pinned memory and the ranks sharing it (traces
+    /// with pinned host requests).
+    pub host: vramlab_replay::HostLimits,
 }
 
 /// What [`build_report`] computed, besides the files it wrote.
@@ -172,6 +175,24 @@ pub fn build_report(
         progress,
     )
     .map_err(sweep_error)?;
+    let mut rec = rec;
+    rec.host = vramlab_replay::advise_host(
+        trace,
+        &vramlab_allocator::AllocConf::new(target.rules),
+        req.host,
+        start.unwrap_or_default(),
+    )
+    .map_err(|e| match e {
+        vramlab_replay::StreamError::Replay { scenario, error } => {
+            sweep_error((name.to_string(), scenario, error))
+        }
+        // A trace in memory is never read.
+        vramlab_replay::StreamError::Read(e) => sweep_error((
+            name.to_string(),
+            String::new(),
+            ReplayError::Malformed(e.to_string()),
+        )),
+    })?;
     let upgrade = upgrade_advice(req, &rec, progress)?;
     let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
     let start = vramlab_replay::start_for(trace, &scenarios, start);
@@ -189,6 +210,7 @@ pub fn build_report(
         record_addresses: explore.is_some(),
         timeline_points: 600,
         start: start.unwrap_or_default(),
+        ranks_per_node: req.host.ranks_per_node,
         ..Default::default()
     };
     // The chosen settings' detailed replays and OOM searches, on all cores

@@ -38,6 +38,7 @@ fn request<'a>(
         out,
         upgrade_to: None,
         explorer: true,
+        host: Default::default(),
     }
 }
 

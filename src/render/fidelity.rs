@@ -46,6 +46,16 @@ pub fn print_fidelity(outcome: &FidelityOutcome, json: bool) -> Result<()> {
         ]);
     }
     out!("{}", t.render());
+    for r in outcome.devices.iter().filter(|r| r.host_allocs > 0) {
+        outln!(
+            "device {}: pinned host allocator: {} requests; blocks made or destroyed as recorded at {} of {} events ({})",
+            r.device.unwrap_or(0),
+            count(r.host_allocs),
+            count(r.host_decisions_matched),
+            count(r.host_decisions_expected),
+            ratio(r.host_decisions_matched, r.host_decisions_expected)
+        );
+    }
     for r in &outcome.devices {
         if let Some(m) = &r.first_mismatch {
             outln!(

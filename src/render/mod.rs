@@ -31,6 +31,7 @@ pub mod explain;
 pub mod fidelity;
 pub mod fit;
 pub mod gpus;
+pub mod host_advice;
 pub mod job;
 pub mod json;
 pub mod matrix;

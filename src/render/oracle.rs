@@ -64,6 +64,28 @@ pub fn human(rows: &[OracleRow]) -> String {
         ]);
     }
     let mut out = t.render();
+    let host: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let (tp, tn) = (r.torch_host_peak_bytes?, r.torch_host_num_alloc?);
+            let (vp, vn) = (
+                r.vramlab_host_peak_bytes.unwrap_or(0),
+                r.vramlab_host_num_alloc.unwrap_or(0),
+            );
+            Some(format!(
+                "  {} [{}]: peak pinned {}, cudaHostAlloc {}",
+                r.trace,
+                r.setting,
+                pair(tp, vp, bytes),
+                pair(tn, vn, |v| v.to_string())
+            ))
+        })
+        .collect();
+    if !host.is_empty() {
+        out.push_str("\npinned host memory (host_memory_stats()):\n");
+        out.push_str(&host.join("\n"));
+        out.push('\n');
+    }
     let exact = rows.iter().filter(|r| r.exact).count();
     out.push_str(&format!(
         "\n{exact} of {} rows exact (PyTorch's own allocator on the fake device vs vramlab's replay; \"A vs B\" is PyTorch vs vramlab; \"-\": a count the release does not report)\n",

@@ -95,6 +95,9 @@ pub fn print_recommendation(trace: &str, card: &str, rec: &Recommendation, top: 
         }
         outln!();
     }
+    if let Some(h) = &rec.host {
+        crate::render::host_advice::print_host_advice(h, rec);
+    }
     let mut tab = Table::new(vec![
         "#".into(),
         "setting".into(),

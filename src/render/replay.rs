@@ -156,6 +156,7 @@ pub fn human(
             bytes(o.requested_bytes)
         ),
     });
+    host_rows(&mut row, runs);
     // Each pool's reserved bytes at the peak (traces with private pools).
     let uses: Vec<_> = runs
         .iter()
@@ -184,9 +185,42 @@ pub fn human(
         t.row(cells);
     }
     out.push_str(&t.render());
+    out.push_str(&oom_paragraphs(trace, runs));
+    if runs.len() > 1 {
+        out.push_str(&same_results(runs));
+        if let Some(best) = runs
+            .iter()
+            .filter(|r| r.oom.is_none())
+            .min_by_key(|r| r.summary.peak_reserved_bytes)
+        {
+            out.push_str(&format!(
+                "\nlowest peak reserved without OOM: {} ({})\n",
+                best.conf,
+                bytes(best.summary.peak_reserved_bytes)
+            ));
+        }
+        if let Some(best) = runs
+            .iter()
+            .filter(|r| r.host_oom.is_none())
+            .filter_map(|r| Some((r, r.host.as_ref()?)))
+            .min_by_key(|(_, h)| h.host_peak_reserved_bytes)
+        {
+            out.push_str(&format!(
+                "lowest peak pinned host memory: {} ({})\n",
+                best.0.conf,
+                bytes(best.1.host_peak_reserved_bytes)
+            ));
+        }
+    }
+    out
+}
+
+/// What each run's first OOM (device or pinned host) was, a paragraph each.
+fn oom_paragraphs(trace: &Trace, runs: &[Run]) -> String {
+    let mut text = String::new();
     for r in runs {
         if let Some(o) = &r.oom {
-            out.push_str(&format!(
+            text.push_str(&format!(
                 "\n[{}] out of memory {}: {} requested, {} reserved, {} allocated, largest free block {}\n  {}\n",
                 r.conf,
                 if o.at_start {
@@ -204,25 +238,73 @@ pub fn human(
                 .alloc_id
                 .and_then(|id| crate::render::oom_code::frames_line(trace, id))
             {
-                out.push_str(&format!("  the allocation that failed: {line}\n"));
+                text.push_str(&format!("  the allocation that failed: {line}\n"));
             }
         }
-    }
-    if runs.len() > 1 {
-        out.push_str(&same_results(runs));
-        if let Some(best) = runs
-            .iter()
-            .filter(|r| r.oom.is_none())
-            .min_by_key(|r| r.summary.peak_reserved_bytes)
-        {
-            out.push_str(&format!(
-                "\nlowest peak reserved without OOM: {} ({})\n",
-                best.conf,
-                bytes(best.summary.peak_reserved_bytes)
+        if let Some(o) = &r.host_oom {
+            text.push_str(&format!(
+                "\n[{}] pinned host memory ran out at event {}: {} requested (a block of {}), {} pinned of the {} a rank may pin\n  PyTorch raises 'CUDA error: out of memory' at once: its host allocator never gives its cache back to retry\n",
+                r.conf,
+                count(o.event_index),
+                bytes(o.requested_bytes),
+                bytes(o.block_bytes),
+                bytes(o.reserved_bytes),
+                bytes(o.limit_bytes),
             ));
         }
     }
-    out
+    text
+}
+
+/// The pinned host allocator's rows (traces with host requests): `row`
+/// adds one row of the replay table.
+fn host_rows(row: &mut dyn FnMut(&str, &dyn Fn(&Run) -> String), runs: &[Run]) {
+    if runs.iter().any(|r| r.host.is_some()) {
+        fn host(r: &Run, f: impl Fn(&vramlab_replay::HostSummary) -> String) -> String {
+            r.host.as_ref().map_or("-".into(), f)
+        }
+        row("pinned host: peak requested", &|r| {
+            host(r, |h| bytes(h.host_peak_requested_bytes))
+        });
+        row("pinned host: peak in blocks", &|r| {
+            host(r, |h| bytes(h.host_peak_allocated_bytes))
+        });
+        row("pinned host: peak pinned", &|r| {
+            host(r, |h| {
+                let asked = h.host_peak_requested_bytes.max(1) as f64;
+                let ratio = h.host_peak_reserved_bytes as f64 / asked;
+                format!(
+                    "{} ({ratio:.2}x requested)",
+                    bytes(h.host_peak_reserved_bytes)
+                )
+            })
+        });
+        if runs
+            .iter()
+            .any(|r| r.host.as_ref().is_some_and(|h| h.ranks_per_node > 1))
+        {
+            row("pinned host: per node", &|r| {
+                host(r, |h| {
+                    format!(
+                        "{} ({} ranks)",
+                        bytes(h.node_peak_reserved_bytes),
+                        h.ranks_per_node
+                    )
+                })
+            });
+        }
+        row("pinned host: cudaHostAlloc calls", &|r| {
+            host(r, |h| count(h.host_num_allocs))
+        });
+        row("pinned host: OOM", &|r| match &r.host_oom {
+            None => "none".into(),
+            Some(o) => format!(
+                "event {} ({})",
+                count(o.event_index),
+                bytes(o.requested_bytes)
+            ),
+        });
+    }
 }
 
 /// Settings whose replay is the same in every figure, said once each
@@ -230,11 +312,9 @@ pub fn human(
 fn same_results(runs: &[Run]) -> String {
     let mut out = String::new();
     for (i, r) in runs.iter().enumerate() {
-        if let Some(first) = runs
-            .iter()
-            .take(i)
-            .find(|f| f.summary == r.summary && f.oom == r.oom)
-        {
+        if let Some(first) = runs.iter().take(i).find(|f| {
+            f.summary == r.summary && f.oom == r.oom && f.host == r.host && f.host_oom == r.host_oom
+        }) {
             if out.is_empty() {
                 out.push('\n');
             }

@@ -41,6 +41,18 @@ pub fn print_stats(path: &Path, t: &Trace, s: &TraceSummary) {
         bytes(s.max_request_bytes),
         count(s.live_at_end)
     );
+    if let Some(h) = &s.host {
+        outln!(
+            "  pinned host: allocations {}  frees {} (+{} deferred)  empty_cache {}  peak live {}  largest request {}  live at end {}",
+            count(h.allocs),
+            count(h.frees),
+            count(h.deferred_frees),
+            count(h.empty_cache),
+            bytes(h.peak_live_bytes),
+            bytes(h.max_request_bytes),
+            count(h.live_at_end)
+        );
+    }
     if s.starts_mid_run && s.events > 0 {
         outln!(
             "  starts mid-run: {} blocks ({}) in use at the first event, {}",

@@ -102,6 +102,8 @@ impl Trace {
                 })
                 .collect(),
             pools: self.pools.clone(),
+            host_events: self.host_events,
+            expected_host: None,
         };
         t.header
             .extra

@@ -26,6 +26,7 @@ mod binary;
 mod concat;
 mod csv;
 mod error;
+mod event;
 mod event_blocks;
 mod fresh_start;
 mod io;

@@ -9,133 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-/// Dense allocation id. Ids `0..initial live blocks` name blocks that were
-/// already allocated when recording began (see [`InitialState`]); every
-/// [`Event::Alloc`] introduces the next id.
-pub type AllocId = u32;
-
-/// Index into [`Trace::streams`].
-pub type StreamIndex = u32;
-
+pub use crate::event::{AllocId, StreamIndex};
 pub use crate::pools::PoolIndex;
 
-/// One allocator request, in trace order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Event {
-    /// `malloc(size, stream)`; `size` is the caller's request in bytes.
-    Alloc {
-        /// The id this allocation is known by in later events.
-        id: AllocId,
-        /// Index into [`Trace::streams`].
-        stream: StreamIndex,
-        /// Requested bytes (unrounded, > 0).
-        size: u64,
-    },
-    /// A free that completes at once (PyTorch emits `free_requested` directly
-    /// followed by `free_completed` for a block without recorded streams).
-    Free {
-        /// The allocation being freed.
-        id: AllocId,
-    },
-    /// The caller freed the block, but it was used on other streams: it stays
-    /// active (not reusable) until the matching [`Event::FreeCompleted`].
-    FreeRequested {
-        /// The allocation being freed.
-        id: AllocId,
-    },
-    /// The deferred free of an earlier [`Event::FreeRequested`] completes
-    /// (PyTorch's `process_events` saw the stream events finish).
-    FreeCompleted {
-        /// The allocation whose free completes.
-        id: AllocId,
-    },
-    /// `torch.cuda.empty_cache()`.
-    EmptyCache,
-    /// A `torch.cuda.MemPool` is made (`createOrIncrefPool`): the pool
-    /// exists, held by the object, before any request goes to it.
-    PoolCreate {
-        /// The pool (index into [`Trace::pools`]).
-        pool: PoolIndex,
-    },
-    /// A CUDA graph capture begins on `stream` into `pool`
-    /// (`CUDAGraph.capture_begin`: `beginAllocateToPool` with the
-    /// capture's stream filter): requests on that stream go to the pool
-    /// until [`Event::CaptureEnd`]. The first capture into a pool makes it;
-    /// a later one shares it.
-    CaptureBegin {
-        /// The pool.
-        pool: PoolIndex,
-        /// The capturing stream (index into [`Trace::streams`]).
-        stream: StreamIndex,
-    },
-    /// The capture into `pool` ends (`capture_end`: `endAllocateToPool`).
-    CaptureEnd {
-        /// The pool.
-        pool: PoolIndex,
-    },
-    /// `torch.cuda.use_mem_pool(pool)` is entered: every request of the
-    /// thread goes to the pool until [`Event::PoolExit`].
-    PoolEnter {
-        /// The pool.
-        pool: PoolIndex,
-    },
-    /// The `use_mem_pool` context is left (`endAllocateToPool`, then
-    /// `releasePool` of the reference the context took).
-    PoolExit {
-        /// The pool.
-        pool: PoolIndex,
-    },
-    /// A graph that used `pool` is reset or deleted, or the MemPool object
-    /// is deleted (`releasePool`): when no graph or object holds it any
-    /// more, its cached memory goes back at the next `empty_cache` (a
-    /// MemPool's at once).
-    PoolRelease {
-        /// The pool.
-        pool: PoolIndex,
-    },
-}
-
-impl Event {
-    /// The same event with its allocation id shifted by `offset` (to put
-    /// two traces' ids side by side: `concat`, `repeat`).
-    pub(crate) fn with_id_offset(self, offset: AllocId) -> Event {
-        match self {
-            Event::Alloc { id, stream, size } => Event::Alloc {
-                id: id + offset,
-                stream,
-                size,
-            },
-            Event::Free { id } => Event::Free { id: id + offset },
-            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
-            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-            other => other,
-        }
-    }
-
-    /// The allocation id this event refers to, if any.
-    pub(crate) fn id(&self) -> Option<AllocId> {
-        match *self {
-            Event::Alloc { id, .. }
-            | Event::Free { id }
-            | Event::FreeRequested { id }
-            | Event::FreeCompleted { id } => Some(id),
-            _ => None,
-        }
-    }
-
-    /// The private pool this event opens, closes or releases, if any.
-    pub fn pool(&self) -> Option<PoolIndex> {
-        match *self {
-            Event::PoolCreate { pool }
-            | Event::CaptureBegin { pool, .. }
-            | Event::CaptureEnd { pool }
-            | Event::PoolEnter { pool }
-            | Event::PoolExit { pool }
-            | Event::PoolRelease { pool } => Some(pool),
-            _ => None,
-        }
-    }
-}
+pub use crate::event::Event;
 
 /// Where a trace came from and what it was recorded under.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -547,6 +424,32 @@ pub struct Trace {
     /// `PoolIndex`; empty when everything went to the default pool.
     #[serde(default)]
     pub pools: Vec<crate::pools::PoolDecl>,
+    /// The trace has requests to the pinned host allocator, or (read as it
+    /// is read) its file's format version may hold them: writers then
+    /// write the version that does (CSV v3, `.vlt` 5).
+    #[serde(default)]
+    pub host_events: bool,
+    /// What the real pinned host allocator did, event by event, when
+    /// known (a snapshot's `host_traces`): the events that made or
+    /// destroyed host blocks.
+    #[serde(default)]
+    pub expected_host: Option<Vec<ExpectedHostDecision>>,
+}
+
+/// What the real pinned host allocator did to its blocks during one event
+/// (`segment_alloc` and `segment_free` entries of `host_traces`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectedHostDecision {
+    /// The event.
+    pub event_index: u64,
+    /// Blocks made.
+    pub blocks_made: u32,
+    /// Blocks destroyed.
+    pub blocks_destroyed: u32,
+    /// Bytes of the blocks made.
+    pub bytes_made: u64,
+    /// Bytes of the blocks destroyed.
+    pub bytes_destroyed: u64,
 }
 
 /// The start of a recorded phase.

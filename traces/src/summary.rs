@@ -78,6 +78,31 @@ pub struct TraceSummary {
     /// private pools).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolSummary>,
+    /// Requests to the pinned host allocator (`None` when the trace has
+    /// none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostSummary>,
+}
+
+/// What a trace asked of the pinned host allocator.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostSummary {
+    /// `host_alloc` events.
+    pub allocs: u64,
+    /// Immediate frees.
+    pub frees: u64,
+    /// Frees that waited for streams' events (`host_free_requested`).
+    pub deferred_frees: u64,
+    /// `host_empty_cache` calls.
+    pub empty_cache: u64,
+    /// Bytes requested.
+    pub requested_bytes: u64,
+    /// Largest single request.
+    pub max_request_bytes: u64,
+    /// Peak of live requested bytes.
+    pub peak_live_bytes: u64,
+    /// Host allocations never freed by the end of the trace.
+    pub live_at_end: u64,
 }
 
 /// What happened in one recorded phase (from its mark to the next).
@@ -140,6 +165,9 @@ pub struct SummaryBuilder {
     live: Vec<bool>,
     /// Live bytes now.
     cur: u64,
+    /// The pinned host allocator's requests, and its live bytes now.
+    host: HostSummary,
+    host_cur: u64,
     hist: [(u64, u64); 65],
     /// Phase marks taken so far, and the phase open.
     marks_taken: usize,
@@ -196,10 +224,13 @@ impl SummaryBuilder {
                 notes: Vec::new(),
                 phases: Vec::new(),
                 pools: pool_summaries(t),
+                host: None,
             },
             sizes: vec![0u64; n],
             live: vec![false; n],
             cur: 0,
+            host: HostSummary::default(),
+            host_cur: 0,
             hist: [(0u64, 0u64); 65],
             marks_taken: 0,
             phase: None,
@@ -272,47 +303,80 @@ impl SummaryBuilder {
         }
     }
 
+    /// Id `id` is live with `size` requested bytes.
+    fn take(&mut self, id: u32, size: u64) {
+        let i = id as usize;
+        if self.grows && i >= self.sizes.len() && i <= self.id_floor + self.next as usize {
+            // Recycled ids stay below the initial state's ids plus the
+            // events read so far.
+            self.sizes.resize(i + 1, 0);
+            self.live.resize(i + 1, false);
+        }
+        if let (Some(slot), Some(l)) = (self.sizes.get_mut(i), self.live.get_mut(i)) {
+            *slot = size;
+            *l = true;
+        }
+    }
+
+    /// Id `id` is no longer live: the bytes it held (0 if it was not).
+    fn release(&mut self, id: u32) -> u64 {
+        let i = id as usize;
+        match (self.live.get_mut(i), self.sizes.get(i)) {
+            (Some(l), Some(&size)) if *l => {
+                *l = false;
+                size
+            }
+            _ => 0,
+        }
+    }
+
     fn event(&mut self, e: &Event) {
-        let s = &mut self.s;
-        let before = (s.allocs, s.frees + s.deferred_frees);
+        let before = (self.s.allocs, self.s.frees + self.s.deferred_frees);
         match *e {
             Event::Alloc { id, size, .. } => {
-                s.allocs += 1;
+                self.s.allocs += 1;
                 // Sizes come from the file (up to 2^64 - 1): sums saturate.
-                s.total_requested_bytes = s.total_requested_bytes.saturating_add(size);
-                s.max_request_bytes = s.max_request_bytes.max(size);
+                self.s.total_requested_bytes = self.s.total_requested_bytes.saturating_add(size);
+                self.s.max_request_bytes = self.s.max_request_bytes.max(size);
                 add_to_bucket(&mut self.hist, size);
-                let i = id as usize;
-                if self.grows && i >= self.sizes.len() && i <= self.id_floor + self.next as usize {
-                    // Recycled ids stay below the initial state's ids plus
-                    // the events read so far.
-                    self.sizes.resize(i + 1, 0);
-                    self.live.resize(i + 1, false);
-                }
-                if let (Some(slot), Some(l)) = (self.sizes.get_mut(i), self.live.get_mut(i)) {
-                    *slot = size;
-                    *l = true;
-                }
+                self.take(id, size);
                 self.cur = self.cur.saturating_add(size);
-                s.peak_live_bytes = s.peak_live_bytes.max(self.cur);
+                self.s.peak_live_bytes = self.s.peak_live_bytes.max(self.cur);
             }
             Event::Free { id } | Event::FreeRequested { id } => {
                 if matches!(e, Event::Free { .. }) {
-                    s.frees += 1;
+                    self.s.frees += 1;
                 } else {
-                    s.deferred_frees += 1;
+                    self.s.deferred_frees += 1;
                 }
-                let i = id as usize;
-                if let (Some(l), Some(&size)) = (self.live.get_mut(i), self.sizes.get(i)) {
-                    if *l {
-                        *l = false;
-                        self.cur = self.cur.saturating_sub(size);
-                    }
-                }
+                let size = self.release(id);
+                self.cur = self.cur.saturating_sub(size);
             }
+            Event::HostAlloc { id, size } => {
+                let h = &mut self.host;
+                h.allocs += 1;
+                h.requested_bytes = h.requested_bytes.saturating_add(size);
+                h.max_request_bytes = h.max_request_bytes.max(size);
+                self.take(id, size);
+                self.host_cur = self.host_cur.saturating_add(size);
+                self.host.live_at_end += 1;
+                self.host.peak_live_bytes = self.host.peak_live_bytes.max(self.host_cur);
+            }
+            Event::HostFree { id } | Event::HostFreeRequested { id } => {
+                if matches!(e, Event::HostFree { .. }) {
+                    self.host.frees += 1;
+                } else {
+                    self.host.deferred_frees += 1;
+                }
+                let size = self.release(id);
+                self.host_cur = self.host_cur.saturating_sub(size);
+                self.host.live_at_end = self.host.live_at_end.saturating_sub(1);
+            }
+            Event::HostEmptyCache => self.host.empty_cache += 1,
+            Event::HostFreeCompleted { .. } => {}
             Event::FreeCompleted { .. } => {}
-            Event::EmptyCache => s.empty_cache += 1,
-            Event::CaptureBegin { .. } => s.captures += 1,
+            Event::EmptyCache => self.s.empty_cache += 1,
+            Event::CaptureBegin { .. } => self.s.captures += 1,
             Event::PoolCreate { .. }
             | Event::CaptureEnd { .. }
             | Event::PoolEnter { .. }
@@ -321,13 +385,13 @@ impl SummaryBuilder {
         }
         if let Some(p) = &mut self.phase {
             p.events += 1;
-            if s.allocs > before.0 {
+            if self.s.allocs > before.0 {
                 p.allocs += 1;
                 if let Event::Alloc { size, .. } = *e {
                     p.allocated_bytes = p.allocated_bytes.saturating_add(size);
                 }
             }
-            p.frees += s.frees + s.deferred_frees - before.1;
+            p.frees += self.s.frees + self.s.deferred_frees - before.1;
             p.peak_live_bytes = p.peak_live_bytes.max(self.cur);
             p.live_at_end_bytes = self.cur;
         }
@@ -350,7 +414,11 @@ impl SummaryBuilder {
             s.duration_us = Some(d);
         }
         s.phases.extend(self.phase.take());
-        s.live_at_end = self.live.iter().filter(|&&l| l).count() as u64;
+        let live = self.live.iter().filter(|&&l| l).count() as u64;
+        s.live_at_end = live.saturating_sub(self.host.live_at_end);
+        if self.host != HostSummary::default() {
+            s.host = Some(self.host);
+        }
         for (b, &(count, bytes)) in self.hist.iter().enumerate() {
             if count > 0 {
                 let lo = if b == 0 { 0 } else { 1u64 << (b - 1) };

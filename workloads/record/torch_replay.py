@@ -83,9 +83,16 @@ POOL_ACTIONS = {
     "pool_exit": POOL_EXIT,
     "pool_release": POOL_RELEASE,
 }
+# Pinned host rows (trace format v3).
+HOST_ALLOC, HOST_FREE, HOST_FREE_REQUESTED, HOST_FREE_COMPLETED, HOST_EMPTY_CACHE = 9, 10, 11, 12, 13
+HOST_ACTIONS = {
+    "host_free": HOST_FREE,
+    "host_free_requested": HOST_FREE_REQUESTED,
+    "host_free_completed": HOST_FREE_COMPLETED,
+}
 KIND_NAMES = {ALLOC: "alloc", FREE: "free", EMPTY_CACHE: "empty_cache"} | {
     v: k for k, v in POOL_ACTIONS.items()
-}
+} | {v: k for k, v in HOST_ACTIONS.items()} | {HOST_ALLOC: "host_alloc", HOST_EMPTY_CACHE: "host_empty_cache"}
 
 
 class TraceFormatError(Exception):
@@ -131,6 +138,8 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
     events: list = []
     live: dict[str, int] = {}
     requested: set[str] = set()
+    host_live: dict[str, int] = {}
+    host_requested: set[str] = set()
     next_id = 0
     seen_header = False
     with open(path, encoding="utf-8") as f:
@@ -144,8 +153,8 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
                     body = text[1:].strip()
                     if body.startswith("vramlab trace"):
                         version = body[len("vramlab trace") :].strip()
-                        if version not in ("v1", "v2"):
-                            raise TraceFormatError(f"{where}: trace format '{version}' (expected v1 or v2)")
+                        if version not in ("v1", "v2", "v3"):
+                            raise TraceFormatError(f"{where}: trace format '{version}' (expected v1, v2 or v3)")
                     elif body.startswith("pool.") and ":" in body:
                         name, decl = body[len("pool.") :].split(":", 1)
                         name = name.strip()
@@ -211,12 +220,34 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
                 if ident or size or stream:
                     raise TraceFormatError(f"{where}: empty_cache takes no id, size or stream")
                 events.append((EMPTY_CACHE, 0, 0, 0))
+            elif action == "host_alloc":
+                if not ident or not size or stream:
+                    raise TraceFormatError(f"{where}: host_alloc needs an id and a size, and takes no stream")
+                if ident in host_live:
+                    raise TraceFormatError(f"{where}: host_alloc of id '{ident}', which is still allocated")
+                host_live[ident] = next_id
+                events.append((HOST_ALLOC, next_id, _parse_u64(size, "size", where), 0))
+                next_id += 1
+            elif action in HOST_ACTIONS:
+                if ident not in host_live:
+                    raise TraceFormatError(f"{where}: {action} of id '{ident}', which is not a host allocation")
+                pending = ident in host_requested
+                if (action == "host_free_completed") != pending:
+                    raise TraceFormatError(f"{where}: {action} of id '{ident}' out of order")
+                events.append((HOST_ACTIONS[action], host_live[ident], 0, 0))
+                if action == "host_free_requested":
+                    host_requested.add(ident)
+                else:
+                    host_requested.discard(ident)
+                    del host_live[ident]
+            elif action == "host_empty_cache":
+                events.append((HOST_EMPTY_CACHE, 0, 0, 0))
             elif not action:
                 raise TraceFormatError(f"{where}: missing action")
             else:
                 raise TraceFormatError(
                     f"{where}: unknown action '{action}' (expected alloc, free, "
-                    "free_requested, free_completed or empty_cache)"
+                    "free_requested, free_completed, empty_cache, a pool action or a host_ action)"
                 )
     if not seen_header:
         raise TraceFormatError(f"{path}: no header row 'action,id,size,stream'; is this a vramlab trace?")
@@ -440,6 +471,71 @@ class PrivatePools:
                 torch._C._cuda_releasePool(self.dev, self._id(i))
 
 
+class HostReplay:
+    """The trace's pinned host rows, through PyTorch's own host allocator:
+    ``host_alloc`` is ``torch.empty(size, dtype=uint8, pin_memory=True)``,
+    ``host_free`` drops the tensor. ``host_free_requested`` first copies
+    one byte into the block with ``non_blocking=True`` on a stream of the
+    block's own (from a view of device memory that allocates nothing), so
+    that the free records an event there; ``host_free_completed``
+    synchronizes that stream. Run on the fake device with
+    ``VRAMLAB_FAKECUDA_EVENTS=sync`` an event completes only then, so the
+    allocator reuses the block where the trace says, not at once."""
+
+    def __init__(self, torch, device):
+        self.torch = torch
+        self.device = device
+        self.tensors = {}
+        self.streams = {}
+        self.spare = []
+        self.view = None
+
+    def _source(self):
+        if self.view is None:
+            class Cai:  # one byte of device memory, named, not allocated
+                __cuda_array_interface__ = {
+                    "shape": (1,), "typestr": "|u1", "data": (0x10000, False), "version": 3, "strides": None,
+                }
+            self.view = self.torch.as_tensor(Cai(), device=self.device)
+        return self.view
+
+    def event(self, kind: int, ident: int, size: int) -> None:
+        torch = self.torch
+        if kind == HOST_ALLOC:
+            self.tensors[ident] = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        elif kind == HOST_FREE:
+            del self.tensors[ident]
+        elif kind == HOST_FREE_REQUESTED:
+            t = self.tensors.pop(ident)
+            if t.numel():
+                s = self.spare.pop() if self.spare else torch.cuda.Stream(self.device)
+                with torch.cuda.stream(s):
+                    t[:1].copy_(self._source(), non_blocking=True)
+                self.streams[ident] = s
+            del t
+        elif kind == HOST_FREE_COMPLETED:
+            s = self.streams.pop(ident, None)
+            if s is not None:
+                s.synchronize()
+                self.spare.append(s)
+        elif kind == HOST_EMPTY_CACHE:
+            torch._C._host_emptyCache()
+
+
+def host_summary(torch, events: list):
+    """PyTorch's pinned host figures, for a trace with host rows."""
+    n = sum(1 for e in events if e[0] == HOST_ALLOC)
+    if not n:
+        return None
+    stats = torch.cuda.host_memory_stats()
+    return {
+        "allocs": n,
+        "num_host_alloc": stats.get("num_host_alloc", stats.get("allocations.allocated", 0)),
+        "peak_bytes": stats.get("allocated_bytes.peak", 0),
+        "current_bytes": stats.get("allocated_bytes.current", 0),
+    }
+
+
 def replay(args: argparse.Namespace) -> int:
     header, events = read_trace(args.trace, args.trace_device, args.vramlab)
     ensure_alloc_conf(args.conf)
@@ -492,6 +588,7 @@ def replay(args: argparse.Namespace) -> int:
 
     mark = fake_device_mark()
     pools = PrivatePools(torch, dev, header.get("pools", []))
+    host = HostReplay(torch, device)
     ptrs: dict[int, int] = {}
     failed: set[int] = set()
     timing: list = []
@@ -545,6 +642,8 @@ def replay(args: argparse.Namespace) -> int:
                 timing.append((idx, "free", ident, 0, 0, dt))
         elif kind == EMPTY_CACHE:
             torch.cuda.empty_cache()
+        elif kind >= HOST_ALLOC:
+            host.event(kind, ident, size)
         else:
             pools.event(kind, ident, streams.get(stream))
         replayed += 1
@@ -553,6 +652,7 @@ def replay(args: argparse.Namespace) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     stats = torch.cuda.memory_stats(dev)
+    host_figures = host_summary(torch, events)
     if history:
         torch.cuda.memory._dump_snapshot(os.path.join(args.out, "snapshot.pickle"))
         torch.cuda.memory._record_memory_history(enabled=None)
@@ -607,6 +707,7 @@ def replay(args: argparse.Namespace) -> int:
         "num_device_alloc": stats.get("num_device_alloc"),
         "num_device_free": stats.get("num_device_free"),
         "oom": oom,
+        "host": host_figures,
         "wall_ms": wall_ns / 1e6,
         "python_call_overhead_ns": call_overhead_ns,
         "latency": {

@@ -51,7 +51,7 @@ enum Lookup {
 }
 
 /// The settings and rules of one release.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRules {
     version: TorchVersion,
     /// Requests above it keep their size (2.13+; `None`: always rounded).
@@ -143,6 +143,8 @@ pub struct HostAllocator {
     /// The reserve: its base and the bump offset (created at the first miss).
     reserve: Option<(u64, u64)>,
     stats: HostStats,
+    /// Bytes of the blocks handed out and not back in the cache.
+    in_use: u64,
 }
 
 impl HostAllocator {
@@ -157,7 +159,13 @@ impl HostAllocator {
             next_ptr: HOST_BASE,
             reserve: None,
             stats: HostStats::default(),
+            in_use: 0,
         }
+    }
+
+    /// The rules it follows.
+    pub fn rules(&self) -> &HostRules {
+        &self.rules
     }
 
     /// What PyTorch's `host_memory_stats()` would say, plus the bytes held
@@ -180,8 +188,21 @@ impl HostAllocator {
         size: u64,
         completed: &dyn Fn(HostEventId) -> bool,
     ) -> Option<HostBlockId> {
+        self.try_allocate(size, completed, None).ok().flatten()
+    }
+
+    /// [`HostAllocator::allocate`] where the host can pin at most `limit`
+    /// bytes in all: a request that needs more from CUDA fails (PyTorch
+    /// throws; no retry, no cache released, R7.3) with the bytes it asked
+    /// CUDA for, after the events were processed.
+    pub fn try_allocate(
+        &mut self,
+        size: u64,
+        completed: &dyn Fn(HostEventId) -> bool,
+        limit: Option<u64>,
+    ) -> Result<Option<HostBlockId>, u64> {
         if size == 0 {
-            return None;
+            return Ok(None);
         }
         self.process_events(completed);
         let want = self.rules.block_size(size);
@@ -189,7 +210,16 @@ impl HostAllocator {
         let cached = self.take_cached(bucket, want);
         let id = match cached {
             Some(i) => i,
-            None => self.new_block(want),
+            None => {
+                if let Some(limit) = limit {
+                    let asked = self.cuda_request(want);
+                    let held = self.stats.reserved_bytes.current.max(0) as u64;
+                    if asked > 0 && held.saturating_add(asked) > limit {
+                        return Err(asked);
+                    }
+                }
+                self.new_block(want)
+            }
         };
         let counted = match self.rules.lookup() {
             Lookup::Back => want,
@@ -197,11 +227,32 @@ impl HostAllocator {
         };
         if let Some(b) = self.blocks.get_mut(id as usize) {
             b.allocated = true;
+            self.in_use += b.size;
         }
         if let Some(a) = self.stats.active(bucket) {
             a.increase(1, counted);
         }
-        Some(HostBlockId(id))
+        Ok(Some(HostBlockId(id)))
+    }
+
+    /// Bytes a new block of `size` takes from CUDA: 0 when it fits in the
+    /// reserve, the reserve itself when it is yet to be made and the block
+    /// fits in it (R4.4).
+    fn cuda_request(&self, size: u64) -> u64 {
+        let step = size.div_ceil(RESERVE_STEP) * RESERVE_STEP;
+        match self.reserve {
+            Some((_, used)) if used.saturating_add(step) <= self.rules.reserve_segment => 0,
+            Some(_) => size,
+            None if self.rules.reserve_segment == 0 => size,
+            None if step <= self.rules.reserve_segment => self.rules.reserve_segment,
+            None => self.rules.reserve_segment.saturating_add(size),
+        }
+    }
+
+    /// Bytes of the blocks handed out and not back in the cache (in use,
+    /// or waiting for their streams' events).
+    pub fn in_use_bytes(&self) -> u64 {
+        self.in_use
     }
 
     /// Notes that `stream` used the block (a `non_blocking` copy: R3.1).
@@ -277,6 +328,7 @@ impl HostAllocator {
         let Some(size) = self.blocks.get(i as usize).map(|b| b.size) else {
             return;
         };
+        self.in_use = self.in_use.saturating_sub(size);
         let bucket = bucket_of(size);
         if count_inactive {
             // 2.11/2.12 release an event-path block with `decrease(-1)` of

@@ -61,6 +61,22 @@ pub struct FidelityReport {
     pub segment_events_actual: u64,
     /// Whether the replay's final segments equal the snapshot's.
     pub final_state_matched: Option<bool>,
+    /// Pinned host allocations in the trace (a 2.14+ snapshot's
+    /// `host_traces`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub host_allocs: u64,
+    /// Events at which the recording's host allocator made or destroyed
+    /// blocks.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub host_decisions_expected: u64,
+    /// Of those, the ones the replay made alike (same event, same blocks
+    /// and bytes).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub host_decisions_matched: u64,
+    /// Events at which the replay's host allocator made or destroyed
+    /// blocks.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub host_decisions_actual: u64,
     /// The first disagreement, if any.
     pub first_mismatch: Option<Mismatch>,
     /// Remarks from reading the trace.
@@ -74,6 +90,8 @@ impl FidelityReport {
             && self.alloc_addresses_matched == self.allocs
             && self.segment_events_matched == self.segment_events_expected
             && self.segment_events_actual == self.segment_events_expected
+            && self.host_decisions_matched == self.host_decisions_expected
+            && self.host_decisions_actual == self.host_decisions_expected
     }
 
     /// Adds another device's figures (for the total).
@@ -84,6 +102,10 @@ impl FidelityReport {
         self.segment_events_expected += o.segment_events_expected;
         self.segment_events_matched += o.segment_events_matched;
         self.segment_events_actual += o.segment_events_actual;
+        self.host_allocs += o.host_allocs;
+        self.host_decisions_expected += o.host_decisions_expected;
+        self.host_decisions_matched += o.host_decisions_matched;
+        self.host_decisions_actual += o.host_decisions_actual;
         self.final_state_matched = match (self.final_state_matched, o.final_state_matched) {
             (None, x) | (x, None) => x,
             (Some(a), Some(b)) => Some(a && b),
@@ -147,6 +169,7 @@ pub fn check_fidelity(trace: &Trace, conf: AllocConf) -> Result<FidelityReport, 
     let mut first = FirstMismatch::default();
     compare_addresses(trace, expected, &run, &mut report, &mut first);
     compare_segment_events(expected, &run, &mut report, &mut first);
+    compare_host(trace, &run, &mut report, &mut first);
     if !expected.final_segments.is_empty() && run.oom.is_none() {
         compare_final_state(trace, expected, &alloc.segments(), &mut report, &mut first);
     }
@@ -205,6 +228,77 @@ fn compare_addresses(
             ),
             None => {}
         }
+    }
+}
+
+/// For `skip_serializing_if`: host figures are left out of snapshots
+/// without host traces.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The host allocator's recorded decisions against the replay's, event by
+/// event (host addresses come from the process's heap: not compared).
+fn compare_host(trace: &Trace, run: &Run, report: &mut FidelityReport, first: &mut FirstMismatch) {
+    report.host_allocs = trace
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::HostAlloc { .. }))
+        .count() as u64;
+    let expected = trace.expected_host.as_deref().unwrap_or_default();
+    let actual = &run.host_decisions;
+    report.host_decisions_expected = expected.len() as u64;
+    report.host_decisions_actual = actual.len() as u64;
+    let words = |made: u32, bytes_made: u64, gone: u32, bytes_gone: u64, at: u64| {
+        format!(
+            "{made} host block(s) made ({bytes_made} bytes), {gone} destroyed ({bytes_gone} bytes) at event {at}"
+        )
+    };
+    for p in 0..expected.len().max(actual.len()) {
+        let (e, a) = (expected.get(p), actual.get(p));
+        if let (Some(e), Some(a)) = (e, a) {
+            if (
+                e.event_index,
+                e.blocks_made,
+                e.bytes_made,
+                e.blocks_destroyed,
+                e.bytes_destroyed,
+            ) == (
+                a.event_index,
+                a.blocks_made,
+                a.bytes_made,
+                a.blocks_destroyed,
+                a.bytes_destroyed,
+            ) {
+                report.host_decisions_matched += 1;
+                continue;
+            }
+        }
+        let idx = match (e, a) {
+            (Some(e), Some(a)) => e.event_index.min(a.event_index),
+            (Some(e), None) => e.event_index,
+            (None, Some(a)) => a.event_index,
+            (None, None) => 0,
+        };
+        let exp = e.map_or("nothing".into(), |e| {
+            words(
+                e.blocks_made,
+                e.bytes_made,
+                e.blocks_destroyed,
+                e.bytes_destroyed,
+                e.event_index,
+            )
+        });
+        let act = a.map_or("nothing".into(), |a| {
+            words(
+                a.blocks_made,
+                a.bytes_made,
+                a.blocks_destroyed,
+                a.bytes_destroyed,
+                a.event_index,
+            )
+        });
+        first.note(idx, "host_decision", exp, act);
     }
 }
 

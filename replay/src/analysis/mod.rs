@@ -13,6 +13,7 @@ pub(crate) mod fit;
 pub mod gate;
 pub(crate) mod grid;
 pub(crate) mod growth;
+pub(crate) mod host_advice;
 pub(crate) mod job;
 pub(crate) mod job_recommend;
 pub(crate) mod matrix;

@@ -94,6 +94,10 @@ pub struct Recommendation {
     pub placement_note: Option<String>,
     /// Smallest capacities found for the settings the text names.
     pub min_capacities: Vec<MinCapacity>,
+    /// The pinned host memory's cost and best `pinned_*` setting (traces
+    /// with host requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::analysis::host_advice::HostAdvice>,
 }
 
 fn rank(rows: &[SweepRow], capacity: u64) -> Vec<Ranked> {
@@ -348,6 +352,7 @@ pub fn recommend_outside(
         min_capacities: min_capacities.to_vec(),
         placement_ranges: Vec::new(),
         placement_note: None,
+        host: None,
     }
 }
 

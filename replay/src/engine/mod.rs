@@ -104,6 +104,18 @@ pub struct ReplayOptions {
     /// policy makes one per event). For replays that report figures
     /// alone: sweeps and replays of a trace as it is read.
     pub forget_device_calls: bool,
+    /// The pinned host allocator's release and `pinned_*` settings for the
+    /// trace's host requests (`None`: PyTorch's defaults for the trace's
+    /// release; [`crate::Scenario`] sets the native policy's own).
+    pub host_rules: Option<vramlab_allocator::host::HostRules>,
+    /// The most bytes the process may pin (`None`: no limit): a host
+    /// request beyond it is a host out-of-memory ([`Run::host_oom`]).
+    pub host_ram: Option<u64>,
+    /// Processes per node that pin alike: the per-node pinned figure is
+    /// this many times the process's ([`HostSummary::node_peak_reserved_bytes`]).
+    ///
+    /// [`HostSummary::node_peak_reserved_bytes`]: crate::HostSummary::node_peak_reserved_bytes
+    pub ranks_per_node: u32,
 }
 
 /// A callback for [`ReplayOptions::growth_hook`]: the event's index and
@@ -193,6 +205,9 @@ impl Default for ReplayOptions {
             stop_before: None,
             growth_hook: None,
             forget_device_calls: false,
+            host_rules: None,
+            host_ram: None,
+            ranks_per_node: 1,
         }
     }
 }

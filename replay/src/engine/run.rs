@@ -51,6 +51,67 @@ pub struct Summary {
     pub device_time_us: f64,
 }
 
+/// What a replay's pinned host requests cost (PyTorch's host caching
+/// allocator under the replay's release and `pinned_*` settings).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostSummary {
+    /// `host_alloc` events replayed.
+    pub host_allocs: u64,
+    /// Peak of live requested host bytes: what the program asked to pin.
+    pub host_peak_requested_bytes: u64,
+    /// Peak bytes of the blocks handed out (requests rounded to blocks),
+    /// in use or waiting for their streams' events.
+    pub host_peak_allocated_bytes: u64,
+    /// Peak pinned bytes held from CUDA (`cudaHostAlloc`), cache included:
+    /// the RAM the process pins.
+    pub host_peak_reserved_bytes: u64,
+    /// Pinned bytes held at the end.
+    pub host_final_reserved_bytes: u64,
+    /// Host allocations from CUDA (`cudaHostAlloc`, or malloc +
+    /// `cudaHostRegister`).
+    pub host_num_allocs: u64,
+    /// Processes per node that pin alike (`--ranks-per-node`).
+    pub ranks_per_node: u32,
+    /// The node's pinned bytes at the process's peak: the peak times the
+    /// ranks per node.
+    pub node_peak_reserved_bytes: u64,
+}
+
+/// The first pinned host request that did not fit in the host's RAM
+/// (`--host-ram`): PyTorch raises at once, with no retry (R7.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostOomEvent {
+    /// Index of the failing event.
+    pub event_index: u64,
+    /// Its allocation id.
+    pub alloc_id: u32,
+    /// The request.
+    pub requested_bytes: u64,
+    /// The block it needed.
+    pub block_bytes: u64,
+    /// What the allocator asked CUDA for (the block, or the reserve).
+    pub asked_bytes: u64,
+    /// Pinned bytes held at the failure.
+    pub reserved_bytes: u64,
+    /// The limit.
+    pub limit_bytes: u64,
+}
+
+/// What one event did to the host allocator's blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HostDecision {
+    /// The event.
+    pub event_index: u64,
+    /// Blocks made (`segment_alloc` in PyTorch's host trace).
+    pub blocks_made: u32,
+    /// Blocks destroyed (`segment_free`).
+    pub blocks_destroyed: u32,
+    /// Their bytes.
+    pub bytes_made: u64,
+    /// Their bytes.
+    pub bytes_destroyed: u64,
+}
+
 /// One point of the down-sampled timeline: the maximum of each series over
 /// the events since the previous point.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -191,4 +252,15 @@ pub struct Run {
     /// [`Inspect::placement_may_have_decided`]: vramlab_allocator::Inspect::placement_may_have_decided
     #[serde(skip)]
     pub placement_free: bool,
+    /// The pinned host allocator's figures (`None`: the trace has no host
+    /// requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostSummary>,
+    /// The first pinned host request that did not fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_oom: Option<HostOomEvent>,
+    /// What each event did to the host allocator's blocks (kept only in
+    /// fidelity mode).
+    #[serde(skip)]
+    pub host_decisions: Vec<HostDecision>,
 }

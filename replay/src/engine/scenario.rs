@@ -117,6 +117,28 @@ impl Scenario {
         Some(a)
     }
 
+    /// `opts` with the pinned host allocator's rules of this scenario: the
+    /// native policy's release and `pinned_*` settings (other policies
+    /// replace the device allocator only: their host requests go to
+    /// PyTorch's host allocator with the trace's release defaults).
+    fn with_host_rules<'o>(&self, opts: &'o ReplayOptions) -> std::borrow::Cow<'o, ReplayOptions> {
+        match self.host_rules() {
+            Some(rules) if opts.host_rules.is_none() => {
+                let mut o = opts.clone();
+                o.host_rules = Some(rules);
+                std::borrow::Cow::Owned(o)
+            }
+            _ => std::borrow::Cow::Borrowed(opts),
+        }
+    }
+
+    /// The pinned host allocator's rules of the native policy's settings.
+    pub(crate) fn host_rules(&self) -> Option<vramlab_allocator::host::HostRules> {
+        self.policy
+            .native_conf()
+            .map(vramlab_allocator::host::HostRules::of)
+    }
+
     /// Replays `trace` and measures the host time of every caller-level
     /// malloc and free of the policy (`replay --latency`).
     pub fn run_timed(
@@ -124,6 +146,7 @@ impl Scenario {
         trace: &Trace,
         opts: &ReplayOptions,
     ) -> Result<(Run, LatencySummary, LatencySummary), ReplayError> {
+        let opts = &*self.with_host_rules(opts);
         let dev = self.device(trace);
         let (mut run, m, f) = vramlab_allocator::with_policy!(&self.policy, dev, |a| {
             let mut t = TimedAllocator::new(a);
@@ -156,6 +179,7 @@ impl Scenario {
                 segments_after: a.segments(),
             })
         }
+        let opts = &*self.with_host_rules(opts);
         let (mut run, outcome) = if let Some(mut a) = self.native_allocator(trace) {
             let run = replay(trace, &mut a, opts)?;
             let outcome = release(&mut a, &run)?;
@@ -175,6 +199,7 @@ impl Scenario {
 
     /// Replays `trace` under this scenario.
     pub fn run(&self, trace: &Trace, opts: &ReplayOptions) -> Result<Run, ReplayError> {
+        let opts = &*self.with_host_rules(opts);
         let mut run = if let Some(mut a) = self.native_allocator(trace) {
             replay(trace, &mut a, opts)?
         } else {

@@ -158,7 +158,10 @@ impl Scenario {
         opts: &'t ReplayOptions,
     ) -> Result<(Box<dyn Stepper + 't>, bool), ReplayError> {
         if let Some(a) = self.native_allocator(trace) {
-            let (step, stopped) = Step::new(a, trace, initial_numbers, opts)?;
+            let (mut step, stopped) = Step::new(a, trace, initial_numbers, opts)?;
+            if opts.host_rules.is_none() {
+                step.replayer.set_host_rules(self.host_rules());
+            }
             return Ok((Box::new(step), stopped));
         }
         let dev = self.device(trace);

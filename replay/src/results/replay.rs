@@ -42,6 +42,13 @@ pub struct ReplayResult {
     /// Each pool at the peak and at the end (traces with private pools).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<crate::results::pools::PoolUse>,
+    /// The pinned host allocator's figures (`host_peak_reserved_bytes`,
+    /// …), flattened; absent when the trace has no host requests.
+    #[serde(flatten)]
+    pub host: Option<crate::engine::run::HostSummary>,
+    /// The first pinned host request that did not fit (`--host-ram`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_oom: Option<crate::engine::run::HostOomEvent>,
 }
 
 /// The figures of an OOM a replay result names.
@@ -149,6 +156,8 @@ impl ReplayResult {
                 &run.segments_at_peak,
                 &run.final_segments,
             ),
+            host: run.host.clone(),
+            host_oom: run.host_oom.clone(),
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::{ReportError, Result};
 mod data;
 mod escape;
 mod explorer;
+mod host;
 mod packed;
 mod sections;
 mod upgrade;
@@ -98,6 +99,7 @@ pub fn write_report(dir: &Path, report: &ReportInput) -> Result<PathBuf> {
     let mut h = String::new();
     write_phases(&mut h, &report.phases);
     write_pools(&mut h, &report.pools, &report.settings);
+    host::write_host(&mut h, report);
     write_trace_plots(&mut h, dir, &report.settings, report.capacity)?;
     let (points, same) = fold_oom_points(&report.oom_points, &report.settings);
     write_oom_points(&mut h, dir, &points, &same)?;

@@ -173,6 +173,7 @@ pub fn recommend(label: &str, peak: u64, why: &str) -> Recommendation {
         placement_ranges: Vec::new(),
         placement_note: None,
         min_capacities: Vec::new(),
+        host: None,
     }
 }
 

@@ -113,11 +113,14 @@ impl Recycler {
     /// be, in the words a replay of the trace read whole uses (an id that
     /// is not live where it must be, or live where it must not be).
     fn rename(&mut self, ev: &mut Event) -> Result<(), String> {
-        let is_free = matches!(ev, Event::Free { .. });
+        let host = if ev.is_host() { "host_" } else { "" };
         match ev {
-            Event::Alloc { id, .. } => {
+            Event::Alloc { id, .. } | Event::HostAlloc { id, .. } => {
                 if self.live.contains_key(id) || self.has_ended(*id) {
-                    return Err(format!("alloc of id {id}, which {}", self.describe(*id)));
+                    return Err(format!(
+                        "{host}alloc of id {id}, which {}",
+                        self.describe(*id)
+                    ));
                 }
                 let dense = self.spare.pop().unwrap_or_else(|| {
                     let d = self.next;
@@ -131,10 +134,24 @@ impl Recycler {
                 self.live.insert(*id, l);
                 *id = dense;
             }
-            Event::Free { id } | Event::FreeRequested { id } => {
+            Event::Free { .. }
+            | Event::FreeRequested { .. }
+            | Event::HostFree { .. }
+            | Event::HostFreeRequested { .. } => {
+                let is_free = matches!(ev, Event::Free { .. } | Event::HostFree { .. });
+                let id = match ev {
+                    Event::Free { id }
+                    | Event::FreeRequested { id }
+                    | Event::HostFree { id }
+                    | Event::HostFreeRequested { id } => id,
+                    _ => return Ok(()),
+                };
                 let what = if is_free { "free" } else { "free_requested" };
                 let Some(l) = self.live.get_mut(id).filter(|l| !l.requested) else {
-                    return Err(format!("{what} of id {id}, which {}", self.describe(*id)));
+                    return Err(format!(
+                        "{host}{what} of id {id}, which {}",
+                        self.describe(*id)
+                    ));
                 };
                 if is_free {
                     let dense = l.dense;
@@ -145,10 +162,10 @@ impl Recycler {
                     *id = l.dense;
                 }
             }
-            Event::FreeCompleted { id } => {
+            Event::FreeCompleted { id } | Event::HostFreeCompleted { id } => {
                 let Some(&l) = self.live.get(id).filter(|l| l.requested) else {
                     return Err(format!(
-                        "free_completed of id {id}, which {} (no free_requested before it)",
+                        "{host}free_completed of id {id}, which {} (no {host}free_requested before it)",
                         self.describe(*id)
                     ));
                 };
@@ -205,6 +222,8 @@ pub struct VltEvents<R: BufRead> {
     /// Events decoded so far; `alloc` events among them.
     read: u64,
     allocs: u64,
+    /// `HostAlloc` events read (they take ids too).
+    host_allocs: u64,
     done: bool,
     /// One chunk's bytes (kept between chunks).
     bytes: Vec<u8>,
@@ -232,12 +251,21 @@ impl<R: BufRead> VltEvents<R> {
             ));
         }
         let version = u16::from_le_bytes([head[8], head[9]]);
-        if ![VERSION, VERSION_3, VERSION_2, VERSION_1].contains(&version) {
+        if ![
+            super::VERSION_HOST,
+            VERSION,
+            VERSION_3,
+            VERSION_2,
+            VERSION_1,
+        ]
+        .contains(&version)
+        {
             return Err(TraceError::new(
                 path,
                 Location::Byte(8),
                 format!(
-                    "binary trace format version {version}; this version of vramlab reads versions {VERSION_1} to {VERSION}"
+                    "binary trace format version {version}; this version of vramlab reads versions {VERSION_1} to {}",
+                    super::VERSION_HOST
                 ),
             ));
         }
@@ -269,6 +297,7 @@ impl<R: BufRead> VltEvents<R> {
             at: 12,
             read: 0,
             allocs: 0,
+            host_allocs: 0,
             done: false,
             bytes: Vec::new(),
             recycler: None,
@@ -342,10 +371,11 @@ impl<R: BufRead> VltEvents<R> {
             .initial
             .as_ref()
             .map_or(0, |i| i.live_blocks() as u64);
-        if u64::from(self.trace.num_ids) > self.allocs + initial {
+        if u64::from(self.trace.num_ids) > self.allocs + self.host_allocs + initial {
             return Err(err(format!(
                 "the file declares {} allocation ids but holds {} allocations and {initial} live initial blocks",
-                self.trace.num_ids, self.allocs
+                self.trace.num_ids,
+                self.allocs + self.host_allocs
             )));
         }
         Ok(StreamEnd {
@@ -374,7 +404,7 @@ impl<R: BufRead> VltEvents<R> {
         let corrupt = |why: String| {
             TraceError::new(path, Location::Byte(at), format!("corrupt metadata: {why}"))
         };
-        let (mut meta, phases, mut initial_pools) =
+        let (mut meta, phases, mut initial_pools, expected_host) =
             decode_meta(&m, version).map_err(|e| corrupt(e.to_string()))?;
         let pools = std::mem::take(&mut initial_pools.pools);
         if let Some(x) = &mut meta.expected {
@@ -416,6 +446,8 @@ impl<R: BufRead> VltEvents<R> {
             alloc_frames: meta.alloc_frames,
             phases,
             pools,
+            host_events: version >= super::VERSION_HOST,
+            expected_host,
         };
         Ok(())
     }
@@ -486,8 +518,12 @@ impl<R: BufRead> VltEvents<R> {
             let i = base + k as u64;
             let entry = |m: String| TraceError::new(path, Location::Entry(i), m);
             check_event(&self.trace, ev).map_err(entry)?;
-            if let Event::Alloc { id, .. } = *ev {
-                self.allocs += 1;
+            if let Event::Alloc { id, .. } | Event::HostAlloc { id, .. } = *ev {
+                if matches!(ev, Event::Alloc { .. }) {
+                    self.allocs += 1;
+                } else {
+                    self.host_allocs += 1;
+                }
                 if self.recycler.is_some() {
                     self.numbers.push(id);
                 }

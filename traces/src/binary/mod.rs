@@ -26,8 +26,11 @@ pub use events::{VltEvents, read_binary};
 
 /// File magic.
 pub(crate) const MAGIC: &[u8; 8] = b"VRAMLABT";
-/// Current format version.
+/// Version 4: private pools.
 pub(crate) const VERSION: u16 = 4;
+/// Version 5, written for traces with requests to the pinned host
+/// allocator: version 4's layout, and events that may be host events.
+pub(crate) const VERSION_HOST: u16 = 5;
 /// Version 3, still read: no private pools.
 const VERSION_3: u16 = 3;
 /// The previous version, still read: its initial state held only the
@@ -64,6 +67,14 @@ struct MetaV4 {
     reservation_pools: Vec<Option<PoolIndex>>,
     live_pools: Vec<Option<PoolIndex>>,
     final_pools: Vec<Option<PoolIndex>>,
+}
+
+/// Version 5's metadata: version 4's, then the host allocator's expected
+/// decisions.
+#[derive(Serialize, Deserialize)]
+struct MetaV5 {
+    v4: MetaV4,
+    expected_host: Option<Vec<ExpectedHostDecision>>,
 }
 
 /// Version 2's metadata (everything version 3 has but the phase marks).
@@ -180,6 +191,8 @@ pub struct VltWriter<W: Write> {
     /// Events not yet written: fewer than a chunk.
     pending: Vec<Event>,
     path: String,
+    /// The version written holds host events.
+    host: bool,
 }
 
 impl<W: Write> VltWriter<W> {
@@ -198,7 +211,10 @@ impl<W: Write> VltWriter<W> {
         };
         // A trace without private pools is written as version 3, byte for
         // byte what it was before pools, which older readers still read.
-        let version = if trace.pools.is_empty() {
+        let host = trace.host_events || trace.events.iter().any(Event::is_host);
+        let version = if host {
+            VERSION_HOST
+        } else if trace.pools.is_empty() {
             VERSION_3
         } else {
             VERSION
@@ -241,6 +257,11 @@ impl<W: Write> VltWriter<W> {
         };
         let m = if version == VERSION_3 {
             postcard::to_stdvec(&meta.v3)
+        } else if version == VERSION_HOST {
+            postcard::to_stdvec(&MetaV5 {
+                v4: meta,
+                expected_host: trace.expected_host.clone(),
+            })
         } else {
             postcard::to_stdvec(&meta)
         }
@@ -252,12 +273,20 @@ impl<W: Write> VltWriter<W> {
             sink,
             pending: Vec::new(),
             path: path.to_string(),
+            host,
         })
     }
 
     /// Writes `events`, the next events of the trace (whole chunks at once;
     /// the rest waits for the next call or the end).
     pub fn events(&mut self, mut events: &[Event]) -> Result<(), TraceError> {
+        if !self.host && events.iter().any(Event::is_host) {
+            return Err(TraceError::new(
+                &self.path,
+                Location::File,
+                "a request to the pinned host allocator in a trace whose header was written without them (a CSV trace with host rows should begin with '# vramlab trace v3')",
+            ));
+        }
         if !self.pending.is_empty() {
             let take = (CHUNK - self.pending.len()).min(events.len());
             let (now, rest) = events.split_at(take);
@@ -325,10 +354,14 @@ pub(crate) fn is_binary(bytes: &[u8]) -> bool {
 
 /// The metadata of a file of `version`, as version 4's: version 3's parts
 /// and the private pools (none before version 4).
-fn decode_meta(
-    m: &[u8],
-    version: u16,
-) -> Result<(MetaV2, Vec<PhaseMark>, InitialPools), postcard::Error> {
+type DecodedMeta = (
+    MetaV2,
+    Vec<PhaseMark>,
+    InitialPools,
+    Option<Vec<ExpectedHostDecision>>,
+);
+
+fn decode_meta(m: &[u8], version: u16) -> Result<DecodedMeta, postcard::Error> {
     let no_pools = |v3: Meta| MetaV4 {
         v3,
         pools: Vec::new(),
@@ -347,8 +380,17 @@ fn decode_meta(
             phases: Vec::new(),
         }),
         VERSION_3 => no_pools(postcard::from_bytes(m)?),
+        VERSION_HOST => {
+            let v5: MetaV5 = postcard::from_bytes(m)?;
+            return Ok(split_v4(v5.v4, v5.expected_host));
+        }
         _ => postcard::from_bytes(m)?,
     };
+    Ok(split_v4(v4, None))
+}
+
+/// Version 4's metadata in the parts a reader takes.
+fn split_v4(v4: MetaV4, expected_host: Option<Vec<ExpectedHostDecision>>) -> DecodedMeta {
     let pools = InitialPools {
         pools: v4.pools,
         segments: v4.segment_pools,
@@ -356,7 +398,7 @@ fn decode_meta(
         live: v4.live_pools,
         finals: v4.final_pools,
     };
-    Ok((v4.v3.v2, v4.v3.phases, pools))
+    (v4.v3.v2, v4.v3.phases, pools, expected_host)
 }
 
 /// Version 4's pools: the declarations, and the pool of each initial

@@ -34,6 +34,8 @@ pub(super) struct Live {
     pub(super) dense: AllocId,
     pub(super) state: State,
     pub(super) line: u64,
+    /// A pinned host allocation (`host_alloc`).
+    pub(super) host: bool,
 }
 
 /// The live ids.

@@ -28,8 +28,14 @@
 //! * A bad row is an error that names the line and the reason.
 //!
 //! Format v2 adds private pools (CUDA graphs' pools and MemPools): see
-//! `pools.rs`. The writer writes v2 only for traces that have pools, so
-//! every other trace stays a v1 file; the reader reads both.
+//! `pools.rs`. Format v3 adds requests to PyTorch's pinned host allocator:
+//! `host_alloc,ID,SIZE` (the request; no stream), `host_free,ID` (no stream
+//! used the block), `host_free_requested,ID` (streams used it: it waits for
+//! their events), `host_free_completed,ID` (those events completed; the
+//! allocator takes the block back at its next request) and
+//! `host_empty_cache`. Host and device ids share one namespace. The writer
+//! writes the lowest version a trace needs (v3 for host rows, else v2 for
+//! pools, else v1); the reader reads all three.
 
 mod events;
 mod ids;
@@ -46,6 +52,8 @@ pub(crate) const HEADER_ROW: &str = "action,id,size,stream";
 pub(crate) const MAGIC_LINE: &str = "# vramlab trace v1";
 /// The first comment line of a trace with private pools.
 pub(crate) const MAGIC_LINE_V2: &str = "# vramlab trace v2";
+/// The first comment line of a trace with pinned host requests.
+pub(crate) const MAGIC_LINE_V3: &str = "# vramlab trace v3";
 
 #[cfg(test)]
 mod tests {
@@ -224,7 +232,7 @@ mod tests {
             ),
             (
                 "action,id,size,stream\nmalloc,a,1\n",
-                "t.csv:2: unknown action 'malloc' (expected alloc, free, free_requested, free_completed, empty_cache, or a pool action: pool_create, capture_begin, capture_end, pool_enter, pool_exit, pool_release)",
+                "t.csv:2: unknown action 'malloc' (expected alloc, free, free_requested, free_completed, empty_cache, a pool action: pool_create, capture_begin, capture_end, pool_enter, pool_exit, pool_release, or a pinned host action: host_alloc, host_free, host_free_requested, host_free_completed, host_empty_cache)",
             ),
             (
                 "action,id,size,stream\nalloc,a\n",
@@ -267,8 +275,8 @@ mod tests {
                 "t.csv: no header row 'action,id,size,stream' found; is this a vramlab trace?",
             ),
             (
-                "# vramlab trace v3\naction,id,size,stream\n",
-                "t.csv:1: this file is vramlab trace format 'v3'; this version of vramlab reads v1 and v2",
+                "# vramlab trace v4\naction,id,size,stream\n",
+                "t.csv:1: this file is vramlab trace format 'v4'; this version of vramlab reads v1, v2 and v3",
             ),
             (
                 "# device_total: lots\naction,id,size,stream\n",

@@ -95,7 +95,7 @@ impl PoolNames {
     ) -> Result<Event, String> {
         if !POOL_ACTIONS.contains(&action) {
             return Err(format!(
-                "unknown action '{action}' (expected alloc, free, free_requested, free_completed, empty_cache, or a pool action: {})",
+                "unknown action '{action}' (expected alloc, free, free_requested, free_completed, empty_cache, a pool action: {}, or a pinned host action: host_alloc, host_free, host_free_requested, host_free_completed, host_empty_cache)",
                 POOL_ACTIONS.join(", ")
             ));
         }

@@ -239,6 +239,9 @@ impl Reader {
                 }
                 crate::csv::read::parse_header_line(&mut self.trace.header, c)
                     .map_err(|m| self.err(self.lineno, m))?;
+                if c.starts_with("vramlab trace v3") {
+                    self.trace.host_events = true;
+                }
             } else if let Some(label) = c.trim().strip_prefix("phase:") {
                 self.trace.phases.push(crate::model::PhaseMark {
                     event_index: self.emitted + self.trace.events.len() as u64,
@@ -275,22 +278,34 @@ impl Reader {
             ));
         }
         match row.action {
-            b"alloc" => self.alloc(&row),
-            b"free" | b"free_requested" => self.free(&row),
-            b"free_completed" => self.free_completed(&row),
-            b"empty_cache" => {
-                if !row.id.is_empty() || !row.size.is_empty() || !row.stream.is_empty() {
-                    return Err(self.err(
-                        self.lineno,
-                        "empty_cache takes no id, size or stream".into(),
-                    ));
-                }
-                self.trace.events.push(Event::EmptyCache);
-                Ok(())
-            }
+            b"alloc" => self.alloc(&row, Memory::Device),
+            b"free" | b"free_requested" => self.free(&row, Memory::Device),
+            b"free_completed" => self.free_completed(&row, Memory::Device),
+            b"empty_cache" => self.empty_cache(&row, Memory::Device),
+            b"host_alloc" => self.alloc(&row, Memory::Host),
+            b"host_free" | b"host_free_requested" => self.free(&row, Memory::Host),
+            b"host_free_completed" => self.free_completed(&row, Memory::Host),
+            b"host_empty_cache" => self.empty_cache(&row, Memory::Host),
             b"" => Err(self.err(self.lineno, "missing action".into())),
             other => self.pool_row(&text(other), &row),
         }
+    }
+
+    fn empty_cache(&mut self, row: &Row<'_>, memory: Memory) -> Result<(), TraceError> {
+        if !row.id.is_empty() || !row.size.is_empty() || !row.stream.is_empty() {
+            return Err(self.err(
+                self.lineno,
+                format!("{}empty_cache takes no id, size or stream", memory.prefix()),
+            ));
+        }
+        self.trace.events.push(match memory {
+            Memory::Device => Event::EmptyCache,
+            Memory::Host => {
+                self.trace.host_events = true;
+                Event::HostEmptyCache
+            }
+        });
+        Ok(())
     }
 
     /// A pool row (v2, `pools.rs`), or an unknown action.
@@ -337,10 +352,17 @@ impl Reader {
         }
     }
 
-    fn alloc(&mut self, row: &Row<'_>) -> Result<(), TraceError> {
-        self.need_id(row, "alloc")?;
+    fn alloc(&mut self, row: &Row<'_>, memory: Memory) -> Result<(), TraceError> {
+        let action = memory.action("alloc");
+        self.need_id(row, action)?;
         if row.size.is_empty() {
-            return Err(self.err(self.lineno, "alloc needs a size in bytes".into()));
+            return Err(self.err(self.lineno, format!("{action} needs a size in bytes")));
+        }
+        if memory == Memory::Host && !row.stream.is_empty() {
+            return Err(self.err(
+                self.lineno,
+                "host_alloc takes no stream (the streams that use a pinned block are known at its free: host_free_requested)".into(),
+            ));
         }
         let bytes = digits(row.size)
             .map_or_else(|| parse_u64(&text(row.size)), Ok)
@@ -356,7 +378,10 @@ impl Reader {
         let still_allocated = |r: &Self| {
             r.err(
                 r.lineno,
-                format!("alloc of id '{}', which is still allocated", text(row.id)),
+                format!(
+                    "{action} of id '{}', which is still allocated",
+                    text(row.id)
+                ),
             )
         };
         // The id is taken first; an error ends the read, so what it took
@@ -375,9 +400,18 @@ impl Reader {
             dense,
             state: State::Allocated,
             line: self.lineno,
+            host: memory == Memory::Host,
         };
         if !self.ids.insert_new(key, live) {
             return Err(still_allocated(self));
+        }
+        if memory == Memory::Host {
+            self.trace.host_events = true;
+            self.trace.events.push(Event::HostAlloc {
+                id: dense,
+                size: bytes,
+            });
+            return Ok(());
         }
         self.allocs += 1;
         let stream = self.stream_index(raw_stream);
@@ -389,19 +423,16 @@ impl Reader {
         Ok(())
     }
 
-    fn free(&mut self, row: &Row<'_>) -> Result<(), TraceError> {
-        let action = if row.action == b"free" {
-            "free"
-        } else {
-            "free_requested"
-        };
+    fn free(&mut self, row: &Row<'_>, memory: Memory) -> Result<(), TraceError> {
+        let plain = row.action == b"free" || row.action == b"host_free";
+        let action = memory.action(if plain { "free" } else { "free_requested" });
         self.need_id(row, action)?;
         self.only_id(row, action)?;
         let key = Ids::key(row.id);
         let lineno = self.lineno;
         // One lookup: a plain free takes the id out, a requested one
         // changes it in place (an error ends the read either way).
-        let found = if row.action == b"free" {
+        let found = if plain {
             self.ids.remove(key)
         } else {
             self.ids.get_mut(key).map(|l| {
@@ -414,6 +445,9 @@ impl Reader {
             })
         };
         let live = match found {
+            Some(l) if l.host != (memory == Memory::Host) => {
+                return Err(self.err(self.lineno, memory.mismatch(action, &text(row.id))));
+            }
             Some(l) if l.state == State::Allocated => l,
             Some(l) => {
                 return Err(self.err(
@@ -432,41 +466,48 @@ impl Reader {
                 ));
             }
         };
-        if row.action == b"free" {
-            self.release(live.dense);
-            self.trace.events.push(Event::Free { id: live.dense });
-        } else {
-            self.trace
-                .events
-                .push(Event::FreeRequested { id: live.dense });
+        let id = live.dense;
+        if plain {
+            self.release(id);
         }
+        self.trace.events.push(match (memory, plain) {
+            (Memory::Device, true) => Event::Free { id },
+            (Memory::Device, false) => Event::FreeRequested { id },
+            (Memory::Host, true) => Event::HostFree { id },
+            (Memory::Host, false) => Event::HostFreeRequested { id },
+        });
         Ok(())
     }
 
-    fn free_completed(&mut self, row: &Row<'_>) -> Result<(), TraceError> {
-        self.need_id(row, "free_completed")?;
-        self.only_id(row, "free_completed")?;
+    fn free_completed(&mut self, row: &Row<'_>, memory: Memory) -> Result<(), TraceError> {
+        let action = memory.action("free_completed");
+        self.need_id(row, action)?;
+        self.only_id(row, action)?;
         let key = Ids::key(row.id);
         // One lookup: the id is taken out (an error ends the read).
         match self.ids.remove(key) {
+            Some(l) if l.host != (memory == Memory::Host) => {
+                Err(self.err(self.lineno, memory.mismatch(action, &text(row.id))))
+            }
             Some(l) if l.state == State::Requested => {
-                self.trace.events.push(Event::FreeCompleted { id: l.dense });
+                self.trace.events.push(match memory {
+                    Memory::Device => Event::FreeCompleted { id: l.dense },
+                    Memory::Host => Event::HostFreeCompleted { id: l.dense },
+                });
                 self.release(l.dense);
                 Ok(())
             }
             Some(_) => Err(self.err(
                 self.lineno,
                 format!(
-                    "free_completed of id '{}' without a free_requested before it",
-                    text(row.id)
+                    "{action} of id '{}' without a {} before it",
+                    text(row.id),
+                    memory.action("free_requested")
                 ),
             )),
             None => Err(self.err(
                 self.lineno,
-                format!(
-                    "free_completed of id '{}', which is not allocated",
-                    text(row.id)
-                ),
+                format!("{action} of id '{}', which is not allocated", text(row.id)),
             )),
         }
     }
@@ -496,6 +537,48 @@ impl Reader {
         self.check_header()?;
         self.trace.num_ids = self.next_id;
         Ok(self.trace)
+    }
+}
+
+/// Which allocator a row's request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Memory {
+    /// The device's caching allocator (`alloc`, `free`, …).
+    Device,
+    /// The pinned host allocator (`host_alloc`, `host_free`, …).
+    Host,
+}
+
+impl Memory {
+    fn prefix(self) -> &'static str {
+        match self {
+            Memory::Device => "",
+            Memory::Host => "host_",
+        }
+    }
+
+    /// The row's action as the file spells it.
+    fn action(self, device: &'static str) -> &'static str {
+        match (self, device) {
+            (Memory::Device, a) => a,
+            (Memory::Host, "alloc") => "host_alloc",
+            (Memory::Host, "free") => "host_free",
+            (Memory::Host, "free_requested") => "host_free_requested",
+            (Memory::Host, "free_completed") => "host_free_completed",
+            (Memory::Host, _) => "host_empty_cache",
+        }
+    }
+
+    /// The error for a free of an id the other allocator holds.
+    fn mismatch(self, action: &str, id: &str) -> String {
+        match self {
+            Memory::Device => format!(
+                "{action} of id '{id}', which is a pinned host allocation (free it with host_free)"
+            ),
+            Memory::Host => {
+                format!("{action} of id '{id}', which is a device allocation (free it with free)")
+            }
+        }
     }
 }
 
@@ -552,9 +635,9 @@ fn parse_stream(s: &str) -> Result<u64, String> {
 pub(super) fn parse_header_line(h: &mut TraceHeader, comment: &str) -> Result<(), String> {
     if comment.starts_with("vramlab trace") {
         let version = comment.trim_start_matches("vramlab trace").trim();
-        if version != "v1" && version != "v2" {
+        if version != "v1" && version != "v2" && version != "v3" {
             return Err(format!(
-                "this file is vramlab trace format '{version}'; this version of vramlab reads v1 and v2"
+                "this file is vramlab trace format '{version}'; this version of vramlab reads v1, v2 and v3"
             ));
         }
         return Ok(());

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::advice::{Cmd, Opt};
-use crate::csv::{HEADER_ROW, MAGIC_LINE, MAGIC_LINE_V2};
+use crate::csv::{HEADER_ROW, MAGIC_LINE, MAGIC_LINE_V2, MAGIC_LINE_V3};
 use crate::error::{Location, TraceError};
 use crate::model::{Event, PhaseMark, Trace};
 
@@ -51,7 +51,9 @@ impl<'t, W: Write> CsvWriter<'t, W> {
             }
         }
         let h = &trace.header;
-        let magic = if trace.pools.is_empty() {
+        let magic = if trace.host_events || trace.events.iter().any(Event::is_host) {
+            MAGIC_LINE_V3
+        } else if trace.pools.is_empty() {
             MAGIC_LINE
         } else {
             MAGIC_LINE_V2
@@ -124,6 +126,21 @@ impl<'t, W: Write> CsvWriter<'t, W> {
                     write_id(out, b"free_completed,", id, buf).map_err(io)?
                 }
                 Event::EmptyCache => out.write_all(b"empty_cache,,,\n").map_err(io)?,
+                Event::HostAlloc { id, size } => {
+                    out.write_all(b"host_alloc,").map_err(io)?;
+                    out.write_all(buf.format(id).as_bytes()).map_err(io)?;
+                    out.write_all(b",").map_err(io)?;
+                    out.write_all(buf.format(size).as_bytes()).map_err(io)?;
+                    out.write_all(b",\n").map_err(io)?;
+                }
+                Event::HostFree { id } => write_id(out, b"host_free,", id, buf).map_err(io)?,
+                Event::HostFreeRequested { id } => {
+                    write_id(out, b"host_free_requested,", id, buf).map_err(io)?
+                }
+                Event::HostFreeCompleted { id } => {
+                    write_id(out, b"host_free_completed,", id, buf).map_err(io)?
+                }
+                Event::HostEmptyCache => out.write_all(b"host_empty_cache,,,\n").map_err(io)?,
                 ref pool_event => {
                     if let Some(row) = super::pools::row(pool_event, &self.trace.streams) {
                         writeln!(out, "{row}").map_err(io)?;

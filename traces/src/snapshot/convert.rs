@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::error::TraceError;
 use crate::model::*;
+use crate::snapshot::host::{interleave, walk_host};
 use crate::snapshot::initial::initial_state;
 use crate::snapshot::model::*;
 use crate::snapshot::release::releases_of;
@@ -52,9 +53,18 @@ pub fn snapshot_to_device_traces(
     for s in &snap.segments {
         by_device.entry(s.device).or_default().push(s);
     }
+    // The process's pinned host memory goes with its first device (a
+    // snapshot of host memory alone is device 0's).
+    if !snap.host_traces.is_empty() && by_device.is_empty() {
+        by_device.insert(0, Vec::new());
+    }
+    let host_device = by_device.keys().next().copied();
     by_device
         .into_iter()
-        .map(|(d, segs)| (d, device_trace(snap, d, &segs, path, rules)))
+        .map(|(d, segs)| {
+            let host = Some(d) == host_device;
+            (d, device_trace(snap, d, &segs, path, rules, host))
+        })
         .collect()
 }
 
@@ -95,9 +105,11 @@ fn device_trace(
     segments: &[&Segment],
     path: &str,
     rules: &SizeRules<'_>,
+    with_host: bool,
 ) -> Result<Trace, TraceError> {
     let empty = Vec::new();
     let entries = snap.device_traces.get(device as usize).unwrap_or(&empty);
+    let with_host = with_host && !snap.host_traces.is_empty();
     let mut w = walk_entries(
         entries,
         segments,
@@ -105,6 +117,7 @@ fn device_trace(
         device,
         path,
         rules,
+        with_host,
     )?;
     let initial = initial_state(segments, &mut w, rules);
     let mut expected = std::mem::take(&mut w.expected);
@@ -136,6 +149,14 @@ fn device_trace(
     }
     t.num_ids = w.next_id;
     t.expected = Some(expected);
+    if with_host {
+        let host = walk_host(&snap.host_traces, t.num_ids, path)?;
+        let times: Vec<Option<i64>> = entries.iter().map(|e| e.time_us).collect();
+        interleave(&mut t, host, &w.entry_starts, &times);
+        if entries.is_empty() {
+            t.notes.retain(|n| n != NO_ENTRIES_NOTE);
+        }
+    }
     Ok(t)
 }
 

@@ -9,6 +9,7 @@
 
 mod bursts;
 mod convert;
+mod host;
 mod initial;
 mod model;
 mod parse;

@@ -193,6 +193,12 @@ pub struct Snapshot {
     pub segments: Vec<Segment>,
     /// One trace per device ordinal.
     pub device_traces: Vec<Vec<TraceEntry>>,
+    /// `host_traces` (2.14+): the pinned host allocator's own history.
+    pub host_traces: Vec<TraceEntry>,
+    /// Blocks of `host_segments` (2.14+): (address, size, state) at the
+    /// dump, state as PyTorch names it (`active_allocated`,
+    /// `active_pending_free`, `inactive`).
+    pub host_segments: Vec<(u64, u64, String)>,
     /// Settings (≈2.4+).
     pub allocator_settings: Option<AllocatorSettings>,
     /// Annotations (≈2.5+).

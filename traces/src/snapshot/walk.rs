@@ -72,6 +72,9 @@ pub(super) struct Walked {
     pub next_id: AllocId,
     /// Which requests went to which private pool.
     pub pools: PoolPlan,
+    /// The number of events before each entry (kept when asked: to put a
+    /// snapshot's host events among them).
+    pub entry_starts: Vec<u32>,
 }
 
 /// The note of a device without trace entries.
@@ -109,6 +112,7 @@ pub(super) fn walk_entries(
     device: u32,
     path: &str,
     rules: &SizeRules<'_>,
+    keep_starts: bool,
 ) -> Result<Walked, TraceError> {
     let plan = PoolPlan::of(entries, segments);
     let mut trace = Trace::new(header);
@@ -127,6 +131,7 @@ pub(super) fn walk_entries(
             touched: HashSet::new(),
             next_id: 0,
             pools: PoolPlan::default(),
+            entry_starts: Vec::new(),
         },
         streams: StreamInterner::default(),
         live: HashMap::new(),
@@ -140,7 +145,13 @@ pub(super) fn walk_entries(
     };
     let mut k = 0usize;
     while let Some(e) = entries.get(k) {
-        k += w.entry(k, e)?;
+        let before = w.out.trace.events.len() as u32;
+        let took = w.entry(k, e)?;
+        if keep_starts {
+            let n = took.min(entries.len() - k);
+            w.out.entry_starts.extend(std::iter::repeat_n(before, n));
+        }
+        k += took;
     }
     w.pools.finish(&mut w.out.trace.events);
     w.finish_notes();

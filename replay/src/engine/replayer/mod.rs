@@ -4,11 +4,13 @@
 //! `pool_calls`, fidelity mode's placements and refusals in `fidelity`).
 
 mod fidelity;
+mod host;
+mod oom;
 mod pool_calls;
 mod streamed;
 
 use vramlab_allocator::Refusal;
-use vramlab_allocator::{AllocError, Allocator, BlockHandle, OomReport};
+use vramlab_allocator::{AllocError, Allocator, BlockHandle};
 use vramlab_allocator::{Device, DeviceCallKind};
 use vramlab_traces::{Event, ExpectedOom, ExpectedSegmentEvent, Trace};
 
@@ -121,6 +123,10 @@ pub(super) struct Replayer<'t> {
     allocs: u64,
     frees: u64,
     replayed: u64,
+    /// The pinned host allocator, made at the first host event.
+    host: Option<host::HostSide>,
+    /// Its rules, when the caller's options do not say.
+    host_rules: Option<vramlab_allocator::host::HostRules>,
 }
 
 impl<'t> Replayer<'t> {
@@ -179,6 +185,8 @@ impl<'t> Replayer<'t> {
             allocs: 0,
             frees: 0,
             replayed: 0,
+            host: None,
+            host_rules: None,
         }
     }
 
@@ -276,65 +284,6 @@ impl<'t> Replayer<'t> {
         }
     }
 
-    /// The initial state does not fit: the replay's OOM, at event 0.
-    pub(super) fn oom_at_start<A: Allocator>(&mut self, alloc: &A, o: StartOom) {
-        let AllocError::OutOfMemory(report) = o.error else {
-            return;
-        };
-        // The block's id in the trace (renamed when ids are recycled).
-        let id =
-            o.id.map(|id| self.initial_numbers.get(id as usize).copied().unwrap_or(id));
-        self.oom = Some(self.oom_event(alloc, 0, o.bytes, id, &report, true));
-    }
-
-    fn oom_event<A: Allocator>(
-        &self,
-        alloc: &A,
-        event_index: u64,
-        size: u64,
-        id: Option<u32>,
-        report: &OomReport,
-        at_start: bool,
-    ) -> OomEvent {
-        let st = alloc.stats();
-        OomEvent {
-            event_index,
-            alloc_id: id,
-            at_start,
-            requested_bytes: size,
-            rounded_bytes: report.rounded,
-            device_request_bytes: report.device_request,
-            reserved_bytes: st.reserved_bytes.all.current as u64,
-            allocated_bytes: st.allocated_bytes.all.current as u64,
-            live_requested_bytes: self.live_requested,
-            largest_free_block: alloc.largest_free_block(),
-            device_free_bytes: report.device_free,
-            message: report.to_string(),
-            largest_live: self.largest_live(),
-            segments: alloc.segments(),
-        }
-    }
-
-    /// The [`crate::engine::run::LARGEST_LIVE`] largest live allocations (id,
-    /// requested bytes), largest first; ties by id.
-    fn largest_live(&self) -> Vec<(u32, u64)> {
-        let mut top: Vec<(u32, u64)> = Vec::with_capacity(crate::engine::run::LARGEST_LIVE + 1);
-        for s in &self.slots {
-            if s.state != IdState::Live {
-                continue;
-            }
-            let pos = top
-                .iter()
-                .position(|&(n, sz)| s.size > sz || (s.size == sz && s.number < n))
-                .unwrap_or(top.len());
-            if pos < crate::engine::run::LARGEST_LIVE {
-                top.insert(pos, (s.number, s.size));
-                top.truncate(crate::engine::run::LARGEST_LIVE);
-            }
-        }
-        top
-    }
-
     /// Replays event `i`; `Ok(true)` when the replay must stop (an OOM).
     pub(super) fn event<A>(
         &mut self,
@@ -368,6 +317,11 @@ impl<'t> Replayer<'t> {
                 alloc.empty_cache().map_err(|e| alloc_err(ei, e))?;
                 false
             }
+            Event::HostAlloc { .. }
+            | Event::HostFree { .. }
+            | Event::HostFreeRequested { .. }
+            | Event::HostFreeCompleted { .. }
+            | Event::HostEmptyCache => self.host_event(ei, ev)?,
             pool_event => {
                 self.pool_event(alloc, &pool_event)
                     .map_err(|e| alloc_err(ei, e))?;
@@ -406,7 +360,8 @@ impl<'t> Replayer<'t> {
         let number = if self.recycled {
             let n = self.numbers.get(self.next_number).copied();
             self.next_number += 1;
-            n.unwrap_or_else(|| u32::try_from(self.allocs).unwrap_or(u32::MAX))
+            let host = self.host.as_ref().map_or(0, host::HostSide::allocs);
+            n.unwrap_or_else(|| u32::try_from(self.allocs + host).unwrap_or(u32::MAX))
         } else {
             id
         };
@@ -645,7 +600,7 @@ impl<'t> Replayer<'t> {
             num_ooms: st.num_ooms as u64,
             device_time_us: alloc.device().device_time_us(),
         };
-        Run {
+        let mut run = Run {
             policy: alloc.name().to_string(),
             conf: String::new(),
             capacity: None,
@@ -665,7 +620,17 @@ impl<'t> Replayer<'t> {
                 Vec::new()
             },
             placement_free: !alloc.placement_may_have_decided(),
+            host: None,
+            host_oom: None,
+            host_decisions: Vec::new(),
+        };
+        if let Some(h) = self.host {
+            let (summary, oom, decisions) = h.finish(self.opts.ranks_per_node);
+            run.host = Some(summary);
+            run.host_oom = oom;
+            run.host_decisions = decisions;
         }
+        run
     }
 }
 

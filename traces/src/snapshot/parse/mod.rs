@@ -131,6 +131,8 @@ const TOP_KEYS: &[&str] = &[
     "device_traces",
     "allocator_settings",
     "external_annotations",
+    "host_segments",
+    "host_traces",
 ];
 const SEGMENT_KEYS: &[&str] = &[
     "device",
@@ -270,6 +272,17 @@ fn convert_doc(doc: &PickleDoc, mut ctx: Ctx, mut pre: Option<&mut Pre>) -> R<Op
     if pre.is_some_and(|p| !p.all_taken()) {
         return Ok(None);
     }
+    if let Some(v) = top.get("host_traces") {
+        let path = P::Root("host_traces");
+        let entries = seq(v, &path)?;
+        for (i, e) in entries.iter().enumerate() {
+            ctx.spend(&path.index(i))?;
+            snap.host_traces.push(entry(&mut ctx, e, &path, i)?);
+        }
+    }
+    if let Some(v) = top.get("host_segments") {
+        snap.host_segments = host_segments(v)?;
+    }
     if let Some(v) = top.get("allocator_settings") {
         if !v.is_none() {
             snap.allocator_settings = Some(settings(v)?);
@@ -288,6 +301,30 @@ fn convert_doc(doc: &PickleDoc, mut ctx: Ctx, mut pre: Option<&mut Pre>) -> R<Op
     snap.unknown_keys = ctx.unknown;
     snap.keys_seen = ctx.keys_seen;
     Ok(Some(snap))
+}
+
+/// `host_segments`: each entry's blocks (one per segment, R6.3).
+fn host_segments(v: ValueRef<'_>) -> R<Vec<(u64, u64, String)>> {
+    let path = P::Root("host_segments");
+    let list = seq(v, &path)?;
+    let mut out = Vec::new();
+    for (i, s) in list.iter().enumerate() {
+        let sp = path.index(i);
+        let d = dict(&s, &sp)?;
+        let Some(blocks) = d.get("blocks") else {
+            continue;
+        };
+        let bp = sp.field("blocks");
+        for (j, b) in seq(blocks, &bp)?.iter().enumerate() {
+            let p = bp.index(j);
+            let bd = dict(&b, &p)?;
+            let address = sint(&req(&bd, "address", &p)?, &p.field("address"))? as u64;
+            let size = field_u64(&bd, "size", &p)?;
+            let state = bd.get("state").map(|v| text(&v)).unwrap_or_default();
+            out.push((address, size, state));
+        }
+    }
+    Ok(out)
 }
 
 /// The list `torch.cuda.memory_snapshot()` returns (segments only; older

@@ -1,0 +1,189 @@
+//! [`Event`]: one request of a trace, to the device's caching allocator,
+//! its private pools, or the pinned host allocator.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pools::PoolIndex;
+
+/// Dense allocation id. Ids `0..initial live blocks` name blocks that were
+/// already allocated when recording began (see [`InitialState`]); every
+/// [`Event::Alloc`] introduces the next id.
+pub type AllocId = u32;
+
+/// Index into [`Trace::streams`].
+pub type StreamIndex = u32;
+
+/// One allocator request, in trace order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Event {
+    /// `malloc(size, stream)`; `size` is the caller's request in bytes.
+    Alloc {
+        /// The id this allocation is known by in later events.
+        id: AllocId,
+        /// Index into [`Trace::streams`].
+        stream: StreamIndex,
+        /// Requested bytes (unrounded, > 0).
+        size: u64,
+    },
+    /// A free that completes at once (PyTorch emits `free_requested` directly
+    /// followed by `free_completed` for a block without recorded streams).
+    Free {
+        /// The allocation being freed.
+        id: AllocId,
+    },
+    /// The caller freed the block, but it was used on other streams: it stays
+    /// active (not reusable) until the matching [`Event::FreeCompleted`].
+    FreeRequested {
+        /// The allocation being freed.
+        id: AllocId,
+    },
+    /// The deferred free of an earlier [`Event::FreeRequested`] completes
+    /// (PyTorch's `process_events` saw the stream events finish).
+    FreeCompleted {
+        /// The allocation whose free completes.
+        id: AllocId,
+    },
+    /// `torch.cuda.empty_cache()`.
+    EmptyCache,
+    /// A `torch.cuda.MemPool` is made (`createOrIncrefPool`): the pool
+    /// exists, held by the object, before any request goes to it.
+    PoolCreate {
+        /// The pool (index into [`Trace::pools`]).
+        pool: PoolIndex,
+    },
+    /// A CUDA graph capture begins on `stream` into `pool`
+    /// (`CUDAGraph.capture_begin`: `beginAllocateToPool` with the
+    /// capture's stream filter): requests on that stream go to the pool
+    /// until [`Event::CaptureEnd`]. The first capture into a pool makes it;
+    /// a later one shares it.
+    CaptureBegin {
+        /// The pool.
+        pool: PoolIndex,
+        /// The capturing stream (index into [`Trace::streams`]).
+        stream: StreamIndex,
+    },
+    /// The capture into `pool` ends (`capture_end`: `endAllocateToPool`).
+    CaptureEnd {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// `torch.cuda.use_mem_pool(pool)` is entered: every request of the
+    /// thread goes to the pool until [`Event::PoolExit`].
+    PoolEnter {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// The `use_mem_pool` context is left (`endAllocateToPool`, then
+    /// `releasePool` of the reference the context took).
+    PoolExit {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// A graph that used `pool` is reset or deleted, or the MemPool object
+    /// is deleted (`releasePool`): when no graph or object holds it any
+    /// more, its cached memory goes back at the next `empty_cache` (a
+    /// MemPool's at once).
+    PoolRelease {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// A request to PyTorch's pinned host allocator (`CachingHostAllocator`:
+    /// `pin_memory()`, `torch.empty(..., pin_memory=True)`, the staging
+    /// buffers of `non_blocking` copies). `size` is the request in bytes
+    /// (> 0), or PyTorch's block size where only that is known (a
+    /// snapshot's `host_traces`). Host ids share the id space of device
+    /// allocations.
+    HostAlloc {
+        /// The id this allocation is known by in later events.
+        id: AllocId,
+        /// Requested bytes.
+        size: u64,
+    },
+    /// A host block is freed and no stream used it: back to the cache at
+    /// once.
+    HostFree {
+        /// The allocation being freed.
+        id: AllocId,
+    },
+    /// A host block that streams used is freed: events are recorded on
+    /// them and the block waits for them until [`Event::HostFreeCompleted`].
+    HostFreeRequested {
+        /// The allocation being freed.
+        id: AllocId,
+    },
+    /// The events recorded at the block's [`Event::HostFreeRequested`]
+    /// have completed: the allocator returns the block to its cache when
+    /// it next processes events (at its next request or `empty_cache`).
+    HostFreeCompleted {
+        /// The allocation whose free completes.
+        id: AllocId,
+    },
+    /// `torch._C._host_emptyCache()`: the host allocator's cached blocks go
+    /// back to CUDA.
+    HostEmptyCache,
+}
+
+impl Event {
+    /// The same event with its allocation id shifted by `offset` (to put
+    /// two traces' ids side by side: `concat`, `repeat`).
+    pub(crate) fn with_id_offset(self, offset: AllocId) -> Event {
+        match self {
+            Event::Alloc { id, stream, size } => Event::Alloc {
+                id: id + offset,
+                stream,
+                size,
+            },
+            Event::Free { id } => Event::Free { id: id + offset },
+            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
+            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
+            Event::HostAlloc { id, size } => Event::HostAlloc {
+                id: id + offset,
+                size,
+            },
+            Event::HostFree { id } => Event::HostFree { id: id + offset },
+            Event::HostFreeRequested { id } => Event::HostFreeRequested { id: id + offset },
+            Event::HostFreeCompleted { id } => Event::HostFreeCompleted { id: id + offset },
+            other => other,
+        }
+    }
+
+    /// The allocation id this event refers to, if any.
+    pub(crate) fn id(&self) -> Option<AllocId> {
+        match *self {
+            Event::Alloc { id, .. }
+            | Event::Free { id }
+            | Event::FreeRequested { id }
+            | Event::FreeCompleted { id }
+            | Event::HostAlloc { id, .. }
+            | Event::HostFree { id }
+            | Event::HostFreeRequested { id }
+            | Event::HostFreeCompleted { id } => Some(id),
+            _ => None,
+        }
+    }
+
+    /// A request to the pinned host allocator, not to the device's.
+    pub fn is_host(&self) -> bool {
+        matches!(
+            self,
+            Event::HostAlloc { .. }
+                | Event::HostFree { .. }
+                | Event::HostFreeRequested { .. }
+                | Event::HostFreeCompleted { .. }
+                | Event::HostEmptyCache
+        )
+    }
+
+    /// The private pool this event opens, closes or releases, if any.
+    pub fn pool(&self) -> Option<PoolIndex> {
+        match *self {
+            Event::PoolCreate { pool }
+            | Event::CaptureBegin { pool, .. }
+            | Event::CaptureEnd { pool }
+            | Event::PoolEnter { pool }
+            | Event::PoolExit { pool }
+            | Event::PoolRelease { pool } => Some(pool),
+            _ => None,
+        }
+    }
+}

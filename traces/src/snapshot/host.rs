@@ -1,0 +1,338 @@
+//! A snapshot's `host_traces` (2.14+: PyTorch's pinned host allocator keeps
+//! its own history, docs/host-allocator-spec.md R6) as host events, put
+//! among the device's events by their time.
+//!
+//! The entries carry PyTorch's **block** sizes, not the requests (R6.2):
+//! the host requests of a trace read from a snapshot are the blocks, so a
+//! replay under the recording's settings reproduces its decisions, but
+//! the rounding waste itself is not in the file (a note says so).
+//!
+//! Entries → events: `alloc` is a `HostAlloc` (the `segment_alloc` before
+//! it is the block it made); `free_requested` directly followed by the
+//! block's `free_completed` is a `HostFree`, otherwise a
+//! `HostFreeRequested`, whose `free_completed` becomes a
+//! `HostFreeCompleted`; `segment_free` right after a `HostFree` of the
+//! same block is that free's (a block above the cached-size limit), after
+//! a completion it is the next request's (events are processed there),
+//! and a run of others is an `empty_cache` (there is no entry for that
+//! call). A block freed before it was allocated was pinned before the
+//! history began: it is allocated at the start.
+
+use std::collections::HashMap;
+
+use crate::error::{Location, TraceError};
+use crate::model::{AllocId, Event, ExpectedHostDecision, Trace};
+use crate::snapshot::model::{Action, TraceEntry};
+
+/// The host events of a snapshot, before they are put among the device's.
+pub(super) struct HostWalked {
+    /// Events of blocks pinned before the history began: at the start.
+    prologue: Vec<Event>,
+    /// Each event, and the time of the entry it comes from.
+    events: Vec<(Option<i64>, Event)>,
+    /// Decisions, by index into `events`.
+    decisions: Vec<ExpectedHostDecision>,
+    /// Blocks pinned before the history began.
+    pinned_before: u32,
+    /// Ids used: `first_id..next_id`.
+    next_id: AllocId,
+}
+
+/// What the walk keeps while it reads the entries.
+struct Walk<'e> {
+    entries: &'e [TraceEntry],
+    path: &'e str,
+    out: HostWalked,
+    /// Live blocks by address, and whether their free was requested.
+    live: HashMap<u64, (AllocId, bool)>,
+    /// Blocks made, to be given to the next `alloc`.
+    made: (u32, u64),
+    /// Blocks destroyed when events were processed, for the next request.
+    carried: (u32, u64),
+    /// The `empty_cache` event a run of `segment_free` belongs to.
+    burst: Option<usize>,
+}
+
+/// Walks `entries` (a snapshot's `host_traces`), naming allocations from
+/// `first_id`.
+pub(super) fn walk_host(
+    entries: &[TraceEntry],
+    first_id: AllocId,
+    path: &str,
+) -> Result<HostWalked, TraceError> {
+    let mut w = Walk {
+        entries,
+        path,
+        out: HostWalked {
+            prologue: Vec::new(),
+            events: Vec::new(),
+            decisions: Vec::new(),
+            pinned_before: 0,
+            next_id: first_id,
+        },
+        live: HashMap::new(),
+        made: (0, 0),
+        carried: (0, 0),
+        burst: None,
+    };
+    let mut k = 0;
+    while let Some(e) = entries.get(k) {
+        k += w.entry(k, e)?;
+    }
+    Ok(w.out)
+}
+
+impl Walk<'_> {
+    fn err(&self, k: usize, msg: String) -> TraceError {
+        TraceError::new(
+            self.path,
+            Location::Entry(k as u64),
+            format!("host_traces: {msg}"),
+        )
+    }
+
+    fn new_id(&mut self, k: usize) -> Result<AllocId, TraceError> {
+        let id = self.out.next_id;
+        self.out.next_id = id
+            .checked_add(1)
+            .ok_or_else(|| self.err(k, "more than 4294967295 allocations".into()))?;
+        Ok(id)
+    }
+
+    fn push(&mut self, time: Option<i64>, ev: Event) -> usize {
+        self.out.events.push((time, ev));
+        self.out.events.len() - 1
+    }
+
+    /// Records `blocks`/`bytes` made or destroyed by event `at`.
+    fn decide(&mut self, at: usize, made: (u32, u64), destroyed: (u32, u64)) {
+        if made.0 == 0 && destroyed.0 == 0 {
+            return;
+        }
+        let at = at as u64;
+        match self.out.decisions.last_mut() {
+            Some(d) if d.event_index == at => {
+                d.blocks_made += made.0;
+                d.bytes_made += made.1;
+                d.blocks_destroyed += destroyed.0;
+                d.bytes_destroyed += destroyed.1;
+            }
+            _ => self.out.decisions.push(ExpectedHostDecision {
+                event_index: at,
+                blocks_made: made.0,
+                bytes_made: made.1,
+                blocks_destroyed: destroyed.0,
+                bytes_destroyed: destroyed.1,
+            }),
+        }
+    }
+
+    /// Entry `k`; the number of entries it took.
+    fn entry(&mut self, k: usize, e: &TraceEntry) -> Result<usize, TraceError> {
+        let addr = e.addr.unwrap_or(0);
+        if !matches!(e.action, Action::SegmentFree) {
+            self.burst = None;
+        }
+        match e.action {
+            Action::SegmentAlloc => {
+                self.made.0 += 1;
+                self.made.1 += e.size;
+            }
+            Action::Alloc => {
+                if self.live.contains_key(&addr) {
+                    return Err(self.err(k, format!("alloc of block {addr:#x}, which is live")));
+                }
+                let id = self.new_id(k)?;
+                self.live.insert(addr, (id, false));
+                let at = self.push(e.time_us, Event::HostAlloc { id, size: e.size });
+                let made = std::mem::take(&mut self.made);
+                let carried = std::mem::take(&mut self.carried);
+                self.decide(at, made, carried);
+            }
+            Action::FreeRequested => return self.free_requested(k, e, addr),
+            Action::FreeCompleted => {
+                let id = match self.live.remove(&addr) {
+                    Some((id, true)) => id,
+                    Some((_, false)) => {
+                        return Err(self.err(
+                            k,
+                            format!("free_completed of block {addr:#x} without free_requested"),
+                        ));
+                    }
+                    None => {
+                        // Its free was requested before the history began.
+                        let id = self.pinned_before(k, e.size)?;
+                        self.out.prologue.push(Event::HostFreeRequested { id });
+                        id
+                    }
+                };
+                self.push(e.time_us, Event::HostFreeCompleted { id });
+                if let Some(n) = self.entries.get(k + 1) {
+                    if n.action == Action::SegmentFree && n.addr == Some(addr) {
+                        // Destroyed when its event was processed: at the
+                        // next request (or empty_cache).
+                        self.carried.0 += 1;
+                        self.carried.1 += n.size;
+                        return Ok(2);
+                    }
+                }
+            }
+            Action::SegmentFree => {
+                let at = match self.burst {
+                    Some(at) => at,
+                    None => {
+                        let at = self.push(e.time_us, Event::HostEmptyCache);
+                        let carried = std::mem::take(&mut self.carried);
+                        self.decide(at, (0, 0), carried);
+                        self.burst = Some(at);
+                        at
+                    }
+                };
+                self.decide(at, (0, 0), (1, e.size));
+            }
+            // Nothing else changes host memory hands.
+            _ => {}
+        }
+        Ok(1)
+    }
+
+    /// A block pinned before the history began: allocated at the start.
+    fn pinned_before(&mut self, k: usize, size: u64) -> Result<AllocId, TraceError> {
+        let id = self.new_id(k)?;
+        self.out.pinned_before += 1;
+        self.out.prologue.push(Event::HostAlloc { id, size });
+        Ok(id)
+    }
+
+    fn free_requested(&mut self, k: usize, e: &TraceEntry, addr: u64) -> Result<usize, TraceError> {
+        let id = match self.live.get(&addr) {
+            Some(&(id, false)) => id,
+            Some(&(_, true)) => {
+                return Err(self.err(
+                    k,
+                    format!("free_requested of block {addr:#x}, whose free was already requested"),
+                ));
+            }
+            None => self.pinned_before(k, e.size)?,
+        };
+        let next = self.entries.get(k + 1);
+        let immediate =
+            next.is_some_and(|n| n.action == Action::FreeCompleted && n.addr == Some(addr));
+        if !immediate {
+            self.live.insert(addr, (id, true));
+            self.push(e.time_us, Event::HostFreeRequested { id });
+            return Ok(1);
+        }
+        self.live.remove(&addr);
+        let at = self.push(e.time_us, Event::HostFree { id });
+        // A block above the cached-size limit goes at once, unless a run
+        // of releases follows (an empty_cache).
+        let after = self.entries.get(k + 2);
+        let alone = self
+            .entries
+            .get(k + 3)
+            .is_none_or(|n| n.action != Action::SegmentFree);
+        if let Some(n) = after.filter(|n| n.action == Action::SegmentFree && n.addr == Some(addr)) {
+            if alone {
+                self.decide(at, (0, 0), (1, n.size));
+                return Ok(3);
+            }
+        }
+        Ok(2)
+    }
+}
+
+/// Puts the host events of `host` among `t`'s events: each after the
+/// device's events of entries no later than it (`starts[k]`: the device
+/// events before device entry `k`; `times[k]`: that entry's time), and
+/// moves every event index the trace keeps.
+pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times: &[Option<i64>]) {
+    let n_host = host.prologue.len() + host.events.len();
+    if n_host == 0 {
+        return;
+    }
+    let total = t.events.len();
+    // The device position of each host event (an entry without a time
+    // stays where the one before it is).
+    let mut k = 0usize;
+    let positions: Vec<usize> = host
+        .events
+        .iter()
+        .map(|(time, _)| {
+            if let Some(time) = time {
+                while times.get(k).is_some_and(|d| d.is_none_or(|d| d <= *time)) {
+                    k += 1;
+                }
+            }
+            starts.get(k).map_or(total, |&s| s as usize).min(total)
+        })
+        .collect();
+    let mut device_new = Vec::with_capacity(total + 1);
+    let mut host_new = Vec::with_capacity(n_host);
+    let mut events = Vec::with_capacity(total + n_host);
+    events.extend_from_slice(&host.prologue);
+    let mut h = 0usize;
+    for (i, ev) in t.events.iter().enumerate() {
+        while let (Some(&p), Some((_, hev))) = (positions.get(h), host.events.get(h)) {
+            if p > i {
+                break;
+            }
+            host_new.push(events.len() as u64);
+            events.push(*hev);
+            h += 1;
+        }
+        device_new.push(events.len() as u64);
+        events.push(*ev);
+    }
+    for (_, hev) in host.events.iter().skip(h) {
+        host_new.push(events.len() as u64);
+        events.push(*hev);
+    }
+    device_new.push(events.len() as u64);
+    let moved = |i: u64| device_new.get(i as usize).copied().unwrap_or(i);
+    if let Some(x) = &mut t.expected {
+        for s in &mut x.segment_events {
+            s.event_index = moved(u64::from(s.event_index)) as u32;
+        }
+        for r in &mut x.retries {
+            *r = moved(u64::from(*r)) as u32;
+        }
+        for o in &mut x.ooms {
+            o.event_index = moved(u64::from(o.event_index)) as u32;
+        }
+    }
+    for p in &mut t.phases {
+        p.event_index = moved(p.event_index);
+    }
+    t.expected_host = Some(
+        host.decisions
+            .into_iter()
+            .map(|mut d| {
+                d.event_index = host_new.get(d.event_index as usize).copied().unwrap_or(0);
+                d
+            })
+            .collect(),
+    );
+    t.events = events;
+    t.num_ids = t.num_ids.max(host.next_id);
+    if !t.alloc_frames.is_empty() {
+        t.alloc_frames.resize(t.num_ids as usize, None);
+    }
+    if let Some(x) = &mut t.expected {
+        x.alloc_addresses.resize(t.num_ids as usize, None);
+    }
+    t.host_events = true;
+    // Read by the advice: the sizes cannot show what rounding wasted.
+    t.header.extra.insert("host_sizes".into(), "blocks".into());
+    t.notes.push(format!(
+        "pinned host memory: {n_host} event(s) from the snapshot's host_traces, put among the device's by time; their sizes are PyTorch's blocks (the requests are not recorded), so the rounding waste is not measured: record with `vramlab record` for the requests{}",
+        if host.pinned_before > 0 {
+            format!(
+                "; {} block(s) pinned before the history began are allocated at the start",
+                host.pinned_before
+            )
+        } else {
+            String::new()
+        }
+    ));
+}
