@@ -191,3 +191,30 @@ fn host_rows_that_contradict_themselves_are_refused_with_the_line() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `recommend` on an offload recording (the sglang scenario of
+/// docs/results/pinned-host-offload.md, recorded with its requests): the
+/// waste and the key that removes it, with PyTorch's own figures under the
+/// defaults and under that key (replay/tests/data/host/*.json).
+#[test]
+fn recommend_on_an_offload_recording_names_the_key_with_pytorchs_figures() {
+    let dir = "replay/tests/data/host";
+    let peak = |setting: &str| {
+        let path = format!("{dir}/sglang_cpu_offload.torch2.15{setting}.json");
+        let v = json(&std::fs::read_to_string(&path).unwrap());
+        v["stats"]["allocated_bytes.peak"].as_u64().unwrap()
+    };
+    let (code, out, err) = vramlab(&[
+        "recommend",
+        &format!("{dir}/sglang_cpu_offload.csv"),
+        "--torch-version",
+        "2.15",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let host = &json(&out)["host"];
+    assert_eq!(host["default"]["peak_pinned_bytes"], peak(""));
+    assert_eq!(host["best"]["setting"], "pinned_max_round_threshold_mb:1");
+    assert_eq!(host["best"]["peak_pinned_bytes"], peak(".round1"));
+    assert!(host["peak_requested_bytes"].as_u64().unwrap() < peak(".round1"));
+}

@@ -174,9 +174,9 @@ driver_memset! {
     cuMemsetD32Async(u32, 4, _s);
 }
 
-/// `cuPointerGetAttribute`: every pointer is device memory of the device
-/// its address falls in (as `cudaPointerGetAttributes` answers), which is
-/// what Triton's launchers check of each tensor argument.
+/// `cuPointerGetAttribute`: device memory of the device its address falls
+/// in, pinned host memory where it is (as `cudaPointerGetAttributes`
+/// answers); Triton's launchers check each tensor argument with it.
 ///
 /// # Safety
 /// `data` is null or valid for a write of the attribute's type.
@@ -191,10 +191,18 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     unsafe {
         match attr {
             1 => drop(put(data.cast(), crate::driver::context())), // context
-            2 => drop(put(data.cast::<c_uint>(), 2)),              // memory type: device
-            3 => drop(put(data.cast::<u64>(), ptr)),               // device pointer
-            8 => drop(put(data.cast::<c_int>(), 0)),               // is managed: no
-            9 => drop(put(data.cast::<c_int>(), d as c_int)),      // device ordinal
+            // memory type: host for pinned memory, else device
+            2 => drop(put(
+                data.cast::<c_uint>(),
+                if crate::host_memory::is_pinned(ptr) {
+                    1
+                } else {
+                    2
+                },
+            )),
+            3 => drop(put(data.cast::<u64>(), ptr)), // device pointer
+            8 => drop(put(data.cast::<c_int>(), 0)), // is managed: no
+            9 => drop(put(data.cast::<c_int>(), d as c_int)), // device ordinal
             _ => return INVALID_VALUE,
         }
     }

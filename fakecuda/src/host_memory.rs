@@ -36,6 +36,20 @@ fn with_pinned<R>(f: impl FnOnce(&mut Pinned) -> R) -> R {
     f(g.get_or_insert_with(Pinned::default))
 }
 
+/// Whether `ptr` lies in pinned host memory (an allocation or a
+/// registered range): what `cudaPointerGetAttributes` tells apart, and
+/// PyTorch's `is_pinned()` asks.
+pub(crate) fn is_pinned(ptr: u64) -> bool {
+    with_pinned(|p| {
+        let within = |base: usize, len: u64| {
+            let base = base as u64;
+            ptr >= base && ptr - base < len.max(1)
+        };
+        p.allocs.iter().any(|(&b, &(_, n))| within(b, n))
+            || p.registered.iter().any(|(&b, &n)| within(b, n))
+    })
+}
+
 /// Whether `n` more bytes fit under the host capacity.
 fn fits(p: &Pinned, n: u64, capacity: Option<u64>) -> bool {
     capacity.is_none_or(|c| p.live.checked_add(n).is_some_and(|t| t <= c))

@@ -261,19 +261,26 @@ struct PointerAttributes {
     host_pointer: *mut c_void,
 }
 
-/// `cudaPointerGetAttributes`: device memory of the device the address
-/// belongs to.
+/// `cudaPointerGetAttributes`: pinned host memory for an address in a
+/// pinned allocation or registered range (mapped: its device pointer is
+/// itself, as with unified addressing), else device memory of the device
+/// the address belongs to.
 ///
 /// # Safety
 /// `a` is null or points to a writable `cudaPointerAttributes`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cudaPointerGetAttributes(a: *mut c_void, p: *const c_void) -> CudaError {
     let (d, _) = split_address(p as u64);
+    let host = crate::host_memory::is_pinned(p as u64);
     let attrs = PointerAttributes {
-        kind: 2, // cudaMemoryTypeDevice
-        device: d as c_int,
+        kind: if host { 1 } else { 2 }, // cudaMemoryTypeHost / Device
+        device: if host { 0 } else { d as c_int },
         device_pointer: p.cast_mut(),
-        host_pointer: std::ptr::null_mut(),
+        host_pointer: if host {
+            p.cast_mut()
+        } else {
+            std::ptr::null_mut()
+        },
     };
     // SAFETY: output parameter (caller's contract).
     unsafe { put(a.cast::<PointerAttributes>(), attrs) };

@@ -114,6 +114,60 @@ def track_values(torch, out):
     return KnownValues(), tally
 
 
+def pinned_requests(torch):
+    """A dispatch mode that notes the bytes of each pinned host tensor the
+    script makes (``pin_memory()``, ``torch.empty(..., pin_memory=True)``,
+    ``.to("cpu", non_blocking=True)``), in the order they appear: the
+    requests, which PyTorch's host history (``host_traces``) does not keep
+    (it records the rounded blocks). Each is ``[address, bytes]``; vramlab
+    pairs them with the history's ``alloc`` entries by address. Every op
+    runs as it is."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    requests = []
+    live = set()
+    to_copy = torch.ops.aten._to_copy.default
+
+    def pinned_out(func, args, kwargs, out):
+        # Known by the op (is_pinned() can answer False before CUDA's
+        # primary context exists): pin_memory(), a factory asked for
+        # pinned memory, and a non_blocking copy from the GPU to the CPU.
+        if not isinstance(out, torch.Tensor) or out.device.type != "cpu":
+            return False
+        if func.__name__.startswith("_pin_memory") or kwargs.get("pin_memory"):
+            return True
+        return func is to_copy and bool(kwargs.get("non_blocking")) and bool(
+            args and getattr(args[0], "is_cuda", False))
+
+    def see(t):
+        try:
+            st = t.untyped_storage()
+        except Exception:  # a tensor without storage (fake, sparse): not memory
+            return
+        ptr = st.data_ptr()
+        if not ptr or ptr in live:
+            return
+        live.add(ptr)
+        requests.append([ptr, st.nbytes()])
+        weakref.finalize(st, live.discard, ptr)
+
+    class PinnedRequests(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            return True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if pinned_out(func, args, kwargs, out):
+                see(out)
+            return out
+
+    return PinnedRequests(), requests
+
+
 _PLUMBING = (os.sep + os.path.join("torch", "_dynamo", "eval_frame.py"), os.sep + os.path.join("torch", "_compile.py"))
 
 
@@ -121,13 +175,13 @@ def clean_frames(frames):
     """A stack as the script alone would have it: without this launcher's
     frames (the dispatch mode at the top, ``runpy`` and ``main`` at the
     bottom) and the torch plumbing that calls a dispatch mode."""
+    # The outermost of this launcher's dispatch modes (they nest).
     top = 0
     for i, f in enumerate(frames):
         if f.get("filename") == __file__ and f.get("name") == "__torch_dispatch__":
             top = i + 1
-            while top < len(frames) and frames[top].get("filename", "").endswith(_PLUMBING):
-                top += 1
-            break
+    while 0 < top < len(frames) and frames[top].get("filename", "").endswith(_PLUMBING):
+        top += 1
     end = len(frames)
     while end > top and (frames[end - 1].get("filename") == __file__
                          or frames[end - 1].get("filename", "").startswith("<frozen runpy>")
@@ -331,16 +385,18 @@ def main():
     if os.environ.get("VRAMLAB_RECORD_FAKE_WORLD") == "1":
         fake_world(torch, groups)
     mode, tally = track_values(torch, opts["out"]) if opts["values"] == "track" else (None, None)
+    pinned, requests = pinned_requests(torch)
     sys.argv = [script] + rest[1:]
     sys.path[0] = os.path.dirname(script)
     status, error = 0, None
     began = time.monotonic()
     try:
-        if mode is None:
-            runpy.run_path(script, run_name="__main__")
-        else:
-            with mode:
+        with pinned:
+            if mode is None:
                 runpy.run_path(script, run_name="__main__")
+            else:
+                with mode:
+                    runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if e.code is not None and not isinstance(e.code, int):
@@ -369,6 +425,8 @@ def main():
         summary["values"] = tally
     if torch.cuda.is_initialized():
         snap = clean_snapshot(torch.cuda.memory._snapshot())
+        if snap.get("host_traces"):
+            snap["vramlab_host_requests"] = requests
         summary["events_digest"] = events_digest(snap)
         with open(os.path.join(opts["out"], "snapshot.pickle"), "wb") as f:
             pickle.dump(snap, f)

@@ -176,23 +176,7 @@ pub fn build_report(
     )
     .map_err(sweep_error)?;
     let mut rec = rec;
-    rec.host = vramlab_replay::advise_host(
-        trace,
-        &vramlab_allocator::AllocConf::new(target.rules),
-        req.host,
-        start.unwrap_or_default(),
-    )
-    .map_err(|e| match e {
-        vramlab_replay::StreamError::Replay { scenario, error } => {
-            sweep_error((name.to_string(), scenario, error))
-        }
-        // A trace in memory is never read.
-        vramlab_replay::StreamError::Read(e) => sweep_error((
-            name.to_string(),
-            String::new(),
-            ReplayError::Malformed(e.to_string()),
-        )),
-    })?;
+    rec.host = host_advice(req)?;
     let upgrade = upgrade_advice(req, &rec, progress)?;
     let scenarios: Vec<_> = grid.iter().map(|g| g.scenario(capacity)).collect();
     let start = vramlab_replay::start_for(trace, &scenarios, start);
@@ -343,6 +327,27 @@ pub fn explorer_left_out(trace: &Trace) -> Option<String> {
             trace.num_ids,
             crate::EXPLORER_MAX_ALLOCATIONS
         )
+    })
+}
+
+/// The pinned host advice for the trace (traces with host requests).
+fn host_advice(req: &ReportRequest<'_>) -> Result<Option<vramlab_replay::HostAdvice>, BuildError> {
+    vramlab_replay::advise_host(
+        req.trace,
+        &vramlab_allocator::AllocConf::new(req.target.rules),
+        req.host,
+        req.start.unwrap_or_default(),
+    )
+    .map_err(|e| match e {
+        vramlab_replay::StreamError::Replay { scenario, error } => {
+            sweep_error((req.name.to_string(), scenario, error))
+        }
+        // A trace in memory is never read.
+        vramlab_replay::StreamError::Read(e) => sweep_error((
+            req.name.to_string(),
+            String::new(),
+            ReplayError::Malformed(e.to_string()),
+        )),
     })
 }
 

@@ -256,9 +256,12 @@ fn oom_paragraphs(trace: &Trace, runs: &[Run]) -> String {
     text
 }
 
+/// Adds a row to a table of runs: its name, and each run's cell.
+type RowFn<'a> = dyn FnMut(&str, &dyn Fn(&Run) -> String) + 'a;
+
 /// The pinned host allocator's rows (traces with host requests): `row`
 /// adds one row of the replay table.
-fn host_rows(row: &mut dyn FnMut(&str, &dyn Fn(&Run) -> String), runs: &[Run]) {
+fn host_rows(row: &mut RowFn<'_>, runs: &[Run]) {
     if runs.iter().any(|r| r.host.is_some()) {
         fn host(r: &Run, f: impl Fn(&vramlab_replay::HostSummary) -> String) -> String {
             r.host.as_ref().map_or("-".into(), f)

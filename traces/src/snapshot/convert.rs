@@ -150,7 +150,17 @@ fn device_trace(
     t.num_ids = w.next_id;
     t.expected = Some(expected);
     if with_host {
-        let host = walk_host(&snap.host_traces, t.num_ids, path)?;
+        let conf = snap
+            .allocator_settings
+            .as_ref()
+            .and_then(|s| s.conf_string.as_deref());
+        let host = walk_host(
+            &snap.host_traces,
+            &snap.host_requests,
+            conf,
+            t.num_ids,
+            path,
+        )?;
         let times: Vec<Option<i64>> = entries.iter().map(|e| e.time_us).collect();
         interleave(&mut t, host, &w.entry_starts, &times);
         if entries.is_empty() {

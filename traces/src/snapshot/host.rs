@@ -28,6 +28,8 @@ use crate::snapshot::model::{Action, TraceEntry};
 pub(super) struct HostWalked {
     /// Events of blocks pinned before the history began: at the start.
     prologue: Vec<Event>,
+    /// The blocks those made: (index into `prologue`, block bytes).
+    prologue_made: Vec<(usize, u64)>,
     /// Each event, and the time of the entry it comes from.
     events: Vec<(Option<i64>, Event)>,
     /// Decisions, by index into `events`.
@@ -36,6 +38,9 @@ pub(super) struct HostWalked {
     pinned_before: u32,
     /// Ids used: `first_id..next_id`.
     next_id: AllocId,
+    /// `alloc` entries, and those whose request `vramlab record` noted.
+    allocs: u32,
+    requests_found: u32,
 }
 
 /// What the walk keeps while it reads the entries.
@@ -51,29 +56,45 @@ struct Walk<'e> {
     carried: (u32, u64),
     /// The `empty_cache` event a run of `segment_free` belongs to.
     burst: Option<usize>,
+    /// The requests `vramlab record` noted, by address, oldest first.
+    requests: HashMap<u64, std::collections::VecDeque<u64>>,
+    /// The recording's `pinned_max_cached_size_mb` in bytes: a larger
+    /// block goes back to CUDA at its free.
+    max_cached: Option<u64>,
 }
 
 /// Walks `entries` (a snapshot's `host_traces`), naming allocations from
 /// `first_id`.
 pub(super) fn walk_host(
     entries: &[TraceEntry],
+    requests: &[(u64, u64)],
+    conf: Option<&str>,
     first_id: AllocId,
     path: &str,
 ) -> Result<HostWalked, TraceError> {
+    let mut by_addr: HashMap<u64, std::collections::VecDeque<u64>> = HashMap::new();
+    for &(addr, bytes) in requests {
+        by_addr.entry(addr).or_default().push_back(bytes);
+    }
     let mut w = Walk {
         entries,
         path,
         out: HostWalked {
             prologue: Vec::new(),
+            prologue_made: Vec::new(),
             events: Vec::new(),
             decisions: Vec::new(),
             pinned_before: 0,
             next_id: first_id,
+            allocs: 0,
+            requests_found: 0,
         },
         live: HashMap::new(),
         made: (0, 0),
         carried: (0, 0),
         burst: None,
+        requests: by_addr,
+        max_cached: conf.and_then(max_cached_size),
     };
     let mut k = 0;
     while let Some(e) = entries.get(k) {
@@ -144,7 +165,8 @@ impl Walk<'_> {
                 }
                 let id = self.new_id(k)?;
                 self.live.insert(addr, (id, false));
-                let at = self.push(e.time_us, Event::HostAlloc { id, size: e.size });
+                let size = self.request_of(addr, e.size);
+                let at = self.push(e.time_us, Event::HostAlloc { id, size });
                 let made = std::mem::take(&mut self.made);
                 let carried = std::mem::take(&mut self.carried);
                 self.decide(at, made, carried);
@@ -161,7 +183,7 @@ impl Walk<'_> {
                     }
                     None => {
                         // Its free was requested before the history began.
-                        let id = self.pinned_before(k, e.size)?;
+                        let id = self.pinned_before(k, e)?;
                         self.out.prologue.push(Event::HostFreeRequested { id });
                         id
                     }
@@ -196,10 +218,34 @@ impl Walk<'_> {
         Ok(1)
     }
 
+    /// The request behind an `alloc` of a `block`-byte block at `addr`,
+    /// where `vramlab record` noted it (else the block).
+    fn request_of(&mut self, addr: u64, block: u64) -> u64 {
+        self.out.allocs += 1;
+        let noted = self.requests.get_mut(&addr).and_then(|q| {
+            // A request the block holds; one larger was another block's.
+            while q.front().is_some_and(|&n| n > block) {
+                q.pop_front();
+            }
+            q.pop_front()
+        });
+        match noted {
+            Some(n) => {
+                self.out.requests_found += 1;
+                n
+            }
+            None => block,
+        }
+    }
+
     /// A block pinned before the history began: allocated at the start.
-    fn pinned_before(&mut self, k: usize, size: u64) -> Result<AllocId, TraceError> {
+    fn pinned_before(&mut self, k: usize, e: &TraceEntry) -> Result<AllocId, TraceError> {
         let id = self.new_id(k)?;
         self.out.pinned_before += 1;
+        let size = self.request_of(e.addr.unwrap_or(0), e.size);
+        self.out
+            .prologue_made
+            .push((self.out.prologue.len(), e.size));
         self.out.prologue.push(Event::HostAlloc { id, size });
         Ok(id)
     }
@@ -213,7 +259,7 @@ impl Walk<'_> {
                     format!("free_requested of block {addr:#x}, whose free was already requested"),
                 ));
             }
-            None => self.pinned_before(k, e.size)?,
+            None => self.pinned_before(k, e)?,
         };
         let next = self.entries.get(k + 1);
         let immediate =
@@ -225,13 +271,17 @@ impl Walk<'_> {
         }
         self.live.remove(&addr);
         let at = self.push(e.time_us, Event::HostFree { id });
-        // A block above the cached-size limit goes at once, unless a run
-        // of releases follows (an empty_cache).
+        // A block above the cached-size limit goes at once; else its
+        // release starts a run of them (an empty_cache). Without the
+        // recorded limit, a release alone is taken for the free's.
         let after = self.entries.get(k + 2);
-        let alone = self
-            .entries
-            .get(k + 3)
-            .is_none_or(|n| n.action != Action::SegmentFree);
+        let alone = match self.max_cached {
+            Some(limit) => e.size > limit,
+            None => self
+                .entries
+                .get(k + 3)
+                .is_none_or(|n| n.action != Action::SegmentFree),
+        };
         if let Some(n) = after.filter(|n| n.action == Action::SegmentFree && n.addr == Some(addr)) {
             if alone {
                 self.decide(at, (0, 0), (1, n.size));
@@ -240,6 +290,16 @@ impl Walk<'_> {
         }
         Ok(2)
     }
+}
+
+/// `pinned_max_cached_size_mb` of a settings string, in bytes.
+fn max_cached_size(conf: &str) -> Option<u64> {
+    conf.split(',').find_map(|kv| {
+        let (k, v) = kv.split_once(':')?;
+        (k.trim() == "pinned_max_cached_size_mb")
+            .then(|| v.trim().parse::<u64>().ok())?
+            .map(|mb| mb.saturating_mul(1 << 20))
+    })
 }
 
 /// Puts the host events of `host` among `t`'s events: each after the
@@ -304,15 +364,22 @@ pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times:
     for p in &mut t.phases {
         p.event_index = moved(p.event_index);
     }
-    t.expected_host = Some(
-        host.decisions
-            .into_iter()
-            .map(|mut d| {
-                d.event_index = host_new.get(d.event_index as usize).copied().unwrap_or(0);
-                d
-            })
-            .collect(),
-    );
+    // The blocks pinned before the history began are made at the start.
+    let made_first = host
+        .prologue_made
+        .iter()
+        .map(|&(i, bytes)| ExpectedHostDecision {
+            event_index: i as u64,
+            blocks_made: 1,
+            bytes_made: bytes,
+            blocks_destroyed: 0,
+            bytes_destroyed: 0,
+        });
+    let moved_host = host.decisions.into_iter().map(|mut d| {
+        d.event_index = host_new.get(d.event_index as usize).copied().unwrap_or(0);
+        d
+    });
+    t.expected_host = Some(made_first.chain(moved_host).collect());
     t.events = events;
     t.num_ids = t.num_ids.max(host.next_id);
     if !t.alloc_frames.is_empty() {
@@ -322,10 +389,26 @@ pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times:
         x.alloc_addresses.resize(t.num_ids as usize, None);
     }
     t.host_events = true;
-    // Read by the advice: the sizes cannot show what rounding wasted.
-    t.header.extra.insert("host_sizes".into(), "blocks".into());
+    // Read by the advice: block sizes cannot show what rounding wasted.
+    let (sizes, words) = match (host.requests_found, host.allocs) {
+        (f, n) if f == n => (
+            "requests",
+            "their sizes are the requests `vramlab record` noted".to_string(),
+        ),
+        (0, _) => (
+            "blocks",
+            "their sizes are PyTorch's blocks (the requests are not recorded), so the rounding waste is not measured: record with `vramlab record` for the requests".to_string(),
+        ),
+        (f, n) => (
+            "blocks",
+            format!(
+                "{f} of their {n} sizes are the requests `vramlab record` noted, the others PyTorch's blocks"
+            ),
+        ),
+    };
+    t.header.extra.insert("host_sizes".into(), sizes.into());
     t.notes.push(format!(
-        "pinned host memory: {n_host} event(s) from the snapshot's host_traces, put among the device's by time; their sizes are PyTorch's blocks (the requests are not recorded), so the rounding waste is not measured: record with `vramlab record` for the requests{}",
+        "pinned host memory: {n_host} event(s) from the snapshot's host_traces, put among the device's by time; {words}{}",
         if host.pinned_before > 0 {
             format!(
                 "; {} block(s) pinned before the history began are allocated at the start",

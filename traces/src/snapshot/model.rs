@@ -199,6 +199,9 @@ pub struct Snapshot {
     /// dump, state as PyTorch names it (`active_allocated`,
     /// `active_pending_free`, `inactive`).
     pub host_segments: Vec<(u64, u64, String)>,
+    /// `vramlab_host_requests` (written by `vramlab record`): the bytes of
+    /// each pinned tensor the script made, `(address, bytes)` in order.
+    pub host_requests: Vec<(u64, u64)>,
     /// Settings (≈2.4+).
     pub allocator_settings: Option<AllocatorSettings>,
     /// Annotations (≈2.5+).

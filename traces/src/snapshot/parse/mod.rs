@@ -133,6 +133,7 @@ const TOP_KEYS: &[&str] = &[
     "external_annotations",
     "host_segments",
     "host_traces",
+    "vramlab_host_requests",
 ];
 const SEGMENT_KEYS: &[&str] = &[
     "device",
@@ -282,6 +283,18 @@ fn convert_doc(doc: &PickleDoc, mut ctx: Ctx, mut pre: Option<&mut Pre>) -> R<Op
     }
     if let Some(v) = top.get("host_segments") {
         snap.host_segments = host_segments(v)?;
+    }
+    if let Some(v) = top.get("vramlab_host_requests") {
+        let path = P::Root("vramlab_host_requests");
+        for (i, r) in seq(v, &path)?.iter().enumerate() {
+            let p = path.index(i);
+            let pair = seq(r, &p)?;
+            let (Some(a), Some(n)) = (pair.get(0), pair.get(1)) else {
+                return Err(problem(p, "expected [address, bytes]"));
+            };
+            snap.host_requests
+                .push((uint(&a, &p.index(0))?, uint(&n, &p.index(1))?));
+        }
     }
     if let Some(v) = top.get("allocator_settings") {
         if !v.is_none() {
