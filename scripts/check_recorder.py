@@ -72,7 +72,7 @@ OTHER_CARDS = [("linear_train", "a100-80gb")]
 UNTRACKED = ["conv_train", "compile_train"]
 
 #: Scripts recorded once more under another release: (name, --torch).
-OTHER_RELEASES = [("linear_train", "2.15")]
+OTHER_RELEASES = [("linear_train", "2.15"), ("cpu_offload", "2.15")]
 
 
 def allocations(snapshot):
@@ -99,6 +99,15 @@ def check(name, snap, out, err, work):
     if name == "linear_train@torch2.15":
         if sizes[32 << 20] != 6:
             yield f"{sizes[32 << 20]} allocations of 32 MiB with torch 2.15, expected 6"
+    elif name == "cpu_offload@torch2.15":
+        # 2.14+: PyTorch's host history, and the requests vramlab notes
+        # (8 weights of 612x612 fp32, then the activations brought back).
+        blocks = [e["size"] for e in snap.get("host_traces", []) if e["action"] == "alloc"]
+        asked = [n for _, n in snap.get("vramlab_host_requests", [])]
+        if asked[:8] != [612 * 612 * 4] * 8 or 16 * 612 * 4 not in asked:
+            yield f"pinned requests {asked[:10]}, expected 8 x {612 * 612 * 4} then {16 * 612 * 4}"
+        if 65536 not in blocks:
+            yield f"host_traces allocs {blocks}, expected the activations' 64 KiB blocks"
     elif name == "linear_train@a100-80gb":
         if sizes[8519680] != 2:
             yield f"{sizes[8519680]} allocations of 8,519,680 bytes (cuBLAS workspaces on an A100), expected 2"

@@ -65,6 +65,14 @@ pub struct RecordArgs {
     /// device (what the script copied to the device, else zero).
     #[arg(long, value_name = "HOW", default_value = "track", value_parser = ["track", "device"])]
     values: String,
+    /// When a stream's events complete, which decides when PyTorch's pinned
+    /// host allocator may reuse a block a `non_blocking` copy used:
+    /// complete (at once: a GPU done with every copy by the next pinned
+    /// request, the fewest bytes pinned) or sync (only when the script
+    /// synchronizes the stream, an event or the device: the most). The
+    /// truth on a GPU lies between.
+    #[arg(long, value_name = "WHEN", default_value = "complete", value_parser = ["complete", "sync"])]
+    events: String,
     /// Record a script written for `torchrun` as ranks of a world of this
     /// many: each chosen rank runs in its own process with torchrun's
     /// environment and its own fake GPU, and every process group completes
@@ -219,6 +227,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             max_entries: args.max_entries,
             stacks: args.stacks.clone(),
             track_values: args.values == "track",
+            events_on_sync: args.events == "sync",
             devices: per_node,
             env: one.env.clone(),
         };

@@ -191,7 +191,10 @@ impl TraceSource {
                     anyhow::anyhow!("{}: the file was never read through", self.path.display())
                 })?;
                 let later = end.trace.notes.get(file.noted..).unwrap_or_default();
-                crate::inputs::print_streamed_notes(&self.path, later, Some(end.counts));
+                // A trace of pinned host requests alone has no device
+                // allocation to warn of.
+                let counts = Some(end.counts).filter(|_| !end.trace.host_events);
+                crate::inputs::print_streamed_notes(&self.path, later, counts);
                 Ok(Ended {
                     trace: Cow::Owned(end.trace),
                     counts: end.counts,

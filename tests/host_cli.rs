@@ -218,3 +218,67 @@ fn recommend_on_an_offload_recording_names_the_key_with_pytorchs_figures() {
     assert_eq!(host["best"]["peak_pinned_bytes"], peak(".round1"));
     assert!(host["peak_requested_bytes"].as_u64().unwrap() < peak(".round1"));
 }
+
+/// 2.13 hands a cached block out whatever its size (a 1.2 MiB block for a
+/// 1.5 MiB request under a 1 MiB round threshold); 2.14 pins a new one:
+/// the figures of the 2.13.0 and 2.14.1 wheels' own host allocators
+/// (`vramlab oracle`, docs/results/pinned-host-offload/small-block-*.json).
+#[test]
+fn a_213_host_block_too_small_for_its_request_is_handed_out_as_the_wheel_does() {
+    for release in ["2.13", "2.14"] {
+        let path = format!("docs/results/pinned-host-offload/small-block-torch{release}.json");
+        let torch = json(&std::fs::read_to_string(&path).unwrap());
+        let (code, out, err) = vramlab(&[
+            "replay",
+            "tests/host/small-block-2.13.csv",
+            "--torch-version",
+            release,
+            "--conf",
+            "pinned_max_round_threshold_mb:1",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        let row = v.get(0).unwrap_or(&v);
+        assert_eq!(
+            row["host_num_allocs"], torch[0]["torch_host_num_alloc"],
+            "{release}"
+        );
+        assert_eq!(
+            row["host_peak_reserved_bytes"], torch[0]["torch_host_peak_bytes"],
+            "{release}"
+        );
+    }
+}
+
+/// A snapshot dumped mid-run (scripts/oracle_experiments/host_snapshot_midrun.py):
+/// weights pinned before the history began are only in host_segments, and
+/// a block cached before it is reused after; the replay starts with them
+/// and ends as PyTorch did (its host_memory_stats(), peaks reset where the
+/// history starts), and fidelity is exact.
+#[test]
+fn a_mid_run_snapshots_pinned_blocks_from_before_the_history_are_replayed() {
+    let snap = "tests/releases/host-midrun.torch2.15.pickle";
+    let text = std::fs::read_to_string("tests/releases/host-midrun.torch2.15.stats.json").unwrap();
+    let torch = &json(&text)["host_memory_stats"];
+    let (code, out, err) = vramlab(&["replay", snap, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let row = v.get(0).unwrap_or(&v);
+    assert_eq!(row["host_num_allocs"], torch["num_host_alloc"]);
+    assert_eq!(
+        row["host_peak_reserved_bytes"],
+        torch["allocated_bytes.peak"]
+    );
+    assert_eq!(
+        row["host_final_reserved_bytes"],
+        torch["allocated_bytes.current"]
+    );
+    assert!(
+        err.contains("5 block(s) pinned before the history began"),
+        "{err}"
+    );
+    let (code, out, err) = vramlab(&["fidelity", snap, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["exact"], true, "{out}");
+}

@@ -52,6 +52,9 @@ pub struct RecordOptions {
     /// answer as on a GPU ("track"), or leave every read to the device
     /// ("device": what was copied there, else zero).
     pub track_values: bool,
+    /// Events complete only when something synchronizes them
+    /// (`VRAMLAB_FAKECUDA_EVENTS=sync`), not at once.
+    pub events_on_sync: bool,
     /// Devices the fake has (ranks of one node see one each).
     pub devices: u32,
     /// Extra environment for the script (the torchrun variables of a rank).
@@ -143,6 +146,7 @@ pub fn record_script(
         name: Some(opts.card.name.clone()),
         model: Some(opts.card.model.clone()),
         devices: Some(opts.devices),
+        events_on_sync: opts.events_on_sync,
         ..Default::default()
     };
     let mut process = fake.python(interp, &device);

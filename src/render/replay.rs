@@ -94,8 +94,14 @@ pub fn human(
 ) -> String {
     let mut out = String::new();
     let allocs = counts.allocs;
+    let host = runs
+        .first()
+        .and_then(|r| r.host.as_ref())
+        .map_or(String::new(), |h| {
+            format!(", {} pinned host allocations", count(h.host_allocs))
+        });
     out.push_str(&format!(
-        "trace: {} ({} events, {} allocations, {} stream{})\n",
+        "trace: {} ({} events, {} allocations{host}, {} stream{})\n",
         path.display(),
         count(counts.events),
         count(allocs),

@@ -55,7 +55,8 @@ pub fn snapshot_to_device_traces(
     }
     // The process's pinned host memory goes with its first device (a
     // snapshot of host memory alone is device 0's).
-    if !snap.host_traces.is_empty() && by_device.is_empty() {
+    let pinned = !snap.host_traces.is_empty() || !snap.host_segments.is_empty();
+    if pinned && by_device.is_empty() {
         by_device.insert(0, Vec::new());
     }
     let host_device = by_device.keys().next().copied();
@@ -109,7 +110,7 @@ fn device_trace(
 ) -> Result<Trace, TraceError> {
     let empty = Vec::new();
     let entries = snap.device_traces.get(device as usize).unwrap_or(&empty);
-    let with_host = with_host && !snap.host_traces.is_empty();
+    let with_host = with_host && (!snap.host_traces.is_empty() || !snap.host_segments.is_empty());
     let mut w = walk_entries(
         entries,
         segments,
@@ -156,6 +157,7 @@ fn device_trace(
             .and_then(|s| s.conf_string.as_deref());
         let host = walk_host(
             &snap.host_traces,
+            &snap.host_segments,
             &snap.host_requests,
             conf,
             t.num_ids,

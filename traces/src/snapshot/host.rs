@@ -61,12 +61,15 @@ struct Walk<'e> {
     /// The recording's `pinned_max_cached_size_mb` in bytes: a larger
     /// block goes back to CUDA at its free.
     max_cached: Option<u64>,
+    /// Block addresses the entries mention so far.
+    seen: std::collections::HashSet<u64>,
 }
 
 /// Walks `entries` (a snapshot's `host_traces`), naming allocations from
 /// `first_id`.
 pub(super) fn walk_host(
     entries: &[TraceEntry],
+    blocks: &[(u64, u64, String)],
     requests: &[(u64, u64)],
     conf: Option<&str>,
     first_id: AllocId,
@@ -95,11 +98,13 @@ pub(super) fn walk_host(
         burst: None,
         requests: by_addr,
         max_cached: conf.and_then(max_cached_size),
+        seen: std::collections::HashSet::new(),
     };
     let mut k = 0;
     while let Some(e) = entries.get(k) {
         k += w.entry(k, e)?;
     }
+    w.untouched(blocks)?;
     Ok(w.out)
 }
 
@@ -151,6 +156,9 @@ impl Walk<'_> {
     /// Entry `k`; the number of entries it took.
     fn entry(&mut self, k: usize, e: &TraceEntry) -> Result<usize, TraceError> {
         let addr = e.addr.unwrap_or(0);
+        if !matches!(e.action, Action::Alloc) {
+            self.seen.insert(addr);
+        }
         if !matches!(e.action, Action::SegmentFree) {
             self.burst = None;
         }
@@ -163,6 +171,12 @@ impl Walk<'_> {
                 if self.live.contains_key(&addr) {
                     return Err(self.err(k, format!("alloc of block {addr:#x}, which is live")));
                 }
+                if self.made.0 == 0 && !self.seen.contains(&addr) {
+                    // A cache hit on a block no entry made: it was cached
+                    // before the history began.
+                    self.cached_before(k, e.size)?;
+                }
+                self.seen.insert(addr);
                 let id = self.new_id(k)?;
                 self.live.insert(addr, (id, false));
                 let size = self.request_of(addr, e.size);
@@ -236,6 +250,42 @@ impl Walk<'_> {
             }
             None => block,
         }
+    }
+
+    /// A block of `size` bytes cached before the history began: made and
+    /// freed at the start.
+    fn cached_before(&mut self, k: usize, size: u64) -> Result<(), TraceError> {
+        let id = self.new_id(k)?;
+        self.out.pinned_before += 1;
+        self.out.prologue_made.push((self.out.prologue.len(), size));
+        self.out.prologue.push(Event::HostAlloc { id, size });
+        self.out.prologue.push(Event::HostFree { id });
+        Ok(())
+    }
+
+    /// The blocks of `host_segments` at the dump that no entry mentions:
+    /// pinned before the history began and untouched since (weights pinned
+    /// at load time, in a snapshot dumped mid-run), made at the start in
+    /// the state they were left in.
+    fn untouched(&mut self, blocks: &[(u64, u64, String)]) -> Result<(), TraceError> {
+        for (addr, size, state) in blocks {
+            if self.seen.contains(addr) {
+                continue;
+            }
+            let id = self.new_id(self.entries.len())?;
+            self.out.pinned_before += 1;
+            self.out
+                .prologue_made
+                .push((self.out.prologue.len(), *size));
+            let asked = self.request_of(*addr, *size);
+            self.out.prologue.push(Event::HostAlloc { id, size: asked });
+            match state.as_str() {
+                "inactive" => self.out.prologue.push(Event::HostFree { id }),
+                "active_pending_free" => self.out.prologue.push(Event::HostFreeRequested { id }),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// A block pinned before the history began: allocated at the start.
@@ -408,10 +458,10 @@ pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times:
     };
     t.header.extra.insert("host_sizes".into(), sizes.into());
     t.notes.push(format!(
-        "pinned host memory: {n_host} event(s) from the snapshot's host_traces, put among the device's by time; {words}{}",
+        "pinned host memory: {n_host} event(s) from the snapshot's host_traces and host_segments, put among the device's by time; {words}{}",
         if host.pinned_before > 0 {
             format!(
-                "; {} block(s) pinned before the history began are allocated at the start",
+                "; {} block(s) pinned before the history began are made at the start (in use, cached or waiting, as the entries and host_segments show)",
                 host.pinned_before
             )
         } else {

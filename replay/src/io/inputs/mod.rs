@@ -323,7 +323,7 @@ impl<'a> Inputs<'a> {
             file: file.clone(),
             note: n.clone(),
         }));
-        if !trace.events.is_empty() && trace.num_allocs() == 0 {
+        if !trace.events.is_empty() && trace.num_allocs() == 0 && !trace.host_events {
             notes.push(InputNote::NoAllocations { name: file });
         }
         Ok(Loaded {
@@ -437,7 +437,7 @@ fn pick_pool(
             out.notes.push(InputNote::NoEvents { label });
             continue;
         }
-        if t.num_allocs() == 0 {
+        if t.num_allocs() == 0 && !t.host_events {
             out.notes.push(InputNote::NoAllocations {
                 name: label.clone(),
             });
