@@ -184,6 +184,20 @@ sweep is split into :func:`vramlab.cases` and each runs there through
 then be files the workers can read; ``threads`` does not apply).""",
     },
     {
+        "name": "colocate",
+        "command": "colocate",
+        "params": ["sources"],
+        "result": "json",
+        "returns": "Record",
+        "doc": """``vramlab colocate --json``: several processes on one GPU, one per
+source, each replaying its trace through its own allocator (``name``,
+``tenant_conf``: one per source, in order), all drawing on one device
+(``gpu`` or ``capacity``). The result holds ``tenants`` (each one's
+``peak_reserved_bytes``, ``num_device_alloc``, ``num_alloc_retries`` and
+``oom_event``), ``first_oom`` (the tenant and its event), ``device_peak_bytes``
+and ``steps`` (whose phase ran, and each tenant's reserved bytes after it).""",
+    },
+    {
         "name": "matrix",
         "command": "matrix",
         "params": ["preset"],

@@ -36,7 +36,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         DeviceArgs {
             gpu: Some(default_card),
             capacity: None,
-            ..args.device.clone()
+            placement: args.device.placement,
         }
     };
     let capacity = device.bytes().unwrap_or(default_card.usable_bytes());

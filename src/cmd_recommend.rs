@@ -27,6 +27,8 @@ pub struct RecommendArgs {
     #[command(flatten)]
     device: DeviceArgs,
     #[command(flatten)]
+    host: crate::args::HostArgs,
+    #[command(flatten)]
     grid: GridArgs,
     #[command(flatten)]
     start: StartArgs,
@@ -160,7 +162,7 @@ fn ranked(
     rec.host = vramlab_replay::advise_host(
         passes,
         &vramlab_allocator::AllocConf::new(target.rules),
-        args.device.host_limits(),
+        args.host.limits(),
         args.start.start.unwrap_or_default(),
     )
     .map_err(|e| in_words(e, name))?;

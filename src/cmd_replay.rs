@@ -25,6 +25,8 @@ pub struct ReplayArgs {
     #[command(flatten)]
     device: DeviceArgs,
     #[command(flatten)]
+    host: crate::args::HostArgs,
+    #[command(flatten)]
     start: StartArgs,
     /// Print one JSON object (an array of them with several --conf) instead
     /// of a table.
@@ -209,8 +211,8 @@ fn options(
         final_segments: args.snapshot_out.is_some() || pools,
         segments_at_peak: pools,
         forget_device_calls: args.snapshot_out.is_none(),
-        host_ram: args.device.host_limit(),
-        ranks_per_node: args.device.ranks_per_node,
+        host_ram: args.host.limit(),
+        ranks_per_node: args.host.ranks_per_node,
         ..Default::default()
     }
 }

@@ -24,6 +24,8 @@ pub struct ReportArgs {
     #[command(flatten)]
     device: DeviceArgs,
     #[command(flatten)]
+    host: crate::args::HostArgs,
+    #[command(flatten)]
     grid: GridArgs,
     /// How many settings get plots of their own (the best ones, plus the
     /// defaults).
@@ -84,7 +86,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
             out: &args.out,
             upgrade_to: upgrade.as_ref().map(|(t, g)| (t, g.as_slice())),
             explorer: !args.no_explorer,
-            host: args.device.host_limits(),
+            host: args.host.limits(),
         },
         &|| pb.inc(1),
     );

@@ -39,6 +39,7 @@ macro_rules! errln {
 mod args;
 mod cmd_bench;
 mod cmd_bench_check;
+mod cmd_colocate;
 mod cmd_concat;
 mod cmd_conf;
 mod cmd_convert;
@@ -223,6 +224,11 @@ enum Command {
     /// Two jobs one after the other in one process (job A, optionally
     /// empty_cache(), job B) as one trace.
     Concat(cmd_concat::ConcatArgs),
+    /// Several processes on one GPU (an RL trainer and its rollout engine,
+    /// co-located services): each replays its trace through its own
+    /// allocator, all drawing on one device; who holds what, phase by
+    /// phase, and who runs out of memory first.
+    Colocate(cmd_colocate::ColocateArgs),
     /// Describe a trace: events, allocations, streams, sizes, peak live bytes.
     Stats(cmd_stats::StatsArgs),
     /// The commands and their options as JSON, for the Python package's
@@ -258,6 +264,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Diff(a) => cmd_diff::run(a),
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
+        Command::Colocate(a) => cmd_colocate::run(a),
         Command::Gpus(a) => cmd_gpus::run(a),
         Command::RunCase(a) => cmd_run_case::run(a),
         Command::DescribeCommands(a) => command_table::run(a),

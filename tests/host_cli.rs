@@ -155,7 +155,7 @@ fn recommend_names_the_host_waste_and_the_key_that_removes_it() {
         "2.11",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("This release has no key for it"), "{out}");
+    assert!(out.contains("This release has no safe key for it"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -163,20 +163,24 @@ fn recommend_names_the_host_waste_and_the_key_that_removes_it() {
 fn host_rows_that_contradict_themselves_are_refused_with_the_line() {
     let cases = [
         (
-            "action,id,size,stream\nhost_alloc,a,10,\nfree,a\n",
-            "t.csv:3: free of id 'a', which is a pinned host allocation (free it with host_free)",
+            "# vramlab trace v3\naction,id,size,stream\nhost_alloc,a,10,\nfree,a\n",
+            "t.csv:4: free of id 'a', which is a pinned host allocation (free it with host_free)",
         ),
         (
-            "action,id,size,stream\nalloc,a,10,0\nhost_free,a\n",
-            "t.csv:3: host_free of id 'a', which is a device allocation (free it with free)",
+            "# vramlab trace v3\naction,id,size,stream\nalloc,a,10,0\nhost_free,a\n",
+            "t.csv:4: host_free of id 'a', which is a device allocation (free it with free)",
         ),
         (
-            "action,id,size,stream\nhost_alloc,a,10,7\n",
-            "t.csv:2: host_alloc takes no stream",
+            "# vramlab trace v3\naction,id,size,stream\nhost_alloc,a,10,7\n",
+            "t.csv:3: host_alloc takes no stream",
         ),
         (
-            "action,id,size,stream\nhost_alloc,a,10,\nhost_free_completed,a\n",
-            "t.csv:3: host_free_completed of id 'a' without a host_free_requested before it",
+            "# vramlab trace v3\naction,id,size,stream\nhost_alloc,a,10,\nhost_free_completed,a\n",
+            "t.csv:4: host_free_completed of id 'a' without a host_free_requested before it",
+        ),
+        (
+            "action,id,size,stream\nhost_alloc,a,10,\n",
+            "t.csv:2: host_alloc: pinned host rows need the format line '# vramlab trace v3' at the top of the file",
         ),
     ];
     let dir = std::env::temp_dir().join(format!("vramlab-host-bad-{}", std::process::id()));

@@ -51,6 +51,9 @@ pub(crate) struct Config {
     /// Bytes of pinned host memory that can be live at once (`None`:
     /// unlimited): `cudaHostAlloc`ed and `cudaHostRegister`ed together.
     pub host_capacity: Option<u64>,
+    /// The file of a device shared with other processes (`None`: this
+    /// process's own device).
+    pub shared: Option<String>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -106,6 +109,7 @@ impl Config {
             quiet: var("VRAMLAB_FAKECUDA_QUIET").is_some_and(|v| v != "0"),
             events,
             host_capacity: number("VRAMLAB_FAKECUDA_HOST_CAPACITY"),
+            shared: var("VRAMLAB_FAKECUDA_SHARED"),
         }
     }
 

@@ -59,10 +59,12 @@
 //! | `VRAMLAB_FAKECUDA_QUIET` | no "not faked" lines on stderr | off |
 //! | `VRAMLAB_FAKECUDA_EVENTS` | when a recorded event completes: `complete` (at once), `sync` (when its stream, the event or the device is synchronized), `never` (only at a device synchronize) (`events.rs`) | `complete` |
 //! | `VRAMLAB_FAKECUDA_HOST_CAPACITY` | bytes of pinned host memory (`cudaHostAlloc`ed and `cudaHostRegister`ed) live at once; past it those calls fail with 2 (`host_memory.rs`) | unlimited |
+//! | `VRAMLAB_FAKECUDA_SHARED` | a file (e.g. under `/dev/shm`) that makes every process naming it share one device: each one's `cudaMalloc` and `cuMemCreate` count the memory the others hold, `cudaMemGetInfo` reports the device's free memory at that moment; the first process sets the device count, capacity, total and placement, and a later one whose settings differ is refused (its device memory calls fail with 3) (`shared.rs`) | none: a device of the process's own |
 //!
 //! The log lines are `EVENT KIND DEVICE PTR SIZE` (`malloc`, `free`,
 //! `reserve`, `release`, `map`, `unmap`; `EVENT` is the last value given to
-//! [`vramlab_fakecuda_mark`], or `-`).
+//! [`vramlab_fakecuda_mark`], or `-`). On a shared device each process
+//! still logs its own calls alone: give each its own file.
 //!
 //! Its surface is the C ABI (the `#[no_mangle] pub extern "C"` functions,
 //! exported whatever module they are in); every module is private, and
@@ -89,6 +91,7 @@ mod modules;
 mod nvml;
 mod props;
 mod runtime_device;
+mod shared;
 mod state;
 mod streams;
 mod stubs;

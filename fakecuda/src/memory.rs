@@ -9,13 +9,15 @@ use vramlab_allocator::Device;
 
 use crate::errors::ret;
 use crate::ffi::{CudaError, Handle, INVALID_DEVICE, INVALID_VALUE, OUT_OF_MEMORY, SUCCESS, put};
-use crate::state::{current_device, error_code, global_address, split_address, state};
+use crate::state::{
+    current_device, device_state, error_code, global_address, split_address, state,
+};
 
 /// `size` bytes on the current device: its address, or the error code
 /// (the same number in the runtime and the driver API).
 pub(crate) fn device_malloc(size: usize) -> Result<u64, c_int> {
     let d = current_device();
-    let mut s = state();
+    let mut s = device_state()?;
     let Some(gpu) = s.gpu(d) else {
         return Err(INVALID_DEVICE);
     };
@@ -42,7 +44,7 @@ pub(crate) fn device_free(addr: u64) -> Result<(), c_int> {
         return Ok(());
     }
     let (d, local) = split_address(addr);
-    let mut s = state();
+    let mut s = device_state()?;
     let gpu = s.gpu(d).ok_or(INVALID_VALUE)?;
     let size = gpu.segments.remove(&local).ok_or(INVALID_VALUE)?;
     gpu.sim.free(local, size).map_err(|_| INVALID_VALUE)?;
@@ -52,7 +54,7 @@ pub(crate) fn device_free(addr: u64) -> Result<(), c_int> {
 
 /// Free and total bytes of the current device.
 pub(crate) fn device_mem_info() -> Result<(u64, u64), c_int> {
-    state()
+    device_state()?
         .gpu(current_device())
         .map(|g| g.mem_info())
         .ok_or(INVALID_DEVICE)

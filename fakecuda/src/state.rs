@@ -1,16 +1,21 @@
 //! The fake devices' state: one [`SimDevice`] per GPU, the physical
-//! handles of expandable segments, the current device of each thread, and
-//! the device-call log.
+//! handles of expandable segments, the current device of each thread, the
+//! device-call log, and the device shared with other processes, if any
+//! (`shared.rs`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::fs::File;
 use std::io::Write;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use vramlab_allocator::{Device, DeviceError, SimDevice};
 
 use crate::config::Config;
+use crate::shared::{DeviceSettings, Sharing};
 
 /// Device `d`'s addresses are its simulated device's plus `d` times this,
 /// so that no two devices hand out the same address (CUDA's address space
@@ -35,6 +40,9 @@ pub(crate) struct Gpu {
     /// Bytes of physical handles created but not mapped (the simulated
     /// device counts memory when it is mapped; the driver when created).
     pub unmapped: u64,
+    /// Bytes other processes hold on a shared device, as read at the start
+    /// of this call ([`device_state`]); 0 on a device of this process's own.
+    pub others: u64,
 }
 
 impl Gpu {
@@ -48,18 +56,26 @@ impl Gpu {
             sim,
             segments: HashMap::new(),
             unmapped: 0,
+            others: 0,
         }
     }
 
     /// Free and total bytes as `cudaMemGetInfo` reports them.
     pub(crate) fn mem_info(&self) -> (u64, u64) {
         let m = self.sim.mem_info();
-        (m.free.min(m.total).saturating_sub(self.unmapped), m.total)
+        let free = m.free.min(m.total).saturating_sub(self.unmapped);
+        (free.saturating_sub(self.others), m.total)
     }
 
     /// Bytes that can still be created or allocated.
     pub(crate) fn room(&self) -> u64 {
-        self.sim.mem_info().free.saturating_sub(self.unmapped)
+        let room = self.sim.mem_info().free.saturating_sub(self.unmapped);
+        room.saturating_sub(self.others)
+    }
+
+    /// Bytes this process holds: segments, and handles mapped or not.
+    fn held(&self) -> u64 {
+        self.sim.used().saturating_add(self.unmapped)
     }
 }
 
@@ -72,6 +88,7 @@ pub(crate) struct State {
     pub next_handle: u64,
     log: Option<File>,
     event: Option<u64>,
+    sharing: Sharing,
 }
 
 static STATE: OnceLock<Mutex<State>> = OnceLock::new();
@@ -91,7 +108,16 @@ pub(crate) fn state() -> MutexGuard<'static, State> {
                 None
             }
         });
-        let gpus = (0..config.devices).map(|_| Gpu::new(&config)).collect();
+        let gpus: Vec<Gpu> = (0..config.devices).map(|_| Gpu::new(&config)).collect();
+        let sharing = Sharing::new(
+            config.shared.as_deref(),
+            DeviceSettings {
+                devices: config.devices,
+                capacity: config.capacity,
+                total: gpus.first().map_or(0, |g| g.mem_info().1),
+                placement: config.placement.to_string(),
+            },
+        );
         Mutex::new(State {
             config,
             gpus,
@@ -99,11 +125,75 @@ pub(crate) fn state() -> MutexGuard<'static, State> {
             next_handle: 1,
             log,
             event: None,
+            sharing,
         })
     });
     // A panic while the lock was held cannot leave the state half-changed
     // in a way that matters more than stopping would: keep serving.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `cudaErrorInitializationError` / `CUDA_ERROR_NOT_INITIALIZED`: this
+/// process was refused the shared device.
+const NOT_INITIALIZED: c_int = 3;
+/// `cudaErrorUnknown` / `CUDA_ERROR_UNKNOWN`: the shared device's file
+/// could not be read.
+const UNKNOWN: c_int = 999;
+
+/// The state, for a call that reads or changes device memory. On a shared
+/// device the device's file is locked and the bytes the other processes
+/// hold are in each [`Gpu::others`] until the guard is dropped, which
+/// records this process's bytes and unlocks. `Err`: the code to return
+/// (this process was refused the shared device, or its file is unreadable).
+pub(crate) fn device_state() -> Result<DeviceState, c_int> {
+    let mut s = state();
+    let State { sharing, gpus, .. } = &mut *s;
+    match sharing {
+        Sharing::Private => {}
+        Sharing::Refused => return Err(NOT_INITIALIZED),
+        Sharing::Shared(dev) => match dev.begin() {
+            Ok(others) => {
+                for (g, o) in gpus.iter_mut().zip(others) {
+                    g.others = o;
+                }
+            }
+            Err(e) => {
+                static SAID: AtomicBool = AtomicBool::new(false);
+                if !SAID.swap(true, Ordering::Relaxed) {
+                    let path = s.config.shared.as_deref().unwrap_or_default();
+                    eprintln!("[vramlab-fakecuda] VRAMLAB_FAKECUDA_SHARED={path}: {e}");
+                }
+                return Err(UNKNOWN);
+            }
+        },
+    }
+    Ok(DeviceState(s))
+}
+
+/// The state with the shared device (if any) locked: see [`device_state`].
+pub(crate) struct DeviceState(MutexGuard<'static, State>);
+
+impl Deref for DeviceState {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl DerefMut for DeviceState {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.0
+    }
+}
+
+impl Drop for DeviceState {
+    fn drop(&mut self) {
+        let State { sharing, gpus, .. } = &mut *self.0;
+        if let Sharing::Shared(dev) = sharing {
+            let held: Vec<u64> = gpus.iter().map(Gpu::held).collect();
+            dev.end(&held);
+        }
+    }
 }
 
 /// The settings (a copy, for calls that only read them).

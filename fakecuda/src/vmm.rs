@@ -8,7 +8,9 @@ use std::ffi::{c_int, c_ulonglong, c_void};
 use vramlab_allocator::Device;
 
 use crate::ffi::{CuResult, INVALID_VALUE, OUT_OF_MEMORY, SUCCESS, put};
-use crate::state::{PhysHandle, current_device, error_code, global_address, split_address, state};
+use crate::state::{
+    PhysHandle, current_device, device_state, error_code, global_address, split_address, state,
+};
 
 /// `cuMemGetAllocationGranularity`: 2 MiB.
 ///
@@ -101,7 +103,10 @@ pub unsafe extern "C" fn cuMemCreate(
 ) -> CuResult {
     // SAFETY: forwarded caller's contract.
     let d = unsafe { prop_device(prop) };
-    let mut s = state();
+    let mut s = match device_state() {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
     let Some(gpu) = s.gpu(d) else {
         return INVALID_VALUE;
     };
@@ -127,7 +132,10 @@ pub unsafe extern "C" fn cuMemCreate(
 /// `cuMemRelease`: the handle's memory goes back once it is unmapped.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemRelease(h: u64) -> CuResult {
-    let mut s = state();
+    let mut s = match device_state() {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
     let Some(ph) = s.handles.remove(&h) else {
         return INVALID_VALUE;
     };
@@ -149,7 +157,10 @@ pub extern "C" fn cuMemMap(
     _flags: c_ulonglong,
 ) -> CuResult {
     let (d, local) = split_address(ptr);
-    let mut s = state();
+    let mut s = match device_state() {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
     let Some(ph) = s.handles.get(&h).copied() else {
         return INVALID_VALUE;
     };
@@ -177,7 +188,10 @@ pub extern "C" fn cuMemMap(
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemUnmap(ptr: u64, size: usize) -> CuResult {
     let (d, local) = split_address(ptr);
-    let mut s = state();
+    let mut s = match device_state() {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
     let mapped: Vec<u64> = s
         .handles
         .iter()

@@ -210,7 +210,7 @@ fn compare(
             check(
                 "host_final_bytes",
                 th.current_bytes,
-                vh.host_final_reserved_bytes,
+                vh.host_final_block_bytes,
             );
         }
         (None, None) => {}
@@ -246,7 +246,7 @@ fn compare(
         torch_host_num_alloc: t.host.as_ref().map(|h| h.num_host_alloc),
         torch_host_peak_bytes: t.host.as_ref().map(|h| h.peak_bytes),
         vramlab_host_num_alloc: run.host.as_ref().map(|h| h.host_num_allocs),
-        vramlab_host_peak_bytes: run.host.as_ref().map(|h| h.host_peak_reserved_bytes),
+        vramlab_host_peak_bytes: run.host.as_ref().map(|h| h.host_peak_block_bytes),
     }
 }
 

@@ -434,3 +434,17 @@ def test_replay_rows_carry_the_pinned_host_figures():
     assert rec["host"]["ranks_per_node"] == 8
     assert rec["host"]["sizes_are_blocks"] is True
     assert rec["host"]["default"]["node_peak_pinned_bytes"] == 8 * torch_stats["allocated_bytes.peak"]
+
+
+def test_colocate_names_who_runs_out_first():
+    """Two processes on an 80 MiB device (tests/colocate/): the rollout's
+    KV cache finds no room beside the trainer's cache, unless the trainer
+    empties it first."""
+    col = ROOT / "tests" / "colocate"
+    run = vramlab.colocate([col / "trainer.csv", col / "rollout.csv"], name=["trainer", "rollout"], capacity="80MiB")
+    assert run.first_oom == ["rollout", 0]
+    run = vramlab.colocate(
+        [col / "trainer-empty-cache.csv", col / "rollout.csv"], name=["trainer", "rollout"], capacity="80MiB"
+    )
+    assert run.first_oom is None
+    assert run.tenants[1]["peak_reserved_bytes"] == 28 << 20

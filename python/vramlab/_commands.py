@@ -12,7 +12,7 @@ from typing import Any, List, Literal, Optional, Sequence, Union
 from . import _api, _fleet
 from ._api import Conf, Grid, Record, Rows, Size, Source
 
-__all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "explain", "diff", "fidelity", "oracle", "sweep", "matrix", "report"]
+__all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "explain", "diff", "fidelity", "oracle", "sweep", "colocate", "matrix", "report"]
 
 
 def stats(
@@ -264,8 +264,6 @@ def oom_point(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
-    host_ram: Size = None,
-    ranks_per_node: Optional[int] = None,
 ) -> Union[Record, List[Record]]:
     """``vramlab oom-point --json``: the smallest capacity on which the
     trace runs without running out of memory under ``conf`` (``min_capacity``,
@@ -314,13 +312,6 @@ def oom_point(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        host_ram: The node's RAM that pinned host memory may take, for all the
-            ranks on it (a size like 2TiB): a pinned request beyond a rank's
-            share is a host out-of-memory, as PyTorch raises it (no retry).
-            Default: no limit
-        ranks_per_node: Processes (ranks) per node that pin memory alike: the
-            pinned host figures are also given per node, and each rank's share
-            of host_ram= is 1/N of it (default: 1)
     """
     return _api._invoke(
         "oom-point",
@@ -338,8 +329,6 @@ def oom_point(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
-            "host_ram": host_ram,
-            "ranks_per_node": ranks_per_node,
         },
     )
 
@@ -360,8 +349,6 @@ def serve_budget(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
-    host_ram: Size = None,
-    ranks_per_node: Optional[int] = None,
     gpu_memory_utilization: Optional[float] = None,
     kv_bytes_per_token: Optional[int] = None,
     kv_tensors: Optional[int] = None,
@@ -419,13 +406,6 @@ def serve_budget(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        host_ram: The node's RAM that pinned host memory may take, for all the
-            ranks on it (a size like 2TiB): a pinned request beyond a rank's
-            share is a host out-of-memory, as PyTorch raises it (no retry).
-            Default: no limit
-        ranks_per_node: Processes (ranks) per node that pin memory alike: the
-            pinned host figures are also given per node, and each rank's share
-            of host_ram= is 1/N of it (default: 1)
         gpu_memory_utilization: The share of the card the engine may use (vLLM's
             gpu_memory_utilization) (default: 0.9)
         kv_bytes_per_token: Bytes of KV cache per token, all layers together
@@ -456,8 +436,6 @@ def serve_budget(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
-            "host_ram": host_ram,
-            "ranks_per_node": ranks_per_node,
             "gpu_memory_utilization": gpu_memory_utilization,
             "kv_bytes_per_token": kv_bytes_per_token,
             "kv_tensors": kv_tensors,
@@ -481,8 +459,6 @@ def explain(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
-    host_ram: Size = None,
-    ranks_per_node: Optional[int] = None,
     top: Optional[int] = None,
     candidates: Optional[int] = None,
     fixes: bool = True,
@@ -538,13 +514,6 @@ def explain(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        host_ram: The node's RAM that pinned host memory may take, for all the
-            ranks on it (a size like 2TiB): a pinned request beyond a rank's
-            share is a host out-of-memory, as PyTorch raises it (no retry).
-            Default: no limit
-        ranks_per_node: Processes (ranks) per node that pin memory alike: the
-            pinned host figures are also given per node, and each rank's share
-            of host_ram= is 1/N of it (default: 1)
         top: How many culprits (and culprit lines) to list, the largest replayed
             saving first. Every candidate is replayed whatever this says
             (default: 5)
@@ -569,8 +538,6 @@ def explain(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
-            "host_ram": host_ram,
-            "ranks_per_node": ranks_per_node,
             "top": top,
             "candidates": candidates,
             "no_fixes": fixes,
@@ -593,8 +560,6 @@ def diff(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
-    host_ram: Size = None,
-    ranks_per_node: Optional[int] = None,
     start: Optional[str] = None,
     top: Optional[int] = None,
 ) -> Record:
@@ -642,13 +607,6 @@ def diff(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        host_ram: The node's RAM that pinned host memory may take, for all the
-            ranks on it (a size like 2TiB): a pinned request beyond a rank's
-            share is a host out-of-memory, as PyTorch raises it (no retry).
-            Default: no limit
-        ranks_per_node: Processes (ranks) per node that pin memory alike: the
-            pinned host figures are also given per node, and each rank's share
-            of host_ram= is 1/N of it (default: 1)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -672,8 +630,6 @@ def diff(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
-            "host_ram": host_ram,
-            "ranks_per_node": ranks_per_node,
             "start": start,
             "top": top,
         },
@@ -727,8 +683,6 @@ def oracle(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
-    host_ram: Size = None,
-    ranks_per_node: Optional[int] = None,
     start: Optional[str] = None,
     snapshot_out: Optional["Union[str, os.PathLike[str]]"] = None,
     work: Optional["Union[str, os.PathLike[str]]"] = None,
@@ -784,13 +738,6 @@ def oracle(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        host_ram: The node's RAM that pinned host memory may take, for all the
-            ranks on it (a size like 2TiB): a pinned request beyond a rank's
-            share is a host out-of-memory, as PyTorch raises it (no retry).
-            Default: no limit
-        ranks_per_node: Processes (ranks) per node that pin memory alike: the
-            pinned host figures are also given per node, and each rank's share
-            of host_ram= is 1/N of it (default: 1)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -819,8 +766,6 @@ def oracle(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
-            "host_ram": host_ram,
-            "ranks_per_node": ranks_per_node,
             "start": start,
             "snapshot_out": snapshot_out,
             "work": work,
@@ -838,8 +783,6 @@ def sweep(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
-    host_ram: Size = None,
-    ranks_per_node: Optional[int] = None,
     device: Optional[int] = None,
     start: Optional[str] = None,
     threads: Optional[int] = None,
@@ -876,13 +819,6 @@ def sweep(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        host_ram: The node's RAM that pinned host memory may take, for all the
-            ranks on it (a size like 2TiB): a pinned request beyond a rank's
-            share is a host out-of-memory, as PyTorch raises it (no retry).
-            Default: no limit
-        ranks_per_node: Processes (ranks) per node that pin memory alike: the
-            pinned host figures are also given per node, and each rank's share
-            of host_ram= is 1/N of it (default: 1)
         device: Only this GPU of multi-device snapshots (default: every device)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
@@ -903,8 +839,6 @@ def sweep(
                 gpu=gpu,
                 capacity=capacity,
                 placement=placement,
-                host_ram=host_ram,
-                ranks_per_node=ranks_per_node,
                 device=device,
                 start=start,
             ),
@@ -919,11 +853,71 @@ def sweep(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
-            "host_ram": host_ram,
-            "ranks_per_node": ranks_per_node,
             "trace_device": device,
             "start": start,
             "threads": threads,
+        },
+    )
+
+
+def colocate(
+    sources: Union[Source, Sequence[Source]],
+    *,
+    name: Union[None, str, Sequence[str]] = None,
+    tenant_conf: Union[None, str, Sequence[str]] = None,
+    gpu: Optional[str] = None,
+    capacity: Size = None,
+    placement: Optional[str] = None,
+    torch_version: Optional[str] = None,
+    schedule: Optional[str] = None,
+) -> Record:
+    """``vramlab colocate --json``: several processes on one GPU, one per
+    source, each replaying its trace through its own allocator (``name``,
+    ``tenant_conf``: one per source, in order), all drawing on one device
+    (``gpu`` or ``capacity``). The result holds ``tenants`` (each one's
+    ``peak_reserved_bytes``, ``num_device_alloc``, ``num_alloc_retries`` and
+    ``oom_event``), ``first_oom`` (the tenant and its event), ``device_peak_bytes``
+    and ``steps`` (whose phase ran, and each tenant's reserved bytes after it).
+
+    Keywords (the options of ``vramlab colocate``):
+
+        name: Each tenant's name, in the traces' order (default: the file's
+            name)
+        tenant_conf: Each tenant's PYTORCH_ALLOC_CONF, in the traces' order
+            (`default`: PyTorch's defaults, the default for a tenant not given
+            one)
+        gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
+            h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
+        capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
+            (default: unlimited)
+        placement: Where the simulated driver puts new segments: `driver` (the
+            CUDA driver's order as measured on an H200, driver 580: new regions
+            downwards) or `ascending` (each above the last, as older drivers
+            did). Up to 2.11 PyTorch breaks ties between equal free blocks by
+            address, so the order can change the result; when it does, `replay`,
+            `recommend` and `report` give the peak under both
+            (docs/driver-placement.md). From 2.12 ties go by allocation order
+            and the order no longer matters (default: driver)
+        torch_version: The PyTorch release whose rules every tenant's allocator
+            follows (default: 2.15)
+        schedule: Whose events run when: tenants by name or number, each running
+            up to its next phase mark (`trainer,rollout,trainer`); what is left
+            of each runs at the end, in the tenants' order. Default: one phase
+            of each tenant in turn until all are done
+    """
+    return _api._invoke(
+        "colocate",
+        "json",
+        {"sources": sources},
+        {
+            "name": name,
+            "tenant_conf": tenant_conf,
+            "gpu": gpu,
+            "capacity": capacity,
+            "placement": placement,
+            "torch_version": torch_version,
+            "schedule": schedule,
         },
     )
 
@@ -938,8 +932,6 @@ def matrix(
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
-    host_ram: Size = None,
-    ranks_per_node: Optional[int] = None,
     conf: Union[None, str, Sequence[str]] = None,
     search: bool = True,
 ) -> Record:
@@ -970,13 +962,6 @@ def matrix(
             `recommend` and `report` give the peak under both
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
-        host_ram: The node's RAM that pinned host memory may take, for all the
-            ranks on it (a size like 2TiB): a pinned request beyond a rank's
-            share is a host out-of-memory, as PyTorch raises it (no retry).
-            Default: no limit
-        ranks_per_node: Processes (ranks) per node that pin memory alike: the
-            pinned host figures are also given per node, and each rank's share
-            of host_ram= is 1/N of it (default: 1)
         conf: Allocator settings to compare (grid-line syntax; repeat). Default:
             default, expandable_segments:True, max_split_size_mb:512,
             max_split_size_mb:128, roundup_power2_divisions:4
@@ -995,8 +980,6 @@ def matrix(
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,
-            "host_ram": host_ram,
-            "ranks_per_node": ranks_per_node,
             "conf": conf,
             "no_search": search,
         },

@@ -46,6 +46,7 @@ mod results;
 mod torch_release;
 
 // The engine.
+pub use engine::colocate::{ColocatedRun, Step, StepUse, Tenant, TenantDevice, replay_colocated};
 #[cfg(feature = "cuda")]
 pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
 pub use engine::passes::{ReplayPasses, TraceFile};

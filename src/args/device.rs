@@ -27,37 +27,12 @@ pub struct DeviceArgs {
     /// the order no longer matters.
     #[arg(long, value_name = "ORDER", default_value = "driver", value_parser = parse_placement_arg)]
     pub placement: Placement,
-    /// The node's RAM that pinned host memory may take, for all the ranks
-    /// on it (a size like 2TiB): a pinned request beyond a rank's share is
-    /// a host out-of-memory, as PyTorch raises it (no retry). Default: no
-    /// limit.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
-    pub host_ram: Option<u64>,
-    /// Processes (ranks) per node that pin memory alike: the pinned host
-    /// figures are also given per node, and each rank's share of
-    /// --host-ram is 1/N of it.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub ranks_per_node: u32,
 }
 
 impl DeviceArgs {
     /// The capacity in bytes (`None` = unlimited).
     pub fn bytes(&self) -> Option<u64> {
         self.capacity.or(self.gpu.map(Gpu::usable_bytes))
-    }
-
-    /// The pinned host bytes one process may hold: its share of
-    /// `--host-ram` (`None`: no limit).
-    pub fn host_limit(&self) -> Option<u64> {
-        self.host_ram.map(|r| r / u64::from(self.ranks_per_node))
-    }
-
-    /// `--host-ram` and `--ranks-per-node`.
-    pub fn host_limits(&self) -> vramlab_replay::HostLimits {
-        vramlab_replay::HostLimits {
-            host_ram: self.host_ram,
-            ranks_per_node: self.ranks_per_node,
-        }
     }
 
     /// How the capacity was given, for people: `rtx4090 (23.49 GiB
@@ -89,4 +64,38 @@ pub fn parse_placement_arg(s: &str) -> Result<Placement, String> {
 /// clap value parser for sizes.
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
+}
+
+/// `--host-ram SIZE` and `--ranks-per-node N`: the host the processes pin
+/// on (the commands that replay pinned host memory: replay, recommend,
+/// report).
+#[derive(Debug, Clone, Args)]
+pub struct HostArgs {
+    /// The node's RAM that pinned host memory may take, for all the ranks
+    /// on it (a size like 2TiB): a pinned request beyond a rank's share is
+    /// a host out-of-memory, as PyTorch raises it (no retry). Default: no
+    /// limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub host_ram: Option<u64>,
+    /// Processes (ranks) per node that pin memory alike: the pinned host
+    /// figures are also given per node, and each rank's share of
+    /// --host-ram is 1/N of it.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub ranks_per_node: u32,
+}
+
+impl HostArgs {
+    /// The pinned host bytes one process may hold: its share of
+    /// `--host-ram` (`None`: no limit).
+    pub fn limit(&self) -> Option<u64> {
+        self.host_ram.map(|r| r / u64::from(self.ranks_per_node))
+    }
+
+    /// Both, for the analyses.
+    pub fn limits(&self) -> vramlab_replay::HostLimits {
+        vramlab_replay::HostLimits {
+            host_ram: self.host_ram,
+            ranks_per_node: self.ranks_per_node,
+        }
+    }
 }

@@ -42,12 +42,12 @@ pub fn print_host_advice(h: &HostAdvice, rec: &Recommendation) {
     match &h.best {
         None if h.tried.len() == 1 => match &h.upgrade {
             Some((release, b)) => outln!(
-                "This release has no key for it (pinned_max_round_threshold_mb came in 2.13). Under {release}'s rules {} would pin {} ({} less per process).",
+                "This release has no safe key for it (pinned_max_round_threshold_mb came in 2.13, whose cache can then hand a request a smaller block: a PyTorch bug fixed in 2.14). Under {release}'s rules {} would pin {} ({} less per process).",
                 b.setting,
                 bytes(b.peak_pinned_bytes),
                 bytes(d.peak_pinned_bytes.saturating_sub(b.peak_pinned_bytes))
             ),
-            None => outln!("This release has no key for it, and no later one pins less."),
+            None => outln!("This release has no safe key for it, and no later one pins less."),
         },
         None => outln!("No pinned_* setting pins less: keep the defaults."),
         Some(b) => {

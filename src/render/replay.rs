@@ -196,7 +196,7 @@ pub fn human(
         out.push_str(&same_results(runs));
         if let Some(best) = runs
             .iter()
-            .filter(|r| r.oom.is_none())
+            .filter(|r| r.oom.is_none() && r.host_oom.is_none())
             .min_by_key(|r| r.summary.peak_reserved_bytes)
         {
             out.push_str(&format!(
@@ -207,7 +207,7 @@ pub fn human(
         }
         if let Some(best) = runs
             .iter()
-            .filter(|r| r.host_oom.is_none())
+            .filter(|r| r.oom.is_none() && r.host_oom.is_none())
             .filter_map(|r| Some((r, r.host.as_ref()?)))
             .min_by_key(|(_, h)| h.host_peak_reserved_bytes)
         {
@@ -303,7 +303,7 @@ fn host_rows(row: &mut RowFn<'_>, runs: &[Run]) {
             });
         }
         row("pinned host: cudaHostAlloc calls", &|r| {
-            host(r, |h| count(h.host_num_allocs))
+            host(r, |h| count(h.host_cuda_allocs))
         });
         row("pinned host: OOM", &|r| match &r.host_oom {
             None => "none".into(),

@@ -95,6 +95,7 @@ pub fn concat(a: &Trace, b: &Trace, empty_cache_between: bool) -> Result<Trace, 
         },
         streams,
         num_ids: ids as u32,
+        host_events: a.host_events || b.host_events,
         ..Default::default()
     };
     out.events.reserve(events as usize);
@@ -149,6 +150,7 @@ pub fn repeat(t: &Trace, min_events: usize) -> Trace {
     }
     let mut out = t.clone();
     out.expected = None;
+    out.expected_host = None;
     out.events.clear();
     let mut offset = 0u32;
     while out.events.len() < min_events {

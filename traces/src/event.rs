@@ -127,22 +127,24 @@ impl Event {
     /// The same event with its allocation id shifted by `offset` (to put
     /// two traces' ids side by side: `concat`, `repeat`).
     pub(crate) fn with_id_offset(self, offset: AllocId) -> Event {
+        self.with_id(|id| id + offset)
+    }
+
+    /// The same event with its allocation id (if any) mapped by `f`.
+    pub(crate) fn with_id(self, f: impl Fn(AllocId) -> AllocId) -> Event {
         match self {
             Event::Alloc { id, stream, size } => Event::Alloc {
-                id: id + offset,
+                id: f(id),
                 stream,
                 size,
             },
-            Event::Free { id } => Event::Free { id: id + offset },
-            Event::FreeRequested { id } => Event::FreeRequested { id: id + offset },
-            Event::FreeCompleted { id } => Event::FreeCompleted { id: id + offset },
-            Event::HostAlloc { id, size } => Event::HostAlloc {
-                id: id + offset,
-                size,
-            },
-            Event::HostFree { id } => Event::HostFree { id: id + offset },
-            Event::HostFreeRequested { id } => Event::HostFreeRequested { id: id + offset },
-            Event::HostFreeCompleted { id } => Event::HostFreeCompleted { id: id + offset },
+            Event::Free { id } => Event::Free { id: f(id) },
+            Event::FreeRequested { id } => Event::FreeRequested { id: f(id) },
+            Event::FreeCompleted { id } => Event::FreeCompleted { id: f(id) },
+            Event::HostAlloc { id, size } => Event::HostAlloc { id: f(id), size },
+            Event::HostFree { id } => Event::HostFree { id: f(id) },
+            Event::HostFreeRequested { id } => Event::HostFreeRequested { id: f(id) },
+            Event::HostFreeCompleted { id } => Event::HostFreeCompleted { id: f(id) },
             other => other,
         }
     }

@@ -58,6 +58,7 @@ impl Trace {
             .map(|(_, f)| *f)
             .collect();
         out.pools.clone_from(&base.pools);
+        out.host_events = base.host_events;
         let mut marks = base.phases.iter().peekable();
         for (i, ev) in base.events.iter().enumerate() {
             while let Some(m) = marks.next_if(|m| m.event_index <= i as u64) {
@@ -87,23 +88,7 @@ impl Trace {
 
 /// `ev` with its allocation id `by` lower (`by` removed ids are below it).
 fn moved_down(ev: Event, by: u32) -> Event {
-    match ev {
-        Event::Alloc { id, stream, size } => Event::Alloc {
-            id: id.saturating_sub(by),
-            stream,
-            size,
-        },
-        Event::Free { id } => Event::Free {
-            id: id.saturating_sub(by),
-        },
-        Event::FreeRequested { id } => Event::FreeRequested {
-            id: id.saturating_sub(by),
-        },
-        Event::FreeCompleted { id } => Event::FreeCompleted {
-            id: id.saturating_sub(by),
-        },
-        other => other,
-    }
+    ev.with_id(|id| id.saturating_sub(by))
 }
 
 #[cfg(test)]

@@ -212,9 +212,22 @@ impl HostAllocator {
             Some(i) => i,
             None => {
                 if let Some(limit) = limit {
+                    // The reserve is pinned first (R4.4), then the block
+                    // from it, or from CUDA; the first that does not fit
+                    // throws, what came before stays (R7.3).
+                    let fits = |a: &Self, asked: u64| {
+                        let held = a.stats.reserved_bytes.current.max(0) as u64;
+                        asked == 0 || held.saturating_add(asked) <= limit
+                    };
+                    if self.reserve.is_none() && self.rules.reserve_segment > 0 {
+                        if !fits(self, self.rules.reserve_segment) {
+                            return Err(self.rules.reserve_segment);
+                        }
+                        let base = self.obtain(self.rules.reserve_segment);
+                        self.reserve = Some((base, 0));
+                    }
                     let asked = self.cuda_request(want);
-                    let held = self.stats.reserved_bytes.current.max(0) as u64;
-                    if asked > 0 && held.saturating_add(asked) > limit {
+                    if !fits(self, asked) {
                         return Err(asked);
                     }
                 }

@@ -262,17 +262,24 @@ fn compare_host(trace: &Trace, run: &Run, report: &mut FidelityReport, first: &m
             "{made} host block(s) made ({bytes_made} bytes), {gone} destroyed ({bytes_gone} bytes) at event {at}"
         )
     };
-    for p in 0..expected.len().max(actual.len()) {
-        let (e, a) = (expected.get(p), actual.get(p));
+    // Merged by event: a decision one side lacks does not shift the rest.
+    let (mut i, mut j) = (0, 0);
+    while i < expected.len() || j < actual.len() {
+        let (e, a) = (expected.get(i), actual.get(j));
+        let (e, a) = match (e, a) {
+            (Some(x), Some(y)) if x.event_index < y.event_index => (Some(x), None),
+            (Some(x), Some(y)) if y.event_index < x.event_index => (None, Some(y)),
+            other => other,
+        };
+        i += usize::from(e.is_some());
+        j += usize::from(a.is_some());
         if let (Some(e), Some(a)) = (e, a) {
             if (
-                e.event_index,
                 e.blocks_made,
                 e.bytes_made,
                 e.blocks_destroyed,
                 e.bytes_destroyed,
             ) == (
-                a.event_index,
                 a.blocks_made,
                 a.bytes_made,
                 a.blocks_destroyed,
@@ -282,12 +289,7 @@ fn compare_host(trace: &Trace, run: &Run, report: &mut FidelityReport, first: &m
                 continue;
             }
         }
-        let idx = match (e, a) {
-            (Some(e), Some(a)) => e.event_index.min(a.event_index),
-            (Some(e), None) => e.event_index,
-            (None, Some(a)) => a.event_index,
-            (None, None) => 0,
-        };
+        let idx = e.map_or_else(|| a.map_or(0, |a| a.event_index), |e| e.event_index);
         let exp = e.map_or("nothing".into(), |e| {
             words(
                 e.blocks_made,

@@ -55,8 +55,9 @@ pub struct HostAdvice {
     pub best: Option<HostSetting>,
     /// Every setting tried, defaults first.
     pub tried: Vec<HostSetting>,
-    /// When the release has no `pinned_*` key that changes the sizes (before
-    /// 2.13): the newest release's best setting and what it would pin.
+    /// When the release has no `pinned_*` key that changes the sizes safely
+    /// (before 2.13; 2.13's can hand out a block smaller than its request):
+    /// the newest release's best setting and what it would pin.
     pub upgrade: Option<(String, HostSetting)>,
     /// The trace's host sizes are PyTorch's blocks (a snapshot's
     /// `host_traces`), not the requests: rounding cannot be undone.
@@ -136,7 +137,15 @@ fn advise_under(
     }
     let mut lines = vec!["default".to_string()];
     let mut scenarios = vec![Scenario::native(base.clone())];
-    for c in CANDIDATES {
+    // 2.13 takes a bucket's newest block whatever its size (R2.3): with
+    // exact sizes a request can get a block smaller than itself, PyTorch's
+    // bug, which no advice may lead to.
+    let candidates = if base.version.at_least(2, 14) {
+        CANDIDATES
+    } else {
+        &[]
+    };
+    for c in candidates {
         if let Ok(conf) = base.parse_update(c) {
             lines.push((*c).to_string());
             scenarios.push(Scenario::native(conf));
@@ -161,7 +170,7 @@ fn advise_under(
             setting: line,
             peak_pinned_bytes: h.host_peak_reserved_bytes,
             node_peak_pinned_bytes: h.node_peak_reserved_bytes,
-            host_allocs_from_cuda: h.host_num_allocs,
+            host_allocs_from_cuda: h.host_cuda_allocs,
             fits: share.map(|s| h.host_peak_reserved_bytes <= s),
         });
     }

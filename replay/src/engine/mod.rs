@@ -24,6 +24,7 @@ use start::Start;
 use vramlab_allocator::{Refusal, SimDevice};
 
 mod addresses;
+pub(crate) mod colocate;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod fresh_pools;

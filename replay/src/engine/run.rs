@@ -67,9 +67,17 @@ pub struct HostSummary {
     pub host_peak_reserved_bytes: u64,
     /// Pinned bytes held at the end.
     pub host_final_reserved_bytes: u64,
-    /// Host allocations from CUDA (`cudaHostAlloc`, or malloc +
-    /// `cudaHostRegister`).
+    /// Host blocks made (PyTorch's `num_host_alloc`); each is a
+    /// `cudaHostAlloc` unless carved from the reserve segment.
     pub host_num_allocs: u64,
+    /// `cudaHostAlloc` calls (or malloc + `cudaHostRegister`), the reserve
+    /// segment's one included.
+    pub host_cuda_allocs: u64,
+    /// Peak bytes of the blocks made (PyTorch's `allocated_bytes.peak`;
+    /// without a reserve segment, the peak pinned).
+    pub host_peak_block_bytes: u64,
+    /// Bytes of the blocks held at the end (`allocated_bytes.current`).
+    pub host_final_block_bytes: u64,
     /// Processes per node that pin alike (`--ranks-per-node`).
     pub ranks_per_node: u32,
     /// The node's pinned bytes at the process's peak: the peak times the

@@ -20,7 +20,7 @@ pub(super) fn write_host(h: &mut String, report: &ReportInput) {
     if runs.is_empty() {
         return;
     }
-    h.push_str("<h2 id=\"host\">Pinned host memory</h2>\n<p>Requests to PyTorch's pinned host allocator (<code>pin_memory()</code>, CPU offload, <code>non_blocking</code> copies), replayed under each setting's release and <code>pinned_*</code> keys: the allocator rounds a request up to a power of two and keeps freed blocks cached.</p>\n<table id=\"host\">\n<thead><tr><th>setting</th><th>peak asked</th><th>peak in blocks</th><th>peak pinned</th><th>per node</th><th>cudaHostAlloc calls</th></tr></thead>\n<tbody>\n");
+    h.push_str("<h2 id=\"host\">Pinned host memory</h2>\n<p>Requests to PyTorch's pinned host allocator (<code>pin_memory()</code>, CPU offload, <code>non_blocking</code> copies), replayed under each setting's release and <code>pinned_*</code> keys: the allocator rounds a request up to a power of two (from 2.13, not above <code>pinned_max_round_threshold_mb</code>) and keeps freed blocks cached.</p>\n<table id=\"host-table\">\n<thead><tr><th>setting</th><th>peak asked</th><th>peak in blocks</th><th>peak pinned</th><th>per node</th><th>cudaHostAlloc calls</th></tr></thead>\n<tbody>\n");
     for (label, r) in &runs {
         let ratio = r.host_peak_reserved_bytes as f64 / r.host_peak_requested_bytes.max(1) as f64;
         let _ = writeln!(
@@ -32,7 +32,7 @@ pub(super) fn write_host(h: &mut String, report: &ReportInput) {
             esc(&format_bytes(r.host_peak_reserved_bytes)),
             esc(&format_bytes(r.node_peak_reserved_bytes)),
             r.ranks_per_node,
-            fmt_int(r.host_num_allocs),
+            fmt_int(r.host_cuda_allocs),
         );
     }
     h.push_str("</tbody>\n</table>\n");
@@ -55,6 +55,15 @@ fn advice_words(a: &HostAdvice) -> String {
             b.setting
         ),
         None if a.sizes_are_blocks => "The trace's host sizes are PyTorch's blocks (a snapshot's host_traces), not the requests: what rounding wastes is not in it.".into(),
+        None if a.tried.len() == 1 => match &a.upgrade {
+            Some((release, b)) => format!(
+                "This release has no safe pinned_* key for it; under {release}'s rules {} would pin {} instead of {}.",
+                b.setting,
+                format_bytes(b.peak_pinned_bytes),
+                format_bytes(a.default.peak_pinned_bytes)
+            ),
+            None => "This release has no safe pinned_* key for it, and no later one pins less.".into(),
+        },
         None => "No pinned_* setting pins less than the defaults.".into(),
     }
 }

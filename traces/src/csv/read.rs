@@ -151,6 +151,8 @@ pub(super) struct Reader {
     pub(super) trace: Trace,
     ids: Ids,
     pub(super) seen_header: bool,
+    /// The file says it is format v3 (pinned host rows allowed).
+    v3: bool,
     next_id: AllocId,
     /// How dense ids are given out.
     id_use: IdUse,
@@ -178,6 +180,7 @@ impl Reader {
             }),
             ids: Ids::default(),
             seen_header: false,
+            v3: false,
             next_id: 0,
             id_use,
             spare: Vec::new(),
@@ -241,6 +244,7 @@ impl Reader {
                     .map_err(|m| self.err(self.lineno, m))?;
                 if c.starts_with("vramlab trace v3") {
                     self.trace.host_events = true;
+                    self.v3 = true;
                 }
             } else if let Some(label) = c.trim().strip_prefix("phase:") {
                 self.trace.phases.push(crate::model::PhaseMark {
@@ -282,6 +286,18 @@ impl Reader {
             b"free" | b"free_requested" => self.free(&row, Memory::Device),
             b"free_completed" => self.free_completed(&row, Memory::Device),
             b"empty_cache" => self.empty_cache(&row, Memory::Device),
+            b"host_alloc" | b"host_free" | b"host_free_requested" | b"host_free_completed"
+            | b"host_empty_cache"
+                if !self.v3 =>
+            {
+                Err(self.err(
+                    self.lineno,
+                    format!(
+                        "{}: pinned host rows need the format line '# vramlab trace v3' at the top of the file",
+                        text(row.action)
+                    ),
+                ))
+            }
             b"host_alloc" => self.alloc(&row, Memory::Host),
             b"host_free" | b"host_free_requested" => self.free(&row, Memory::Host),
             b"host_free_completed" => self.free_completed(&row, Memory::Host),

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::error::TraceError;
 use crate::model::*;
-use crate::snapshot::host::{interleave, walk_host};
+use crate::snapshot::host::{CacheLimit, interleave, walk_host};
 use crate::snapshot::initial::initial_state;
 use crate::snapshot::model::*;
 use crate::snapshot::release::releases_of;
@@ -151,15 +151,16 @@ fn device_trace(
     t.num_ids = w.next_id;
     t.expected = Some(expected);
     if with_host {
-        let conf = snap
-            .allocator_settings
-            .as_ref()
-            .and_then(|s| s.conf_string.as_deref());
+        let settings = snap.allocator_settings.as_ref();
+        let limit = CacheLimit::of(
+            settings.and_then(|s| s.other.get("max_cached_size").map(String::as_str)),
+            settings.and_then(|s| s.conf_string.as_deref()),
+        );
         let host = walk_host(
             &snap.host_traces,
             &snap.host_segments,
             &snap.host_requests,
-            conf,
+            limit,
             t.num_ids,
             path,
         )?;

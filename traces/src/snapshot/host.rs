@@ -27,9 +27,15 @@ use crate::snapshot::model::{Action, TraceEntry};
 /// The host events of a snapshot, before they are put among the device's.
 pub(super) struct HostWalked {
     /// Events of blocks pinned before the history began: at the start.
-    prologue: Vec<Event>,
-    /// The blocks those made: (index into `prologue`, block bytes).
-    prologue_made: Vec<(usize, u64)>,
+    /// Their `HostAlloc`s, all first (so that none takes another's block
+    /// from the cache), with the blocks' bytes.
+    prologue: Vec<(Event, u64)>,
+    /// Then the frees that leave them cached, waiting or in use: blocks
+    /// no entry mentions first, then those the entries reuse, the first
+    /// reused freed last (the newest cached block is the first handed out).
+    untouched_frees: Vec<Event>,
+    reused_frees: Vec<Event>,
+    pending_frees: Vec<Event>,
     /// Each event, and the time of the entry it comes from.
     events: Vec<(Option<i64>, Event)>,
     /// Decisions, by index into `events`.
@@ -58,9 +64,9 @@ struct Walk<'e> {
     burst: Option<usize>,
     /// The requests `vramlab record` noted, by address, oldest first.
     requests: HashMap<u64, std::collections::VecDeque<u64>>,
-    /// The recording's `pinned_max_cached_size_mb` in bytes: a larger
-    /// block goes back to CUDA at its free.
-    max_cached: Option<u64>,
+    /// The recording's cached-size limit (`pinned_max_cached_size_mb`): a
+    /// larger block goes back to CUDA at its free.
+    max_cached: CacheLimit,
     /// Block addresses the entries mention so far.
     seen: std::collections::HashSet<u64>,
 }
@@ -71,7 +77,7 @@ pub(super) fn walk_host(
     entries: &[TraceEntry],
     blocks: &[(u64, u64, String)],
     requests: &[(u64, u64)],
-    conf: Option<&str>,
+    limit: CacheLimit,
     first_id: AllocId,
     path: &str,
 ) -> Result<HostWalked, TraceError> {
@@ -84,7 +90,9 @@ pub(super) fn walk_host(
         path,
         out: HostWalked {
             prologue: Vec::new(),
-            prologue_made: Vec::new(),
+            untouched_frees: Vec::new(),
+            reused_frees: Vec::new(),
+            pending_frees: Vec::new(),
             events: Vec::new(),
             decisions: Vec::new(),
             pinned_before: 0,
@@ -97,7 +105,7 @@ pub(super) fn walk_host(
         carried: (0, 0),
         burst: None,
         requests: by_addr,
-        max_cached: conf.and_then(max_cached_size),
+        max_cached: limit,
         seen: std::collections::HashSet::new(),
     };
     let mut k = 0;
@@ -198,13 +206,14 @@ impl Walk<'_> {
                     None => {
                         // Its free was requested before the history began.
                         let id = self.pinned_before(k, e)?;
-                        self.out.prologue.push(Event::HostFreeRequested { id });
+                        self.out.pending_frees.push(Event::HostFreeRequested { id });
                         id
                     }
                 };
                 self.push(e.time_us, Event::HostFreeCompleted { id });
                 if let Some(n) = self.entries.get(k + 1) {
-                    if n.action == Action::SegmentFree && n.addr == Some(addr) {
+                    let own = self.own_release(e.size, k + 2);
+                    if n.action == Action::SegmentFree && n.addr == Some(addr) && own {
                         // Destroyed when its event was processed: at the
                         // next request (or empty_cache).
                         self.carried.0 += 1;
@@ -257,9 +266,10 @@ impl Walk<'_> {
     fn cached_before(&mut self, k: usize, size: u64) -> Result<(), TraceError> {
         let id = self.new_id(k)?;
         self.out.pinned_before += 1;
-        self.out.prologue_made.push((self.out.prologue.len(), size));
-        self.out.prologue.push(Event::HostAlloc { id, size });
-        self.out.prologue.push(Event::HostFree { id });
+        self.out
+            .prologue
+            .push((Event::HostAlloc { id, size }, size));
+        self.out.reused_frees.push(Event::HostFree { id });
         Ok(())
     }
 
@@ -274,14 +284,16 @@ impl Walk<'_> {
             }
             let id = self.new_id(self.entries.len())?;
             self.out.pinned_before += 1;
-            self.out
-                .prologue_made
-                .push((self.out.prologue.len(), *size));
+
             let asked = self.request_of(*addr, *size);
-            self.out.prologue.push(Event::HostAlloc { id, size: asked });
+            self.out
+                .prologue
+                .push((Event::HostAlloc { id, size: asked }, *size));
             match state.as_str() {
-                "inactive" => self.out.prologue.push(Event::HostFree { id }),
-                "active_pending_free" => self.out.prologue.push(Event::HostFreeRequested { id }),
+                "inactive" => self.out.untouched_frees.push(Event::HostFree { id }),
+                "active_pending_free" => {
+                    self.out.pending_frees.push(Event::HostFreeRequested { id });
+                }
                 _ => {}
             }
         }
@@ -294,9 +306,8 @@ impl Walk<'_> {
         self.out.pinned_before += 1;
         let size = self.request_of(e.addr.unwrap_or(0), e.size);
         self.out
-            .prologue_made
-            .push((self.out.prologue.len(), e.size));
-        self.out.prologue.push(Event::HostAlloc { id, size });
+            .prologue
+            .push((Event::HostAlloc { id, size }, e.size));
         Ok(id)
     }
 
@@ -321,17 +332,8 @@ impl Walk<'_> {
         }
         self.live.remove(&addr);
         let at = self.push(e.time_us, Event::HostFree { id });
-        // A block above the cached-size limit goes at once; else its
-        // release starts a run of them (an empty_cache). Without the
-        // recorded limit, a release alone is taken for the free's.
         let after = self.entries.get(k + 2);
-        let alone = match self.max_cached {
-            Some(limit) => e.size > limit,
-            None => self
-                .entries
-                .get(k + 3)
-                .is_none_or(|n| n.action != Action::SegmentFree),
-        };
+        let alone = self.own_release(e.size, k + 3);
         if let Some(n) = after.filter(|n| n.action == Action::SegmentFree && n.addr == Some(addr)) {
             if alone {
                 self.decide(at, (0, 0), (1, n.size));
@@ -342,14 +344,53 @@ impl Walk<'_> {
     }
 }
 
-/// `pinned_max_cached_size_mb` of a settings string, in bytes.
-fn max_cached_size(conf: &str) -> Option<u64> {
-    conf.split(',').find_map(|kv| {
-        let (k, v) = kv.split_once(':')?;
-        (k.trim() == "pinned_max_cached_size_mb")
-            .then(|| v.trim().parse::<u64>().ok())?
-            .map(|mb| mb.saturating_mul(1 << 20))
-    })
+/// The recording's per-block cache limit, as far as the snapshot says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CacheLimit {
+    /// Blocks above it are released at their free.
+    Bytes(u64),
+    /// No limit: a block is only released by `empty_cache`.
+    Unlimited,
+    /// The snapshot does not say.
+    Unknown,
+}
+
+impl CacheLimit {
+    /// From a snapshot's `allocator_settings`: its `max_cached_size` in
+    /// bytes (−1: none, 2.13+), else `pinned_max_cached_size_mb` of its
+    /// settings string.
+    pub(super) fn of(other: Option<&str>, conf: Option<&str>) -> CacheLimit {
+        if let Some(v) = other.and_then(|v| v.trim().parse::<i64>().ok()) {
+            return u64::try_from(v).map_or(CacheLimit::Unlimited, CacheLimit::Bytes);
+        }
+        let mb = conf.and_then(|c| {
+            c.split(',').find_map(|kv| {
+                let (k, v) = kv.split_once(':')?;
+                (k.trim() == "pinned_max_cached_size_mb").then(|| v.trim().parse::<u64>().ok())?
+            })
+        });
+        mb.map_or(CacheLimit::Unknown, |mb| {
+            CacheLimit::Bytes(mb.saturating_mul(1 << 20))
+        })
+    }
+}
+
+impl Walk<'_> {
+    /// Whether a `segment_free` of a block of `size` right after its free
+    /// is that free's own release (a block above the cached-size limit),
+    /// not the first of an `empty_cache`'s; without the recorded limit,
+    /// a release alone (entry `next` is no release) is taken for the
+    /// free's.
+    fn own_release(&self, size: u64, next: usize) -> bool {
+        match self.max_cached {
+            CacheLimit::Bytes(limit) => size > limit,
+            CacheLimit::Unlimited => false,
+            CacheLimit::Unknown => self
+                .entries
+                .get(next)
+                .is_none_or(|n| n.action != Action::SegmentFree),
+        }
+    }
 }
 
 /// Puts the host events of `host` among `t`'s events: each after the
@@ -357,7 +398,11 @@ fn max_cached_size(conf: &str) -> Option<u64> {
 /// events before device entry `k`; `times[k]`: that entry's time), and
 /// moves every event index the trace keeps.
 pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times: &[Option<i64>]) {
-    let n_host = host.prologue.len() + host.events.len();
+    let mut prologue: Vec<Event> = host.prologue.iter().map(|&(e, _)| e).collect();
+    prologue.extend_from_slice(&host.untouched_frees);
+    prologue.extend(host.reused_frees.iter().rev());
+    prologue.extend_from_slice(&host.pending_frees);
+    let n_host = prologue.len() + host.events.len();
     if n_host == 0 {
         return;
     }
@@ -380,7 +425,7 @@ pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times:
     let mut device_new = Vec::with_capacity(total + 1);
     let mut host_new = Vec::with_capacity(n_host);
     let mut events = Vec::with_capacity(total + n_host);
-    events.extend_from_slice(&host.prologue);
+    events.extend_from_slice(&prologue);
     let mut h = 0usize;
     for (i, ev) in t.events.iter().enumerate() {
         while let (Some(&p), Some((_, hev))) = (positions.get(h), host.events.get(h)) {
@@ -415,16 +460,17 @@ pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times:
         p.event_index = moved(p.event_index);
     }
     // The blocks pinned before the history began are made at the start.
-    let made_first = host
-        .prologue_made
-        .iter()
-        .map(|&(i, bytes)| ExpectedHostDecision {
-            event_index: i as u64,
-            blocks_made: 1,
-            bytes_made: bytes,
-            blocks_destroyed: 0,
-            bytes_destroyed: 0,
-        });
+    let made_first =
+        host.prologue
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, bytes))| ExpectedHostDecision {
+                event_index: i as u64,
+                blocks_made: 1,
+                bytes_made: bytes,
+                blocks_destroyed: 0,
+                bytes_destroyed: 0,
+            });
     let moved_host = host.decisions.into_iter().map(|mut d| {
         d.event_index = host_new.get(d.event_index as usize).copied().unwrap_or(0);
         d

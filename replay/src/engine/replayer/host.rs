@@ -69,7 +69,15 @@ impl HostSide {
 
     /// A request of `size` bytes for `id` at event `ei`; `Ok(true)` when
     /// it ran out of host memory.
-    pub(super) fn alloc(&mut self, ei: u64, id: u32, size: u64) -> Result<bool, HostError> {
+    /// `number`: the allocation's id in the trace (`id` is renamed when a
+    /// streamed read recycles ids).
+    pub(super) fn alloc(
+        &mut self,
+        ei: u64,
+        id: u32,
+        number: u32,
+        size: u64,
+    ) -> Result<bool, HostError> {
         if self.live.contains_key(&id) {
             return Err(HostError::Trace(format!(
                 "host_alloc of id {id}, which is live"
@@ -107,7 +115,7 @@ impl HostSide {
                 if self.oom.is_none() {
                     self.oom = Some(HostOomEvent {
                         event_index: ei,
-                        alloc_id: id,
+                        alloc_id: number,
                         requested_bytes: size,
                         block_bytes: self.alloc.rules().block_size(size),
                         asked_bytes: asked,
@@ -208,7 +216,10 @@ impl HostSide {
         self.summary.node_peak_reserved_bytes =
             peak.saturating_mul(u64::from(ranks_per_node.max(1)));
         self.summary.host_final_reserved_bytes = st.reserved_bytes.current.max(0) as u64;
-        self.summary.host_num_allocs = st.host_alloc_calls;
+        self.summary.host_num_allocs = st.allocations.allocated.max(0) as u64;
+        self.summary.host_cuda_allocs = st.host_alloc_calls;
+        self.summary.host_peak_block_bytes = st.allocated_bytes.peak.max(0) as u64;
+        self.summary.host_final_block_bytes = st.allocated_bytes.current.max(0) as u64;
         (self.summary, self.oom, self.decisions.unwrap_or_default())
     }
 
@@ -282,11 +293,17 @@ impl Replayer<'_> {
         });
         let r = match *ev {
             Event::HostAlloc { id, size } => {
-                if self.recycled {
+                let number = if self.recycled {
                     // Host allocations take allocation numbers too.
+                    let n = self.numbers.get(self.next_number).copied();
                     self.next_number += 1;
-                }
-                side.alloc(ei, id, size).map(|oom| oom && opts.stop_at_oom)
+                    let seen = self.allocs + side.allocs();
+                    n.unwrap_or_else(|| u32::try_from(seen).unwrap_or(u32::MAX))
+                } else {
+                    id
+                };
+                side.alloc(ei, id, number, size)
+                    .map(|oom| oom && opts.stop_at_oom)
             }
             Event::HostFree { id } => side.free(ei, id, false).map(|()| false),
             Event::HostFreeRequested { id } => side.free(ei, id, true).map(|()| false),
