@@ -29,6 +29,7 @@ from ._api import (
     run,
 )
 from ._commands import (
+    colocate,
     diff,
     explain,
     fidelity,
@@ -61,6 +62,7 @@ __all__ = [
     "VramlabError",
     "VramlabWarning",
     "cases",
+    "colocate",
     "diff",
     "explain",
     "fidelity",
