@@ -39,6 +39,11 @@ pub struct ColocateArgs {
     /// each tenant in turn until all are done.
     #[arg(long, value_name = "LIST")]
     schedule: Option<String>,
+    /// A tenant that runs out of memory goes on (the process caught the
+    /// error): its failed request is skipped, and so are its frees. By
+    /// default a tenant stops at its first OOM.
+    #[arg(long)]
+    continue_on_oom: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -127,6 +132,7 @@ pub fn run(args: ColocateArgs) -> Result<()> {
     };
     let opts = ReplayOptions {
         check_invariants: false,
+        stop_at_oom: !args.continue_on_oom,
         ..ReplayOptions::default()
     };
     let total = args.device.gpu.map(|g| g.total_bytes());

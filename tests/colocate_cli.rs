@@ -35,6 +35,16 @@ fn the_rollout_runs_out_where_the_trainers_cache_holds_the_memory() {
     assert_eq!(v["first_oom"], serde_json::json!(["rollout", 0]));
     assert_eq!(v["tenants"][0]["peak_reserved_bytes"], 60u64 << 20);
     assert_eq!(v["tenants"][1]["num_alloc_retries"], 1);
+    // A rollout that catches its OOM goes on and fails again at its second
+    // generation: two retries, the first OOM still at its event 0.
+    let (code, out, err) = colocate(
+        "tests/colocate/trainer.csv",
+        &["--continue-on-oom", "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["tenants"][1]["num_alloc_retries"], 2);
+    assert_eq!(v["tenants"][1]["oom_event"], 0);
     let (code, out, err) = colocate("tests/colocate/trainer-empty-cache.csv", &["--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);

@@ -870,6 +870,7 @@ def colocate(
     placement: Optional[str] = None,
     torch_version: Optional[str] = None,
     schedule: Optional[str] = None,
+    continue_on_oom: bool = False,
 ) -> Record:
     """``vramlab colocate --json``: several processes on one GPU, one per
     source, each replaying its trace through its own allocator (``name``,
@@ -905,6 +906,9 @@ def colocate(
             up to its next phase mark (`trainer,rollout,trainer`); what is left
             of each runs at the end, in the tenants' order. Default: one phase
             of each tenant in turn until all are done
+        continue_on_oom: A tenant that runs out of memory goes on (the process
+            caught the error): its failed request is skipped, and so are its
+            frees. By default a tenant stops at its first OOM
     """
     return _api._invoke(
         "colocate",
@@ -918,6 +922,7 @@ def colocate(
             "placement": placement,
             "torch_version": torch_version,
             "schedule": schedule,
+            "continue_on_oom": continue_on_oom,
         },
     )
 

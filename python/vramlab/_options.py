@@ -195,6 +195,7 @@ OPTIONS = {
         "placement": ("--placement", "value"),
         "torch_version": ("--torch-version", "value"),
         "schedule": ("--schedule", "value"),
+        "continue_on_oom": ("--continue-on-oom", "switch"),
         "json": ("--json", "switch"),
     },
     "stats": {

@@ -247,7 +247,7 @@ pub fn replay_colocated(
 struct Ran {
     phase: String,
     device_peak: u64,
-    /// The event at which the tenant ran out of memory and stopped.
+    /// The first event at which the tenant ran out of memory.
     oom_event: Option<u64>,
 }
 
@@ -281,12 +281,16 @@ fn run_step(
         let i = l.next;
         l.next += 1;
         let Some(ev) = events.get(i) else { break };
+        let ooms = l.alloc.stats().num_ooms;
         let stop = l.replayer.event(&mut l.alloc, i, ev)?;
         let info = shared.borrow().mem_info();
         ran.device_peak = ran.device_peak.max(info.total.saturating_sub(info.free));
+        // An OOM, whether the tenant stops at it or goes on.
+        if l.alloc.stats().num_ooms > ooms && ran.oom_event.is_none() {
+            ran.oom_event = Some(i as u64);
+        }
         if stop {
             l.stopped = true;
-            ran.oom_event = Some(i as u64);
             break;
         }
     }
