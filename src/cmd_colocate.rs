@@ -44,6 +44,17 @@ pub struct ColocateArgs {
     /// default a tenant stops at its first OOM.
     #[arg(long)]
     continue_on_oom: bool,
+    /// Judge the replay: the same traces as PyTorch processes (the official
+    /// wheel of --torch) on one shared fake GPU, released phase by phase in
+    /// the schedule's order; each tenant's peak reserved, cudaMalloc calls,
+    /// retries and first OOM against vramlab's. Processes that run out of
+    /// memory go on (as with --continue-on-oom, which it implies).
+    #[arg(long)]
+    oracle: bool,
+    /// The PyTorch release that judges (with --oracle): its official wheel,
+    /// installed on first use into the oracle's cache.
+    #[arg(long = "torch", value_name = "X.Y", default_value = "2.15")]
+    torch: String,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -78,6 +89,21 @@ struct ColocateOut {
     first_oom: Option<(String, u64)>,
     tenants: Vec<TenantRow>,
     steps: Vec<StepRow>,
+    /// With --oracle: PyTorch's processes, tenant by tenant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oracle: Option<Vec<JudgedRow>>,
+}
+
+/// One tenant as PyTorch's process and vramlab's replay saw it.
+#[derive(Debug, Serialize)]
+struct JudgedRow {
+    name: String,
+    torch_version: String,
+    torch_peak_reserved_bytes: u64,
+    torch_num_device_alloc: Option<u64>,
+    torch_num_alloc_retries: u64,
+    torch_oom_event: Option<u64>,
+    exact: bool,
 }
 
 /// Runs `colocate`.
@@ -132,7 +158,7 @@ pub fn run(args: ColocateArgs) -> Result<()> {
     };
     let opts = ReplayOptions {
         check_invariants: false,
-        stop_at_oom: !args.continue_on_oom,
+        stop_at_oom: !(args.continue_on_oom || args.oracle),
         ..ReplayOptions::default()
     };
     let total = args.device.gpu.map(|g| g.total_bytes());
@@ -166,12 +192,88 @@ pub fn run(args: ColocateArgs) -> Result<()> {
                 device_peak_bytes: s.device_peak,
             })
             .collect(),
+        oracle: None,
     };
-    if args.json {
-        return crate::render::json::print(&out);
+    let mut out = out;
+    if args.oracle {
+        out.oracle = Some(judge(
+            &args,
+            &tenants,
+            &schedule,
+            capacity,
+            total,
+            &out.tenants,
+        )?);
     }
-    print_human(&out, args.device.describe().as_deref().unwrap_or(""));
+    if args.json {
+        crate::render::json::print(&out)?;
+    } else {
+        print_human(&out, args.device.describe().as_deref().unwrap_or(""));
+    }
+    let differ = out.oracle.iter().flatten().filter(|j| !j.exact).count();
+    if differ > 0 {
+        bail!("{differ} tenant(s) differ from PyTorch's processes");
+    }
     Ok(())
+}
+
+/// PyTorch's processes on one shared fake GPU, against `rows` (vramlab's).
+fn judge(
+    args: &ColocateArgs,
+    tenants: &[Tenant<'_>],
+    schedule: &[Step],
+    capacity: u64,
+    total: Option<u64>,
+    rows: &[TenantRow],
+) -> Result<Vec<JudgedRow>> {
+    use vramlab_oracle::{ColocatedJudge, ColocatedProcess, Installer, judge_colocated};
+    let interp = Installer::default().ensure(&args.torch)?;
+    let lib = vramlab_oracle::fake::locate()?;
+    let fake =
+        vramlab_oracle::fake::prepare(&lib, &interp.wheel.soname, &vramlab_oracle::cache_dir())?;
+    let scratch = crate::scratch::Scratch::new(None, "colocate");
+    let processes: Vec<ColocatedProcess<'_>> = tenants
+        .iter()
+        .zip(rows)
+        .map(|(t, r)| ColocatedProcess {
+            label: t.name.clone(),
+            trace: t.trace,
+            conf: if r.conf == "default" {
+                String::new()
+            } else {
+                r.conf.clone()
+            },
+        })
+        .collect();
+    let order: Vec<(usize, bool)> = schedule.iter().map(|s| (s.tenant, s.until_mark)).collect();
+    let torch = judge_colocated(
+        &processes,
+        &order,
+        &ColocatedJudge {
+            interp: &interp,
+            fake: &fake,
+            work: scratch.dir().to_path_buf(),
+            capacity,
+            total,
+            placement: args.device.placement,
+        },
+    )?;
+    Ok(rows
+        .iter()
+        .zip(torch)
+        .map(|(r, t)| JudgedRow {
+            exact: t.peak_reserved_bytes == r.peak_reserved_bytes
+                && t.num_device_alloc.is_none_or(|n| n == r.num_device_alloc)
+                && t.num_alloc_retries == r.num_alloc_retries
+                && t.oom_event == r.oom_event,
+            name: r.name.clone(),
+            torch_version: t.torch_version,
+            torch_peak_reserved_bytes: t.peak_reserved_bytes,
+            torch_num_device_alloc: t.num_device_alloc,
+            torch_num_alloc_retries: t.num_alloc_retries,
+            torch_oom_event: t.oom_event,
+        })
+        .collect())
 }
 
 /// One phase of each tenant in turn, until every tenant has run its last.
@@ -263,4 +365,25 @@ fn print_human(out: &ColocateOut, card: &str) {
         s.row(row);
     }
     out!("{}", s.render());
+    if let Some(judged) = &out.oracle {
+        outln!();
+        let exact = judged.iter().filter(|j| j.exact).count();
+        for j in judged {
+            outln!(
+                "oracle: {} [torch {}]: peak reserved {}, cudaMalloc {}, retries {}, OOM {}: {}",
+                j.name,
+                j.torch_version,
+                bytes(j.torch_peak_reserved_bytes),
+                j.torch_num_device_alloc.map_or("-".into(), count),
+                count(j.torch_num_alloc_retries),
+                j.torch_oom_event
+                    .map_or("none".into(), |e| format!("event {}", count(e))),
+                if j.exact { "exact" } else { "DIFFERS" }
+            );
+        }
+        outln!(
+            "{exact} of {} tenants exact (PyTorch's processes on one shared fake GPU vs vramlab's replay)",
+            judged.len()
+        );
+    }
 }

@@ -27,6 +27,7 @@
 
 #![warn(unreachable_pub)]
 
+mod colocate;
 mod device_log;
 mod elf;
 mod error;
@@ -37,6 +38,7 @@ mod record;
 mod torch_side;
 mod wheel;
 
+pub use colocate::{ColocatedJudge, ColocatedProcess, ColocatedTorch, judge_colocated};
 pub use error::OracleError;
 pub use install::{Installer, Interpreter, cache_dir};
 pub use judge::{JudgeOptions, OracleRow, judge_trace, oracle_trace};

@@ -871,6 +871,8 @@ def colocate(
     torch_version: Optional[str] = None,
     schedule: Optional[str] = None,
     continue_on_oom: bool = False,
+    oracle: bool = False,
+    torch: Optional[str] = None,
 ) -> Record:
     """``vramlab colocate --json``: several processes on one GPU, one per
     source, each replaying its trace through its own allocator (``name``,
@@ -909,6 +911,15 @@ def colocate(
         continue_on_oom: A tenant that runs out of memory goes on (the process
             caught the error): its failed request is skipped, and so are its
             frees. By default a tenant stops at its first OOM
+        oracle: Judge the replay: the same traces as PyTorch processes (the
+            official wheel of torch=) on one shared fake GPU, released phase by
+            phase in the schedule's order; each tenant's peak reserved,
+            cudaMalloc calls, retries and first OOM against vramlab's. Processes
+            that run out of memory go on (as with continue_on_oom=, which it
+            implies)
+        torch: The PyTorch release that judges (with oracle=): its official
+            wheel, installed on first use into the oracle's cache (default:
+            2.15)
     """
     return _api._invoke(
         "colocate",
@@ -923,6 +934,8 @@ def colocate(
             "torch_version": torch_version,
             "schedule": schedule,
             "continue_on_oom": continue_on_oom,
+            "oracle": oracle,
+            "torch": torch,
         },
     )
 

@@ -196,6 +196,8 @@ OPTIONS = {
         "torch_version": ("--torch-version", "value"),
         "schedule": ("--schedule", "value"),
         "continue_on_oom": ("--continue-on-oom", "switch"),
+        "oracle": ("--oracle", "switch"),
+        "torch": ("--torch", "value"),
         "json": ("--json", "switch"),
     },
     "stats": {

@@ -149,6 +149,10 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
             if not text:
                 continue
             if text.startswith("#"):
+                if seen_header and text[1:].strip().startswith("phase:"):
+                    # Where a phase begins: a colocated replay's steps.
+                    header.setdefault("phase_starts", []).append(len(events))
+                    continue
                 if not seen_header:
                     body = text[1:].strip()
                     if body.startswith("vramlab trace"):
@@ -522,6 +526,47 @@ class HostReplay:
             torch._C._host_emptyCache()
 
 
+class Gate:
+    """Several processes on one shared fake device run their traces in a
+    schedule's order (``vramlab colocate --oracle``): before each phase with
+    events this process writes its number to ``DIR/at`` and waits for the
+    coordinator's ``DIR/go-K``; at the end it writes ``done``."""
+
+    def __init__(self, folder, n_events: int, starts: list):
+        self.folder = folder
+        cuts = sorted({0, *[s for s in starts if s < n_events]})
+        # The phases' first events, empty phases left out.
+        self.starts = [c for i, c in enumerate(cuts) if (cuts[i + 1] if i + 1 < len(cuts) else n_events) > c]
+        self.next = 0
+
+    def _say(self, what: str) -> None:
+        tmp = os.path.join(self.folder, "at.tmp")
+        with open(tmp, "w") as f:
+            f.write(what)
+        os.replace(tmp, os.path.join(self.folder, "at"))
+
+    def before(self, idx: int) -> None:
+        if self.folder is None or self.next >= len(self.starts) or self.starts[self.next] != idx:
+            return
+        k = self.next
+        self.next += 1
+        self._say(str(k))
+        go = os.path.join(self.folder, f"go-{k}")
+        while not os.path.exists(go):
+            time.sleep(0.001)
+
+    def done(self) -> None:
+        if self.folder is not None:
+            self._say("done")
+
+    def wait_end(self) -> None:
+        if self.folder is None:
+            return
+        end = os.path.join(self.folder, "go-end")
+        while not os.path.exists(end):
+            time.sleep(0.001)
+
+
 def host_summary(torch, events: list):
     """PyTorch's pinned host figures, for a trace with host rows."""
     n = sum(1 for e in events if e[0] == HOST_ALLOC)
@@ -589,6 +634,7 @@ def replay(args: argparse.Namespace) -> int:
     mark = fake_device_mark()
     pools = PrivatePools(torch, dev, header.get("pools", []))
     host = HostReplay(torch, device)
+    gate = Gate(args.gate, len(events), header.get("phase_starts", []))
     ptrs: dict[int, int] = {}
     failed: set[int] = set()
     timing: list = []
@@ -598,6 +644,7 @@ def replay(args: argparse.Namespace) -> int:
     replayed = 0
     t_start = perf()
     for idx, (kind, ident, size, stream) in enumerate(events):
+        gate.before(idx)
         if mark is not None:
             mark(idx)
         if kind == ALLOC:
@@ -659,6 +706,10 @@ def replay(args: argparse.Namespace) -> int:
     with open(os.path.join(args.out, "memory_stats.json"), "w") as f:
         json.dump(stats, f, indent=1, sort_keys=True)
 
+    # The others may still run: what this process holds stays until the
+    # coordinator says every process is done.
+    gate.done()
+    gate.wait_end()
     # Give everything back and check that it all came back.
     if mark is not None:
         mark(END_MARK)
@@ -754,6 +805,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-entries", type=int, help="memory history ring size (default: 8 x events)")
     ap.add_argument("--continue-on-oom", action="store_true", help="skip failed allocations instead of stopping")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--gate", help="a folder: wait for a coordinator's go before each phase (colocated replays)")
     args = ap.parse_args(argv)
     if args.conf == "default":
         args.conf = ""
