@@ -31,8 +31,9 @@ pub struct ColocateArgs {
     #[command(flatten)]
     device: DeviceArgs,
     /// The PyTorch release whose rules every tenant's allocator follows.
-    #[arg(long, value_name = "X.Y", default_value = "2.15")]
-    torch_version: TorchVersion,
+    /// (default: with --oracle the judge's release, else 2.15).
+    #[arg(long, value_name = "X.Y")]
+    torch_version: Option<TorchVersion>,
     /// Whose events run when: tenants by name or number, each running up
     /// to its next phase mark (`trainer,rollout,trainer`); what is left of
     /// each runs at the end, in the tenants' order. Default: one phase of
@@ -121,11 +122,18 @@ pub fn run(args: ColocateArgs) -> Result<()> {
             args.confs.len()
         );
     }
+    let release = args.torch_version.unwrap_or_else(|| {
+        // X.Y of the judge's X.Y or X.Y.Z.
+        let xy: String = args.torch.split('.').take(2).collect::<Vec<_>>().join(".");
+        let judge = args
+            .oracle
+            .then(|| xy.parse::<TorchVersion>().ok())
+            .flatten();
+        judge.unwrap_or(TorchVersion::new(2, 15))
+    });
     let mut traces = Vec::new();
     for path in &args.traces {
-        let inputs = Inputs::new([path])
-            .pick(Pick::One(None))
-            .torch(args.torch_version);
+        let inputs = Inputs::new([path]).pick(Pick::One(None)).torch(release);
         let mut read = crate::inputs::read(inputs)?;
         let input = read
             .pop()
@@ -140,7 +148,7 @@ pub fn run(args: ColocateArgs) -> Result<()> {
         } else {
             conf_text
         };
-        let conf = AllocConf::parse(parsed, args.torch_version)
+        let conf = AllocConf::parse(parsed, release)
             .map_err(|e| anyhow::anyhow!("--tenant-conf {conf_text:?} of tenant {i}: {e}"))?;
         tenants.push(Tenant {
             name: args

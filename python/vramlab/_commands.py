@@ -903,7 +903,7 @@ def colocate(
             (docs/driver-placement.md). From 2.12 ties go by allocation order
             and the order no longer matters (default: driver)
         torch_version: The PyTorch release whose rules every tenant's allocator
-            follows (default: 2.15)
+            follows. (default: with oracle= the judge's release, else 2.15)
         schedule: Whose events run when: tenants by name or number, each running
             up to its next phase mark (`trainer,rollout,trainer`); what is left
             of each runs at the end, in the tenants' order. Default: one phase
