@@ -11,6 +11,13 @@ use common::vramlab;
 
 const SNAP: &str = "tests/releases/host.torch2.15.pickle";
 
+/// A fresh folder of this test process (`tag` keeps tests apart).
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vramlab-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
@@ -57,8 +64,7 @@ fn fidelity_counts_the_host_allocators_decisions() {
 /// host events are device 0's trace.
 #[test]
 fn a_trace_of_host_memory_alone_is_replayed() {
-    let dir = std::env::temp_dir().join(format!("vramlab-host-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("host");
     let csv = dir.join("host.csv");
     std::fs::write(
         &csv,
@@ -115,8 +121,7 @@ fn a_trace_of_host_memory_alone_is_replayed() {
 
 #[test]
 fn recommend_names_the_host_waste_and_the_key_that_removes_it() {
-    let dir = std::env::temp_dir().join(format!("vramlab-host-rec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("host-rec");
     let csv = dir.join("offload.csv");
     std::fs::write(
         &csv,
@@ -183,8 +188,7 @@ fn host_rows_that_contradict_themselves_are_refused_with_the_line() {
             "t.csv:2: host_alloc: pinned host rows need the format line '# vramlab trace v3' at the top of the file",
         ),
     ];
-    let dir = std::env::temp_dir().join(format!("vramlab-host-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("host-bad");
     for (text, want) in cases {
         let path = dir.join("t.csv");
         std::fs::write(&path, text).unwrap();

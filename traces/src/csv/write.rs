@@ -110,13 +110,7 @@ impl<'t, W: Write> CsvWriter<'t, W> {
                         .get(stream as usize)
                         .copied()
                         .unwrap_or(0);
-                    out.write_all(b"alloc,").map_err(io)?;
-                    out.write_all(buf.format(id).as_bytes()).map_err(io)?;
-                    out.write_all(b",").map_err(io)?;
-                    out.write_all(buf.format(size).as_bytes()).map_err(io)?;
-                    out.write_all(b",").map_err(io)?;
-                    out.write_all(buf.format(raw).as_bytes()).map_err(io)?;
-                    out.write_all(b"\n").map_err(io)?;
+                    write_sized(out, b"alloc,", id, size, Some(raw), buf).map_err(io)?;
                 }
                 Event::Free { id } => write_id(out, b"free,", id, buf).map_err(io)?,
                 Event::FreeRequested { id } => {
@@ -127,11 +121,7 @@ impl<'t, W: Write> CsvWriter<'t, W> {
                 }
                 Event::EmptyCache => out.write_all(b"empty_cache,,,\n").map_err(io)?,
                 Event::HostAlloc { id, size } => {
-                    out.write_all(b"host_alloc,").map_err(io)?;
-                    out.write_all(buf.format(id).as_bytes()).map_err(io)?;
-                    out.write_all(b",").map_err(io)?;
-                    out.write_all(buf.format(size).as_bytes()).map_err(io)?;
-                    out.write_all(b",\n").map_err(io)?;
+                    write_sized(out, b"host_alloc,", id, size, None, buf).map_err(io)?;
                 }
                 Event::HostFree { id } => write_id(out, b"host_free,", id, buf).map_err(io)?,
                 Event::HostFreeRequested { id } => {
@@ -170,6 +160,27 @@ fn io_error(path: &str) -> impl Fn(std::io::Error) -> TraceError + Copy + '_ {
 
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
+}
+
+/// An `alloc` or `host_alloc` row: the id, the size, and the raw stream
+/// (none for a host request).
+fn write_sized(
+    out: &mut impl Write,
+    action: &[u8],
+    id: u32,
+    size: u64,
+    stream: Option<u64>,
+    buf: &mut itoa::Buffer,
+) -> std::io::Result<()> {
+    out.write_all(action)?;
+    out.write_all(buf.format(id).as_bytes())?;
+    out.write_all(b",")?;
+    out.write_all(buf.format(size).as_bytes())?;
+    out.write_all(b",")?;
+    if let Some(raw) = stream {
+        out.write_all(buf.format(raw).as_bytes())?;
+    }
+    out.write_all(b"\n")
 }
 
 fn write_id(
