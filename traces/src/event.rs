@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use crate::pools::PoolIndex;
 
 /// Dense allocation id. Ids `0..initial live blocks` name blocks that were
-/// already allocated when recording began (see [`InitialState`]); every
+/// already allocated when recording began (see [`InitialState`](crate::InitialState)); every
 /// [`Event::Alloc`] introduces the next id.
 pub type AllocId = u32;
 
-/// Index into [`Trace::streams`].
+/// Index into [`Trace::streams`](crate::Trace::streams).
 pub type StreamIndex = u32;
 
 /// One allocator request, in trace order.
@@ -20,7 +20,7 @@ pub enum Event {
     Alloc {
         /// The id this allocation is known by in later events.
         id: AllocId,
-        /// Index into [`Trace::streams`].
+        /// Index into [`Trace::streams`](crate::Trace::streams).
         stream: StreamIndex,
         /// Requested bytes (unrounded, > 0).
         size: u64,
@@ -48,7 +48,7 @@ pub enum Event {
     /// A `torch.cuda.MemPool` is made (`createOrIncrefPool`): the pool
     /// exists, held by the object, before any request goes to it.
     PoolCreate {
-        /// The pool (index into [`Trace::pools`]).
+        /// The pool (index into [`Trace::pools`](crate::Trace::pools)).
         pool: PoolIndex,
     },
     /// A CUDA graph capture begins on `stream` into `pool`
@@ -59,7 +59,7 @@ pub enum Event {
     CaptureBegin {
         /// The pool.
         pool: PoolIndex,
-        /// The capturing stream (index into [`Trace::streams`]).
+        /// The capturing stream (index into [`Trace::streams`](crate::Trace::streams)).
         stream: StreamIndex,
     },
     /// The capture into `pool` ends (`capture_end`: `endAllocateToPool`).
