@@ -1,7 +1,14 @@
 //! `vramlab colocate`: several processes on one GPU (an RL trainer and its
 //! rollout engine, co-located services), each with its own allocator, all
 //! drawing on one device: who holds what, phase by phase, and who runs out
-//! of memory first.
+//! of memory first; the largest utilization an engine can take; the
+//! device over time, stacked by tenant; and, with `--oracle`, PyTorch's
+//! own processes on one shared fake GPU as the judge.
+
+mod judge;
+mod manifest;
+mod print;
+mod search;
 
 use std::path::PathBuf;
 
@@ -9,16 +16,21 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
 use vramlab_allocator::{AllocConf, TorchVersion};
-use vramlab_replay::{Inputs, Pick, ReplayOptions, Scenario, Step, Tenant, replay_colocated};
+use vramlab_replay::{
+    ColocatedRun, Inputs, Pick, ReplayOptions, Scenario, Step, Tenant, replay_colocated,
+};
 
 use crate::args::DeviceArgs;
-use crate::render::table::{Table, bytes, count};
+use crate::args::{parse_gpu_arg, parse_size_arg};
+use search::UtilSearch;
 
 /// Arguments of `vramlab colocate`.
 #[derive(Debug, Args)]
 pub struct ColocateArgs {
-    /// The tenants' traces, one process each (snapshot, CSV, .vlt).
-    #[arg(required = true, value_name = "TRACE")]
+    /// The tenants' traces, one process each (snapshot, CSV, .vlt); or one
+    /// job manifest (a JSON file with a `tenants` list, or a folder holding
+    /// colocate.json: docs/guide/usage.md).
+    #[arg(required = true, value_name = "TRACE|JOB")]
     traces: Vec<PathBuf>,
     /// Each tenant's name, in the traces' order (default: the file's name).
     #[arg(long = "name", value_name = "NAME")]
@@ -27,6 +39,18 @@ pub struct ColocateArgs {
     /// PyTorch's defaults, the default for a tenant not given one).
     #[arg(long = "tenant-conf", value_name = "STR")]
     confs: Vec<String>,
+    /// An inference engine sized by vLLM's rule (gpu_memory_utilization):
+    /// tenant NAME may use UTIL × the device's total memory, refuses to
+    /// start when less is free, and the allocations of its `# phase:
+    /// kv_cache` phases share what is left after its weights and
+    /// activations (each rounded down to 2 MiB).
+    #[arg(long = "kv-util", value_name = "NAME=UTIL")]
+    kv_utils: Vec<String>,
+    /// Find the largest utilization (in hundredths) tenant NAME can take
+    /// with every tenant running to its end, by replaying each value a
+    /// bisection tries (with --oracle, the judge runs the same bisection).
+    #[arg(long, value_name = "NAME")]
+    search_util: Option<String>,
     /// The card (--gpu NAME) or the memory (--capacity SIZE) they share.
     #[command(flatten)]
     device: DeviceArgs,
@@ -48,14 +72,19 @@ pub struct ColocateArgs {
     /// Judge the replay: the same traces as PyTorch processes (the official
     /// wheel of --torch) on one shared fake GPU, released phase by phase in
     /// the schedule's order; each tenant's peak reserved, cudaMalloc calls,
-    /// retries and first OOM against vramlab's. Processes that run out of
-    /// memory go on (as with --continue-on-oom, which it implies).
+    /// retries and first OOM, and the device's used memory after each
+    /// step, against vramlab's. Processes that run out of memory go on (as
+    /// with --continue-on-oom, which it implies).
     #[arg(long)]
     oracle: bool,
     /// The PyTorch release that judges (with --oracle): its official wheel,
     /// installed on first use into the oracle's cache.
     #[arg(long = "torch", value_name = "X.Y", default_value = "2.15")]
     torch: String,
+    /// Draw the device over the steps, stacked by tenant, with each step's
+    /// peak and any OOM: BASE.png and BASE.svg.
+    #[arg(long, value_name = "BASE")]
+    plot: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -66,11 +95,15 @@ pub struct ColocateArgs {
 struct TenantRow {
     name: String,
     conf: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_util: Option<f64>,
     peak_reserved_bytes: u64,
     peak_allocated_bytes: u64,
     num_device_alloc: u64,
     num_alloc_retries: u64,
     oom_event: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oom_message: Option<String>,
 }
 
 /// The device after one step.
@@ -79,7 +112,11 @@ struct StepRow {
     tenant: String,
     phase: String,
     reserved_bytes: Vec<u64>,
+    held_bytes: Vec<u64>,
+    device_used_bytes: u64,
     device_peak_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oom_event: Option<u64>,
 }
 
 /// `colocate --json`.
@@ -90,38 +127,128 @@ struct ColocateOut {
     first_oom: Option<(String, u64)>,
     tenants: Vec<TenantRow>,
     steps: Vec<StepRow>,
+    /// With --search-util.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    search: Option<UtilSearch>,
     /// With --oracle: PyTorch's processes, tenant by tenant.
     #[serde(skip_serializing_if = "Option::is_none")]
-    oracle: Option<Vec<JudgedRow>>,
+    oracle: Option<judge::Judged>,
 }
 
-/// One tenant as PyTorch's process and vramlab's replay saw it.
-#[derive(Debug, Serialize)]
-struct JudgedRow {
+/// One tenant as the command was given it.
+struct TenantSpec {
     name: String,
-    torch_version: String,
-    torch_peak_reserved_bytes: u64,
-    torch_num_device_alloc: Option<u64>,
-    torch_num_alloc_retries: u64,
-    torch_oom_event: Option<u64>,
-    exact: bool,
+    path: PathBuf,
+    conf: String,
+    kv_util: Option<f64>,
+}
+
+/// The job: the tenants, whatever the manifest and the options say.
+fn tenants_of(args: &mut ColocateArgs) -> Result<Vec<TenantSpec>> {
+    let from_file = match args.traces.as_slice() {
+        [one] => manifest::find(one)?,
+        _ => None,
+    };
+    let mut specs = Vec::new();
+    if let Some((m, base)) = from_file {
+        if args.device.gpu.is_none() && args.device.capacity.is_none() {
+            args.device.gpu = m
+                .gpu
+                .as_deref()
+                .map(parse_gpu_arg)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            args.device.capacity = m
+                .capacity
+                .as_deref()
+                .map(parse_size_arg)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+        }
+        if args.torch_version.is_none() {
+            args.torch_version = m
+                .torch_version
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("the manifest's torch_version: {e}"))?;
+        }
+        if args.schedule.is_none() {
+            args.schedule.clone_from(&m.schedule);
+        }
+        if args.search_util.is_none() {
+            args.search_util.clone_from(&m.search_util);
+        }
+        for t in m.tenants {
+            let path = base.join(&t.trace);
+            specs.push(TenantSpec {
+                name: t.name.unwrap_or_else(|| file_name(&path)),
+                path,
+                conf: t.conf.unwrap_or_else(|| "default".into()),
+                kv_util: t.kv_util,
+            });
+        }
+    } else {
+        for p in &args.traces {
+            specs.push(TenantSpec {
+                name: file_name(p),
+                path: p.clone(),
+                conf: "default".into(),
+                kv_util: None,
+            });
+        }
+    }
+    if args.names.len() > specs.len() || args.confs.len() > specs.len() {
+        bail!(
+            "{} tenants, but {} --name and {} --tenant-conf: give at most one of each per tenant",
+            specs.len(),
+            args.names.len(),
+            args.confs.len()
+        );
+    }
+    for (s, n) in specs.iter_mut().zip(&args.names) {
+        s.name.clone_from(n);
+    }
+    for (s, c) in specs.iter_mut().zip(&args.confs) {
+        s.conf.clone_from(c);
+    }
+    for kv in &args.kv_utils {
+        let (name, u) = kv
+            .split_once('=')
+            .with_context(|| format!("--kv-util {kv:?}: expected NAME=UTIL (rollout=0.4)"))?;
+        let u: f64 = u
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--kv-util {kv:?}: '{u}' is not a number"))?;
+        manifest::check_util(u).with_context(|| format!("--kv-util {kv:?}"))?;
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        let joined = names.join(", ");
+        let s = specs
+            .iter_mut()
+            .find(|s| s.name == name.trim())
+            .with_context(|| {
+                format!("--kv-util {kv:?}: no tenant is named '{name}' (the tenants: {joined})")
+            })?;
+        s.kv_util = Some(u);
+    }
+    Ok(specs)
+}
+
+fn file_name(p: &std::path::Path) -> String {
+    p.file_stem().map_or_else(
+        || p.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
 }
 
 /// Runs `colocate`.
-pub fn run(args: ColocateArgs) -> Result<()> {
+pub fn run(mut args: ColocateArgs) -> Result<()> {
+    let specs = tenants_of(&mut args)?;
     let Some(capacity) = args.device.bytes() else {
         bail!(
             "colocate needs the card they share: --gpu NAME (`vramlab gpus` lists them) or --capacity SIZE"
         );
     };
-    if args.names.len() > args.traces.len() || args.confs.len() > args.traces.len() {
-        bail!(
-            "{} traces, but {} --name and {} --tenant-conf: give at most one of each per trace",
-            args.traces.len(),
-            args.names.len(),
-            args.confs.len()
-        );
-    }
     let release = args.torch_version.unwrap_or_else(|| {
         // X.Y of the judge's X.Y or X.Y.Z.
         let xy: String = args.torch.split('.').take(2).collect::<Vec<_>>().join(".");
@@ -131,33 +258,30 @@ pub fn run(args: ColocateArgs) -> Result<()> {
             .flatten();
         judge.unwrap_or(TorchVersion::new(2, 15))
     });
-    let mut traces = Vec::new();
-    for path in &args.traces {
-        let inputs = Inputs::new([path]).pick(Pick::One(None)).torch(release);
-        let mut read = crate::inputs::read(inputs)?;
+    let mut inputs = Vec::new();
+    for s in &specs {
+        let inp = Inputs::new([&s.path]).pick(Pick::One(None)).torch(release);
+        let mut read = crate::inputs::read(inp)?;
         let input = read
             .pop()
-            .with_context(|| format!("{}: no trace", path.display()))?;
-        traces.push(input);
+            .with_context(|| format!("{}: no trace", s.path.display()))?;
+        inputs.push(input);
     }
     let mut tenants = Vec::new();
-    for (i, input) in traces.iter().enumerate() {
-        let conf_text = args.confs.get(i).map_or("default", String::as_str);
-        let parsed = if conf_text == "default" {
+    for (spec, input) in specs.iter().zip(&inputs) {
+        let parsed = if spec.conf == "default" {
             ""
         } else {
-            conf_text
+            &spec.conf
         };
-        let conf = AllocConf::parse(parsed, release)
-            .map_err(|e| anyhow::anyhow!("--tenant-conf {conf_text:?} of tenant {i}: {e}"))?;
+        let conf = AllocConf::parse(parsed, release).map_err(|e| {
+            anyhow::anyhow!("the settings {:?} of tenant {}: {e}", spec.conf, spec.name)
+        })?;
         tenants.push(Tenant {
-            name: args
-                .names
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| input.label.clone()),
+            name: spec.name.clone(),
             trace: &input.trace,
             scenario: Scenario::native(conf).with_placement(args.device.placement),
+            kv_util: spec.kv_util,
         });
     }
     let schedule = match &args.schedule {
@@ -171,23 +295,99 @@ pub fn run(args: ColocateArgs) -> Result<()> {
     };
     let total = args.device.gpu.map(|g| g.total_bytes());
     let run = replay_colocated(&tenants, Some(capacity), total, &schedule, &opts)?;
+    let mut out = output(&run, &tenants, &specs, capacity);
+    let searched = match &args.search_util {
+        Some(name) => {
+            let i = tenants
+                .iter()
+                .position(|t| &t.name == name)
+                .with_context(|| format!("--search-util: no tenant is named '{name}'"))?;
+            Some((
+                i,
+                replay_search(&tenants, i, capacity, total, &schedule, &opts)?,
+            ))
+        }
+        None => None,
+    };
+    out.search = searched.as_ref().map(|(_, s)| s.clone());
+    if args.oracle {
+        let setup = judge::Setup {
+            torch: &args.torch,
+            placement: args.device.placement,
+            capacity,
+            total,
+        };
+        out.oracle = Some(judge::judge(
+            &setup,
+            &tenants,
+            &schedule,
+            &out,
+            searched.as_ref().map(|(i, _)| *i),
+        )?);
+    }
+    if let Some(base) = &args.plot {
+        print::plot(base, &out)?;
+    }
+    if args.json {
+        crate::render::json::print(&out)?;
+    } else {
+        print::human(&out, args.device.describe().as_deref().unwrap_or(""));
+    }
+    if let Some(j) = &out.oracle {
+        let differ = j.differing();
+        if differ > 0 {
+            bail!("{differ} figure(s) differ from PyTorch's processes");
+        }
+    }
+    Ok(())
+}
+
+/// The search by replay: tenant `i` at each tried utilization.
+fn replay_search(
+    tenants: &[Tenant<'_>],
+    i: usize,
+    capacity: u64,
+    total: Option<u64>,
+    schedule: &[Step],
+    opts: &ReplayOptions,
+) -> Result<UtilSearch> {
+    let name = tenants.get(i).map_or("", |t| t.name.as_str());
+    search::largest_fitting(name, |u| {
+        let mut ts = tenants.to_vec();
+        if let Some(t) = ts.get_mut(i) {
+            t.kv_util = Some(u);
+        }
+        let r = replay_colocated(&ts, Some(capacity), total, schedule, opts)?;
+        Ok(r.first_oom.is_none())
+    })
+}
+
+/// The command's answer from a replay.
+fn output(
+    run: &ColocatedRun,
+    tenants: &[Tenant<'_>],
+    specs: &[TenantSpec],
+    capacity: u64,
+) -> ColocateOut {
     let name = |i: usize| tenants.get(i).map_or(String::new(), |t| t.name.clone());
-    let out = ColocateOut {
+    ColocateOut {
         capacity,
         device_peak_bytes: run.device_peak,
         first_oom: run.first_oom.map(|(t, e)| (name(t), e)),
         tenants: tenants
             .iter()
             .zip(&run.runs)
-            .zip(args.confs.iter().map(Some).chain(std::iter::repeat(None)))
-            .map(|((t, r), c)| TenantRow {
+            .zip(specs)
+            .map(|((t, r), s)| TenantRow {
                 name: t.name.clone(),
-                conf: c.cloned().unwrap_or_else(|| "default".into()),
+                conf: s.conf.clone(),
+                kv_util: s.kv_util,
                 peak_reserved_bytes: r.summary.peak_reserved_bytes,
                 peak_allocated_bytes: r.summary.peak_allocated_bytes,
                 num_device_alloc: r.summary.num_device_alloc,
                 num_alloc_retries: r.summary.num_alloc_retries,
                 oom_event: r.oom.as_ref().map(|o| o.event_index),
+                oom_message: r.oom.as_ref().map(|o| o.message.clone()),
             })
             .collect(),
         steps: run
@@ -197,91 +397,15 @@ pub fn run(args: ColocateArgs) -> Result<()> {
                 tenant: name(s.tenant),
                 phase: s.phase.clone(),
                 reserved_bytes: s.reserved.clone(),
+                held_bytes: s.held.clone(),
+                device_used_bytes: s.device_used,
                 device_peak_bytes: s.device_peak,
+                oom_event: s.oom_event,
             })
             .collect(),
+        search: None,
         oracle: None,
-    };
-    let mut out = out;
-    if args.oracle {
-        out.oracle = Some(judge(
-            &args,
-            &tenants,
-            &schedule,
-            capacity,
-            total,
-            &out.tenants,
-        )?);
     }
-    if args.json {
-        crate::render::json::print(&out)?;
-    } else {
-        print_human(&out, args.device.describe().as_deref().unwrap_or(""));
-    }
-    let differ = out.oracle.iter().flatten().filter(|j| !j.exact).count();
-    if differ > 0 {
-        bail!("{differ} tenant(s) differ from PyTorch's processes");
-    }
-    Ok(())
-}
-
-/// PyTorch's processes on one shared fake GPU, against `rows` (vramlab's).
-fn judge(
-    args: &ColocateArgs,
-    tenants: &[Tenant<'_>],
-    schedule: &[Step],
-    capacity: u64,
-    total: Option<u64>,
-    rows: &[TenantRow],
-) -> Result<Vec<JudgedRow>> {
-    use vramlab_oracle::{ColocatedJudge, ColocatedProcess, Installer, judge_colocated};
-    let interp = Installer::default().ensure(&args.torch)?;
-    let lib = vramlab_oracle::fake::locate()?;
-    let fake =
-        vramlab_oracle::fake::prepare(&lib, &interp.wheel.soname, &vramlab_oracle::cache_dir())?;
-    let scratch = crate::scratch::Scratch::new(None, "colocate");
-    let processes: Vec<ColocatedProcess<'_>> = tenants
-        .iter()
-        .zip(rows)
-        .map(|(t, r)| ColocatedProcess {
-            label: t.name.clone(),
-            trace: t.trace,
-            conf: if r.conf == "default" {
-                String::new()
-            } else {
-                r.conf.clone()
-            },
-        })
-        .collect();
-    let order: Vec<(usize, bool)> = schedule.iter().map(|s| (s.tenant, s.until_mark)).collect();
-    let torch = judge_colocated(
-        &processes,
-        &order,
-        &ColocatedJudge {
-            interp: &interp,
-            fake: &fake,
-            work: scratch.dir().to_path_buf(),
-            capacity,
-            total,
-            placement: args.device.placement,
-        },
-    )?;
-    Ok(rows
-        .iter()
-        .zip(torch)
-        .map(|(r, t)| JudgedRow {
-            exact: t.peak_reserved_bytes == r.peak_reserved_bytes
-                && t.num_device_alloc.is_none_or(|n| n == r.num_device_alloc)
-                && t.num_alloc_retries == r.num_alloc_retries
-                && t.oom_event == r.oom_event,
-            name: r.name.clone(),
-            torch_version: t.torch_version,
-            torch_peak_reserved_bytes: t.peak_reserved_bytes,
-            torch_num_device_alloc: t.num_device_alloc,
-            torch_num_alloc_retries: t.num_alloc_retries,
-            torch_oom_event: t.oom_event,
-        })
-        .collect())
 }
 
 /// One phase of each tenant in turn, until every tenant has run its last.
@@ -324,74 +448,4 @@ fn parse_schedule(s: &str, tenants: &[Tenant<'_>]) -> Result<Vec<Step>> {
             })
         })
         .collect()
-}
-
-fn print_human(out: &ColocateOut, card: &str) {
-    outln!(
-        "{} tenants on one device ({card}): the device peaks at {} of {}",
-        out.tenants.len(),
-        bytes(out.device_peak_bytes),
-        bytes(out.capacity)
-    );
-    match &out.first_oom {
-        Some((t, e)) => outln!("{t} runs out of memory first, at its event {}", count(*e)),
-        None => outln!("every tenant runs to its end"),
-    }
-    outln!();
-    let mut t = Table::new(vec![
-        "tenant".into(),
-        "settings".into(),
-        "peak reserved".into(),
-        "peak allocated".into(),
-        "cudaMalloc".into(),
-        "retries".into(),
-        "OOM".into(),
-    ])
-    .left(1);
-    for r in &out.tenants {
-        t.row(vec![
-            r.name.clone(),
-            r.conf.clone(),
-            bytes(r.peak_reserved_bytes),
-            bytes(r.peak_allocated_bytes),
-            count(r.num_device_alloc),
-            count(r.num_alloc_retries),
-            r.oom_event
-                .map_or("none".into(), |e| format!("event {}", count(e))),
-        ]);
-    }
-    out!("{}", t.render());
-    outln!();
-    let mut head = vec!["step".to_string(), "tenant".into(), "phase".into()];
-    head.extend(out.tenants.iter().map(|r| format!("{} reserved", r.name)));
-    head.push("device peak".into());
-    let mut s = Table::new(head).left(1).left(2);
-    for (i, step) in out.steps.iter().enumerate() {
-        let mut row = vec![(i + 1).to_string(), step.tenant.clone(), step.phase.clone()];
-        row.extend(step.reserved_bytes.iter().map(|&b| bytes(b)));
-        row.push(bytes(step.device_peak_bytes));
-        s.row(row);
-    }
-    out!("{}", s.render());
-    if let Some(judged) = &out.oracle {
-        outln!();
-        let exact = judged.iter().filter(|j| j.exact).count();
-        for j in judged {
-            outln!(
-                "oracle: {} [torch {}]: peak reserved {}, cudaMalloc {}, retries {}, OOM {}: {}",
-                j.name,
-                j.torch_version,
-                bytes(j.torch_peak_reserved_bytes),
-                j.torch_num_device_alloc.map_or("-".into(), count),
-                count(j.torch_num_alloc_retries),
-                j.torch_oom_event
-                    .map_or("none".into(), |e| format!("event {}", count(e))),
-                if j.exact { "exact" } else { "DIFFERS" }
-            );
-        }
-        outln!(
-            "{exact} of {} tenants exact (PyTorch's processes on one shared fake GPU vs vramlab's replay)",
-            judged.len()
-        );
-    }
 }

@@ -70,3 +70,121 @@ fn a_schedule_that_names_no_tenant_is_refused_with_the_names() {
     assert_ne!(code, 0);
     assert!(err.contains("colocate needs the card they share"), "{err}");
 }
+
+/// Every job of tests/colocate/jobs (engine pools that sleep and wake,
+/// memory outside PyTorch, engines sized by utilization, the searches)
+/// replays to the figures PyTorch's own processes gave on one shared fake
+/// GPU: each tenant's peak reserved bytes, cudaMalloc calls, retries and
+/// first OOM, the device's used memory after every step, and the searched
+/// utilization (the judge's answers, committed in
+/// docs/results/colocation/oracle-*.json by scripts/colocate_judged.sh).
+#[test]
+fn every_job_replays_to_the_judges_figures() {
+    let mut jobs: Vec<_> = std::fs::read_dir("tests/colocate/jobs")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    jobs.sort();
+    assert!(jobs.len() >= 16, "{} jobs", jobs.len());
+    for job in jobs {
+        let name = job.file_stem().unwrap().to_str().unwrap().to_string();
+        let judged = std::fs::read_to_string(format!("docs/results/colocation/oracle-{name}.json"))
+            .unwrap_or_else(|e| panic!("{name}: no judged result ({e})"));
+        let judged = json(&judged);
+        let oracle = &judged["oracle"];
+        // The judge lets a process that ran out of memory go on.
+        let (code, out, err) = vramlab(&[
+            "colocate",
+            job.to_str().unwrap(),
+            "--continue-on-oom",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{name}: {err}");
+        let v = json(&out);
+        let tenants = v["tenants"].as_array().unwrap();
+        for (ours, theirs) in tenants.iter().zip(oracle["tenants"].as_array().unwrap()) {
+            let who = format!("{name}/{}", ours["name"]);
+            assert_eq!(
+                ours["peak_reserved_bytes"], theirs["torch_peak_reserved_bytes"],
+                "{who}"
+            );
+            assert_eq!(
+                ours["num_device_alloc"], theirs["torch_num_device_alloc"],
+                "{who}"
+            );
+            assert_eq!(
+                ours["num_alloc_retries"], theirs["torch_num_alloc_retries"],
+                "{who}"
+            );
+            assert_eq!(ours["oom_event"], theirs["torch_oom_event"], "{who}");
+        }
+        let steps = v["steps"].as_array().unwrap();
+        let torch_steps = oracle["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), torch_steps.len(), "{name}: steps");
+        for (k, (ours, theirs)) in steps.iter().zip(torch_steps).enumerate() {
+            assert_eq!(ours["tenant"], theirs["tenant"], "{name}: step {k}");
+            assert_eq!(
+                ours["device_used_bytes"], theirs["torch_device_used_bytes"],
+                "{name}: step {k}"
+            );
+        }
+        if let Some(s) = oracle.get("search") {
+            assert_eq!(
+                v["search"]["largest_fitting"], s["torch"]["largest_fitting"],
+                "{name}: search"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_wake_that_finds_the_trainers_cache_is_the_first_oom_and_is_drawn() {
+    let dir = std::env::temp_dir().join(format!("vramlab-colocate-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("hybrid");
+    let (code, out, err) = vramlab(&[
+        "colocate",
+        "tests/colocate/jobs/hybrid.json",
+        "--plot",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("hybrid runs out of memory first, at its event 20: out of memory: waking engine pool (0,1) needs 712.00 MiB"),
+        "{out}"
+    );
+    let svg = std::fs::read_to_string(base.with_extension("svg")).unwrap();
+    assert!(svg.contains("OOM: hybrid"), "the plot marks the OOM");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn manifests_and_utilizations_are_checked() {
+    let dir = std::env::temp_dir().join(format!("vramlab-colocate-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"capacity": "1GiB", "tenants": [{"trace": "x.csv", "util": 0.5}]}"#,
+    )
+    .unwrap();
+    let (code, _, err) = vramlab(&["colocate", bad.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("not a colocation manifest") && err.contains("unknown field `util`"),
+        "{err}"
+    );
+    let (code, _, err) = colocate("tests/colocate/trainer.csv", &["--kv-util", "rollout=1.5"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("utilization 1.5 is not a share of the device"),
+        "{err}"
+    );
+    let (code, _, err) = colocate("tests/colocate/trainer.csv", &["--kv-util", "critic=0.5"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no tenant is named 'critic' (the tenants: trainer, rollout)"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

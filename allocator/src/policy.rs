@@ -227,6 +227,12 @@ pub struct PoolOptions {
     pub use_on_oom: bool,
     /// `no_split`: its blocks are never split.
     pub no_split: bool,
+    /// The pool has its own allocator functions (a MemPool made with a
+    /// `CUDAPluggableAllocator`, as engines keep their weights and KV cache
+    /// in): its segments come from that allocator and are never
+    /// expandable, whatever `expandable_segments` says (judged on 2.11 and
+    /// 2.15).
+    pub own_allocator: bool,
 }
 
 /// State of a seeded block.

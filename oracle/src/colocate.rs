@@ -18,7 +18,7 @@ use vramlab_traces::Trace;
 use crate::OracleError;
 use crate::fake::{FakeDevice, FakeDir};
 use crate::install::Interpreter;
-use crate::torch_side::{TORCH_REPLAY_PY, TorchResult};
+use crate::torch_side::TorchResult;
 
 /// One process on the shared device.
 #[derive(Debug, Clone)]
@@ -29,6 +29,9 @@ pub struct ColocatedProcess<'a> {
     pub trace: &'a Trace,
     /// Its `PYTORCH_CUDA_ALLOC_CONF` (`""`: the defaults).
     pub conf: String,
+    /// An inference engine sized by vLLM's rule: its utilization
+    /// (`torch_replay.py --kv-util`).
+    pub kv_util: Option<f64>,
 }
 
 /// The shared device and where the processes work.
@@ -63,6 +66,17 @@ pub struct ColocatedTorch {
     pub oom_event: Option<u64>,
 }
 
+/// What the processes did together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColocatedJudged {
+    /// Each process, in the processes' order.
+    pub processes: Vec<ColocatedTorch>,
+    /// The device's used bytes (`cudaMemGetInfo`) after each step of the
+    /// schedule that ran something, in order: the step's process, and the
+    /// bytes.
+    pub used_after_steps: Vec<(usize, u64)>,
+}
+
 /// A started process and its gate.
 struct Running {
     child: Child,
@@ -72,6 +86,8 @@ struct Running {
     /// The next phase it will be let into.
     next: usize,
     done: bool,
+    /// The device's used bytes it last reported.
+    used: u64,
 }
 
 /// Runs `processes` on one shared fake device, releasing their phases in
@@ -81,11 +97,10 @@ pub fn judge_colocated(
     processes: &[ColocatedProcess<'_>],
     schedule: &[(usize, bool)],
     judge: &ColocatedJudge<'_>,
-) -> Result<Vec<ColocatedTorch>, OracleError> {
+) -> Result<ColocatedJudged, OracleError> {
     let work = &judge.work;
     std::fs::create_dir_all(work).map_err(OracleError::io(work))?;
-    let script = work.join("torch_replay.py");
-    std::fs::write(&script, TORCH_REPLAY_PY).map_err(OracleError::io(&script))?;
+    let script = crate::torch_side::write_replay_script(work)?;
     let shared = work.join("shared-device");
     let _ = std::fs::remove_file(&shared);
     let mut running = Vec::with_capacity(processes.len());
@@ -93,12 +108,18 @@ pub fn judge_colocated(
         running.push(start(p, i, &script, &shared, judge)?);
     }
     let rest = (0..processes.len()).map(|i| (i, false));
+    let mut used_after_steps = Vec::new();
     let result = schedule
         .iter()
         .copied()
         .chain(rest)
         .try_for_each(|(i, one)| match running.get_mut(i) {
-            Some(r) => release(r, one),
+            Some(r) => {
+                if release(r, one)? {
+                    used_after_steps.push((i, r.used));
+                }
+                Ok(())
+            }
             None => Ok(()),
         });
     for r in &running {
@@ -110,11 +131,15 @@ pub fn judge_colocated(
         statuses.push(r.child.wait().map_err(OracleError::io(&r.gate))?);
     }
     result?;
-    running
+    let processes = running
         .iter()
         .zip(statuses)
         .map(|(r, status)| read_result(&r.out, &r.label, status.success()))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ColocatedJudged {
+        processes,
+        used_after_steps,
+    })
 }
 
 fn start(
@@ -157,6 +182,11 @@ fn start(
         .arg("--no-history")
         .arg("--continue-on-oom")
         .arg("--quiet")
+        .args(
+            p.kv_util
+                .map(|u| vec!["--kv-util".to_string(), u.to_string()])
+                .unwrap_or_default(),
+        )
         .env("VRAMLAB_FAKECUDA_SHARED", shared)
         .env_remove("PYTORCH_CUDA_ALLOC_CONF")
         .env_remove("PYTORCH_ALLOC_CONF")
@@ -173,22 +203,25 @@ fn start(
         label: p.label.clone(),
         next: 0,
         done: false,
+        used: 0,
     })
 }
 
 /// Lets `r` into its next phase (`one`), or all that are left, and waits
-/// until it is through.
-fn release(r: &mut Running, one: bool) -> Result<(), OracleError> {
+/// until it is through; whether it ran anything.
+fn release(r: &mut Running, one: bool) -> Result<bool, OracleError> {
+    let mut ran = false;
     loop {
         if r.done {
-            return Ok(());
+            return Ok(ran);
         }
         // Where it waits: its next phase, or its end.
         let at = wait_at(r)?;
         if at == "done" {
             r.done = true;
-            return Ok(());
+            return Ok(ran);
         }
+        ran = true;
         let go = r.gate.join(format!("go-{}", r.next));
         std::fs::write(&go, b"").map_err(OracleError::io(&go))?;
         r.next += 1;
@@ -203,17 +236,24 @@ fn release(r: &mut Running, one: bool) -> Result<(), OracleError> {
             std::thread::sleep(Duration::from_millis(1));
         }
         if one {
-            return Ok(());
+            return Ok(ran);
         }
     }
 }
 
-/// What `r` last wrote to its gate, once it has written something.
+/// What `r` last wrote to its gate (the phase it waits before, or
+/// `done`), once it has written something; the device's used bytes it
+/// wrote beside it are kept in `r.used`.
 fn wait_at(r: &mut Running) -> Result<String, OracleError> {
     let at = r.gate.join("at");
     loop {
         if let Ok(s) = std::fs::read_to_string(&at) {
-            return Ok(s.trim().to_string());
+            let mut words = s.split_whitespace();
+            let word = words.next().unwrap_or("").to_string();
+            if let Some(used) = words.next().and_then(|u| u.parse::<u64>().ok()) {
+                r.used = used;
+            }
+            return Ok(word);
         }
         if let Ok(Some(status)) = r.child.try_wait() {
             let err =

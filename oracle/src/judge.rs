@@ -11,7 +11,7 @@ use crate::OracleError;
 use crate::device_log::{first_difference, from_replay, read_fake_log};
 use crate::fake::{FakeDevice, FakeDir};
 use crate::install::Interpreter;
-use crate::torch_side::{TORCH_REPLAY_PY, TorchResult, TorchRun, run_torch};
+use crate::torch_side::{TorchResult, TorchRun, run_torch};
 
 /// The trace both allocators replay: a recording that starts mid-run
 /// begins fresh (the blocks in use at its first entry allocated first, in
@@ -155,6 +155,11 @@ fn slug(s: &str) -> String {
 struct TorchSide<'a> {
     result: &'a TorchResult,
     calls: &'a [crate::device_log::Call],
+    /// The calls are compared one by one. Not for a trace with engine
+    /// pools or memory outside PyTorch: the engine's allocator reserves
+    /// and maps where PyTorch's would `cudaMalloc`, and both sides' calls
+    /// are theirs, not the caching allocator's; the figures still are.
+    compare_calls: bool,
 }
 
 fn compare(
@@ -168,7 +173,11 @@ fn compare(
 ) -> OracleRow {
     let (t, torch_calls) = (torch.result, torch.calls);
     let ours = from_replay(&run.device_log);
-    let divergence = first_difference(torch_calls, &ours);
+    let divergence = if torch.compare_calls {
+        first_difference(torch_calls, &ours)
+    } else {
+        None
+    };
     let v = &run.summary;
     let vramlab_oom = run.oom.as_ref().map(|o| o.event_index);
     let torch_oom = t.oom.as_ref().map(|o| o.event_index);
@@ -258,8 +267,7 @@ fn write_inputs(trace: &Trace, work: &Path) -> Result<(PathBuf, PathBuf), Oracle
     vramlab_traces::write_csv(trace, &mut w, &csv.display().to_string())
         .map_err(|e| OracleError::Replay(e.to_string()))?;
     std::io::Write::flush(&mut w).map_err(OracleError::io(&csv))?;
-    let script = work.join("torch_replay.py");
-    std::fs::write(&script, TORCH_REPLAY_PY).map_err(OracleError::io(&script))?;
+    let script = crate::torch_side::write_replay_script(work)?;
     Ok((csv, script))
 }
 
@@ -328,6 +336,7 @@ pub fn judge_trace(
         let side = TorchSide {
             result: &torch,
             calls: &torch_calls,
+            compare_calls: !trace.has_tenant_events(),
         };
         let row = compare(
             label,

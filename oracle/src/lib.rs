@@ -38,7 +38,9 @@ mod record;
 mod torch_side;
 mod wheel;
 
-pub use colocate::{ColocatedJudge, ColocatedProcess, ColocatedTorch, judge_colocated};
+pub use colocate::{
+    ColocatedJudge, ColocatedJudged, ColocatedProcess, ColocatedTorch, judge_colocated,
+};
 pub use error::OracleError;
 pub use install::{Installer, Interpreter, cache_dir};
 pub use judge::{JudgeOptions, OracleRow, judge_trace, oracle_trace};

@@ -13,6 +13,34 @@ use crate::install::Interpreter;
 /// The replay script, as committed in `workloads/record/torch_replay.py`.
 pub(crate) const TORCH_REPLAY_PY: &str = include_str!("../../workloads/record/torch_replay.py");
 
+/// The files the replay script needs beside it: the engine pools' and
+/// outside memory's driver (`engine_pool.py`) and the engine pools'
+/// allocator (`sleep_pool.c`, compiled on first use).
+const BESIDE_SCRIPT: [(&str, &str); 2] = [
+    (
+        "engine_pool.py",
+        include_str!("../../workloads/record/engine_pool.py"),
+    ),
+    (
+        "sleep_pool.c",
+        include_str!("../../workloads/record/sleep_pool.c"),
+    ),
+];
+
+/// Writes the replay script, and what it needs beside it, into `work`;
+/// the script's path.
+pub(crate) fn write_replay_script(
+    work: &std::path::Path,
+) -> Result<std::path::PathBuf, crate::OracleError> {
+    let script = work.join("torch_replay.py");
+    std::fs::write(&script, TORCH_REPLAY_PY).map_err(crate::OracleError::io(&script))?;
+    for (name, text) in BESIDE_SCRIPT {
+        let path = work.join(name);
+        std::fs::write(&path, text).map_err(crate::OracleError::io(&path))?;
+    }
+    Ok(script)
+}
+
 /// What PyTorch's allocator did (from the script's `summary.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct TorchResult {

@@ -865,6 +865,8 @@ def colocate(
     *,
     name: Union[None, str, Sequence[str]] = None,
     tenant_conf: Union[None, str, Sequence[str]] = None,
+    kv_util: Union[None, str, Sequence[str]] = None,
+    search_util: Optional[str] = None,
     gpu: Optional[str] = None,
     capacity: Size = None,
     placement: Optional[str] = None,
@@ -889,6 +891,15 @@ def colocate(
         tenant_conf: Each tenant's PYTORCH_ALLOC_CONF, in the traces' order
             (`default`: PyTorch's defaults, the default for a tenant not given
             one)
+        kv_util: An inference engine sized by vLLM's rule
+            (gpu_memory_utilization): tenant NAME may use UTIL × the device's
+            total memory, refuses to start when less is free, and the
+            allocations of its `# phase: kv_cache` phases share what is left
+            after its weights and activations (each rounded down to 2 MiB)
+        search_util: Find the largest utilization (in hundredths) tenant NAME
+            can take with every tenant running to its end, by replaying each
+            value a bisection tries (with oracle=, the judge runs the same
+            bisection)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
@@ -914,9 +925,9 @@ def colocate(
         oracle: Judge the replay: the same traces as PyTorch processes (the
             official wheel of torch=) on one shared fake GPU, released phase by
             phase in the schedule's order; each tenant's peak reserved,
-            cudaMalloc calls, retries and first OOM against vramlab's. Processes
-            that run out of memory go on (as with continue_on_oom=, which it
-            implies)
+            cudaMalloc calls, retries and first OOM, and the device's used
+            memory after each step, against vramlab's. Processes that run out of
+            memory go on (as with continue_on_oom=, which it implies)
         torch: The PyTorch release that judges (with oracle=): its official
             wheel, installed on first use into the oracle's cache (default:
             2.15)
@@ -928,6 +939,8 @@ def colocate(
         {
             "name": name,
             "tenant_conf": tenant_conf,
+            "kv_util": kv_util,
+            "search_util": search_util,
             "gpu": gpu,
             "capacity": capacity,
             "placement": placement,

@@ -190,6 +190,8 @@ OPTIONS = {
     "colocate": {
         "name": ("--name", "repeated"),
         "tenant_conf": ("--tenant-conf", "repeated"),
+        "kv_util": ("--kv-util", "repeated"),
+        "search_util": ("--search-util", "value"),
         "gpu": ("--gpu", "value"),
         "capacity": ("--capacity", "value"),
         "placement": ("--placement", "value"),
@@ -198,6 +200,7 @@ OPTIONS = {
         "continue_on_oom": ("--continue-on-oom", "switch"),
         "oracle": ("--oracle", "switch"),
         "torch": ("--torch", "value"),
+        "plot": ("--plot", "value"),
         "json": ("--json", "switch"),
     },
     "stats": {

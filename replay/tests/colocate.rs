@@ -20,6 +20,7 @@ fn tenant<'t>(name: &str, t: &'t Trace) -> Tenant<'t> {
         name: name.into(),
         trace: t,
         scenario: Scenario::native(AllocConf::new(TorchVersion::new(2, 15))),
+        kv_util: None,
     }
 }
 

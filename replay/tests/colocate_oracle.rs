@@ -39,6 +39,7 @@ fn judge(file: &str, conf: &str, a: &[&str], b: &[&str], order: &str) {
         name: name.into(),
         trace: t,
         scenario: Scenario::native(AllocConf::parse(conf, version).unwrap()),
+        kv_util: None,
     };
     let tenants = [tenant("A", &ta), tenant("B", &tb)];
     let schedule: Vec<Step> = order

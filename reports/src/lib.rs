@@ -28,7 +28,10 @@
 //! * [`plot_matrix`]: a workload's variants × allocator settings as a
 //!   heatmap of what each saves against the baseline;
 //! * [`plot_external_fragmentation`]: 1 − largest free block / free cached
-//!   bytes over the trace.
+//!   bytes over the trace;
+//! * [`plot_colocation`]: several tenants sharing one GPU over the steps of
+//!   a colocated replay, what each holds stacked per step, with the
+//!   device's peak during each step, the capacity and the OOMs.
 //!
 //! Every plot is written twice, as `BASE.png` and `BASE.svg`, at 1200 × 700
 //! pixels (the segment map grows taller with the number of segments, the
@@ -85,8 +88,9 @@ pub use explore::{EXPLORER_MAX_ALLOCATIONS, ExploreTrace};
 pub use html::write_report;
 pub use input::{FitChart, ReportInput, ReportPool, SettingRun};
 pub use plots::{
-    PlotFiles, plot_external_fragmentation, plot_fit, plot_matrix, plot_memory_timeline,
-    plot_oom_points, plot_peak_reserved, plot_segment_map,
+    ColocationChart, ColocationStep, PlotFiles, plot_colocation, plot_external_fragmentation,
+    plot_fit, plot_matrix, plot_memory_timeline, plot_oom_points, plot_peak_reserved,
+    plot_segment_map,
 };
 pub use units::format_bytes;
 

@@ -6,6 +6,6 @@ mod grid;
 mod trace;
 
 pub use conf::{ConfArgs, scenarios};
-pub use device::{DeviceArgs, HostArgs, parse_size_arg};
+pub use device::{DeviceArgs, HostArgs, parse_gpu_arg, parse_size_arg};
 pub use grid::GridArgs;
 pub use trace::{StartArgs, TraceArgs, parse_format};

@@ -96,6 +96,7 @@ pub fn concat(a: &Trace, b: &Trace, empty_cache_between: bool) -> Result<Trace, 
         streams,
         num_ids: ids as u32,
         host_events: a.host_events || b.host_events,
+        tenant_events: a.tenant_events || b.tenant_events,
         ..Default::default()
     };
     out.events.reserve(events as usize);

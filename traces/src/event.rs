@@ -121,6 +121,35 @@ pub enum Event {
     /// `torch._C._host_emptyCache()`: the host allocator's cached blocks go
     /// back to CUDA.
     HostEmptyCache,
+    /// An engine pool ([`PrivatePoolKind::Engine`](crate::PrivatePoolKind::Engine))
+    /// goes to sleep: its allocator unmaps and releases the physical memory
+    /// of every segment it holds (offloaded or discarded), while PyTorch
+    /// still counts the blocks as reserved.
+    PoolSleep {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// The sleeping engine pool wakes: its segments are backed and mapped
+    /// again at the same addresses, all or none (a wake that does not fit
+    /// is the process's out-of-memory).
+    PoolWake {
+        /// The pool.
+        pool: PoolIndex,
+    },
+    /// Device memory taken outside PyTorch's allocator (NCCL's buffers, a
+    /// library's own `cudaMalloc`/`cuMemAlloc`): it uses the device and
+    /// shows in no PyTorch figure. It fails when the device is full.
+    RawAlloc {
+        /// The id this allocation is known by in later events.
+        id: AllocId,
+        /// Bytes.
+        size: u64,
+    },
+    /// Memory of an earlier [`Event::RawAlloc`] goes back to the device.
+    RawFree {
+        /// The allocation being freed.
+        id: AllocId,
+    },
 }
 
 impl Event {
@@ -145,6 +174,8 @@ impl Event {
             Event::HostFree { id } => Event::HostFree { id: f(id) },
             Event::HostFreeRequested { id } => Event::HostFreeRequested { id: f(id) },
             Event::HostFreeCompleted { id } => Event::HostFreeCompleted { id: f(id) },
+            Event::RawAlloc { id, size } => Event::RawAlloc { id: f(id), size },
+            Event::RawFree { id } => Event::RawFree { id: f(id) },
             other => other,
         }
     }
@@ -159,7 +190,9 @@ impl Event {
             | Event::HostAlloc { id, .. }
             | Event::HostFree { id }
             | Event::HostFreeRequested { id }
-            | Event::HostFreeCompleted { id } => Some(id),
+            | Event::HostFreeCompleted { id }
+            | Event::RawAlloc { id, .. }
+            | Event::RawFree { id } => Some(id),
             _ => None,
         }
     }
@@ -176,9 +209,24 @@ impl Event {
         )
     }
 
-    /// The private pool this event opens, closes or releases, if any.
+    /// An event of a tenant beside PyTorch's device allocator: an engine
+    /// pool's sleep or wake, or device memory taken outside PyTorch (trace
+    /// format v4, `.vlt` version 6).
+    pub fn is_tenant(&self) -> bool {
+        matches!(
+            self,
+            Event::PoolSleep { .. }
+                | Event::PoolWake { .. }
+                | Event::RawAlloc { .. }
+                | Event::RawFree { .. }
+        )
+    }
+
+    /// The private pool this event opens, closes, releases, puts to sleep
+    /// or wakes, if any.
     pub fn pool(&self) -> Option<PoolIndex> {
         match *self {
+            Event::PoolSleep { pool } | Event::PoolWake { pool } => Some(pool),
             Event::PoolCreate { pool }
             | Event::CaptureBegin { pool, .. }
             | Event::CaptureEnd { pool }

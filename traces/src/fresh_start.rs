@@ -103,6 +103,7 @@ impl Trace {
                 .collect(),
             pools: self.pools.clone(),
             host_events: self.host_events,
+            tenant_events: self.tenant_events,
             expected_host: None,
         };
         t.header

@@ -429,6 +429,12 @@ pub struct Trace {
     /// write the version that does (CSV v3, `.vlt` 5).
     #[serde(default)]
     pub host_events: bool,
+    /// The trace has engine pools' sleeps and wakes or memory outside
+    /// PyTorch ([`Event::is_tenant`]), or (read as it is read) its file's
+    /// format version may hold them: writers then write the version that
+    /// does (CSV v4, `.vlt` 6).
+    #[serde(default)]
+    pub tenant_events: bool,
     /// What the real pinned host allocator did, event by event, when
     /// known (a snapshot's `host_traces`): the events that made or
     /// destroyed host blocks.
@@ -471,6 +477,18 @@ impl Trace {
         }
     }
 
+    /// The trace needs CSV v4 / `.vlt` 6: it has (or its file's version
+    /// may have) engine pools' sleeps and wakes or memory outside PyTorch,
+    /// or it declares an engine pool.
+    pub fn has_tenant_events(&self) -> bool {
+        self.tenant_events
+            || self
+                .pools
+                .iter()
+                .any(|d| d.kind == crate::pools::PrivatePoolKind::Engine)
+            || self.events.iter().any(Event::is_tenant)
+    }
+
     /// Number of `Alloc` events.
     pub fn num_allocs(&self) -> usize {
         self.events
@@ -483,7 +501,7 @@ impl Trace {
     pub(crate) fn pool_is_mempool(&self, pool: PoolIndex) -> bool {
         self.pools
             .get(pool as usize)
-            .is_some_and(|d| d.kind == crate::pools::PrivatePoolKind::MemPool)
+            .is_some_and(|d| d.kind.is_mempool())
     }
 
     /// The event that starts routing `stream`'s requests to `pool`: a

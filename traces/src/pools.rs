@@ -24,6 +24,12 @@ pub enum PrivatePoolKind {
     /// A `torch.cuda.MemPool`: created with the object, entered with
     /// `torch.cuda.use_mem_pool`.
     MemPool,
+    /// A `torch.cuda.MemPool` with its own allocator functions
+    /// (`CUDAPluggableAllocator`), as an inference engine keeps its weights
+    /// and KV cache in (vLLM's `CuMemAllocator`, torch_memory_saver): a
+    /// MemPool whose segments are never expandable, and whose physical
+    /// memory can sleep and wake ([`Event::PoolSleep`](crate::Event::PoolSleep)).
+    Engine,
 }
 
 impl PrivatePoolKind {
@@ -32,7 +38,14 @@ impl PrivatePoolKind {
         match self {
             PrivatePoolKind::Graph => "graph",
             PrivatePoolKind::MemPool => "mempool",
+            PrivatePoolKind::Engine => "engine",
         }
+    }
+
+    /// A `torch.cuda.MemPool` (plain or an engine's): made with its
+    /// object, entered with `use_mem_pool`, emptied when deleted.
+    pub fn is_mempool(self) -> bool {
+        matches!(self, PrivatePoolKind::MemPool | PrivatePoolKind::Engine)
     }
 
     /// The kind a word names ([`PrivatePoolKind::name`]).
@@ -40,6 +53,7 @@ impl PrivatePoolKind {
         match s {
             "graph" => Some(PrivatePoolKind::Graph),
             "mempool" => Some(PrivatePoolKind::MemPool),
+            "engine" => Some(PrivatePoolKind::Engine),
             _ => None,
         }
     }
@@ -104,8 +118,9 @@ impl PoolDecl {
     pub fn from_csv(text: &str) -> Result<PoolDecl, String> {
         let mut words = text.split_whitespace();
         let kind_word = words.next().ok_or("empty pool declaration")?;
-        let kind = PrivatePoolKind::from_name(kind_word)
-            .ok_or_else(|| format!("pool kind '{kind_word}' (expected graph or mempool)"))?;
+        let kind = PrivatePoolKind::from_name(kind_word).ok_or_else(|| {
+            format!("pool kind '{kind_word}' (expected graph, mempool or engine)")
+        })?;
         let id_word = words
             .next()
             .ok_or("the pool id is missing (e.g. 'graph 0,1')")?;
@@ -158,6 +173,10 @@ mod tests {
                 use_on_oom: true,
                 no_split: true,
                 ..PoolDecl::mempool((0, 3))
+            },
+            PoolDecl {
+                kind: PrivatePoolKind::Engine,
+                ..PoolDecl::mempool((0, 4))
             },
         ] {
             assert_eq!(PoolDecl::from_csv(&d.to_csv()), Ok(d));

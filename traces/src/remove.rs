@@ -59,6 +59,7 @@ impl Trace {
             .collect();
         out.pools.clone_from(&base.pools);
         out.host_events = base.host_events;
+        out.tenant_events = base.tenant_events;
         let mut marks = base.phases.iter().peekable();
         for (i, ev) in base.events.iter().enumerate() {
             while let Some(m) = marks.next_if(|m| m.event_index <= i as u64) {

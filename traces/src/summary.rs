@@ -381,7 +381,12 @@ impl SummaryBuilder {
             | Event::CaptureEnd { .. }
             | Event::PoolEnter { .. }
             | Event::PoolExit { .. }
-            | Event::PoolRelease { .. } => {}
+            | Event::PoolRelease { .. }
+            // Tenants beside the allocator: no PyTorch request.
+            | Event::PoolSleep { .. }
+            | Event::PoolWake { .. }
+            | Event::RawAlloc { .. }
+            | Event::RawFree { .. } => {}
         }
         if let Some(p) = &mut self.phase {
             p.events += 1;

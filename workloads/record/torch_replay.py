@@ -67,6 +67,8 @@ import sys
 import tempfile
 import time
 
+from engine_pool import DeviceFull, EngineMemory, KvRule
+
 ENV_KEY = "PYTORCH_CUDA_ALLOC_CONF"
 OTHER_ENV_KEY = "PYTORCH_ALLOC_CONF"
 REEXEC_MARK = "VRAMLAB_TORCH_REPLAY_REEXEC"
@@ -90,9 +92,13 @@ HOST_ACTIONS = {
     "host_free_requested": HOST_FREE_REQUESTED,
     "host_free_completed": HOST_FREE_COMPLETED,
 }
+# Engine pools and memory outside PyTorch (trace format v4).
+POOL_SLEEP, POOL_WAKE, RAW_ALLOC, RAW_FREE = 14, 15, 16, 17
+POOL_ACTIONS |= {"pool_sleep": POOL_SLEEP, "pool_wake": POOL_WAKE}
 KIND_NAMES = {ALLOC: "alloc", FREE: "free", EMPTY_CACHE: "empty_cache"} | {
     v: k for k, v in POOL_ACTIONS.items()
-} | {v: k for k, v in HOST_ACTIONS.items()} | {HOST_ALLOC: "host_alloc", HOST_EMPTY_CACHE: "host_empty_cache"}
+} | {v: k for k, v in HOST_ACTIONS.items()} | {HOST_ALLOC: "host_alloc", HOST_EMPTY_CACHE: "host_empty_cache"} | {
+    RAW_ALLOC: "raw_alloc", RAW_FREE: "raw_free"}
 
 
 class TraceFormatError(Exception):
@@ -120,8 +126,10 @@ def _parse_stream(text: str, where: str) -> int:
 def _parse_pool(name: str, text: str, where: str) -> dict:
     """A ``# pool.NAME: KIND A,B [use_on_oom] [no_split]`` declaration."""
     words = text.split()
-    if len(words) < 2 or words[0] not in ("graph", "mempool"):
-        raise TraceFormatError(f"{where}: pool '{name}': expected 'graph A,B' or 'mempool A,B [options]'")
+    if len(words) < 2 or words[0] not in ("graph", "mempool", "engine"):
+        raise TraceFormatError(
+            f"{where}: pool '{name}': expected 'graph A,B', 'mempool A,B [options]' or 'engine A,B'"
+        )
     opts = set(words[2:])
     unknown = opts - {"use_on_oom", "no_split"}
     if unknown:
@@ -140,6 +148,7 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
     requested: set[str] = set()
     host_live: dict[str, int] = {}
     host_requested: set[str] = set()
+    raw_live: dict[str, int] = {}
     next_id = 0
     seen_header = False
     with open(path, encoding="utf-8") as f:
@@ -152,13 +161,14 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
                 if seen_header and text[1:].strip().startswith("phase:"):
                     # Where a phase begins: a colocated replay's steps.
                     header.setdefault("phase_starts", []).append(len(events))
+                    header.setdefault("phases", []).append([len(events), text[1:].strip()[len("phase:") :].strip()])
                     continue
                 if not seen_header:
                     body = text[1:].strip()
                     if body.startswith("vramlab trace"):
                         version = body[len("vramlab trace") :].strip()
-                        if version not in ("v1", "v2", "v3"):
-                            raise TraceFormatError(f"{where}: trace format '{version}' (expected v1, v2 or v3)")
+                        if version not in ("v1", "v2", "v3", "v4"):
+                            raise TraceFormatError(f"{where}: trace format '{version}' (expected v1 to v4)")
                     elif body.startswith("pool.") and ":" in body:
                         name, decl = body[len("pool.") :].split(":", 1)
                         name = name.strip()
@@ -246,6 +256,18 @@ def read_csv_trace(path: str) -> tuple[dict, list]:
                     del host_live[ident]
             elif action == "host_empty_cache":
                 events.append((HOST_EMPTY_CACHE, 0, 0, 0))
+            elif action == "raw_alloc":
+                if not ident or not size or stream:
+                    raise TraceFormatError(f"{where}: raw_alloc needs an id and a size, and takes no stream")
+                if ident in raw_live:
+                    raise TraceFormatError(f"{where}: raw_alloc of id '{ident}', which is still allocated")
+                raw_live[ident] = next_id
+                events.append((RAW_ALLOC, next_id, _parse_u64(size, "size", where), 0))
+                next_id += 1
+            elif action == "raw_free":
+                if ident not in raw_live:
+                    raise TraceFormatError(f"{where}: raw_free of id '{ident}', which is not allocated outside PyTorch")
+                events.append((RAW_FREE, raw_live.pop(ident), 0, 0))
             elif not action:
                 raise TraceFormatError(f"{where}: missing action")
             else:
@@ -383,8 +405,9 @@ class PrivatePools:
     MemPool is a ``torch.cuda.MemPool`` entered with
     ``torch.cuda.use_mem_pool``; ``pool_release`` deletes it."""
 
-    def __init__(self, torch, dev: int, decls: list):
+    def __init__(self, torch, dev: int, decls: list, engine):
         self.torch = torch
+        self.engine = engine
         # From 2.14 CUDAGraph makes no allocations of its own: capture with
         # it. 2.13's capture_begin still allocates its RNG seed and offset
         # (4 blocks of 512 B, seen by the oracle: peak allocated +2,048 B and
@@ -414,7 +437,9 @@ class PrivatePools:
     def _handle(self, i: int):
         if i not in self.handles:
             d = self.decls[i]
-            if d["kind"] == "mempool":
+            if d["kind"] == "engine":
+                self.handles[i] = self.engine.mem_pool()
+            elif d["kind"] == "mempool":
                 self.handles[i] = self.torch.cuda.MemPool(use_on_oom=d["use_on_oom"], no_split=d["no_split"])
             else:
                 self.handles[i] = self.torch.cuda.graph_pool_handle()
@@ -457,14 +482,20 @@ class PrivatePools:
             err = rt.cudaStreamEndCapture(ctypes.c_void_p(stream.cuda_stream), ctypes.byref(graph))
             if err != 0:
                 raise SystemExit(f"error: cudaStreamEndCapture failed ({err})")
+        elif kind == POOL_SLEEP:
+            self.engine.sleep(i)
+        elif kind == POOL_WAKE:
+            self.engine.wake(i)
         elif kind == POOL_ENTER:
+            if self.decls[i]["kind"] == "engine":
+                self.engine.enter(i)
             ctx = torch.cuda.use_mem_pool(self._handle(i))
             ctx.__enter__()
             self.contexts[i] = ctx
         elif kind == POOL_EXIT:
             self.contexts.pop(i).__exit__(None, None, None)
         elif kind == POOL_RELEASE:
-            if self.decls[i]["kind"] == "mempool":
+            if self.decls[i]["kind"] in ("mempool", "engine"):
                 import gc  # noqa: PLC0415
 
                 self.handles.pop(i, None)
@@ -530,10 +561,13 @@ class Gate:
     """Several processes on one shared fake device run their traces in a
     schedule's order (``vramlab colocate --oracle``): before each phase with
     events this process writes its number to ``DIR/at`` and waits for the
-    coordinator's ``DIR/go-K``; at the end it writes ``done``."""
+    coordinator's ``DIR/go-K``; at the end it writes ``done``. Each word is
+    followed by the device's used bytes at that moment (``cudaMemGetInfo``:
+    what every process on it holds)."""
 
-    def __init__(self, folder, n_events: int, starts: list):
+    def __init__(self, folder, n_events: int, starts: list, used=None):
         self.folder = folder
+        self.used = used
         cuts = sorted({0, *[s for s in starts if s < n_events]})
         # The phases' first events, empty phases left out.
         self.starts = [c for i, c in enumerate(cuts) if (cuts[i + 1] if i + 1 < len(cuts) else n_events) > c]
@@ -542,7 +576,7 @@ class Gate:
     def _say(self, what: str) -> None:
         tmp = os.path.join(self.folder, "at.tmp")
         with open(tmp, "w") as f:
-            f.write(what)
+            f.write(f"{what} {self.used() if self.used else 0}")
         os.replace(tmp, os.path.join(self.folder, "at"))
 
     def before(self, idx: int) -> None:
@@ -632,9 +666,15 @@ def replay(args: argparse.Namespace) -> int:
             torch.cuda.memory._record_memory_history(max_entries=max_entries)
 
     mark = fake_device_mark()
-    pools = PrivatePools(torch, dev, header.get("pools", []))
+    engine = EngineMemory(torch)
+    pools = PrivatePools(torch, dev, header.get("pools", []), engine)
     host = HostReplay(torch, device)
-    gate = Gate(args.gate, len(events), header.get("phase_starts", []))
+    def device_used() -> int:
+        free, total = torch.cuda.mem_get_info(dev)
+        return total - free
+
+    gate = Gate(args.gate, len(events), header.get("phase_starts", []), device_used)
+    kv = KvRule(torch, dev, args.kv_util, header.get("phases", []), events, engine)
     ptrs: dict[int, int] = {}
     failed: set[int] = set()
     timing: list = []
@@ -647,6 +687,14 @@ def replay(args: argparse.Namespace) -> int:
         gate.before(idx)
         if mark is not None:
             mark(idx)
+        try:
+            size = kv.size(idx, kind, size)
+        except DeviceFull as e:
+            # The engine cannot start, or has no room for its KV cache: the
+            # process ends here.
+            if oom is None:
+                oom = {"event_index": idx, "requested_bytes": size, "message": str(e)}
+            break
         if kind == ALLOC:
             if size == 0:
                 ptrs[ident] = 0
@@ -689,6 +737,25 @@ def replay(args: argparse.Namespace) -> int:
                 timing.append((idx, "free", ident, 0, 0, dt))
         elif kind == EMPTY_CACHE:
             torch.cuda.empty_cache()
+        elif kind in (POOL_SLEEP, POOL_WAKE, RAW_ALLOC, RAW_FREE):
+            try:
+                if kind == RAW_ALLOC:
+                    engine.raw_alloc(ident, size)
+                elif kind == RAW_FREE:
+                    engine.raw_free(ident)
+                else:
+                    pools.event(kind, ident, None)
+            except DeviceFull as e:
+                if oom is None:
+                    oom = {
+                        "event_index": idx,
+                        "requested_bytes": size,
+                        "reserved_bytes": torch.cuda.memory_reserved(dev),
+                        "allocated_bytes": torch.cuda.memory_allocated(dev),
+                        "message": str(e),
+                    }
+                if not args.continue_on_oom:
+                    break
         elif kind >= HOST_ALLOC:
             host.event(kind, ident, size)
         else:
@@ -717,6 +784,7 @@ def replay(args: argparse.Namespace) -> int:
     for p in ptrs.values():
         if p:
             delete(p)
+    engine.free_all()
     torch.cuda.synchronize(dev)
     torch.cuda.empty_cache()
     reserved_after = torch.cuda.memory_reserved(dev)
@@ -805,6 +873,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-entries", type=int, help="memory history ring size (default: 8 x events)")
     ap.add_argument("--continue-on-oom", action="store_true", help="skip failed allocations instead of stopping")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument(
+        "--kv-util",
+        type=float,
+        help="an inference engine sized by vLLM's rule: its share of the device (gpu_memory_utilization); "
+        "the allocations of its '# phase: kv_cache' phases get what is left of it",
+    )
     ap.add_argument("--gate", help="a folder: wait for a coordinator's go before each phase (colocated replays)")
     args = ap.parse_args(argv)
     if args.conf == "default":

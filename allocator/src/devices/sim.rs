@@ -99,6 +99,9 @@ pub struct SimDevice {
     time_us: f64,
     failed_mallocs: u64,
     refusal: Refusal,
+    /// Segments whose physical memory sleeps (an engine pool's): they keep
+    /// their addresses and hold no memory.
+    asleep: BTreeMap<DevicePtr, u64>,
 }
 
 /// Fidelity mode: allocations the device refuses, as the real one did.
@@ -143,6 +146,7 @@ impl SimDevice {
             time_us: 0.0,
             failed_mallocs: 0,
             refusal: Refusal::None,
+            asleep: BTreeMap::new(),
         }
     }
 
@@ -202,6 +206,56 @@ impl SimDevice {
     /// otherwise ([`Refusal::UntilRelease`] ends by itself).
     pub fn refuse(&mut self, refusal: Refusal) {
         self.refusal = refusal;
+    }
+
+    /// Memory taken outside the allocator (NCCL's buffers, a library's own
+    /// allocation): `size` bytes of physical memory, at no address the
+    /// allocator sees. Fails when the device is full.
+    pub fn take_outside(&mut self, size: u64) -> Result<(), DeviceError> {
+        self.fits(size)?;
+        self.used += size;
+        Ok(())
+    }
+
+    /// Memory of [`SimDevice::take_outside`] goes back.
+    pub fn give_outside(&mut self, size: u64) {
+        self.used = self.used.saturating_sub(size);
+    }
+
+    /// The segment at `ptr` sleeps: it keeps its address and its physical
+    /// memory goes back (an engine pool's `cuMemUnmap` + `cuMemRelease`).
+    /// Returns its size.
+    pub fn suspend(&mut self, ptr: DevicePtr) -> Result<u64, DeviceError> {
+        let Some(&size) = self.segments.get(&ptr) else {
+            return Err(DeviceError::Other(format!(
+                "sleep of {ptr:#x}: not a segment"
+            )));
+        };
+        if self.asleep.insert(ptr, size).is_some() {
+            return Err(DeviceError::Other(format!(
+                "sleep of {ptr:#x}: already asleep"
+            )));
+        }
+        self.used -= size;
+        Ok(size)
+    }
+
+    /// The sleeping segments at `ptrs` are backed again, all or none: an
+    /// out-of-memory error when their sum does not fit.
+    pub fn resume(&mut self, ptrs: &[DevicePtr]) -> Result<(), DeviceError> {
+        let mut total = 0u64;
+        for p in ptrs {
+            let Some(&size) = self.asleep.get(p) else {
+                return Err(DeviceError::Other(format!("wake of {p:#x}: not asleep")));
+            };
+            total = total.saturating_add(size);
+        }
+        self.fits(total)?;
+        for p in ptrs {
+            self.asleep.remove(p);
+        }
+        self.used += total;
+        Ok(())
     }
 
     fn fits(&self, size: u64) -> Result<(), DeviceError> {
@@ -371,7 +425,10 @@ impl Device for SimDevice {
         }
         self.segments.remove(&ptr);
         self.placer.freed(ptr);
-        self.used -= size;
+        // A sleeping segment's memory went back at its sleep.
+        if self.asleep.remove(&ptr).is_none() {
+            self.used -= size;
+        }
         if self.refusal == Refusal::UntilRelease {
             self.refusal = Refusal::None;
         }
@@ -579,6 +636,36 @@ mod tests {
         // ... but never over mapped pages.
         d.place_next(0x1_0000_0000 + (4 << 20));
         assert_ne!(d.reserve(1 << 40).unwrap(), 0x1_0000_0000 + (4 << 20));
+    }
+
+    #[test]
+    fn sleeping_segments_give_their_memory_back_and_wake_all_or_none() {
+        let mut d = SimDevice::with_capacity(Some(100));
+        let a = d.malloc(40).unwrap();
+        let b = d.malloc(40).unwrap();
+        assert_eq!(d.suspend(a).unwrap(), 40);
+        assert_eq!(d.suspend(b).unwrap(), 40);
+        assert_eq!(d.used(), 0);
+        d.take_outside(30).unwrap();
+        let c = d.malloc(40).unwrap();
+        // 70 used: the two sleeping segments (80) do not fit, so neither wakes.
+        assert!(matches!(
+            d.resume(&[a, b]),
+            Err(DeviceError::OutOfMemory {
+                requested: 80,
+                free: 30
+            })
+        ));
+        assert_eq!(d.used(), 70);
+        d.free(c, 40).unwrap();
+        d.give_outside(30);
+        d.resume(&[a, b]).unwrap();
+        assert_eq!(d.used(), 80);
+        // A sleeping segment freed gives back only its address.
+        d.suspend(a).unwrap();
+        d.free(a, 40).unwrap();
+        assert_eq!(d.used(), 40);
+        assert!(d.suspend(a).is_err(), "freed");
     }
 
     #[test]

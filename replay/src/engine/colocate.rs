@@ -16,8 +16,9 @@ use vramlab_allocator::{
     Device, DeviceCall, DeviceError, DevicePtr, Inspect, MemInfo, NativeAllocator, Refusal,
     SimDevice,
 };
-use vramlab_traces::Trace;
+use vramlab_traces::{Event, Trace};
 
+use super::kv_rule;
 use super::replayer::Replayer;
 use super::run::Run;
 use super::scenario::Scenario;
@@ -29,6 +30,10 @@ use super::{ReplayDevice, ReplayError, ReplayOptions};
 pub struct TenantDevice {
     shared: Rc<RefCell<SimDevice>>,
     calls: Vec<DeviceCall>,
+    /// Physical bytes this tenant holds on the device.
+    held: u64,
+    /// Its sleeping segments and their sizes.
+    asleep: Vec<(DevicePtr, u64)>,
 }
 
 impl TenantDevice {
@@ -37,7 +42,16 @@ impl TenantDevice {
         TenantDevice {
             shared,
             calls: Vec::new(),
+            held: 0,
+            asleep: Vec::new(),
         }
+    }
+
+    /// Physical bytes this tenant holds on the device: its segments and
+    /// mapped pages less its sleeping engine pools, and its memory outside
+    /// PyTorch.
+    pub fn held(&self) -> u64 {
+        self.held
     }
 
     /// Runs `f` on the shared device and keeps the calls it made.
@@ -52,10 +66,19 @@ impl TenantDevice {
 
 impl Device for TenantDevice {
     fn malloc(&mut self, size: u64) -> Result<DevicePtr, DeviceError> {
-        self.with(|d| d.malloc(size))
+        let p = self.with(|d| d.malloc(size))?;
+        self.held += size;
+        Ok(p)
     }
     fn free(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError> {
-        self.with(|d| d.free(ptr, size))
+        self.with(|d| d.free(ptr, size))?;
+        match self.asleep.iter().position(|&(p, _)| p == ptr) {
+            Some(i) => {
+                self.asleep.swap_remove(i);
+            }
+            None => self.held = self.held.saturating_sub(size),
+        }
+        Ok(())
     }
     fn mem_info(&self) -> MemInfo {
         self.shared.borrow().mem_info()
@@ -70,10 +93,14 @@ impl Device for TenantDevice {
         self.with(|d| d.reserve(size))
     }
     fn map(&mut self, ptr: DevicePtr, size: u64, page: u64) -> Result<(), DeviceError> {
-        self.with(|d| d.map(ptr, size, page))
+        self.with(|d| d.map(ptr, size, page))?;
+        self.held += size;
+        Ok(())
     }
     fn unmap(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError> {
-        self.with(|d| d.unmap(ptr, size))
+        self.with(|d| d.unmap(ptr, size))?;
+        self.held = self.held.saturating_sub(size);
+        Ok(())
     }
     fn release(&mut self, ptr: DevicePtr, size: u64) -> Result<(), DeviceError> {
         self.with(|d| d.release(ptr, size))
@@ -99,6 +126,31 @@ impl ReplayDevice for TenantDevice {
     fn device_time_us(&self) -> f64 {
         self.shared.borrow().time_us()
     }
+    fn take_outside(&mut self, size: u64) -> Result<(), DeviceError> {
+        self.shared.borrow_mut().take_outside(size)?;
+        self.held += size;
+        Ok(())
+    }
+    fn give_outside(&mut self, size: u64) {
+        self.shared.borrow_mut().give_outside(size);
+        self.held = self.held.saturating_sub(size);
+    }
+    fn suspend(&mut self, ptr: DevicePtr) -> Result<u64, DeviceError> {
+        let size = self.shared.borrow_mut().suspend(ptr)?;
+        self.held = self.held.saturating_sub(size);
+        self.asleep.push((ptr, size));
+        Ok(size)
+    }
+    fn resume(&mut self, ptrs: &[DevicePtr]) -> Result<(), DeviceError> {
+        self.shared.borrow_mut().resume(ptrs)?;
+        for p in ptrs {
+            if let Some(i) = self.asleep.iter().position(|&(q, _)| q == *p) {
+                let (_, size) = self.asleep.swap_remove(i);
+                self.held += size;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A process on the shared GPU.
@@ -111,6 +163,10 @@ pub struct Tenant<'t> {
     /// Its allocator: the native policy's settings and release (capacity
     /// and placement come from the shared device).
     pub scenario: Scenario,
+    /// An inference engine sized by vLLM's rule ([`kv_rule`]): the share of
+    /// the device's total memory it may use (`gpu_memory_utilization`);
+    /// the allocations of its `kv_cache` phases get what is left of it.
+    pub kv_util: Option<f64>,
 }
 
 /// One step of a schedule: a tenant runs its events up to its next phase
@@ -132,8 +188,17 @@ pub struct StepUse {
     pub phase: String,
     /// Each tenant's reserved bytes after the step.
     pub reserved: Vec<u64>,
+    /// Each tenant's bytes on the device after the step
+    /// ([`TenantDevice::held`]).
+    pub held: Vec<u64>,
     /// The peak of the device's used bytes during the step.
     pub device_peak: u64,
+    /// The first event of the step at which its tenant ran out of memory.
+    pub oom_event: Option<u64>,
+    /// The device's used bytes after the step (`cudaMemGetInfo`'s total
+    /// less free: every tenant's segments, pages, awake engine pools and
+    /// memory outside PyTorch).
+    pub device_used: u64,
 }
 
 /// What a colocated replay gives.
@@ -158,6 +223,9 @@ struct Live<'t> {
     /// The next phase mark not yet passed.
     mark: usize,
     stopped: bool,
+    /// In a `kv_cache` phase of an engine sized by utilization: the bytes
+    /// each of its allocations gets.
+    kv_size: Option<u64>,
 }
 
 /// Replays `tenants` on one device of `capacity` bytes (`total`: what
@@ -200,6 +268,7 @@ pub fn replay_colocated(
             next: 0,
             mark: 0,
             stopped: false,
+            kv_size: None,
         });
     }
     let mut out = ColocatedRun {
@@ -234,7 +303,13 @@ pub fn replay_colocated(
                 .iter()
                 .map(|l| l.alloc.stats().reserved_bytes.all.current.max(0) as u64)
                 .collect(),
+            held: live.iter().map(|l| l.alloc.device().held()).collect(),
             device_peak: ran.device_peak,
+            oom_event: ran.oom_event,
+            device_used: {
+                let info = shared.borrow().mem_info();
+                info.total.saturating_sub(info.free)
+            },
         });
     }
     for l in live {
@@ -269,6 +344,8 @@ fn run_step(
         device_peak: 0,
         oom_event: None,
     };
+    let first_step = l.next == 0;
+    let mut phase_start = l.next;
     while let Some(m) = marks.get(l.mark).filter(|m| m.event_index <= l.next as u64) {
         ran.phase.clone_from(&m.label);
         l.mark += 1;
@@ -277,16 +354,60 @@ fn run_step(
         Some(m) if until_mark => (m.event_index as usize).min(events.len()),
         _ => events.len(),
     };
+    if let Some(util) = t.kv_util {
+        let info = shared.borrow().mem_info();
+        let requested = kv_rule::requested(info.total, util);
+        if first_step && info.free < requested {
+            // vLLM refuses to start: less free memory than it would use.
+            let msg = kv_rule::start_refused(info.free, info.total, util);
+            l.replayer
+                .engine_failed(&l.alloc, 0, requested, info.free, msg);
+            l.stopped = true;
+            ran.oom_event = Some(0);
+            return Ok(Some(ran));
+        }
+    }
     while l.next < end {
         let i = l.next;
+        // A mark inside the step (a step that runs to the end) opens its
+        // phase here.
+        while let Some(m) = marks.get(l.mark).filter(|m| m.event_index <= i as u64) {
+            ran.phase.clone_from(&m.label);
+            l.mark += 1;
+            phase_start = i;
+        }
+        if i == phase_start {
+            l.kv_size = None;
+            if let Some(util) = t.kv_util.filter(|_| ran.phase == kv_rule::KV_PHASE) {
+                let now = kv_rule::EngineNow {
+                    peak_allocated: l.alloc.stats().allocated_bytes.all.peak.max(0) as u64,
+                    outside: l.replayer.outside_bytes(),
+                    info: shared.borrow().mem_info(),
+                };
+                match kv_rule::size_each(t.trace, i, util, &now) {
+                    Ok(size) => l.kv_size = Some(size),
+                    Err((bytes, free, msg)) => {
+                        l.replayer
+                            .engine_failed(&l.alloc, i as u64, bytes, free, msg);
+                        l.stopped = true;
+                        ran.oom_event.get_or_insert(i as u64);
+                        break;
+                    }
+                }
+            }
+        }
         l.next += 1;
-        let Some(ev) = events.get(i) else { break };
-        let ooms = l.alloc.stats().num_ooms;
-        let stop = l.replayer.event(&mut l.alloc, i, ev)?;
+        let Some(&ev) = events.get(i) else { break };
+        let ev = match (ev, l.kv_size) {
+            (Event::Alloc { id, stream, .. }, Some(size)) => Event::Alloc { id, stream, size },
+            (ev, _) => ev,
+        };
+        let ooms = l.alloc.stats().num_ooms + l.replayer.outside_ooms();
+        let stop = l.replayer.event(&mut l.alloc, i, &ev)?;
         let info = shared.borrow().mem_info();
         ran.device_peak = ran.device_peak.max(info.total.saturating_sub(info.free));
         // An OOM, whether the tenant stops at it or goes on.
-        if l.alloc.stats().num_ooms > ooms && ran.oom_event.is_none() {
+        if l.alloc.stats().num_ooms + l.replayer.outside_ooms() > ooms && ran.oom_event.is_none() {
             ran.oom_event = Some(i as u64);
         }
         if stop {

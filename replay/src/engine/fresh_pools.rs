@@ -31,7 +31,7 @@ impl<'t> FreshPools<'t> {
         self.trace
             .pools
             .get(p as usize)
-            .is_some_and(|d| d.kind == PrivatePoolKind::MemPool)
+            .is_some_and(|d| d.kind.is_mempool())
     }
 
     fn raw(&self, s: StreamIndex) -> u64 {
@@ -120,5 +120,6 @@ pub(super) fn pool_options(trace: &Trace, pool: u32) -> PoolOptions {
         .map_or(PoolOptions::default(), |d| PoolOptions {
             use_on_oom: d.use_on_oom,
             no_split: d.no_split,
+            own_allocator: d.kind == PrivatePoolKind::Engine,
         })
 }

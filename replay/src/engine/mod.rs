@@ -21,13 +21,14 @@ use vramlab_traces::Trace;
 use replayer::Replayer;
 use run::Run;
 use start::Start;
-use vramlab_allocator::{Refusal, SimDevice};
+use vramlab_allocator::{DeviceError, DevicePtr, Refusal, SimDevice};
 
 mod addresses;
 pub(crate) mod colocate;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod fresh_pools;
+pub(crate) mod kv_rule;
 pub(crate) mod passes;
 mod replayer;
 pub(crate) mod run;
@@ -48,6 +49,29 @@ pub trait ReplayDevice: Device {
     fn device_time_us(&self) -> f64 {
         0.0
     }
+    /// Takes `size` bytes outside the allocator (memory outside PyTorch).
+    fn take_outside(&mut self, _size: u64) -> Result<(), DeviceError> {
+        Err(no_tenants())
+    }
+    /// Gives back memory of [`ReplayDevice::take_outside`].
+    fn give_outside(&mut self, _size: u64) {}
+    /// The segment at `ptr` sleeps (an engine pool's); returns its size.
+    fn suspend(&mut self, _ptr: DevicePtr) -> Result<u64, DeviceError> {
+        Err(no_tenants())
+    }
+    /// The sleeping segments at `ptrs` wake, all or none.
+    fn resume(&mut self, _ptrs: &[DevicePtr]) -> Result<(), DeviceError> {
+        Err(no_tenants())
+    }
+}
+
+/// The error of a device that does not model engine pools' sleep or memory
+/// outside the allocator.
+fn no_tenants() -> DeviceError {
+    DeviceError::Other(
+        "engine pools' sleep and memory outside PyTorch are replayed on a simulated device only"
+            .into(),
+    )
 }
 
 impl ReplayDevice for SimDevice {
@@ -62,6 +86,18 @@ impl ReplayDevice for SimDevice {
     }
     fn device_time_us(&self) -> f64 {
         self.time_us()
+    }
+    fn take_outside(&mut self, size: u64) -> Result<(), DeviceError> {
+        SimDevice::take_outside(self, size)
+    }
+    fn give_outside(&mut self, size: u64) {
+        SimDevice::give_outside(self, size);
+    }
+    fn suspend(&mut self, ptr: DevicePtr) -> Result<u64, DeviceError> {
+        SimDevice::suspend(self, ptr)
+    }
+    fn resume(&mut self, ptrs: &[DevicePtr]) -> Result<(), DeviceError> {
+        SimDevice::resume(self, ptrs)
     }
 }
 

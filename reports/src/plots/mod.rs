@@ -13,6 +13,7 @@ use crate::style::{Area, ensure_fonts};
 use crate::{ReportError, Result};
 
 mod bars;
+mod colocation;
 mod fit;
 mod matrix;
 mod segments;
@@ -163,6 +164,46 @@ pub fn plot_segment_map(out: &Path, title: &str, segments: &[SegmentView]) -> Re
 /// `out.png` and `out.svg`.
 pub fn plot_matrix(out: &Path, m: &vramlab_replay::Matrix) -> Result<PlotFiles> {
     render(out, &matrix::Heatmap { m })
+}
+
+/// Several tenants on one GPU over the steps of a colocated replay
+/// (`vramlab colocate`): what each holds on the device after each step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColocationChart {
+    /// The plot's title.
+    pub title: String,
+    /// The device's memory in bytes (drawn as a horizontal limit line).
+    pub capacity: u64,
+    /// The tenants' names, in stacking order (bottom first).
+    pub tenants: Vec<String>,
+    /// The steps, in order.
+    pub steps: Vec<ColocationStep>,
+}
+
+/// One step of a colocated replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColocationStep {
+    /// What ran: `tenant: phase` (e.g. `rollout: generate`).
+    pub label: String,
+    /// Each tenant's bytes on the device after the step, in the order of
+    /// `ColocationChart::tenants`.
+    pub held: Vec<u64>,
+    /// The peak of the device's used bytes during the step.
+    pub device_peak: u64,
+    /// The tenant that ran out of memory during this step, if one did.
+    pub oom: Option<String>,
+}
+
+/// Several tenants on one GPU over the steps of a colocated replay: one
+/// bar per step, each tenant's bytes after the step stacked in its colour
+/// (bottom first, in the order of [`ColocationChart::tenants`]), the
+/// device's peak during the step as a black tick, the capacity as a
+/// dashed red line (none when it is 0), and a step where a tenant ran out
+/// of memory shaded and marked `OOM: NAME`. Steps are numbered from 1 and
+/// labelled with what ran (every k-th step when there are too many to
+/// label each). Writes `out.png` and `out.svg`.
+pub fn plot_colocation(out: &Path, chart: &ColocationChart) -> Result<PlotFiles> {
+    render(out, &colocation::Colocation { chart })
 }
 
 /// A chart over `f64 × f64`.

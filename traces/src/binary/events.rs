@@ -113,9 +113,15 @@ impl Recycler {
     /// be, in the words a replay of the trace read whole uses (an id that
     /// is not live where it must be, or live where it must not be).
     fn rename(&mut self, ev: &mut Event) -> Result<(), String> {
-        let host = if ev.is_host() { "host_" } else { "" };
+        let host = if ev.is_host() {
+            "host_"
+        } else if ev.is_tenant() {
+            "raw_"
+        } else {
+            ""
+        };
         match ev {
-            Event::Alloc { id, .. } | Event::HostAlloc { id, .. } => {
+            Event::Alloc { id, .. } | Event::HostAlloc { id, .. } | Event::RawAlloc { id, .. } => {
                 if self.live.contains_key(id) || self.has_ended(*id) {
                     return Err(format!(
                         "{host}alloc of id {id}, which {}",
@@ -137,13 +143,18 @@ impl Recycler {
             Event::Free { .. }
             | Event::FreeRequested { .. }
             | Event::HostFree { .. }
-            | Event::HostFreeRequested { .. } => {
-                let is_free = matches!(ev, Event::Free { .. } | Event::HostFree { .. });
+            | Event::HostFreeRequested { .. }
+            | Event::RawFree { .. } => {
+                let is_free = matches!(
+                    ev,
+                    Event::Free { .. } | Event::HostFree { .. } | Event::RawFree { .. }
+                );
                 let id = match ev {
                     Event::Free { id }
                     | Event::FreeRequested { id }
                     | Event::HostFree { id }
-                    | Event::HostFreeRequested { id } => id,
+                    | Event::HostFreeRequested { id }
+                    | Event::RawFree { id } => id,
                     _ => return Ok(()),
                 };
                 let what = if is_free { "free" } else { "free_requested" };
@@ -222,7 +233,7 @@ pub struct VltEvents<R: BufRead> {
     /// Events decoded so far; `alloc` events among them.
     read: u64,
     allocs: u64,
-    /// `HostAlloc` events read (they take ids too).
+    /// `HostAlloc` and `RawAlloc` events read (they take ids too).
     host_allocs: u64,
     done: bool,
     /// One chunk's bytes (kept between chunks).
@@ -252,6 +263,7 @@ impl<R: BufRead> VltEvents<R> {
         }
         let version = u16::from_le_bytes([head[8], head[9]]);
         if ![
+            super::VERSION_TENANTS,
             super::VERSION_HOST,
             VERSION,
             VERSION_3,
@@ -265,7 +277,7 @@ impl<R: BufRead> VltEvents<R> {
                 Location::Byte(8),
                 format!(
                     "binary trace format version {version}; this version of vramlab reads versions {VERSION_1} to {}",
-                    super::VERSION_HOST
+                    super::VERSION_TENANTS
                 ),
             ));
         }
@@ -447,6 +459,7 @@ impl<R: BufRead> VltEvents<R> {
             phases,
             pools,
             host_events: version >= super::VERSION_HOST,
+            tenant_events: version >= super::VERSION_TENANTS,
             expected_host,
         };
         Ok(())
@@ -518,7 +531,10 @@ impl<R: BufRead> VltEvents<R> {
             let i = base + k as u64;
             let entry = |m: String| TraceError::new(path, Location::Entry(i), m);
             check_event(&self.trace, ev).map_err(entry)?;
-            if let Event::Alloc { id, .. } | Event::HostAlloc { id, .. } = *ev {
+            if let Event::Alloc { id, .. }
+            | Event::HostAlloc { id, .. }
+            | Event::RawAlloc { id, .. } = *ev
+            {
                 if matches!(ev, Event::Alloc { .. }) {
                     self.allocs += 1;
                 } else {
@@ -581,6 +597,15 @@ fn check_event(t: &Trace, e: &Event) -> Result<(), String> {
             return Err(format!(
                 "pool index {pool} is not among the trace's {} private pools",
                 t.pools.len()
+            ));
+        }
+        let engine = t
+            .pools
+            .get(pool as usize)
+            .is_some_and(|d| d.kind == crate::pools::PrivatePoolKind::Engine);
+        if matches!(e, Event::PoolSleep { .. } | Event::PoolWake { .. }) && !engine {
+            return Err(format!(
+                "pool {pool} sleeps or wakes, but it is not an engine pool"
             ));
         }
     }

@@ -31,6 +31,10 @@ pub(crate) const VERSION: u16 = 4;
 /// Version 5, written for traces with requests to the pinned host
 /// allocator: version 4's layout, and events that may be host events.
 pub(crate) const VERSION_HOST: u16 = 5;
+/// Version 6, written for traces with engine pools or memory outside
+/// PyTorch: version 5's layout, and events that may be
+/// [`Event::is_tenant`].
+pub(crate) const VERSION_TENANTS: u16 = 6;
 /// Version 3, still read: no private pools.
 const VERSION_3: u16 = 3;
 /// The previous version, still read: its initial state held only the
@@ -212,7 +216,9 @@ impl<W: Write> VltWriter<W> {
         // A trace without private pools is written as version 3, byte for
         // byte what it was before pools, which older readers still read.
         let host = trace.host_events || trace.events.iter().any(Event::is_host);
-        let version = if host {
+        let version = if trace.has_tenant_events() {
+            VERSION_TENANTS
+        } else if host {
             VERSION_HOST
         } else if trace.pools.is_empty() {
             VERSION_3
@@ -257,7 +263,7 @@ impl<W: Write> VltWriter<W> {
         };
         let m = if version == VERSION_3 {
             postcard::to_stdvec(&meta.v3)
-        } else if version == VERSION_HOST {
+        } else if version == VERSION_HOST || version == VERSION_TENANTS {
             postcard::to_stdvec(&MetaV5 {
                 v4: meta,
                 expected_host: trace.expected_host.clone(),
@@ -380,7 +386,7 @@ fn decode_meta(m: &[u8], version: u16) -> Result<DecodedMeta, postcard::Error> {
             phases: Vec::new(),
         }),
         VERSION_3 => no_pools(postcard::from_bytes(m)?),
-        VERSION_HOST => {
+        VERSION_HOST | VERSION_TENANTS => {
             let v5: MetaV5 = postcard::from_bytes(m)?;
             return Ok(split_v4(v5.v4, v5.expected_host));
         }

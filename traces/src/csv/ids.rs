@@ -34,8 +34,69 @@ pub(super) struct Live {
     pub(super) dense: AllocId,
     pub(super) state: State,
     pub(super) line: u64,
-    /// A pinned host allocation (`host_alloc`).
-    pub(super) host: bool,
+    /// Which allocator gave it.
+    pub(super) memory: Memory,
+}
+
+/// Which allocator a row's request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Memory {
+    /// The device's caching allocator (`alloc`, `free`, …).
+    Device,
+    /// The pinned host allocator (`host_alloc`, `host_free`, …).
+    Host,
+    /// Device memory outside PyTorch (`raw_alloc`, `raw_free`).
+    Raw,
+}
+
+impl Memory {
+    pub(super) fn prefix(self) -> &'static str {
+        match self {
+            Memory::Device => "",
+            Memory::Host => "host_",
+            Memory::Raw => "raw_",
+        }
+    }
+
+    /// The row's action as the file spells it.
+    pub(super) fn action(self, device: &'static str) -> &'static str {
+        match (self, device) {
+            (Memory::Device, a) => a,
+            (Memory::Host, "alloc") => "host_alloc",
+            (Memory::Host, "free") => "host_free",
+            (Memory::Host, "free_requested") => "host_free_requested",
+            (Memory::Host, "free_completed") => "host_free_completed",
+            (Memory::Host, _) => "host_empty_cache",
+            (Memory::Raw, "alloc") => "raw_alloc",
+            (Memory::Raw, _) => "raw_free",
+        }
+    }
+
+    /// Why an `alloc` of this memory takes no stream.
+    pub(super) fn no_stream(self) -> &'static str {
+        match self {
+            Memory::Raw => "raw_alloc takes no stream",
+            _ => {
+                "host_alloc takes no stream (the streams that use a pinned block are known at its free: host_free_requested)"
+            }
+        }
+    }
+
+    /// The error for a free of an id this memory holds, by a row of
+    /// another.
+    pub(super) fn mismatch(self, action: &str, id: &str) -> String {
+        match self {
+            Memory::Host => format!(
+                "{action} of id '{id}', which is a pinned host allocation (free it with host_free)"
+            ),
+            Memory::Raw => format!(
+                "{action} of id '{id}', which is memory outside PyTorch (free it with raw_free)"
+            ),
+            Memory::Device => {
+                format!("{action} of id '{id}', which is a device allocation (free it with free)")
+            }
+        }
+    }
 }
 
 /// The live ids.

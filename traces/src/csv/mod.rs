@@ -33,9 +33,13 @@
 //! used the block), `host_free_requested,ID` (streams used it: it waits for
 //! their events), `host_free_completed,ID` (those events completed; the
 //! allocator takes the block back at its next request) and
-//! `host_empty_cache`. Host and device ids share one namespace. The writer
-//! writes the lowest version a trace needs (v3 for host rows, else v2 for
-//! pools, else v1); the reader reads all three.
+//! `host_empty_cache`. Host and device ids share one namespace. Format v4
+//! adds what shares a device with PyTorch's allocator: engine pools
+//! (`# pool.NAME: engine A,B`, a MemPool with its own allocator) with
+//! `pool_sleep,NAME` and `pool_wake,NAME`, and device memory outside
+//! PyTorch, `raw_alloc,ID,SIZE` and `raw_free,ID`. The writer writes the
+//! lowest version a trace needs (v4, v3 for host rows, v2 for pools, else
+//! v1); the reader reads all four.
 
 mod events;
 mod ids;
@@ -54,6 +58,9 @@ pub(crate) const MAGIC_LINE: &str = "# vramlab trace v1";
 pub(crate) const MAGIC_LINE_V2: &str = "# vramlab trace v2";
 /// The first comment line of a trace with pinned host requests.
 pub(crate) const MAGIC_LINE_V3: &str = "# vramlab trace v3";
+/// The first comment line of a trace with engine pools or memory outside
+/// PyTorch.
+pub(crate) const MAGIC_LINE_V4: &str = "# vramlab trace v4";
 
 #[cfg(test)]
 mod tests {
@@ -232,7 +239,7 @@ mod tests {
             ),
             (
                 "action,id,size,stream\nmalloc,a,1\n",
-                "t.csv:2: unknown action 'malloc' (expected alloc, free, free_requested, free_completed, empty_cache, a pool action: pool_create, capture_begin, capture_end, pool_enter, pool_exit, pool_release, or a pinned host action: host_alloc, host_free, host_free_requested, host_free_completed, host_empty_cache)",
+                "t.csv:2: unknown action 'malloc' (expected alloc, free, free_requested, free_completed, empty_cache, a pool action: pool_create, capture_begin, capture_end, pool_enter, pool_exit, pool_release, pool_sleep, pool_wake, a pinned host action: host_alloc, host_free, host_free_requested, host_free_completed, host_empty_cache, or raw_alloc, raw_free)",
             ),
             (
                 "action,id,size,stream\nalloc,a\n",
@@ -275,8 +282,8 @@ mod tests {
                 "t.csv: no header row 'action,id,size,stream' found; is this a vramlab trace?",
             ),
             (
-                "# vramlab trace v4\naction,id,size,stream\n",
-                "t.csv:1: this file is vramlab trace format 'v4'; this version of vramlab reads v1, v2 and v3",
+                "# vramlab trace v5\naction,id,size,stream\n",
+                "t.csv:1: this file is vramlab trace format 'v5'; this version of vramlab reads v1 to v4",
             ),
             (
                 "# device_total: lots\naction,id,size,stream\n",

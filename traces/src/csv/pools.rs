@@ -20,14 +20,17 @@
 use crate::model::{Event, PoolIndex, StreamIndex};
 use crate::pools::PoolDecl;
 
-/// The actions of pool rows, as the format spells them.
-pub(crate) const POOL_ACTIONS: [&str; 6] = [
+/// The actions of pool rows, as the format spells them (the last two,
+/// an engine pool's, from v4).
+pub(crate) const POOL_ACTIONS: [&str; 8] = [
     "pool_create",
     "capture_begin",
     "capture_end",
     "pool_enter",
     "pool_exit",
     "pool_release",
+    "pool_sleep",
+    "pool_wake",
 ];
 
 /// The header key prefix of a pool declaration (`# pool.NAME: …`).
@@ -42,6 +45,9 @@ pub(crate) struct PoolNames {
     names: Vec<String>,
     /// Per pool: a capture or `use_mem_pool` context is open on it.
     open: Vec<bool>,
+    /// Per pool: an engine pool, and whether it sleeps.
+    engine: Vec<bool>,
+    asleep: Vec<bool>,
 }
 
 impl PoolNames {
@@ -80,6 +86,9 @@ impl PoolNames {
         }
         self.names.push(name.to_string());
         self.open.push(false);
+        self.engine
+            .push(d.kind == crate::pools::PrivatePoolKind::Engine);
+        self.asleep.push(false);
         pools.push(d);
         Ok(())
     }
@@ -95,7 +104,7 @@ impl PoolNames {
     ) -> Result<Event, String> {
         if !POOL_ACTIONS.contains(&action) {
             return Err(format!(
-                "unknown action '{action}' (expected alloc, free, free_requested, free_completed, empty_cache, a pool action: {}, or a pinned host action: host_alloc, host_free, host_free_requested, host_free_completed, host_empty_cache)",
+                "unknown action '{action}' (expected alloc, free, free_requested, free_completed, empty_cache, a pool action: {}, a pinned host action: host_alloc, host_free, host_free_requested, host_free_completed, host_empty_cache, or raw_alloc, raw_free)",
                 POOL_ACTIONS.join(", ")
             ));
         }
@@ -128,6 +137,9 @@ impl PoolNames {
             });
         };
         let pool = i as PoolIndex;
+        if action == "pool_sleep" || action == "pool_wake" {
+            return self.sleep_or_wake(action, name, i);
+        }
         let Some(open) = self.open.get_mut(i) else {
             return Err(format!("pool '{name}' has no state (a reader bug)"));
         };
@@ -166,6 +178,33 @@ impl PoolNames {
         };
         Ok(ev)
     }
+
+    /// A `pool_sleep` or `pool_wake` row of pool `i`: only an engine pool
+    /// sleeps, and only one that is awake (and wakes only when asleep).
+    fn sleep_or_wake(&mut self, action: &str, name: &str, i: usize) -> Result<Event, String> {
+        if !self.engine.get(i).copied().unwrap_or(false) {
+            return Err(format!(
+                "{action} of pool '{name}', which is not an engine pool (declare it '# pool.{name}: engine A,B')"
+            ));
+        }
+        let Some(asleep) = self.asleep.get_mut(i) else {
+            return Err(format!("pool '{name}' has no state (a reader bug)"));
+        };
+        let sleep = action == "pool_sleep";
+        if *asleep == sleep {
+            return Err(format!(
+                "{action} of pool '{name}', which is already {}",
+                if sleep { "asleep" } else { "awake" }
+            ));
+        }
+        *asleep = sleep;
+        let pool = i as PoolIndex;
+        Ok(if sleep {
+            Event::PoolSleep { pool }
+        } else {
+            Event::PoolWake { pool }
+        })
+    }
 }
 
 /// The CSV row of a pool event (`capture_begin,3,,7`), pools named by
@@ -178,6 +217,8 @@ pub(crate) fn row(ev: &Event, streams: &[u64]) -> Option<String> {
         Event::PoolEnter { pool } => ("pool_enter", pool, None),
         Event::PoolExit { pool } => ("pool_exit", pool, None),
         Event::PoolRelease { pool } => ("pool_release", pool, None),
+        Event::PoolSleep { pool } => ("pool_sleep", pool, None),
+        Event::PoolWake { pool } => ("pool_wake", pool, None),
         _ => return None,
     };
     Some(match stream {

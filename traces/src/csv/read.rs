@@ -11,7 +11,7 @@
 //! the same.
 
 use crate::csv::HEADER_ROW;
-use crate::csv::ids::{IdUse, Ids, Live, State};
+use crate::csv::ids::{IdUse, Ids, Live, Memory, State};
 use crate::error::{Location, TraceError};
 use crate::lines::MAX_LINE;
 use crate::model::{AllocId, Event, StreamInterner, Trace, TraceHeader};
@@ -151,8 +151,10 @@ pub(super) struct Reader {
     pub(super) trace: Trace,
     ids: Ids,
     pub(super) seen_header: bool,
-    /// The file says it is format v3 (pinned host rows allowed).
+    /// The file says it is format v3 (pinned host rows allowed) or v4
+    /// (engine pools and memory outside PyTorch too).
     v3: bool,
+    v4: bool,
     next_id: AllocId,
     /// How dense ids are given out.
     id_use: IdUse,
@@ -181,6 +183,7 @@ impl Reader {
             ids: Ids::default(),
             seen_header: false,
             v3: false,
+            v4: false,
             next_id: 0,
             id_use,
             spare: Vec::new(),
@@ -238,13 +241,16 @@ impl Reader {
             if !self.seen_header {
                 let c = c.trim();
                 if let Some(declared) = self.pools.header_line(c, &mut self.trace.pools) {
-                    return declared.map_err(|m| self.err(self.lineno, m));
+                    declared.map_err(|m| self.err(self.lineno, m))?;
+                    return self.need_v4_for_engine();
                 }
                 crate::csv::read::parse_header_line(&mut self.trace.header, c)
                     .map_err(|m| self.err(self.lineno, m))?;
-                if c.starts_with("vramlab trace v3") {
+                if c.starts_with("vramlab trace v3") || c.starts_with("vramlab trace v4") {
                     self.trace.host_events = true;
                     self.v3 = true;
+                    self.v4 = c.starts_with("vramlab trace v4");
+                    self.trace.tenant_events = self.v4;
                 }
             } else if let Some(label) = c.trim().strip_prefix("phase:") {
                 self.trace.phases.push(crate::model::PhaseMark {
@@ -302,6 +308,15 @@ impl Reader {
             b"host_free" | b"host_free_requested" => self.free(&row, Memory::Host),
             b"host_free_completed" => self.free_completed(&row, Memory::Host),
             b"host_empty_cache" => self.empty_cache(&row, Memory::Host),
+            b"raw_alloc" | b"raw_free" | b"pool_sleep" | b"pool_wake" if !self.v4 => Err(self.err(
+                self.lineno,
+                format!(
+                    "{}: rows of engine pools and of memory outside PyTorch need the format line '# vramlab trace v4' at the top of the file",
+                    text(row.action)
+                ),
+            )),
+            b"raw_alloc" => self.alloc(&row, Memory::Raw),
+            b"raw_free" => self.free(&row, Memory::Raw),
             b"" => Err(self.err(self.lineno, "missing action".into())),
             other => self.pool_row(&text(other), &row),
         }
@@ -315,7 +330,7 @@ impl Reader {
             ));
         }
         self.trace.events.push(match memory {
-            Memory::Device => Event::EmptyCache,
+            Memory::Device | Memory::Raw => Event::EmptyCache,
             Memory::Host => {
                 self.trace.host_events = true;
                 Event::HostEmptyCache
@@ -374,11 +389,8 @@ impl Reader {
         if row.size.is_empty() {
             return Err(self.err(self.lineno, format!("{action} needs a size in bytes")));
         }
-        if memory == Memory::Host && !row.stream.is_empty() {
-            return Err(self.err(
-                self.lineno,
-                "host_alloc takes no stream (the streams that use a pinned block are known at its free: host_free_requested)".into(),
-            ));
+        if memory != Memory::Device && !row.stream.is_empty() {
+            return Err(self.err(self.lineno, memory.no_stream().into()));
         }
         let bytes = digits(row.size)
             .map_or_else(|| parse_u64(&text(row.size)), Ok)
@@ -416,7 +428,7 @@ impl Reader {
             dense,
             state: State::Allocated,
             line: self.lineno,
-            host: memory == Memory::Host,
+            memory,
         };
         if !self.ids.insert_new(key, live) {
             return Err(still_allocated(self));
@@ -424,6 +436,13 @@ impl Reader {
         if memory == Memory::Host {
             self.trace.host_events = true;
             self.trace.events.push(Event::HostAlloc {
+                id: dense,
+                size: bytes,
+            });
+            return Ok(());
+        }
+        if memory == Memory::Raw {
+            self.trace.events.push(Event::RawAlloc {
                 id: dense,
                 size: bytes,
             });
@@ -440,7 +459,7 @@ impl Reader {
     }
 
     fn free(&mut self, row: &Row<'_>, memory: Memory) -> Result<(), TraceError> {
-        let plain = row.action == b"free" || row.action == b"host_free";
+        let plain = matches!(row.action, b"free" | b"host_free" | b"raw_free");
         let action = memory.action(if plain { "free" } else { "free_requested" });
         self.need_id(row, action)?;
         self.only_id(row, action)?;
@@ -461,8 +480,8 @@ impl Reader {
             })
         };
         let live = match found {
-            Some(l) if l.host != (memory == Memory::Host) => {
-                return Err(self.err(self.lineno, memory.mismatch(action, &text(row.id))));
+            Some(l) if l.memory != memory => {
+                return Err(self.err(self.lineno, l.memory.mismatch(action, &text(row.id))));
             }
             Some(l) if l.state == State::Allocated => l,
             Some(l) => {
@@ -491,6 +510,7 @@ impl Reader {
             (Memory::Device, false) => Event::FreeRequested { id },
             (Memory::Host, true) => Event::HostFree { id },
             (Memory::Host, false) => Event::HostFreeRequested { id },
+            (Memory::Raw, _) => Event::RawFree { id },
         });
         Ok(())
     }
@@ -502,12 +522,12 @@ impl Reader {
         let key = Ids::key(row.id);
         // One lookup: the id is taken out (an error ends the read).
         match self.ids.remove(key) {
-            Some(l) if l.host != (memory == Memory::Host) => {
-                Err(self.err(self.lineno, memory.mismatch(action, &text(row.id))))
+            Some(l) if l.memory != memory => {
+                Err(self.err(self.lineno, l.memory.mismatch(action, &text(row.id))))
             }
             Some(l) if l.state == State::Requested => {
                 self.trace.events.push(match memory {
-                    Memory::Device => Event::FreeCompleted { id: l.dense },
+                    Memory::Device | Memory::Raw => Event::FreeCompleted { id: l.dense },
                     Memory::Host => Event::HostFreeCompleted { id: l.dense },
                 });
                 self.release(l.dense);
@@ -536,6 +556,23 @@ impl Reader {
         }
     }
 
+    /// An engine pool declared in a file older than v4 is an error.
+    fn need_v4_for_engine(&self) -> Result<(), TraceError> {
+        let engine = self
+            .trace
+            .pools
+            .last()
+            .is_some_and(|d| d.kind == crate::pools::PrivatePoolKind::Engine);
+        if engine && !self.v4 {
+            return Err(self.err(
+                self.lineno,
+                "engine pools need the format line '# vramlab trace v4' at the top of the file"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The error for a file without a header row, if this is one.
     pub(super) fn check_header(&self) -> Result<(), TraceError> {
         if self.seen_header {
@@ -553,48 +590,6 @@ impl Reader {
         self.check_header()?;
         self.trace.num_ids = self.next_id;
         Ok(self.trace)
-    }
-}
-
-/// Which allocator a row's request goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Memory {
-    /// The device's caching allocator (`alloc`, `free`, …).
-    Device,
-    /// The pinned host allocator (`host_alloc`, `host_free`, …).
-    Host,
-}
-
-impl Memory {
-    fn prefix(self) -> &'static str {
-        match self {
-            Memory::Device => "",
-            Memory::Host => "host_",
-        }
-    }
-
-    /// The row's action as the file spells it.
-    fn action(self, device: &'static str) -> &'static str {
-        match (self, device) {
-            (Memory::Device, a) => a,
-            (Memory::Host, "alloc") => "host_alloc",
-            (Memory::Host, "free") => "host_free",
-            (Memory::Host, "free_requested") => "host_free_requested",
-            (Memory::Host, "free_completed") => "host_free_completed",
-            (Memory::Host, _) => "host_empty_cache",
-        }
-    }
-
-    /// The error for a free of an id the other allocator holds.
-    fn mismatch(self, action: &str, id: &str) -> String {
-        match self {
-            Memory::Device => format!(
-                "{action} of id '{id}', which is a pinned host allocation (free it with host_free)"
-            ),
-            Memory::Host => {
-                format!("{action} of id '{id}', which is a device allocation (free it with free)")
-            }
-        }
     }
 }
 
@@ -651,9 +646,9 @@ fn parse_stream(s: &str) -> Result<u64, String> {
 pub(super) fn parse_header_line(h: &mut TraceHeader, comment: &str) -> Result<(), String> {
     if comment.starts_with("vramlab trace") {
         let version = comment.trim_start_matches("vramlab trace").trim();
-        if version != "v1" && version != "v2" && version != "v3" {
+        if !["v1", "v2", "v3", "v4"].contains(&version) {
             return Err(format!(
-                "this file is vramlab trace format '{version}'; this version of vramlab reads v1, v2 and v3"
+                "this file is vramlab trace format '{version}'; this version of vramlab reads v1 to v4"
             ));
         }
         return Ok(());

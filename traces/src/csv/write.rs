@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::advice::{Cmd, Opt};
-use crate::csv::{HEADER_ROW, MAGIC_LINE, MAGIC_LINE_V2, MAGIC_LINE_V3};
+use crate::csv::{HEADER_ROW, MAGIC_LINE, MAGIC_LINE_V2, MAGIC_LINE_V3, MAGIC_LINE_V4};
 use crate::error::{Location, TraceError};
 use crate::model::{Event, PhaseMark, Trace};
 
@@ -51,7 +51,9 @@ impl<'t, W: Write> CsvWriter<'t, W> {
             }
         }
         let h = &trace.header;
-        let magic = if trace.host_events || trace.events.iter().any(Event::is_host) {
+        let magic = if trace.has_tenant_events() {
+            MAGIC_LINE_V4
+        } else if trace.host_events || trace.events.iter().any(Event::is_host) {
             MAGIC_LINE_V3
         } else if trace.pools.is_empty() {
             MAGIC_LINE
@@ -131,6 +133,10 @@ impl<'t, W: Write> CsvWriter<'t, W> {
                     write_id(out, b"host_free_completed,", id, buf).map_err(io)?
                 }
                 Event::HostEmptyCache => out.write_all(b"host_empty_cache,,,\n").map_err(io)?,
+                Event::RawAlloc { id, size } => {
+                    write_sized(out, b"raw_alloc,", id, size, None, buf).map_err(io)?;
+                }
+                Event::RawFree { id } => write_id(out, b"raw_free,", id, buf).map_err(io)?,
                 ref pool_event => {
                     if let Some(row) = super::pools::row(pool_event, &self.trace.streams) {
                         writeln!(out, "{row}").map_err(io)?;

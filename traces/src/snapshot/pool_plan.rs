@@ -31,7 +31,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::pools::{PoolDecl, PoolIndex, PrivatePoolKind};
+use crate::pools::{PoolDecl, PoolIndex};
 use crate::snapshot::model::{Action, Segment, TraceEntry};
 
 /// Where the pools of a snapshot's requests come from.
@@ -268,9 +268,7 @@ fn run_ends(
             continue;
         }
         let want = entry_pool.get(k).copied().flatten().map(|p| {
-            let thread = decls
-                .get(p as usize)
-                .is_some_and(|d| d.kind == PrivatePoolKind::MemPool);
+            let thread = decls.get(p as usize).is_some_and(|d| d.kind.is_mempool());
             (
                 p,
                 if thread {

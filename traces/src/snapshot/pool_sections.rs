@@ -8,7 +8,7 @@
 //! once for a MemPool object; a `use_mem_pool` context holds it while open.
 
 use crate::model::{Event, StreamIndex};
-use crate::pools::{PoolIndex, PrivatePoolKind};
+use crate::pools::PoolIndex;
 use crate::snapshot::bursts::is_release;
 use crate::snapshot::model::{Action, TraceEntry};
 use crate::snapshot::pool_plan::{PoolEvidence, PoolPlan};
@@ -43,9 +43,7 @@ impl PoolSections {
     }
 
     fn is_mempool(&self, p: PoolIndex) -> bool {
-        self.plan
-            .decl(p)
-            .is_some_and(|d| d.kind == PrivatePoolKind::MemPool)
+        self.plan.decl(p).is_some_and(|d| d.kind.is_mempool())
     }
 
     /// How often the replay holds pool `p`.

@@ -43,7 +43,7 @@ impl<D: Device> NativeAllocator<D> {
     /// it out, or puts the remainder of a split in its place.
     pub(super) fn get_free_block(&mut self, p: &Params) -> Option<u32> {
         let gc = self.gc_enabled();
-        let expandable_on = self.expandable_active();
+        let expandable_on = self.expandable_in(p.pool);
         let mss = self.max_split_size();
         let nsr = self.conf.max_non_split_rounding_bytes();
         let pool = &mut self.pools[p.pool];
@@ -136,7 +136,7 @@ impl<D: Device> NativeAllocator<D> {
                 return Ok(None);
             }
         }
-        if self.expandable_active() {
+        if self.expandable_in(p.pool) {
             return self.try_allocate_expandable_block(p);
         }
         if self.conf.throw_on_cudamalloc_oom && p.alloc_size > self.device.mem_info().free {
@@ -187,7 +187,7 @@ impl<D: Device> NativeAllocator<D> {
         if self.no_split(b.pool) {
             return false;
         }
-        if b.pool.kind() == crate::stats::PoolKind::Small || self.expandable_active() {
+        if b.pool.kind() == crate::stats::PoolKind::Small || self.expandable_in(b.pool) {
             remaining >= MIN_BLOCK_SIZE
         } else {
             size < self.max_split_size() && remaining > SMALL_SIZE

@@ -56,6 +56,17 @@ impl<D: Device> NativeAllocator<D> {
             .is_some_and(|pp| pp.options.no_split)
     }
 
+    /// Expandable segments serve requests to `r`: they are on, and `r` is
+    /// not a pool with its own allocator (`is_expandable_segments_active`).
+    #[inline]
+    pub(super) fn expandable_in(&self, r: PoolRef) -> bool {
+        self.expandable_active()
+            && !r
+                .private()
+                .and_then(|p| self.private_pool(p))
+                .is_some_and(|pp| pp.options.own_allocator)
+    }
+
     fn private_pool(&self, p: u32) -> Option<&PrivatePool> {
         self.private.get(p as usize).and_then(Option::as_ref)
     }

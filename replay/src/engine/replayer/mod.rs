@@ -8,6 +8,7 @@ mod host;
 mod oom;
 mod pool_calls;
 mod streamed;
+mod tenant;
 
 use vramlab_allocator::Refusal;
 use vramlab_allocator::{AllocError, Allocator, BlockHandle};
@@ -127,6 +128,9 @@ pub(super) struct Replayer<'t> {
     host: Option<host::HostSide>,
     /// Its rules, when the caller's options do not say.
     host_rules: Option<vramlab_allocator::host::HostRules>,
+    /// Engine pools' sleeps and memory outside PyTorch, from the first
+    /// such event.
+    tenants: Option<tenant::TenantSide>,
 }
 
 impl<'t> Replayer<'t> {
@@ -187,6 +191,7 @@ impl<'t> Replayer<'t> {
             replayed: 0,
             host: None,
             host_rules: None,
+            tenants: None,
         }
     }
 
@@ -322,6 +327,10 @@ impl<'t> Replayer<'t> {
             | Event::HostFreeRequested { .. }
             | Event::HostFreeCompleted { .. }
             | Event::HostEmptyCache => self.host_event(ei, ev)?,
+            Event::PoolSleep { .. }
+            | Event::PoolWake { .. }
+            | Event::RawAlloc { .. }
+            | Event::RawFree { .. } => self.tenant_event(alloc, ei, ev)?,
             pool_event => {
                 self.pool_event(alloc, &pool_event)
                     .map_err(|e| alloc_err(ei, e))?;

@@ -49,7 +49,7 @@ impl Replayer<'_> {
 
     /// The [`crate::engine::run::LARGEST_LIVE`] largest live allocations (id,
     /// requested bytes), largest first; ties by id.
-    fn largest_live(&self) -> Vec<(u32, u64)> {
+    pub(super) fn largest_live(&self) -> Vec<(u32, u64)> {
         let mut top: Vec<(u32, u64)> = Vec::with_capacity(crate::engine::run::LARGEST_LIVE + 1);
         for s in &self.slots {
             if s.state != IdState::Live {

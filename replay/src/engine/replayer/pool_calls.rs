@@ -1,7 +1,7 @@
 //! What a private-pool event of the trace asks of the allocator.
 
 use vramlab_allocator::{AllocError, Allocator, PoolRoute};
-use vramlab_traces::{Event, PrivatePoolKind};
+use vramlab_traces::Event;
 
 use super::Replayer;
 use crate::engine::fresh_pools::pool_options;
@@ -38,7 +38,7 @@ impl Replayer<'_> {
             }
             Event::PoolRelease { pool } => {
                 alloc.release_pool(pool)?;
-                if decl(pool).is_some_and(|d| d.kind == PrivatePoolKind::MemPool) {
+                if decl(pool).is_some_and(|d| d.kind.is_mempool()) {
                     // `~MemPool`: releasePool, then emptyCache(id).
                     alloc.empty_cache_pool(pool)?;
                 }
