@@ -188,3 +188,35 @@ fn manifests_and_utilizations_are_checked() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A recording's `record_function` scopes are its phases, and an engine
+/// pool's `vramlab.pool_sleep` / `vramlab.pool_wake` scopes its sleeps and
+/// wakes, in their places among the events (the GRPO step of
+/// workloads/record/examples/grpo_step.py, recorded with PyTorch 2.15).
+#[test]
+fn a_recordings_scopes_are_its_phases_and_its_engines_sleeps() {
+    let dir = std::env::temp_dir().join(format!("vramlab-grpo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("grpo.csv");
+    let (code, _, err) = vramlab(&[
+        "convert",
+        "tests/colocate/recorded/grpo-one.torch2.15.pickle.gz",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("# vramlab trace v4\n"), "{}", &text[..200]);
+    assert!(text.contains("# pool.0: engine 0,1\n"));
+    assert!(text.contains("# phase: kv_cache\n"));
+    assert_eq!(
+        text.matches("# phase: sleep\npool_sleep,0,,\n# phase: train\n")
+            .count(),
+        2
+    );
+    assert_eq!(
+        text.matches("# phase: wake\npool_wake,0,,\n# phase: sync\n")
+            .count(),
+        2
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

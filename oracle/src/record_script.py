@@ -320,6 +320,26 @@ def fake_world(torch, groups):
         def recv_anysource(self, tensors, tag=0):
             return done(tensors)
 
+        # The single-tensor forms c10d calls from 2.15 (all_gather_single,
+        # reduce_scatter_single, ...) in place of the underscored ones.
+        def all_gather_single(self, out, inp, opts=None):
+            return self._allgather_base(out, inp, opts)
+
+        def all_gather_single_coalesced(self, outs, inps, opts=None):
+            return self.allgather_into_tensor_coalesced(outs, inps, opts)
+
+        def reduce_scatter_single(self, out, inp, opts=None):
+            return done([out])
+
+        def reduce_scatter_single_coalesced(self, outs, inps, opts=None):
+            return done(outs)
+
+        def all_to_all_single(self, out, inp, out_splits, in_splits, opts=None):
+            return done([out])
+
+        def gather_single(self, *args, **kw):
+            return done([])
+
     def create(store, rank, size, timeout):
         if size > 1 or not groups:
             groups.append(size)

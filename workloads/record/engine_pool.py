@@ -160,3 +160,50 @@ class KvRule:
                     )
                 self.each = each
         return self.each if (self.each is not None and kind == ALLOC) else size
+
+
+class EnginePool:
+    """An engine's pool for a script: a MemPool over sleep_pool.c whose
+    memory sleeps and wakes, as vLLM's sleep mode and torch_memory_saver
+    keep weights and KV cache. Under ``vramlab record`` its sleeps and wakes
+    are ``vramlab.pool_sleep A,B`` / ``vramlab.pool_wake A,B`` scopes of
+    ``torch.profiler.record_function``, which vramlab reads back from the
+    snapshot as the trace's ``pool_sleep`` and ``pool_wake``.
+
+        pool = EnginePool(torch)
+        with pool.use():
+            weights = torch.empty(...)
+        pool.sleep()
+        ...
+        pool.wake()
+    """
+
+    _memory = None
+    _tags = 0
+
+    def __init__(self, torch):
+        self.torch = torch
+        if EnginePool._memory is None:
+            EnginePool._memory = EngineMemory(torch)
+        EnginePool._tags += 1
+        self.tag = EnginePool._tags
+        self.pool = EnginePool._memory.mem_pool()
+
+    def _id(self) -> str:
+        a, b = self.pool.id
+        return f"{a},{b}"
+
+    def use(self):
+        """``torch.cuda.use_mem_pool`` of this pool, its segments tagged."""
+        EnginePool._memory.enter(self.tag)
+        return self.torch.cuda.use_mem_pool(self.pool)
+
+    def sleep(self) -> int:
+        """Releases the pool's physical memory; the bytes released."""
+        with self.torch.profiler.record_function(f"vramlab.pool_sleep {self._id()}"):
+            return EnginePool._memory.sleep(self.tag)
+
+    def wake(self) -> None:
+        """Maps it back (DeviceFull when the device has no room)."""
+        with self.torch.profiler.record_function(f"vramlab.pool_wake {self._id()}"):
+            EnginePool._memory.wake(self.tag)

@@ -111,6 +111,7 @@ fn device_trace(
     let empty = Vec::new();
     let entries = snap.device_traces.get(device as usize).unwrap_or(&empty);
     let with_host = with_host && (!snap.host_traces.is_empty() || !snap.host_segments.is_empty());
+    let keep_starts = with_host || !snap.external_annotations.is_empty();
     let mut w = walk_entries(
         entries,
         segments,
@@ -118,7 +119,7 @@ fn device_trace(
         device,
         path,
         rules,
-        with_host,
+        keep_starts,
     )?;
     let initial = initial_state(segments, &mut w, rules);
     let mut expected = std::mem::take(&mut w.expected);
@@ -150,6 +151,15 @@ fn device_trace(
     }
     t.num_ids = w.next_id;
     t.expected = Some(expected);
+    let times: Vec<Option<i64>> = entries.iter().map(|e| e.time_us).collect();
+    let mut starts = std::mem::take(&mut w.entry_starts);
+    super::annotations::apply(
+        &mut t,
+        &snap.external_annotations,
+        device,
+        &mut starts,
+        &times,
+    );
     if with_host {
         let settings = snap.allocator_settings.as_ref();
         let limit = CacheLimit::of(
@@ -164,8 +174,7 @@ fn device_trace(
             t.num_ids,
             path,
         )?;
-        let times: Vec<Option<i64>> = entries.iter().map(|e| e.time_us).collect();
-        interleave(&mut t, host, &w.entry_starts, &times);
+        interleave(&mut t, host, &starts, &times);
         if entries.is_empty() {
             t.notes.retain(|n| n != NO_ENTRIES_NOTE);
         }

@@ -7,6 +7,7 @@
 //! releases that could have written a snapshot ([`releases_of`]); how a
 //! snapshot is walked stays inside the crate.
 
+mod annotations;
 mod bursts;
 mod convert;
 mod host;

@@ -83,16 +83,25 @@ impl Replayer<'_> {
                 }
             }
             Event::PoolSleep { pool } => {
-                let ptrs: Vec<DevicePtr> = alloc
+                // Segments still asleep (a wake that did not fit, the
+                // process going on) stay so.
+                let mut ptrs = side
+                    .asleep
+                    .iter()
+                    .position(|(q, _)| *q == pool)
+                    .map(|i| side.asleep.swap_remove(i).1)
+                    .unwrap_or_default();
+                let awake: Vec<DevicePtr> = alloc
                     .segments()
                     .iter()
                     .filter(|s| s.private_pool == Some(pool) && !s.is_expandable)
                     .map(|s| s.ptr)
+                    .filter(|p| !ptrs.contains(p))
                     .collect();
-                for &p in &ptrs {
+                for &p in &awake {
                     alloc.device_mut().suspend(p).map_err(device_err)?;
                 }
-                side.asleep.retain(|(q, _)| *q != pool);
+                ptrs.extend(awake);
                 side.asleep.push((pool, ptrs));
             }
             Event::PoolWake { pool } => {
