@@ -53,5 +53,68 @@ fn bench_replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_replay);
+/// The colocated replay against the solo one on the same events: one
+/// tenant (the per-event cost of the shared device and the lock-step), and
+/// two tenants (each its own copy of the trace, a phase each in turn).
+fn bench_colocate(c: &mut Criterion) {
+    use vramlab_replay::{Step, Tenant, replay_colocated};
+    let trace = repeated_trace(1_000_000);
+    let opts = ReplayOptions {
+        check_invariants: false,
+        ..Default::default()
+    };
+    let v = TorchVersion::NEWEST;
+    let tenant = |name: &str| Tenant {
+        name: name.into(),
+        trace: &trace,
+        scenario: Scenario::native(AllocConf::new(v)),
+        kv_util: None,
+    };
+    let mut g = c.benchmark_group("colocate");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(trace.events.len() as u64));
+    let solo = Scenario::native(AllocConf::new(v));
+    g.bench_function("solo_replay", |b| {
+        b.iter(|| {
+            black_box(
+                solo.run(&trace, &opts)
+                    .expect("replay")
+                    .summary
+                    .peak_reserved_bytes,
+            )
+        })
+    });
+    let one = [tenant("a")];
+    g.bench_function("one_tenant", |b| {
+        b.iter(|| {
+            black_box(
+                replay_colocated(&one, None, None, &[], &opts)
+                    .expect("colocate")
+                    .device_peak,
+            )
+        })
+    });
+    g.throughput(Throughput::Elements(2 * trace.events.len() as u64));
+    let two = [tenant("a"), tenant("b")];
+    let turns: Vec<Step> = (0..trace.phases.len() + 1)
+        .flat_map(|_| {
+            [0, 1].map(|t| Step {
+                tenant: t,
+                until_mark: true,
+            })
+        })
+        .collect();
+    g.bench_function("two_tenants", |b| {
+        b.iter(|| {
+            black_box(
+                replay_colocated(&two, None, None, &turns, &opts)
+                    .expect("colocate")
+                    .device_peak,
+            )
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_replay, bench_colocate);
 criterion_main!(benches);

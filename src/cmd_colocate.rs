@@ -9,6 +9,7 @@ mod judge;
 mod manifest;
 mod print;
 mod search;
+mod what_if;
 
 use std::path::PathBuf;
 
@@ -81,6 +82,12 @@ pub struct ColocateArgs {
     /// installed on first use into the oracle's cache.
     #[arg(long = "torch", value_name = "X.Y", default_value = "2.15")]
     torch: String,
+    /// Replay the remedies people try, each on the whole job: every tenant
+    /// with expandable_segments:True, and emptying its cache at the end of
+    /// every phase; who runs out of memory first, the device's peak and
+    /// each tenant's peak reserved under each.
+    #[arg(long)]
+    what_if: bool,
     /// Draw the device over the steps, stacked by tenant, with each step's
     /// peak and any OOM: BASE.png and BASE.svg.
     #[arg(long, value_name = "BASE")]
@@ -130,6 +137,9 @@ struct ColocateOut {
     /// With --search-util.
     #[serde(skip_serializing_if = "Option::is_none")]
     search: Option<UtilSearch>,
+    /// With --what-if.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    what_if: Option<Vec<what_if::WhatIf>>,
     /// With --oracle: PyTorch's processes, tenant by tenant.
     #[serde(skip_serializing_if = "Option::is_none")]
     oracle: Option<judge::Judged>,
@@ -310,6 +320,11 @@ pub fn run(mut args: ColocateArgs) -> Result<()> {
         None => None,
     };
     out.search = searched.as_ref().map(|(_, s)| s.clone());
+    if args.what_if {
+        out.what_if = Some(what_if::explore(
+            &tenants, &specs, release, capacity, total, &schedule, &opts,
+        )?);
+    }
     if args.oracle {
         let setup = judge::Setup {
             torch: &args.torch,
@@ -404,6 +419,7 @@ fn output(
             })
             .collect(),
         search: None,
+        what_if: None,
         oracle: None,
     }
 }

@@ -220,3 +220,37 @@ fn a_recordings_scopes_are_its_phases_and_its_engines_sleeps() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--what-if` replays the remedies on the whole job. On the hybrid job the
+/// first two answers are the judge's (`hybrid`, `hybrid-es`: the wake, event
+/// 20, finds the trainer's cache either way); emptying the cache at every
+/// phase end lets the engine wake.
+#[test]
+fn what_if_replays_the_remedies_on_the_whole_job() {
+    let (code, out, err) = vramlab(&[
+        "colocate",
+        "tests/colocate/jobs/hybrid.json",
+        "--what-if",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let rows = v["what_if"].as_array().unwrap();
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r["variant"] == name)
+            .unwrap_or_else(|| panic!("no row {name}: {rows:?}"))
+    };
+    assert_eq!(
+        row("as given")["first_oom"],
+        serde_json::json!(["hybrid", 20])
+    );
+    assert_eq!(
+        row("hybrid: expandable_segments:True")["first_oom"],
+        serde_json::json!(["hybrid", 20])
+    );
+    assert_eq!(
+        row("hybrid: empty_cache() at every phase end")["first_oom"],
+        serde_json::Value::Null
+    );
+}

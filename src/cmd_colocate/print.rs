@@ -88,6 +88,11 @@ pub(super) fn human(out: &ColocateOut, card: &str) {
             ),
         }
     }
+    if let Some(w) = &out.what_if {
+        outln!();
+        let names: Vec<String> = out.tenants.iter().map(|t| t.name.clone()).collect();
+        super::what_if::print(w, &names);
+    }
     if let Some(j) = &out.oracle {
         outln!();
         j.print();
