@@ -111,6 +111,13 @@ struct TenantRow {
     oom_event: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     oom_message: Option<String>,
+    /// The phase the OOM fell in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oom_phase: Option<String>,
+    /// The source line of the request that failed (its first frame
+    /// outside PyTorch), when the trace has stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oom_line: Option<String>,
 }
 
 /// The device after one step.
@@ -403,6 +410,18 @@ fn output(
                 num_alloc_retries: r.summary.num_alloc_retries,
                 oom_event: r.oom.as_ref().map(|o| o.event_index),
                 oom_message: r.oom.as_ref().map(|o| o.message.clone()),
+                oom_phase: r.oom.as_ref().and_then(|o| {
+                    t.trace
+                        .phases
+                        .iter()
+                        .rfind(|m| m.event_index <= o.event_index)
+                        .map(|m| m.label.clone())
+                }),
+                oom_line: r.oom.as_ref().and_then(|o| o.alloc_id).and_then(|id| {
+                    vramlab_traces::code_frames(t.trace.stack_of(id))
+                        .first()
+                        .map(|f| f.short())
+                }),
             })
             .collect(),
         steps: run

@@ -448,3 +448,18 @@ def test_colocate_names_who_runs_out_first():
     )
     assert run.first_oom is None
     assert run.tenants[1]["peak_reserved_bytes"] == 28 << 20
+
+
+def test_colocate_job_searches_the_engines_utilization():
+    """A job manifest (tests/colocate/jobs/): the rollout engine sized by
+    vLLM's rule, its largest utilization found by replay (0.62: the judge's
+    own bisection of PyTorch processes gave the same,
+    docs/results/colocation/oracle-rollout-util-search.json), and the
+    remedies replayed on the whole job."""
+    job = ROOT / "tests" / "colocate" / "jobs" / "rollout-util-search.json"
+    run = vramlab.colocate(job)
+    assert run.search["largest_fitting"] == 0.62
+    run = vramlab.colocate(ROOT / "tests" / "colocate" / "jobs" / "hybrid.json", what_if=True)
+    assert run.first_oom == ["hybrid", 20]
+    fits = [w["variant"] for w in run.what_if if w["first_oom"] is None]
+    assert fits == ["hybrid: empty_cache() at every phase end"]

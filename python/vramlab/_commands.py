@@ -875,6 +875,7 @@ def colocate(
     continue_on_oom: bool = False,
     oracle: bool = False,
     torch: Optional[str] = None,
+    what_if: bool = False,
 ) -> Record:
     """``vramlab colocate --json``: several processes on one GPU, one per
     source, each replaying its trace through its own allocator (``name``,
@@ -931,6 +932,10 @@ def colocate(
         torch: The PyTorch release that judges (with oracle=): its official
             wheel, installed on first use into the oracle's cache (default:
             2.15)
+        what_if: Replay the remedies people try, each on the whole job: every
+            tenant with expandable_segments:True, and emptying its cache at the
+            end of every phase; who runs out of memory first, the device's peak
+            and each tenant's peak reserved under each
     """
     return _api._invoke(
         "colocate",
@@ -949,6 +954,7 @@ def colocate(
             "continue_on_oom": continue_on_oom,
             "oracle": oracle,
             "torch": torch,
+            "what_if": what_if,
         },
     )
 

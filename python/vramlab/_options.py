@@ -200,6 +200,7 @@ OPTIONS = {
         "continue_on_oom": ("--continue-on-oom", "switch"),
         "oracle": ("--oracle", "switch"),
         "torch": ("--torch", "value"),
+        "what_if": ("--what-if", "switch"),
         "plot": ("--plot", "value"),
         "json": ("--json", "switch"),
     },

@@ -17,15 +17,25 @@ pub(super) fn human(out: &ColocateOut, card: &str) {
     );
     match &out.first_oom {
         Some((t, e)) => {
-            let why = out
-                .tenants
-                .iter()
-                .find(|r| &r.name == t)
+            let row = out.tenants.iter().find(|r| &r.name == t);
+            let why = row
                 .and_then(|r| r.oom_message.as_deref())
                 .and_then(|m| m.lines().next())
                 .unwrap_or("");
+            let mut at = Vec::new();
+            if let Some(p) = row.and_then(|r| r.oom_phase.as_deref()) {
+                at.push(format!("phase {p}"));
+            }
+            if let Some(l) = row.and_then(|r| r.oom_line.as_deref()) {
+                at.push(l.to_string());
+            }
+            let at = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", at.join(", "))
+            };
             outln!(
-                "{t} runs out of memory first, at its event {}: {why}",
+                "{t} runs out of memory first, at its event {}{at}: {why}",
                 count(*e)
             );
         }
