@@ -48,6 +48,7 @@ mod cmd_diff;
 mod cmd_explain;
 mod cmd_fidelity;
 mod cmd_fit;
+mod cmd_gate;
 mod cmd_gen;
 mod cmd_gpus;
 mod cmd_matrix;
@@ -184,6 +185,12 @@ enum Command {
     /// about 70 bytes per event (a 10M-event CSV against itself: 0.7 GB;
     /// docs/perf-log.md has the measurement).
     Diff(cmd_diff::DiffArgs),
+    /// A memory regression gate for CI: a baseline recording against the
+    /// same job recorded on a change, under each setting — the change in
+    /// peak reserved, waste and smallest card, what grew by source line,
+    /// and a verdict against --max-increase (Markdown for a pull-request
+    /// comment, JSON, JUnit XML); exit status 1 when it fails.
+    Gate(cmd_gate::GateArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
     Demo(cmd_demo::DemoArgs),
@@ -262,6 +269,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::ServeBudget(a) => cmd_serve_budget::run(a),
         Command::Explain(a) => cmd_explain::run(a),
         Command::Diff(a) => cmd_diff::run(a),
+        Command::Gate(a) => cmd_gate::run(a),
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
         Command::Colocate(a) => cmd_colocate::run(a),

@@ -463,3 +463,14 @@ def test_colocate_job_searches_the_engines_utilization():
     assert run.first_oom == ["hybrid", 20]
     fits = [w["variant"] for w in run.what_if if w["first_oom"] is None]
     assert fits == ["hybrid: empty_cache() at every phase end"]
+
+
+def test_gate_fails_on_an_added_buffer_and_names_its_line():
+    """tests/gate/: a training step, the same step with one 256 MiB buffer
+    held across its peak, and the step recorded again."""
+    g = ROOT / "tests" / "gate"
+    run = vramlab.gate(g / "baseline.torch2.15.pickle.gz", g / "candidate-plus-256mib.torch2.15.pickle.gz")
+    assert run.passed is False
+    assert run.rows[0]["reserved_delta_bytes"] == 256 << 20
+    assert run.rows[0]["grew"][0]["key"] == "examples/ci_step.py:27 in main"
+    assert vramlab.gate(g / "baseline.torch2.15.pickle.gz", g / "rerecorded.torch2.15.pickle.gz").passed is True

@@ -1,0 +1,115 @@
+//! `vramlab gate` on three recordings of workloads/record/examples/ci_step.py
+//! (PyTorch 2.15 on the fake GPU, tests/gate/): the baseline, the same step
+//! with one 256 MiB buffer held across its peak (`--extra-mib 256`), and the
+//! step recorded again.
+
+mod common;
+
+use common::vramlab;
+
+const BASE: &str = "tests/gate/baseline.torch2.15.pickle.gz";
+const PLUS: &str = "tests/gate/candidate-plus-256mib.torch2.15.pickle.gz";
+const AGAIN: &str = "tests/gate/rerecorded.torch2.15.pickle.gz";
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn an_added_buffer_held_across_the_peak_fails_and_is_named_by_its_line() {
+    let dir = std::env::temp_dir().join(format!("vramlab-gate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let md = dir.join("summary.md");
+    let junit = dir.join("gate.xml");
+    let (code, out, err) = vramlab(&[
+        "gate",
+        BASE,
+        PLUS,
+        "--markdown",
+        md.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("+256.00 MiB examples/ci_step.py:27 in main"),
+        "{out}"
+    );
+    assert!(
+        out.contains("peak reserved grew by 256.00 MiB (more than 2%)"),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with("FAIL"), "{out}");
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.starts_with("### vramlab memory gate: ❌ FAIL"), "{md}");
+    assert!(
+        md.contains("| `default` | 362.00 MiB | 618.00 MiB | +256.00 MiB (+70.7%) |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- `+256.00 MiB examples/ci_step.py:27 in main`"),
+        "{md}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
+    assert!(
+        xml.contains("<failure message=\"peak reserved grew by 256.00 MiB (more than 2%)\">"),
+        "{xml}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_same_step_recorded_again_passes() {
+    let (code, out, err) = vramlab(&["gate", BASE, AGAIN, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["rows"][0]["reserved_delta_bytes"], 0);
+    assert_eq!(v["rows"][0]["baseline_peak_reserved_bytes"], 362u64 << 20);
+}
+
+#[test]
+fn the_limit_can_be_a_size_and_each_setting_is_a_row() {
+    let (code, out, err) = vramlab(&[
+        "gate",
+        BASE,
+        PLUS,
+        "--max-increase",
+        "300MiB",
+        "--conf",
+        "default",
+        "--conf",
+        "expandable_segments:True",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows.iter()
+            .all(|r| r["passed"] == true && r["limit_bytes"] == 300u64 << 20)
+    );
+    let (code, _, err) = vramlab(&["gate", BASE, PLUS, "--max-increase", "two"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("'two' is not a percentage (2%) or a size (256MiB)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_candidate_that_no_longer_fits_the_card_fails() {
+    let (code, out, _) = vramlab(&[
+        "gate",
+        BASE,
+        PLUS,
+        "--max-increase",
+        "1GiB",
+        "--capacity",
+        "400MiB",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("it no longer fits on the card"), "{out}");
+}
