@@ -54,6 +54,7 @@ mod cmd_gpus;
 mod cmd_matrix;
 mod cmd_oom_point;
 mod cmd_oracle;
+mod cmd_plan;
 mod cmd_recommend;
 mod cmd_record;
 mod cmd_replay;
@@ -191,6 +192,11 @@ enum Command {
     /// and a verdict against --max-increase (Markdown for a pull-request
     /// comment, JSON, JUnit XML); exit status 1 when it fails.
     Gate(cmd_gate::GateArgs),
+    /// The offline plan of a trace: every allocation placed in one address
+    /// range knowing all lifetimes (greedy by size; a branch and bound
+    /// search on small traces), against peak live bytes — the bound no
+    /// placement beats — and each setting's gap to both.
+    Plan(cmd_plan::PlanArgs),
     /// Recommend a setting for Llama-3-8B fine-tuning on an 80 GB GPU and
     /// write an HTML report (a bundled recorded trace).
     Demo(cmd_demo::DemoArgs),
@@ -270,6 +276,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Explain(a) => cmd_explain::run(a),
         Command::Diff(a) => cmd_diff::run(a),
         Command::Gate(a) => cmd_gate::run(a),
+        Command::Plan(a) => cmd_plan::run(a),
         Command::Stats(a) => cmd_stats::run(a),
         Command::Concat(a) => cmd_concat::run(a),
         Command::Colocate(a) => cmd_colocate::run(a),

@@ -89,6 +89,11 @@ pub use analysis::oom_search::{OOM_POINT_STEP, OomPoint};
 pub use analysis::placement::{
     PlacementRange, Predicted, SettingRange, placement_note, placement_range, placement_range_with,
 };
+pub use analysis::plan::{
+    Buffer as PlanBuffer, ExactOutcome, Placement as PlanPlacement, PlanReport, PolicyGap,
+    ROUND as PLAN_ROUND, buffers as plan_buffers, check as check_plan, exact as search_plan,
+    greedy as greedy_plan, lower_bound as peak_live_bound, plan,
+};
 pub use analysis::recommend::{
     MinCapacity, Ranked, Recommendation, Verdict, check_direction_words, recommend,
     recommend_outside,

@@ -21,6 +21,7 @@ pub(crate) mod oom_point;
 pub(crate) mod oom_search;
 pub(crate) mod peak_state;
 pub(crate) mod placement;
+pub(crate) mod plan;
 pub(crate) mod recommend;
 pub(crate) mod recommend_trace;
 pub(crate) mod serve_budget;
