@@ -23,10 +23,11 @@ pub struct PlanArgs {
     device: DeviceArgs,
     /// Search for a better plan than greedy's when the trace has at most
     /// this many allocations.
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
     search_up_to: usize,
-    /// The search's budget, in nodes.
-    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
+    /// The search's budget, in nodes (a node costs one pass over the
+    /// allocations).
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
     budget: u64,
     /// Print JSON.
     #[arg(long)]

@@ -254,7 +254,8 @@ pub struct PlanReport {
     pub search: Option<ExactOutcome>,
     /// The best plan's peak.
     pub planned_peak_bytes: u64,
-    /// The best plan reaches the bound: it is optimal.
+    /// The best plan is proved optimal: it reaches the bound, or the
+    /// search tried every canonical plan.
     pub proved_optimal: bool,
     /// Each setting against the plan and the bound.
     pub policies: Vec<PolicyGap>,
@@ -302,7 +303,7 @@ pub fn plan(
         peak_live_bytes: bound,
         greedy_peak_bytes: g.peak,
         planned_peak_bytes: best,
-        proved_optimal: best <= bound,
+        proved_optimal: best <= bound || search.as_ref().is_some_and(|s| s.proved),
         search,
         policies,
     })
