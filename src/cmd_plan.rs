@@ -96,4 +96,38 @@ fn print(r: &PlanReport) {
         ]);
     }
     out!("{}", t.render());
+    if !r.recipes.is_empty() {
+        outln!();
+        outln!("what you can apply today, each replayed:");
+        let mut t = Table::new(vec![
+            "recipe".into(),
+            "PYTORCH_ALLOC_CONF".into(),
+            "peak reserved".into(),
+            "over the plan".into(),
+        ])
+        .left(0)
+        .left(1);
+        for x in &r.recipes {
+            let over = x.peak_reserved_bytes as i64 - r.planned_peak_bytes as i64;
+            t.row(vec![
+                x.what.clone(),
+                if x.conf.is_empty() {
+                    "(defaults)".into()
+                } else {
+                    x.conf.clone()
+                },
+                if x.oom {
+                    format!("{} (OOM)", bytes(x.peak_reserved_bytes))
+                } else {
+                    bytes(x.peak_reserved_bytes)
+                },
+                format!(
+                    "{}{}",
+                    if over < 0 { "-" } else { "+" },
+                    bytes(over.unsigned_abs())
+                ),
+            ]);
+        }
+        out!("{}", t.render());
+    }
 }

@@ -57,3 +57,27 @@ fn a_small_trace_is_searched_and_proved_optimal_at_the_bound() {
     assert!(v["search"].is_object());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The recipes are replayed: priming the cache with the plan's peak lowers
+/// the uneven-MoE step's peak below the defaults'.
+#[test]
+fn priming_with_the_plans_peak_is_replayed() {
+    let (code, out, err) = vramlab(&[
+        "plan",
+        "tests/plan/moe-uneven.torch2.15.pickle.gz",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let recipes = v["recipes"].as_array().unwrap();
+    assert_eq!(recipes.len(), 3);
+    let primed = recipes[0]["peak_reserved_bytes"].as_u64().unwrap();
+    let default = v["policies"][0]["peak_reserved_bytes"].as_u64().unwrap();
+    assert!(primed < default, "{primed} {default}");
+    assert!(
+        recipes[1]["conf"]
+            .as_str()
+            .unwrap()
+            .starts_with("roundup_power2_divisions:[")
+    );
+}

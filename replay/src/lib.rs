@@ -91,8 +91,8 @@ pub use analysis::placement::{
 };
 pub use analysis::plan::{
     Buffer as PlanBuffer, ExactOutcome, Placement as PlanPlacement, PlanReport, PolicyGap,
-    ROUND as PLAN_ROUND, buffers as plan_buffers, check as check_plan, exact as search_plan,
-    greedy as greedy_plan, lower_bound as peak_live_bound, plan,
+    ROUND as PLAN_ROUND, Recipe, buffers as plan_buffers, check as check_plan,
+    exact as search_plan, greedy as greedy_plan, lower_bound as peak_live_bound, plan,
 };
 pub use analysis::recommend::{
     MinCapacity, Ranked, Recommendation, Verdict, check_direction_words, recommend,

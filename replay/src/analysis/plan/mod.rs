@@ -14,11 +14,14 @@
 //! optimal when it reaches the bound.
 
 mod exact;
+mod recipes;
 
 use serde::Serialize;
 use vramlab_traces::{Event, Trace};
 
 pub use exact::{ExactOutcome, exact};
+pub use recipes::Recipe;
+use recipes::recipes;
 
 use crate::engine::scenario::Scenario;
 use crate::engine::{ReplayError, ReplayOptions};
@@ -259,6 +262,9 @@ pub struct PlanReport {
     pub proved_optimal: bool,
     /// Each setting against the plan and the bound.
     pub policies: Vec<PolicyGap>,
+    /// What a user can apply today, learned from the trace and the plan,
+    /// each replayed under the first setting's release (native policy).
+    pub recipes: Vec<Recipe>,
 }
 
 /// Plans `trace` (searching when it has at most `search_up_to` buffers,
@@ -298,7 +304,13 @@ pub fn plan(
             oom: run.oom.is_some(),
         });
     }
+    let release = scenarios
+        .first()
+        .and_then(|s| s.policy.native_conf())
+        .map_or(vramlab_allocator::TorchVersion::NEWEST, |c| c.version);
+    let recipes = recipes(trace, release, best)?;
     Ok(PlanReport {
+        recipes,
         buffers: bufs.len(),
         peak_live_bytes: bound,
         greedy_peak_bytes: g.peak,
