@@ -229,6 +229,16 @@ fn tenants_of(args: &mut ColocateArgs) -> Result<Vec<TenantSpec>> {
     for (s, c) in specs.iter_mut().zip(&args.confs) {
         s.conf.clone_from(c);
     }
+    for (i, s) in specs.iter().enumerate() {
+        if let Some(j) = specs.iter().skip(i + 1).position(|o| o.name == s.name) {
+            bail!(
+                "tenants {} and {} are both named '{}': name them with --name (or `name` in the manifest)",
+                i,
+                i + 1 + j,
+                s.name
+            );
+        }
+    }
     for kv in &args.kv_utils {
         let (name, u) = kv
             .split_once('=')
@@ -380,7 +390,16 @@ fn replay_search(
             t.kv_util = Some(u);
         }
         let r = replay_colocated(&ts, Some(capacity), total, schedule, opts)?;
-        Ok(r.first_oom.is_none())
+        let no_room = r
+            .runs
+            .get(i)
+            .and_then(|x| x.oom.as_ref())
+            .is_some_and(|o| o.message.starts_with(vramlab_replay::KV_NO_ROOM));
+        Ok(match r.first_oom {
+            None => search::Outcome::Fits,
+            Some(_) if no_room => search::Outcome::TooSmall,
+            Some(_) => search::Outcome::TooBig,
+        })
     })
 }
 

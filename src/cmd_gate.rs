@@ -202,8 +202,15 @@ fn verdict(d: &vramlab_replay::RunDiff, limit: Limit, top: usize, on_card: bool)
             d.b.oom.as_deref().unwrap_or("out of memory")
         ));
     }
+    // Each recording replays under its own recorded settings when none
+    // are given: name both when they differ.
+    let setting = if d.a.setting == d.b.setting {
+        d.a.setting.clone()
+    } else {
+        format!("{} → {}", d.a.setting, d.b.setting)
+    };
     GateRow {
-        setting: d.a.setting.clone(),
+        setting,
         baseline_peak_reserved_bytes: base,
         candidate_peak_reserved_bytes: d.b.peak_reserved_bytes,
         reserved_delta_bytes: d.reserved_delta_bytes,

@@ -56,8 +56,13 @@ fn print(r: &PlanReport) {
         count(r.buffers as u64),
         bytes(r.peak_live_bytes),
         bytes(r.planned_peak_bytes),
-        if r.proved_optimal {
+        if r.planned_peak_bytes <= r.peak_live_bytes {
             "optimal: it reaches the bound".to_string()
+        } else if r.proved_optimal {
+            format!(
+                "optimal: every canonical plan searched; {} above peak live",
+                bytes(r.planned_peak_bytes - r.peak_live_bytes)
+            )
         } else {
             match &r.search {
                 Some(s) => format!(

@@ -130,7 +130,14 @@ fn every_job_replays_to_the_judges_figures() {
         }
         if let Some(s) = oracle.get("search") {
             assert_eq!(
-                v["search"]["largest_fitting"], s["torch"]["largest_fitting"],
+                (
+                    &v["search"]["largest_fitting"],
+                    &v["search"]["smallest_with_room"]
+                ),
+                (
+                    &s["torch"]["largest_fitting"],
+                    &s["torch"]["smallest_with_room"]
+                ),
                 "{name}: search"
             );
         }

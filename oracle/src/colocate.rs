@@ -64,6 +64,8 @@ pub struct ColocatedTorch {
     pub num_alloc_retries: u64,
     /// The event of its first OOM.
     pub oom_event: Option<u64>,
+    /// Its message (an engine with no room for its KV cache says so).
+    pub oom_message: Option<String>,
 }
 
 /// What the processes did together.
@@ -285,6 +287,7 @@ fn read_result(out: &Path, label: &str, ok: bool) -> Result<ColocatedTorch, Orac
         peak_reserved_bytes: t.peak_reserved_bytes,
         num_device_alloc: t.num_device_alloc,
         num_alloc_retries: t.num_alloc_retries,
+        oom_message: t.oom.as_ref().map(|o| o.message.clone()),
         oom_event: t.oom.map(|o| o.event_index),
     })
 }

@@ -89,6 +89,9 @@ pub(crate) struct TorchOom {
     pub event_index: u64,
     /// Its request.
     pub requested_bytes: u64,
+    /// PyTorch's (or the engine's) message.
+    #[serde(default)]
+    pub message: String,
 }
 
 /// One run's inputs.

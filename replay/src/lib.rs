@@ -49,7 +49,7 @@ mod torch_release;
 pub use engine::colocate::{ColocatedRun, Step, StepUse, Tenant, TenantDevice, replay_colocated};
 #[cfg(feature = "cuda")]
 pub use engine::cuda::{CudaReplayError, CudaRun, CudaScenario, LeakCheck};
-pub use engine::kv_rule::{KV_PHASE, KV_ROUND, requested as kv_requested};
+pub use engine::kv_rule::{KV_NO_ROOM, KV_PHASE, KV_ROUND, requested as kv_requested};
 pub use engine::passes::{ReplayPasses, TraceFile};
 pub use engine::run::{
     HostDecision, HostOomEvent, HostSummary, LoggedCall, OomEvent, Run, Summary, TimelinePoint,

@@ -232,10 +232,22 @@ pub(super) fn judge(
         (Some(i), Some(ours)) => {
             let theirs = search::largest_fitting(&ours.tenant, |u| {
                 let r = processes_run(&w, setup, tenants, &out.tenants, schedule, Some((i, u)))?;
-                Ok(r.processes.iter().all(|p| p.oom_event.is_none()))
+                let no_room = r
+                    .processes
+                    .get(i)
+                    .and_then(|p| p.oom_message.as_deref())
+                    .is_some_and(|m| m.starts_with(vramlab_replay::KV_NO_ROOM));
+                Ok(if r.processes.iter().all(|p| p.oom_event.is_none()) {
+                    search::Outcome::Fits
+                } else if no_room {
+                    search::Outcome::TooSmall
+                } else {
+                    search::Outcome::TooBig
+                })
             })?;
             Some(JudgedSearch {
-                exact: theirs.largest_fitting == ours.largest_fitting,
+                exact: theirs.largest_fitting == ours.largest_fitting
+                    && theirs.smallest_with_room == ours.smallest_with_room,
                 torch: theirs,
             })
         }

@@ -96,6 +96,12 @@ pub fn find(path: &Path) -> Result<Option<(Manifest, PathBuf)>> {
     if m.tenants.is_empty() {
         bail!("{}: the manifest lists no tenants", file.display());
     }
+    if m.gpu.is_some() && m.capacity.is_some() {
+        bail!(
+            "{}: the manifest names both a gpu and a capacity: give one",
+            file.display()
+        );
+    }
     for (i, t) in m.tenants.iter().enumerate() {
         if let Some(u) = t.kv_util {
             check_util(u).with_context(|| format!("{}: tenant {i}", file.display()))?;

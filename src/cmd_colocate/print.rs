@@ -85,14 +85,19 @@ pub(super) fn human(out: &ColocateOut, card: &str) {
     out!("{}", s.render());
     if let Some(search) = &out.search {
         outln!();
-        match search.largest_fitting {
-            Some(u) => outln!(
-                "the largest utilization of {} with every tenant running to its end: {u:.2} ({} replays)",
+        match (search.largest_fitting, search.smallest_with_room) {
+            (Some(u), Some(low)) => outln!(
+                "the largest utilization of {} with every tenant running to its end: {u:.2} (it fits from {low:.2}: below, the engine has no room for its KV cache; {} replays)",
                 search.tenant,
                 search.tried.len()
             ),
-            None => outln!(
-                "{} does not fit at any utilization from 0.01 ({} replays)",
+            (None, Some(low)) => outln!(
+                "{} fits at no utilization: from {low:.2} it has room for its KV cache, and some tenant runs out of memory ({} replays)",
+                search.tenant,
+                search.tried.len()
+            ),
+            _ => outln!(
+                "{} has no room for its KV cache even at 1.00 ({} replays)",
                 search.tenant,
                 search.tried.len()
             ),

@@ -86,8 +86,15 @@ fn dedup_count(cuts: &[u64], keep: impl Fn(u64) -> bool) -> usize {
 
 /// The settings `conf` with expandable segments on (`None`: already on).
 fn with_es(conf: &str) -> Option<String> {
-    if conf.contains("expandable_segments") {
+    if conf.contains("expandable_segments:True") || conf.contains("expandable_segments:true") {
         return None;
+    }
+    if conf.contains("expandable_segments") {
+        // expandable_segments:False: turned on instead.
+        return Some(
+            conf.replace("expandable_segments:False", "expandable_segments:True")
+                .replace("expandable_segments:false", "expandable_segments:True"),
+        );
     }
     Some(if conf == "default" || conf.is_empty() {
         "expandable_segments:True".into()

@@ -25,7 +25,13 @@ impl Limit {
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Limit::Share(s) => write!(f, "{}%", s * 100.0),
+            Limit::Share(s) => {
+                // At most four decimals, trailing zeros dropped: 3.3%, not
+                // 3.3000000000000003%.
+                let t = format!("{:.4}", s * 100.0);
+                let t = t.trim_end_matches('0').trim_end_matches('.');
+                write!(f, "{t}%")
+            }
             Limit::Bytes(b) => f.write_str(&crate::render::table::bytes(*b)),
         }
     }
@@ -60,5 +66,7 @@ mod tests {
         assert_eq!(Limit::Share(0.02).bytes_of(1000), 20);
         assert!(parse("two").is_err());
         assert!(parse("-1%").is_err());
+        assert_eq!(parse("3.3%").unwrap().to_string(), "3.3%");
+        assert_eq!(parse("2%").unwrap().to_string(), "2%");
     }
 }

@@ -14,6 +14,12 @@ pub enum ConcatError {
     /// Together they hold more events than a trace can.
     #[error("together the traces hold {0} events; a trace holds at most 2^32 - 1")]
     TooManyEvents(u64),
+    /// Both route requests to private pools (graphs, MemPools, engine
+    /// pools), whose ids would clash.
+    #[error(
+        "both traces use private pools (CUDA graphs, MemPools, engine pools); concat keeps the pools of one trace only"
+    )]
+    PoolsInBoth,
 }
 
 /// The phase marks of `t`, each label prefixed with `job` and shifted by
@@ -44,6 +50,9 @@ fn marks_of(t: &Trace, job: &str, offset: u64) -> Vec<PhaseMark> {
 /// describe one run.
 pub fn concat(a: &Trace, b: &Trace, empty_cache_between: bool) -> Result<Trace, ConcatError> {
     let (a, b) = (a.with_fresh_start(), b.with_fresh_start());
+    if !a.pools.is_empty() && !b.pools.is_empty() {
+        return Err(ConcatError::PoolsInBoth);
+    }
     let ids = u64::from(a.num_ids) + u64::from(b.num_ids);
     let id_offset = a.num_ids;
     if ids > u64::from(u32::MAX) {
@@ -97,6 +106,12 @@ pub fn concat(a: &Trace, b: &Trace, empty_cache_between: bool) -> Result<Trace, 
         num_ids: ids as u32,
         host_events: a.host_events || b.host_events,
         tenant_events: a.tenant_events || b.tenant_events,
+        // One of them has none: the other's pool indices stay as they are.
+        pools: if a.pools.is_empty() {
+            b.pools.clone()
+        } else {
+            a.pools.clone()
+        },
         ..Default::default()
     };
     out.events.reserve(events as usize);

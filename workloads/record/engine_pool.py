@@ -51,6 +51,9 @@ class EngineMemory:
         self._cuda = None
         self.raw: dict[int, int] = {}
         self.raw_bytes: dict[int, int] = {}
+        # The engine pools whose use_mem_pool contexts are open, in the
+        # order they were entered: PyTorch routes to the first.
+        self.open_tags: list[int] = []
 
     def lib(self):
         if self._lib is None:
@@ -68,8 +71,16 @@ class EngineMemory:
         return self.torch.cuda.MemPool(self._alloc.allocator())
 
     def enter(self, tag: int) -> None:
-        """The pool's segments that follow are tagged `tag`."""
-        self.lib().vl_set_tag(tag)
+        """A context of pool `tag` opens: new segments go to the first
+        pool still open (PyTorch's routing), and are tagged so."""
+        self.open_tags.append(tag)
+        self.lib().vl_set_tag(self.open_tags[0])
+
+    def exit(self, tag: int) -> None:
+        """The context of pool `tag` closes."""
+        if tag in self.open_tags:
+            self.open_tags.remove(tag)
+        self.lib().vl_set_tag(self.open_tags[0] if self.open_tags else 0)
 
     def sleep(self, tag: int) -> int:
         return int(self.lib().vl_sleep(tag))
@@ -195,8 +206,18 @@ class EnginePool:
 
     def use(self):
         """``torch.cuda.use_mem_pool`` of this pool, its segments tagged."""
-        EnginePool._memory.enter(self.tag)
-        return self.torch.cuda.use_mem_pool(self.pool)
+        import contextlib  # noqa: PLC0415
+
+        @contextlib.contextmanager
+        def ctx():
+            EnginePool._memory.enter(self.tag)
+            try:
+                with self.torch.cuda.use_mem_pool(self.pool):
+                    yield
+            finally:
+                EnginePool._memory.exit(self.tag)
+
+        return ctx()
 
     def sleep(self) -> int:
         """Releases the pool's physical memory; the bytes released."""

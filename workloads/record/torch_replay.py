@@ -494,6 +494,8 @@ class PrivatePools:
             self.contexts[i] = ctx
         elif kind == POOL_EXIT:
             self.contexts.pop(i).__exit__(None, None, None)
+            if self.decls[i]["kind"] == "engine":
+                self.engine.exit(i)
         elif kind == POOL_RELEASE:
             if self.decls[i]["kind"] in ("mempool", "engine"):
                 import gc  # noqa: PLC0415

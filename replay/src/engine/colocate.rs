@@ -163,9 +163,10 @@ pub struct Tenant<'t> {
     /// Its allocator: the native policy's settings and release (capacity
     /// and placement come from the shared device).
     pub scenario: Scenario,
-    /// An inference engine sized by vLLM's rule ([`kv_rule`]): the share of
-    /// the device's total memory it may use (`gpu_memory_utilization`);
-    /// the allocations of its `kv_cache` phases get what is left of it.
+    /// An inference engine sized by vLLM's rule: the share of the
+    /// device's total memory it may use (`gpu_memory_utilization`); the
+    /// allocations of its [`KV_PHASE`](crate::KV_PHASE) phases get what is
+    /// left of it.
     pub kv_util: Option<f64>,
 }
 

@@ -14,6 +14,10 @@ use vramlab_traces::{Event, Trace};
 /// The phase label of an engine's KV cache allocations.
 pub const KV_PHASE: &str = "kv_cache";
 
+/// How an engine with no room for its KV cache says so (its OOM message
+/// begins with it).
+pub const KV_NO_ROOM: &str = "no memory left for the KV cache";
+
 /// Each KV cache allocation is a multiple of this.
 pub const KV_ROUND: u64 = 2 << 20;
 
@@ -75,7 +79,7 @@ pub(super) fn size_each(
             requested,
             info.free,
             format!(
-                "no memory left for the KV cache: utilization {util} gives the engine {}, and its weights and activations took {}",
+                "{KV_NO_ROOM}: utilization {util} gives the engine {}, and its weights and activations took {}",
                 format_size(requested),
                 format_size(non_kv)
             ),

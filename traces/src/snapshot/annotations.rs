@@ -43,6 +43,8 @@ pub(super) fn apply(
     let mut marks: Vec<(PhaseMark, usize)> = Vec::new();
     let mut inserts: Vec<(u64, Event)> = Vec::new();
     let mut unknown = 0usize;
+    let mut redundant = 0usize;
+    let mut asleep: Vec<u32> = Vec::new();
     for a in annotations {
         let mine = a
             .get("device")
@@ -83,7 +85,15 @@ pub(super) fn apply(
             .find_map(|(scope, sleep)| name.strip_prefix(scope).map(|rest| (rest, sleep)));
         if let Some((rest, sleep)) = engine {
             match pool_named(t, rest.trim()) {
+                // A sleep of a sleeping pool, or a wake of an awake one,
+                // does nothing (the allocator passes over it).
+                Some(pool) if asleep.contains(&pool) == sleep => redundant += 1,
                 Some(pool) => {
+                    if sleep {
+                        asleep.push(pool);
+                    } else {
+                        asleep.retain(|&p| p != pool);
+                    }
                     if let Some(d) = t.pools.get_mut(pool as usize) {
                         d.kind = PrivatePoolKind::Engine;
                     }
@@ -125,6 +135,11 @@ pub(super) fn apply(
         t.notes.push(format!(
             "engine pool(s) {}: the recording's vramlab.pool_sleep and vramlab.pool_wake scopes put their sleeps and wakes among the events",
             engines.join(", ")
+        ));
+    }
+    if redundant > 0 {
+        t.notes.push(format!(
+            "{redundant} engine pool sleeps of a sleeping pool, or wakes of an awake one, do nothing and were left out"
         ));
     }
     if unknown > 0 {

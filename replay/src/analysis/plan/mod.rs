@@ -308,7 +308,7 @@ pub fn plan(
         .first()
         .and_then(|s| s.policy.native_conf())
         .map_or(vramlab_allocator::TorchVersion::NEWEST, |c| c.version);
-    let recipes = recipes(trace, release, best)?;
+    let recipes = recipes(trace, release, best, scenarios.first())?;
     Ok(PlanReport {
         recipes,
         buffers: bufs.len(),

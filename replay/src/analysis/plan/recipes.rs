@@ -31,10 +31,20 @@ pub(crate) fn primed(trace: &Trace, bytes: u64) -> Trace {
     let mut t = trace.clone();
     let id = t.num_ids;
     t.num_ids += 1;
+    // On the stream the step begins on: a cached block serves only its own
+    // stream.
+    let stream = trace
+        .events
+        .iter()
+        .find_map(|e| match *e {
+            Event::Alloc { stream, .. } => Some(stream),
+            _ => None,
+        })
+        .unwrap_or(0);
     let mut events = Vec::with_capacity(t.events.len() + 2);
     events.push(Event::Alloc {
         id,
-        stream: 0,
+        stream,
         size: bytes,
     });
     events.push(Event::Free { id });
@@ -95,11 +105,13 @@ pub(crate) fn learned_divisions(trace: &Trace) -> Option<String> {
 }
 
 /// The recipes for `trace` under `release`, against a plan of
-/// `planned_peak` bytes.
+/// `planned_peak` bytes, on the device of `base` (its capacity, total and
+/// placement).
 pub(crate) fn recipes(
     trace: &Trace,
     release: TorchVersion,
     planned_peak: u64,
+    base: Option<&Scenario>,
 ) -> Result<Vec<Recipe>, ReplayError> {
     let opts = ReplayOptions {
         check_invariants: false,
@@ -108,7 +120,13 @@ pub(crate) fn recipes(
     let run = |t: &Trace, conf: &str| -> Result<(u64, bool), ReplayError> {
         let c = AllocConf::parse(conf, release)
             .map_err(|e| ReplayError::Malformed(format!("{conf}: {e}")))?;
-        let r = Scenario::new(PolicySpec::Native(c)).run(t, &opts)?;
+        let mut s = Scenario::new(PolicySpec::Native(c));
+        if let Some(b) = base {
+            s.capacity = b.capacity;
+            s.device_total = b.device_total;
+            s.placement = b.placement;
+        }
+        let r = s.run(t, &opts)?;
         Ok((r.summary.peak_reserved_bytes, r.oom.is_some()))
     };
     let mut out = Vec::new();
