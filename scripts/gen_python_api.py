@@ -198,6 +198,33 @@ source, each replaying its trace through its own allocator (``name``,
 and ``steps`` (whose phase ran, and each tenant's reserved bytes after it).""",
     },
     {
+        "name": "gate",
+        "command": "gate",
+        "params": ["source", "other", "conf"],
+        "result": "json",
+        "returns": "Record",
+        "doc": """``vramlab gate --json``: a memory regression gate — ``source`` (the
+baseline recording) against ``other`` (the same job recorded on a change)
+under each setting. ``passed`` is the verdict; ``rows`` hold, per setting,
+both peaks, ``reserved_delta_bytes`` and its ratio, the waste and
+allocated deltas, the smallest cards, ``grew`` (what grew at the peak, by
+source line) and ``reason`` when it failed. ``markdown`` and ``junit``
+write the summary files. A failed gate is a result, not an exception.""",
+    },
+    {
+        "name": "plan",
+        "command": "plan",
+        "params": ["source", "conf"],
+        "result": "json",
+        "returns": "Record",
+        "doc": """``vramlab plan --json``: the offline plan of a trace — every
+allocation placed knowing all lifetimes — against ``peak_live_bytes`` (the
+bound no placement beats): ``planned_peak_bytes``, ``proved_optimal``,
+``policies`` (each setting's peak, its gap to the plan and to the bound,
+and STAlloc's ``fragmentation_ratio``) and ``recipes`` (priming, learned
+rounding, ``max_split_size_mb``, each replayed).""",
+    },
+    {
         "name": "matrix",
         "command": "matrix",
         "params": ["preset"],

@@ -474,3 +474,12 @@ def test_gate_fails_on_an_added_buffer_and_names_its_line():
     assert run.rows[0]["reserved_delta_bytes"] == 256 << 20
     assert run.rows[0]["grew"][0]["key"] == "examples/ci_step.py:27 in main"
     assert vramlab.gate(g / "baseline.torch2.15.pickle.gz", g / "rerecorded.torch2.15.pickle.gz").passed is True
+
+
+def test_plan_lies_between_peak_live_and_the_defaults():
+    """The offline plan of a bundled trace: proved optimal at peak live, and
+    PyTorch's defaults measured against it."""
+    run = vramlab.plan(ROOT / "workloads" / "data" / "gpt-small-train.csv")
+    assert run.peak_live_bytes <= run.planned_peak_bytes <= run.policies[0]["peak_reserved_bytes"]
+    assert run.proved_optimal is True
+    assert len(run.recipes) == 3

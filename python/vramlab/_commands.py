@@ -12,7 +12,7 @@ from typing import Any, List, Literal, Optional, Sequence, Union
 from . import _api, _fleet
 from ._api import Conf, Grid, Record, Rows, Size, Source
 
-__all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "explain", "diff", "fidelity", "oracle", "sweep", "colocate", "matrix", "report"]
+__all__ = ["stats", "replay", "recommend", "oom_point", "serve_budget", "explain", "diff", "fidelity", "oracle", "sweep", "colocate", "gate", "plan", "matrix", "report"]
 
 
 def stats(
@@ -955,6 +955,179 @@ def colocate(
             "oracle": oracle,
             "torch": torch,
             "what_if": what_if,
+        },
+    )
+
+
+def gate(
+    source: Source,
+    other: Optional[Source] = None,
+    conf: Conf = None,
+    *,
+    max_increase: Optional[str] = None,
+    device: Optional[int] = None,
+    conf_from_env: bool = False,
+    recorded_conf: bool = False,
+    torch_version: Union[None, str, Sequence[str]] = None,
+    fraction: Optional[float] = None,
+    policy: Optional[str] = None,
+    gpu: Optional[str] = None,
+    capacity: Size = None,
+    placement: Optional[str] = None,
+    markdown: Optional["Union[str, os.PathLike[str]]"] = None,
+    junit: Optional["Union[str, os.PathLike[str]]"] = None,
+    top: Optional[int] = None,
+) -> Record:
+    """``vramlab gate --json``: a memory regression gate — ``source`` (the
+    baseline recording) against ``other`` (the same job recorded on a change)
+    under each setting. ``passed`` is the verdict; ``rows`` hold, per setting,
+    both peaks, ``reserved_delta_bytes`` and its ratio, the waste and
+    allocated deltas, the smallest cards, ``grew`` (what grew at the peak, by
+    source line) and ``reason`` when it failed. ``markdown`` and ``junit``
+    write the summary files. A failed gate is a result, not an exception.
+
+    Keywords (the options of ``vramlab gate``):
+
+        max_increase: The largest growth of peak reserved memory that passes: a
+            share of the baseline's (`2%`) or a size (`256MiB`) (default: 2%)
+        device: Which GPU of multi-device snapshots to use (default: the device
+            with the most allocations)
+        conf_from_env: Read the settings from PYTORCH_CUDA_ALLOC_CONF /
+            PYTORCH_ALLOC_CONF with the precedence of the target PyTorch version
+        recorded_conf: Replay the trace's recorded settings (snapshots record
+            them)
+        torch_version: PyTorch release whose allocator rules apply (2.1 … 2.15).
+            Default: the release the snapshot was recorded with (detected from
+            its keys; the newest of the possible ones), else the trace's
+            framework header, else 2.15. `replay` takes it more than once to
+            show what an upgrade does (each setting under each release, side by
+            side)
+        fraction: Per-process memory fraction, as
+            torch.cuda.set_per_process_memory_fraction(F)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
+        gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
+            h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
+        capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
+            (default: unlimited)
+        placement: Where the simulated driver puts new segments: `driver` (the
+            CUDA driver's order as measured on an H200, driver 580: new regions
+            downwards) or `ascending` (each above the last, as older drivers
+            did). Up to 2.11 PyTorch breaks ties between equal free blocks by
+            address, so the order can change the result; when it does, `replay`,
+            `recommend` and `report` give the peak under both
+            (docs/driver-placement.md). From 2.12 ties go by allocation order
+            and the order no longer matters (default: driver)
+        markdown: Write the summary as Markdown here (a pull-request comment)
+        junit: Write the verdict as JUnit XML here (one test case per setting)
+        top: How many grown source lines to name per setting (default: 5)
+    """
+    return _api._invoke(
+        "gate",
+        "json",
+        {"source": source, "other": other, "conf": conf},
+        {
+            "max_increase": max_increase,
+            "trace_device": device,
+            "conf_from_env": conf_from_env,
+            "recorded_conf": recorded_conf,
+            "torch_version": torch_version,
+            "fraction": fraction,
+            "policy": policy,
+            "gpu": gpu,
+            "capacity": capacity,
+            "placement": placement,
+            "markdown": markdown,
+            "junit": junit,
+            "top": top,
+        },
+    )
+
+
+def plan(
+    source: Source,
+    conf: Conf = None,
+    *,
+    format: Optional[str] = None,
+    device: Optional[int] = None,
+    conf_from_env: bool = False,
+    recorded_conf: bool = False,
+    torch_version: Union[None, str, Sequence[str]] = None,
+    fraction: Optional[float] = None,
+    policy: Optional[str] = None,
+    gpu: Optional[str] = None,
+    capacity: Size = None,
+    placement: Optional[str] = None,
+    search_up_to: Optional[int] = None,
+    budget: Optional[int] = None,
+) -> Record:
+    """``vramlab plan --json``: the offline plan of a trace — every
+    allocation placed knowing all lifetimes — against ``peak_live_bytes`` (the
+    bound no placement beats): ``planned_peak_bytes``, ``proved_optimal``,
+    ``policies`` (each setting's peak, its gap to the plan and to the bound,
+    and STAlloc's ``fragmentation_ratio``) and ``recipes`` (priming, learned
+    rounding, ``max_split_size_mb``, each replayed).
+
+    Keywords (the options of ``vramlab plan``):
+
+        format: The file's format, when its extension does not say: csv, csv.gz,
+            vlt, vlt.zst, snapshot, rmm
+        device: Which GPU of a multi-device snapshot to use (default: the device
+            with the most allocations, named in a note)
+        conf_from_env: Read the settings from PYTORCH_CUDA_ALLOC_CONF /
+            PYTORCH_ALLOC_CONF with the precedence of the target PyTorch version
+        recorded_conf: Replay the trace's recorded settings (snapshots record
+            them)
+        torch_version: PyTorch release whose allocator rules apply (2.1 … 2.15).
+            Default: the release the snapshot was recorded with (detected from
+            its keys; the newest of the possible ones), else the trace's
+            framework header, else 2.15. `replay` takes it more than once to
+            show what an upgrade does (each setting under each release, side by
+            side)
+        fraction: Per-process memory fraction, as
+            torch.cuda.set_per_process_memory_fraction(F)
+        policy: Allocation policy the conf= strings configure: native (PyTorch's
+            caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
+            (default: native)
+        gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
+            h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
+        capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
+            80·10^9 bytes, not 80 GiB), 512MiB. For a card, prefer gpu=
+            (default: unlimited)
+        placement: Where the simulated driver puts new segments: `driver` (the
+            CUDA driver's order as measured on an H200, driver 580: new regions
+            downwards) or `ascending` (each above the last, as older drivers
+            did). Up to 2.11 PyTorch breaks ties between equal free blocks by
+            address, so the order can change the result; when it does, `replay`,
+            `recommend` and `report` give the peak under both
+            (docs/driver-placement.md). From 2.12 ties go by allocation order
+            and the order no longer matters (default: driver)
+        search_up_to: Search for a better plan than greedy's when the trace has
+            at most this many allocations (default: 20000)
+        budget: The search's budget, in nodes (a node costs one pass over the
+            allocations) (default: 200000)
+    """
+    return _api._invoke(
+        "plan",
+        "json",
+        {"source": source, "conf": conf},
+        {
+            "format": format,
+            "trace_device": device,
+            "conf_from_env": conf_from_env,
+            "recorded_conf": recorded_conf,
+            "torch_version": torch_version,
+            "fraction": fraction,
+            "policy": policy,
+            "gpu": gpu,
+            "capacity": capacity,
+            "placement": placement,
+            "search_up_to": search_up_to,
+            "budget": budget,
         },
     )
 
