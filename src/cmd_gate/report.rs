@@ -4,26 +4,19 @@
 use std::fmt::Write;
 
 use super::{GateOut, GateRow};
+use crate::render::diff::signed;
 use crate::render::table::{Table, bytes};
 
 /// `+12.00 MiB (+3.1%)`.
 fn change(r: &GateRow) -> String {
-    let sign = if r.reserved_delta_bytes < 0 { "-" } else { "+" };
     let pct = r.reserved_delta_ratio.map_or(String::new(), |x| {
-        format!(" ({sign}{:.1}%)", x.abs() * 100.0)
+        format!(
+            " ({}{:.1}%)",
+            if x < 0.0 { "-" } else { "+" },
+            x.abs() * 100.0
+        )
     });
-    format!(
-        "{sign}{}{pct}",
-        bytes(r.reserved_delta_bytes.unsigned_abs())
-    )
-}
-
-fn signed(b: i64) -> String {
-    format!(
-        "{}{}",
-        if b < 0 { "-" } else { "+" },
-        bytes(b.unsigned_abs())
-    )
+    format!("{}{pct}", signed(r.reserved_delta_bytes))
 }
 
 fn card(c: &Option<String>) -> String {

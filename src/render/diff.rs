@@ -6,7 +6,7 @@ use vramlab_replay::{GroupBy, RunDiff};
 use crate::render::table::{Table, bytes, count};
 
 /// `+1.00 MiB`, `-1.00 MiB`, `0 B`.
-fn signed(n: i64) -> String {
+pub(crate) fn signed(n: i64) -> String {
     match n.signum() {
         1 => format!("+{}", bytes(n.unsigned_abs())),
         -1 => format!("-{}", bytes(n.unsigned_abs())),

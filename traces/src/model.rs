@@ -477,6 +477,26 @@ impl Trace {
         }
     }
 
+    /// Moves every event index the trace keeps (the recorded segment
+    /// events, retries and OOMs, and the phase marks) by `moved`, after
+    /// events were put in among its events.
+    pub(crate) fn move_event_indices(&mut self, moved: impl Fn(u64) -> u64) {
+        if let Some(x) = &mut self.expected {
+            for s in &mut x.segment_events {
+                s.event_index = moved(u64::from(s.event_index)) as u32;
+            }
+            for r in &mut x.retries {
+                *r = moved(u64::from(*r)) as u32;
+            }
+            for o in &mut x.ooms {
+                o.event_index = moved(u64::from(o.event_index)) as u32;
+            }
+        }
+        for p in &mut self.phases {
+            p.event_index = moved(p.event_index);
+        }
+    }
+
     /// The trace needs CSV v4 / `.vlt` 6: it has (or its file's version
     /// may have) engine pools' sleeps and wakes or memory outside PyTorch,
     /// or it declares an engine pool.

@@ -200,19 +200,6 @@ fn insert(t: &mut Trace, inserts: &[(u64, Event)]) {
     events.extend(sorted.iter().skip(k).map(|&(_, e)| e));
     // Old event index -> new (an inserted event sits before the old one).
     let moved = |i: u64| i + sorted.iter().filter(|(at, _)| *at <= i).count() as u64;
-    if let Some(x) = &mut t.expected {
-        for s in &mut x.segment_events {
-            s.event_index = moved(u64::from(s.event_index)) as u32;
-        }
-        for r in &mut x.retries {
-            *r = moved(u64::from(*r)) as u32;
-        }
-        for o in &mut x.ooms {
-            o.event_index = moved(u64::from(o.event_index)) as u32;
-        }
-    }
-    for p in &mut t.phases {
-        p.event_index = moved(p.event_index);
-    }
+    t.move_event_indices(moved);
     t.events = events;
 }

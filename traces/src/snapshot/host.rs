@@ -445,20 +445,7 @@ pub(super) fn interleave(t: &mut Trace, host: HostWalked, starts: &[u32], times:
     }
     device_new.push(events.len() as u64);
     let moved = |i: u64| device_new.get(i as usize).copied().unwrap_or(i);
-    if let Some(x) = &mut t.expected {
-        for s in &mut x.segment_events {
-            s.event_index = moved(u64::from(s.event_index)) as u32;
-        }
-        for r in &mut x.retries {
-            *r = moved(u64::from(*r)) as u32;
-        }
-        for o in &mut x.ooms {
-            o.event_index = moved(u64::from(o.event_index)) as u32;
-        }
-    }
-    for p in &mut t.phases {
-        p.event_index = moved(p.event_index);
-    }
+    t.move_event_indices(moved);
     // The blocks pinned before the history began are made at the start.
     let made_first =
         host.prologue
