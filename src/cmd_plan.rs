@@ -78,6 +78,12 @@ fn print(r: &PlanReport) {
             }
         }
     );
+    if r.start.is_some() {
+        outln!(
+            "the trace starts mid-run: its {} blocks in use at the first entry are allocated first and planned with the rest (their frees are in the trace); every setting below starts the same way (fresh)",
+            count(r.initial_blocks as u64)
+        );
+    }
     let mut t = Table::new(vec![
         "setting".into(),
         "peak reserved".into(),
@@ -100,6 +106,31 @@ fn print(r: &PlanReport) {
             format!("{:.1}%", p.fragmentation_ratio * 100.0),
         ]);
     }
+    let over = |peak: u64| {
+        let d = peak as i64 - r.planned_peak_bytes as i64;
+        format!(
+            "{}{}",
+            if d < 0 { "-" } else { "+" },
+            bytes(d.unsigned_abs())
+        )
+    };
+    if !r.policies.iter().any(|p| p.setting.starts_with("plan")) {
+        let p = r.policy_peak_bytes;
+        t.row(vec![
+            "plan (as a policy)".into(),
+            bytes(p),
+            over(p),
+            format!("+{}", bytes(p.saturating_sub(r.peak_live_bytes))),
+            format!(
+                "{:.1}%",
+                if p > 0 {
+                    (1.0 - r.peak_live_bytes.min(p) as f64 / p as f64) * 100.0
+                } else {
+                    0.0
+                }
+            ),
+        ]);
+    }
     out!("{}", t.render());
     if !r.recipes.is_empty() {
         outln!();
@@ -113,7 +144,6 @@ fn print(r: &PlanReport) {
         .left(0)
         .left(1);
         for x in &r.recipes {
-            let over = x.peak_reserved_bytes as i64 - r.planned_peak_bytes as i64;
             t.row(vec![
                 x.what.clone(),
                 if x.conf.is_empty() {
@@ -126,11 +156,7 @@ fn print(r: &PlanReport) {
                 } else {
                     bytes(x.peak_reserved_bytes)
                 },
-                format!(
-                    "{}{}",
-                    if over < 0 { "-" } else { "+" },
-                    bytes(over.unsigned_abs())
-                ),
+                over(x.peak_reserved_bytes),
             ]);
         }
         out!("{}", t.render());

@@ -43,6 +43,15 @@ impl Stat {
         self.freed = self.freed.wrapping_add(a);
     }
 
+    /// Becomes `a + b` now (current, allocated, freed); its peak the
+    /// highest sum seen.
+    fn set_sum(&mut self, a: &Stat, b: &Stat) {
+        self.current = a.current.wrapping_add(b.current);
+        self.allocated = a.allocated.wrapping_add(b.allocated);
+        self.freed = a.freed.wrapping_add(b.freed);
+        self.peak = self.peak.max(self.current);
+    }
+
     fn flatten_into(&self, prefix: &str, out: &mut BTreeMap<String, i64>) {
         out.insert(format!("{prefix}.allocated"), self.allocated);
         out.insert(format!("{prefix}.current"), self.current);
@@ -116,6 +125,12 @@ impl StatArray {
         self.pool_mut(pool).decrease(amount);
     }
 
+    fn set_sum(&mut self, a: &StatArray, b: &StatArray) {
+        self.all.set_sum(&a.all, &b.all);
+        self.small_pool.set_sum(&a.small_pool, &b.small_pool);
+        self.large_pool.set_sum(&a.large_pool, &b.large_pool);
+    }
+
     #[inline]
     fn pool_mut(&mut self, pool: PoolKind) -> &mut Stat {
         match pool {
@@ -180,6 +195,36 @@ impl MemoryStats {
             max_split_size: max_split_size as i64,
             ..Default::default()
         }
+    }
+
+    /// Two allocators' statistics as one (a policy made of two): `self`
+    /// takes their sum now, and its peaks the highest sums seen (so the
+    /// sum must be taken after every call that changes either).
+    pub(crate) fn set_sum(&mut self, a: &MemoryStats, b: &MemoryStats) {
+        self.allocation.set_sum(&a.allocation, &b.allocation);
+        self.segment.set_sum(&a.segment, &b.segment);
+        self.active.set_sum(&a.active, &b.active);
+        self.inactive_split
+            .set_sum(&a.inactive_split, &b.inactive_split);
+        self.allocated_bytes
+            .set_sum(&a.allocated_bytes, &b.allocated_bytes);
+        self.reserved_bytes
+            .set_sum(&a.reserved_bytes, &b.reserved_bytes);
+        self.active_bytes.set_sum(&a.active_bytes, &b.active_bytes);
+        self.inactive_split_bytes
+            .set_sum(&a.inactive_split_bytes, &b.inactive_split_bytes);
+        self.requested_bytes
+            .set_sum(&a.requested_bytes, &b.requested_bytes);
+        self.oversize_allocations
+            .set_sum(&a.oversize_allocations, &b.oversize_allocations);
+        self.oversize_segments
+            .set_sum(&a.oversize_segments, &b.oversize_segments);
+        self.num_alloc_retries = a.num_alloc_retries + b.num_alloc_retries;
+        self.num_ooms = a.num_ooms + b.num_ooms;
+        self.num_sync_all_streams = a.num_sync_all_streams + b.num_sync_all_streams;
+        self.num_device_alloc = a.num_device_alloc + b.num_device_alloc;
+        self.num_device_free = a.num_device_free + b.num_device_free;
+        self.max_split_size = a.max_split_size;
     }
 
     /// The flat, sorted map `torch.cuda.memory_stats()` returns.

@@ -99,8 +99,9 @@ def replay(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
@@ -291,8 +292,9 @@ def oom_point(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         start: For snapshots recorded mid-run: `recorded` seeds the allocator
             state the recording began with, as it was; `fresh` allocates the
             blocks in use at the first entry under each setting, then replays.
@@ -387,8 +389,9 @@ def serve_budget(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         capture_sizes: The batch sizes captured as CUDA graphs, e.g.
             1,2,4,8,16,32,64,128 (a size not recorded is interpolated between
             the nearest recorded ones)
@@ -499,8 +502,9 @@ def explain(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
@@ -592,8 +596,9 @@ def diff(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
@@ -723,8 +728,9 @@ def oracle(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
@@ -1006,8 +1012,9 @@ def gate(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=
@@ -1091,8 +1098,9 @@ def plan(
             torch.cuda.set_per_process_memory_fraction(F)
         policy: Allocation policy the conf= strings configure: native (PyTorch's
             caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-            (cudaMallocAsync-like pool), stitch (GMLake-style stitching)
-            (default: native)
+            (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+            (the trace's own offline plan, STAlloc-style, with PyTorch's
+            allocator under conf= for the rest) (default: native)
         gpu: The GPU the job runs on, by name (`vramlab gpus` lists them:
             h100-80gb, a100-40gb, rtx4090, …): its memory less the CUDA context
         capacity: Device capacity, exact: bytes or a size like 24GiB, 80GB (=

@@ -90,9 +90,7 @@ pub use analysis::placement::{
     PlacementRange, Predicted, SettingRange, placement_note, placement_range, placement_range_with,
 };
 pub use analysis::plan::{
-    Buffer as PlanBuffer, ExactOutcome, Placement as PlanPlacement, PlanReport, PolicyGap,
-    ROUND as PLAN_ROUND, Recipe, buffers as plan_buffers, check as check_plan,
-    exact as search_plan, greedy as greedy_plan, lower_bound as peak_live_bound, plan,
+    PlanReport, PolicyGap, Recipe, buffers as plan_buffers, plan, plan_start,
 };
 pub use analysis::recommend::{
     MinCapacity, Ranked, Recommendation, Verdict, check_direction_words, recommend,
@@ -114,6 +112,7 @@ pub use analysis::sweep_trace::{SweepFile, sweep_trace};
 pub use analysis::upgrade::{
     UpgradeAdvice, UpgradeFit, UpgradeRow, upgrade_from_runs, upgrade_from_sweeps,
 };
+pub use engine::static_plan::{PlanBuilder, static_plan};
 
 // What each command answers.
 pub use results::capacity::{CapacityRun, free_bytes};

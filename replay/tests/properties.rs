@@ -18,7 +18,7 @@
 //! Case counts are small so that `cargo test` stays fast in debug builds.
 
 use proptest::prelude::*;
-use vramlab_allocator::policies::{async_pool, bfc, direct, stitch};
+use vramlab_allocator::policies::{async_pool, bfc, direct, plan, stitch};
 use vramlab_allocator::{AllocConf, Allocator, Inspect, TorchVersion};
 use vramlab_replay::stress::{SHAPES, many_streams};
 use vramlab_replay::{OOM_POINT_STEP, find_oom_point};
@@ -151,11 +151,18 @@ fn other_policy() -> impl Strategy<Value = PolicySpec> {
             }
             PolicySpec::Stitch(stitch::Settings::parse(&s).unwrap())
         });
+    // The plan policy's plan is made from the trace replayed; its
+    // fallback under PyTorch's defaults or with expandable segments.
+    let planned = any::<bool>().prop_map(|es| {
+        let conf = if es { "expandable_segments:True" } else { "" };
+        PolicySpec::Plan(plan::Settings::parse(conf, TorchVersion::NEWEST).unwrap())
+    });
     prop_oneof![
         Just(PolicySpec::Direct(direct::Settings::default())),
         bfc,
         asynch,
         stitch,
+        planned,
     ]
 }
 
@@ -227,7 +234,14 @@ proptest! {
         let s = s.with_capacity(cap);
         let opts = ReplayOptions { final_segments: true, ..checked(false) };
         let dev = s.device(&t);
-        let (r, used) = with_policy!(&s.policy, dev, |a| {
+        let policy = match &s.policy {
+            PolicySpec::Plan(p) => {
+                let planned = vramlab_replay::static_plan(&vramlab_replay::plan_buffers(&t)).unwrap();
+                PolicySpec::Plan(p.with_plan(std::sync::Arc::new(planned)))
+            }
+            other => other.clone(),
+        };
+        let (r, used) = with_policy!(&policy, dev, |a| {
             if let Some(f) = s.memory_fraction {
                 Allocator::set_memory_fraction(&mut a, f).unwrap();
             }

@@ -99,3 +99,48 @@ fn real_snapshots_recorded_mid_run_get_an_initial_state() {
         assert_eq!(t.initial.is_some(), name.contains("torch2.11"), "{name}");
     }
 }
+
+/// Every real snapshot replays under its own plan, started fresh (every
+/// block planned: the arena alone, in whole pages) and from the recorded
+/// layout (the first blocks in the fallback's seeded segments), with the
+/// invariants checked after every event.
+#[test]
+#[ignore = "needs ../shared/traces/real; run with -- --ignored"]
+fn real_snapshots_replay_under_their_plan() {
+    use vramlab_allocator::policies::plan::{Settings, greedy};
+    use vramlab_replay::{PolicySpec, ReplayOptions, Scenario, Start, plan_buffers};
+    for path in &snapshots() {
+        let loaded = Inputs::new([path])
+            .pick(Pick::Each(None))
+            .torch(TorchVersion::NEWEST)
+            .read()
+            .expect("load");
+        for t in &loaded.into_traces() {
+            let v = vramlab_replay::target_of(t, None).rules;
+            let s = Scenario::new(PolicySpec::Plan(Settings::parse("", v).unwrap()));
+            for start in [Start::Fresh, Start::Recorded] {
+                let opts = ReplayOptions {
+                    check_invariants: true,
+                    timeline_points: 10,
+                    start,
+                    ..Default::default()
+                };
+                let run = s
+                    .run(t, &opts)
+                    .unwrap_or_else(|e| panic!("{} ({start}): {e}", path.display()));
+                assert!(run.oom.is_none(), "{} ({start})", path.display());
+                assert_eq!(run.summary.events_replayed, run.summary.events);
+                if start == Start::Fresh {
+                    let page = 2u64 << 20;
+                    let planned = greedy(&plan_buffers(t)).peak;
+                    assert_eq!(
+                        run.summary.peak_reserved_bytes,
+                        planned.div_ceil(page) * page,
+                        "{}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -42,7 +42,9 @@ pub struct ConfArgs {
 
     /// Allocation policy the --conf strings configure: native (PyTorch's
     /// caching allocator), direct (no cache), bfc (TensorFlow/XLA), async
-    /// (cudaMallocAsync-like pool), stitch (GMLake-style stitching).
+    /// (cudaMallocAsync-like pool), stitch (GMLake-style stitching), plan
+    /// (the trace's own offline plan, STAlloc-style, with PyTorch's
+    /// allocator under --conf for the rest).
     #[arg(long, value_name = "NAME", default_value = "native")]
     pub policy: PolicyKind,
 }
@@ -87,6 +89,26 @@ impl ConfArgs {
                 .settings(trace)?
                 .into_iter()
                 .map(PolicySpec::Native)
+                .collect());
+        }
+        if self.policy == PolicyKind::Plan {
+            // The settings are the fallback's PYTORCH_ALLOC_CONF.
+            if self.fraction.is_some() {
+                bail!("--fraction is PyTorch's memory fraction: the plan policy has none");
+            }
+            let native = ConfArgs {
+                policy: PolicyKind::Native,
+                ..self.clone()
+            };
+            return Ok(native
+                .settings(trace)?
+                .into_iter()
+                .map(|fallback| {
+                    PolicySpec::Plan(vramlab_allocator::policies::plan::Settings {
+                        fallback,
+                        plan: None,
+                    })
+                })
                 .collect());
         }
         if self.conf_from_env || self.recorded_conf {

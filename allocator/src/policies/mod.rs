@@ -11,6 +11,7 @@
 //! | `bfc` | [`bfc::BfcAllocator`] | TensorFlow's / XLA's (JAX's) best-fit-with-coalescing allocator | `allow_growth` (false), `memory_limit` (none), `memory_fraction` (0.75), `preallocate` (shorthand), `garbage_collection` (false), `fragmentation_fraction` (0) |
 //! | `async` | [`async_pool::AsyncPoolAllocator`] | a stream-ordered pool like `cudaMallocAsync` (PyTorch's `backend:cudaMallocAsync`) | `release_threshold` (0), `reuse_across_streams` (false) |
 //! | `stitch` | [`stitch::StitchAllocator`] | GMLake's virtual-memory stitching of free blocks | `stitch` (true), `fragment_limit` (512MiB), `reuse_limit` (1), `defragment_level` (0), `max_pieces` (unlimited), `gc_limit` (1000GiB) |
+//! | `plan` | [`plan::PlanAllocator`] | an offline plan of the trace replayed (greedy by size over its lifetimes) in one mapped arena, PyTorch's allocator for the rest (STAlloc) | the fallback's `PYTORCH_ALLOC_CONF` |
 //!
 //! Each policy module documents the rules it implements and the source each
 //! rule was read from, and has a `Settings` with `parse` (a `key:value,…`
@@ -40,6 +41,7 @@ pub mod async_pool;
 pub mod bfc;
 pub mod direct;
 pub mod native;
+pub mod plan;
 mod registry;
 pub mod stitch;
 
@@ -47,6 +49,7 @@ pub use async_pool::AsyncPoolAllocator;
 pub use bfc::BfcAllocator;
 pub use direct::DirectAllocator;
 pub use native::NativeAllocator;
+pub use plan::PlanAllocator;
 pub use registry::{PolicyKind, PolicySpec};
 pub use stitch::StitchAllocator;
 
@@ -105,6 +108,7 @@ mod tests {
             BfcAllocator::new(bfc::Settings::default(), NoDevice).name(),
             AsyncPoolAllocator::new(async_pool::Settings::default(), NoDevice).name(),
             StitchAllocator::new(stitch::Settings::default(), NoDevice).name(),
+            PlanAllocator::new(plan::Settings::default(), NoDevice).name(),
         ];
         let listed = registry::PolicyKind::ALL.map(registry::PolicyKind::name);
         assert_eq!(names, listed);

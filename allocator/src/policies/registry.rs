@@ -6,15 +6,11 @@
 
 use std::fmt;
 
-use crate::policies::{async_pool, bfc, direct, stitch};
+use crate::policies::{async_pool, bfc, direct, plan, stitch};
 use crate::{AllocConf, TorchVersion};
 
 /// A policy and its settings.
 #[derive(Debug, Clone, PartialEq)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "a spec is built once per scenario and Native, the large variant, is the common one: boxing it would add an allocation where it is used most"
-)]
 pub enum PolicySpec {
     /// PyTorch's native caching allocator with a `PYTORCH_ALLOC_CONF`.
     Native(AllocConf),
@@ -26,6 +22,8 @@ pub enum PolicySpec {
     Async(async_pool::Settings),
     /// GMLake-style virtual-memory stitching.
     Stitch(stitch::Settings),
+    /// An offline plan of the trace, PyTorch's allocator for the rest.
+    Plan(plan::Settings),
 }
 
 /// A policy by name, as `--policy` and a grid line's `policy=` give it. A
@@ -44,16 +42,20 @@ pub enum PolicyKind {
     Async,
     /// GMLake-style virtual-memory stitching.
     Stitch,
+    /// An offline plan of the trace replayed, PyTorch's allocator for the
+    /// rest (STAlloc-style).
+    Plan,
 }
 
 impl PolicyKind {
     /// Every policy, `native` first.
-    pub const ALL: [PolicyKind; 5] = [
+    pub const ALL: [PolicyKind; 6] = [
         PolicyKind::Native,
         PolicyKind::Direct,
         PolicyKind::Bfc,
         PolicyKind::Async,
         PolicyKind::Stitch,
+        PolicyKind::Plan,
     ];
 
     /// Its name, as its allocator's `Inspect::name` gives it.
@@ -64,6 +66,7 @@ impl PolicyKind {
             PolicyKind::Bfc => "bfc",
             PolicyKind::Async => "async",
             PolicyKind::Stitch => "stitch",
+            PolicyKind::Plan => "plan",
         }
     }
 }
@@ -110,6 +113,7 @@ impl PolicySpec {
             PolicyKind::Bfc => bfc::Settings::parse(s).map(PolicySpec::Bfc),
             PolicyKind::Async => async_pool::Settings::parse(s).map(PolicySpec::Async),
             PolicyKind::Stitch => stitch::Settings::parse(s).map(PolicySpec::Stitch),
+            PolicyKind::Plan => plan::Settings::parse(s, version).map(PolicySpec::Plan),
         }
     }
 
@@ -121,6 +125,7 @@ impl PolicySpec {
             PolicySpec::Bfc(_) => PolicyKind::Bfc,
             PolicySpec::Async(_) => PolicyKind::Async,
             PolicySpec::Stitch(_) => PolicyKind::Stitch,
+            PolicySpec::Plan(_) => PolicyKind::Plan,
         }
     }
 
@@ -146,6 +151,7 @@ impl PolicySpec {
             PolicySpec::Stitch(c) => {
                 non_default(&c.to_string(), &stitch::Settings::default().to_string())
             }
+            PolicySpec::Plan(c) => c.to_string(),
         }
     }
 
@@ -211,6 +217,11 @@ macro_rules! with_policy {
             $crate::PolicySpec::Stitch(c) => {
                 #[allow(unused_mut)]
                 let mut $a = $crate::policies::StitchAllocator::new(c.clone(), $dev);
+                $body
+            }
+            $crate::PolicySpec::Plan(c) => {
+                #[allow(unused_mut)]
+                let mut $a = $crate::policies::PlanAllocator::new(c.clone(), $dev);
                 $body
             }
         }

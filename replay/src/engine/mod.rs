@@ -34,6 +34,7 @@ mod replayer;
 pub(crate) mod run;
 pub(crate) mod scenario;
 pub(crate) mod start;
+pub(crate) mod static_plan;
 pub(crate) mod stream;
 pub(crate) mod timed;
 

@@ -4,16 +4,19 @@
 //! A pass replays several scenarios at once (in parallel); the runs are the
 //! same from either.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 use vramlab_traces::{EventBlocks, StreamEnd, SummaryBuilder, Trace, TraceError, TraceSummary};
 
 use super::run::Run;
 use super::scenario::Scenario;
+use super::start::Start;
+use super::static_plan::{PlanBuilder, plan_buffers, static_plan, with_plans};
 use super::stream::{StreamError, replay_start_only, replay_streamed};
 use super::{ReplayError, ReplayOptions};
+use vramlab_allocator::policies::plan::StaticPlan;
 
 /// The passes an analysis makes over a trace.
 pub trait ReplayPasses {
@@ -69,6 +72,14 @@ impl ReplayPasses for Trace {
         opts: &ReplayOptions,
         done: &(dyn Fn() + Sync),
     ) -> Result<Vec<Run>, StreamError> {
+        let scenarios = &*with_plans(scenarios, || {
+            static_plan(&plan_buffers(self, opts.start))
+                .map(Arc::new)
+                .map_err(|e| StreamError::Replay {
+                    scenario: "plan".into(),
+                    error: ReplayError::Malformed(e),
+                })
+        })?;
         let one = |s: &Scenario| {
             let run = s.run(self, opts).map_err(replay_error(s));
             done();
@@ -94,6 +105,12 @@ impl ReplayPasses for Trace {
             stop_before: Some(0),
             ..opts.clone()
         };
+        let planned = with_plans(std::slice::from_ref(scenario), || {
+            static_plan(&plan_buffers(self, opts.start))
+                .map(Arc::new)
+                .map_err(|e| replay_error(scenario)(ReplayError::Malformed(e)))
+        })?;
+        let scenario = planned.first().unwrap_or(scenario);
         let run = scenario
             .run(self, &only_start)
             .map_err(replay_error(scenario))?;
@@ -118,6 +135,8 @@ pub struct TraceFile<F, E> {
     reads: AtomicU32,
     /// The live peak, once counted.
     peak_live: Mutex<Option<u64>>,
+    /// The static plan of each start, once made (`plan` policies).
+    plans: Mutex<Vec<(Start, Arc<StaticPlan>)>>,
 }
 
 impl<F, E> TraceFile<F, E>
@@ -144,6 +163,7 @@ where
             first_end: Mutex::new(None),
             reads: AtomicU32::new(0),
             peak_live: Mutex::new(None),
+            plans: Mutex::new(Vec::new()),
         }
     }
 
@@ -164,6 +184,38 @@ where
             Some(events) => Ok(events),
             None => (self.open)(),
         }
+    }
+
+    /// The static plan of the file replayed from `start`, made in a read
+    /// of its own the first time.
+    fn plan(&self, start: Start) -> Result<Arc<StaticPlan>, StreamError> {
+        let cached = self.plans.lock().ok().and_then(|p| {
+            p.iter()
+                .find(|(s, _)| *s == start)
+                .map(|(_, plan)| Arc::clone(plan))
+        });
+        if let Some(plan) = cached {
+            return Ok(plan);
+        }
+        let mut events = self.events()?;
+        let mut builder = PlanBuilder::new(events.trace(), start);
+        let mut block = Vec::new();
+        while events.next_block(&mut block)? {
+            builder.events(&block);
+        }
+        let end = events.finish()?;
+        self.read_through(end);
+        let plan =
+            static_plan(&builder.finish())
+                .map(Arc::new)
+                .map_err(|e| StreamError::Replay {
+                    scenario: "plan".into(),
+                    error: ReplayError::Malformed(e),
+                })?;
+        if let Ok(mut p) = self.plans.lock() {
+            p.push((start, Arc::clone(&plan)));
+        }
+        Ok(plan)
     }
 
     fn read_through(&self, end: StreamEnd) {
@@ -189,6 +241,7 @@ where
         opts: &ReplayOptions,
         done: &(dyn Fn() + Sync),
     ) -> Result<Vec<Run>, StreamError> {
+        let scenarios = &*with_plans(scenarios, || self.plan(opts.start))?;
         let streamed = replay_streamed(self.events()?, scenarios, opts)?;
         self.read_through(streamed.end);
         // Every replay ends with the read.
@@ -203,6 +256,8 @@ where
         scenario: &Scenario,
         opts: &ReplayOptions,
     ) -> Result<u64, StreamError> {
+        let planned = with_plans(std::slice::from_ref(scenario), || self.plan(opts.start))?;
+        let scenario = planned.first().unwrap_or(scenario);
         let events = self.events()?;
         let run = replay_start_only(&events, scenario, opts).map_err(replay_error(scenario))?;
         Ok(run.summary.peak_reserved_bytes)

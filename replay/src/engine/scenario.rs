@@ -5,6 +5,7 @@ use vramlab_allocator::{AllocConf, NativeAllocator};
 use vramlab_traces::Trace;
 
 use crate::engine::run::Run;
+use crate::engine::static_plan::planned;
 use crate::engine::timed::TimedAllocator;
 use crate::engine::{ReplayError, ReplayOptions, replay};
 use vramlab_allocator::Allocator;
@@ -148,7 +149,8 @@ impl Scenario {
     ) -> Result<(Run, LatencySummary, LatencySummary), ReplayError> {
         let opts = &*self.with_host_rules(opts);
         let dev = self.device(trace);
-        let (mut run, m, f) = vramlab_allocator::with_policy!(&self.policy, dev, |a| {
+        let policy = planned(&self.policy, trace, opts.start)?;
+        let (mut run, m, f) = vramlab_allocator::with_policy!(&*policy, dev, |a| {
             let mut t = TimedAllocator::new(a);
             set_fraction(&mut t, self.memory_fraction)?;
             let run = replay(trace, &mut t, opts)?;
@@ -186,7 +188,8 @@ impl Scenario {
             (run, outcome)
         } else {
             let dev = self.device(trace);
-            vramlab_allocator::with_policy!(&self.policy, dev, |a| {
+            let policy = planned(&self.policy, trace, opts.start)?;
+            vramlab_allocator::with_policy!(&*policy, dev, |a| {
                 let run = replay(trace, &mut a, opts)?;
                 let outcome = release(&mut a, &run)?;
                 (run, outcome)
@@ -204,7 +207,8 @@ impl Scenario {
             replay(trace, &mut a, opts)?
         } else {
             let dev = self.device(trace);
-            vramlab_allocator::with_policy!(&self.policy, dev, |a| replay(trace, &mut a, opts)?)
+            let policy = planned(&self.policy, trace, opts.start)?;
+            vramlab_allocator::with_policy!(&*policy, dev, |a| replay(trace, &mut a, opts)?)
         };
         run.conf = self.label();
         run.capacity = self.capacity;

@@ -164,6 +164,11 @@ impl Scenario {
             }
             return Ok((Box::new(step), stopped));
         }
+        if crate::engine::static_plan::needs_plan(&self.policy) {
+            return Err(ReplayError::Malformed(
+                "the plan policy needs the whole trace before it replays: make its plan first (a trace file's passes do)".into(),
+            ));
+        }
         let dev = self.device(trace);
         Ok(vramlab_allocator::with_policy!(&self.policy, dev, |a| {
             let (step, stopped) = Step::new(a, trace, initial_numbers, opts)?;

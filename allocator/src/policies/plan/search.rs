@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::{Buffer, Placement, greedy, lower_bound};
+use super::layout::{Buffer, Placement, greedy, lower_bound};
 
 /// What the search found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -173,7 +173,7 @@ pub fn exact(bufs: &[Buffer], budget: u64) -> ExactOutcome {
 
 #[cfg(test)]
 mod tests {
-    use super::super::check;
+    use super::super::layout::check;
     use super::*;
 
     fn b(size: u64, start: u64, end: u64) -> Buffer {

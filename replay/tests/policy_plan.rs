@@ -1,0 +1,193 @@
+//! The `plan` policy through the replay engine: every corpus trace replays
+//! under its own plan, every request in the arena at the offset greedy gave
+//! it; a trace started mid-run plans its first blocks too (fresh) or
+//! leaves them to the fallback (recorded); a request the plan did not see
+//! goes to the fallback; and the arena runs out of memory where the plan
+//! passes the card.
+
+use std::sync::Arc;
+
+use vramlab_allocator::policies::plan::{self, greedy, lower_bound};
+use vramlab_allocator::{AllocConf, TorchVersion};
+use vramlab_replay::{
+    PlanBuilder, PolicySpec, ReplayOptions, Scenario, Start, plan_buffers, static_plan,
+};
+use vramlab_traces::{Event, Trace, read_csv};
+use vramlab_workloads::{corpus, read_recording_bytes};
+
+const PAGE: u64 = 2 << 20;
+
+fn plan_policy() -> Scenario {
+    Scenario::new(PolicySpec::Plan(
+        plan::Settings::parse("", TorchVersion::NEWEST).unwrap(),
+    ))
+}
+
+fn opts(check: bool, start: Start) -> ReplayOptions {
+    ReplayOptions {
+        check_invariants: check,
+        timeline_points: 10,
+        start,
+        ..Default::default()
+    }
+}
+
+/// Every corpus trace (each starts empty): the plan lies between peak live
+/// and PyTorch's default, and the policy reserves the plan's peak in whole
+/// pages, nothing more (the fallback is never asked).
+#[test]
+#[ignore = "replays the whole corpus twice (about 45 s in a release build): CI runs it with --release -- --ignored"]
+fn every_corpus_trace_replays_under_its_plan() {
+    for e in corpus() {
+        let t = read_recording_bytes(e.bytes, e.file).unwrap().trace;
+        let bufs = plan_buffers(&t);
+        let planned = greedy(&bufs).peak;
+        assert!(
+            lower_bound(&bufs) <= planned,
+            "{}: {} > {planned}",
+            e.file,
+            lower_bound(&bufs)
+        );
+        let run = plan_policy()
+            .run(&t, &opts(false, Start::Fresh))
+            .unwrap_or_else(|err| panic!("{}: {err}", e.file));
+        assert!(run.oom.is_none(), "{}", e.file);
+        assert_eq!(
+            run.summary.peak_reserved_bytes,
+            planned.div_ceil(PAGE) * PAGE,
+            "{}",
+            e.file
+        );
+        assert_eq!(run.summary.peak_requested_bytes, e.peak_live_bytes);
+        let default = Scenario::native(AllocConf::default())
+            .run(&t, &opts(false, Start::Fresh))
+            .unwrap();
+        assert!(
+            planned <= default.summary.peak_reserved_bytes,
+            "{}: the plan {planned} above the default's {}",
+            e.file,
+            default.summary.peak_reserved_bytes
+        );
+    }
+}
+
+fn small_trace() -> Trace {
+    let csv = "action,id,size,stream\n\
+        alloc,a,3000000\nalloc,b,1000000\nfree,a\nalloc,c,2500000\n\
+        alloc,d,700000\nfree,b\nfree,c\nalloc,e,4000000\nfree,d\nfree,e\n";
+    read_csv(csv.as_bytes(), "small.csv").unwrap()
+}
+
+/// A request whose size differs from its slot's is the fallback's: one
+/// `cudaMalloc` of PyTorch's, beside the arena.
+#[test]
+fn a_request_the_plan_did_not_see_goes_to_the_fallback() {
+    let t = small_trace();
+    let planned = static_plan(&plan_buffers(&t)).unwrap();
+    let mut other = t.clone();
+    for ev in &mut other.events {
+        if let Event::Alloc { size, .. } = ev {
+            if *size == 700_000 {
+                *size = 900_000;
+            }
+        }
+    }
+    let mut s = plan_policy();
+    if let PolicySpec::Plan(p) = &s.policy {
+        s.policy = PolicySpec::Plan(p.with_plan(Arc::new(planned.clone())));
+    }
+    let run = s.run(&other, &opts(true, Start::Fresh)).unwrap();
+    // The arena mapped up to the highest block the plan placed (every one
+    // but the changed request's), and one small 2 MiB segment of
+    // PyTorch's for its 900,000 bytes.
+    let bufs = plan_buffers(&t);
+    let offsets = greedy(&bufs).offsets;
+    let top = bufs
+        .iter()
+        .zip(&offsets)
+        .filter(|(b, _)| b.size != 700_416)
+        .map(|(b, o)| o + b.size)
+        .max()
+        .unwrap();
+    assert!(top < planned.peak(), "the changed request was the highest");
+    assert_eq!(
+        run.summary.peak_reserved_bytes,
+        top.div_ceil(PAGE) * PAGE + PAGE
+    );
+    // One map of the arena's pages (its first block already needs both),
+    // one cudaMalloc.
+    assert_eq!(run.summary.num_device_alloc, 2);
+    let arena = planned.peak().div_ceil(PAGE) * PAGE;
+    // The plan of the trace itself: the arena alone.
+    let own = plan_policy().run(&t, &opts(true, Start::Fresh)).unwrap();
+    assert_eq!(own.summary.peak_reserved_bytes, arena);
+}
+
+/// On a card smaller than the arena's pages the request that needs a page
+/// past it fails; on one that holds them, nothing does.
+#[test]
+fn the_arena_runs_out_where_the_plan_passes_the_card() {
+    let t = small_trace();
+    let bufs = plan_buffers(&t);
+    let arena = greedy(&bufs).peak.div_ceil(PAGE) * PAGE;
+    let fits = plan_policy()
+        .with_capacity(Some(arena))
+        .run(&t, &opts(true, Start::Fresh))
+        .unwrap();
+    assert!(fits.oom.is_none());
+    let short = plan_policy()
+        .with_capacity(Some(arena - PAGE))
+        .run(&t, &opts(true, Start::Fresh))
+        .unwrap();
+    let oom = short.oom.expect("an OOM on a smaller card");
+    assert_eq!(short.summary.num_ooms, 1);
+    // It happens at the allocation that first needs more pages than the
+    // card holds (pages are mapped when a block first lies on them).
+    let plan = greedy(&bufs);
+    let mut touched = std::collections::BTreeSet::new();
+    let first_past = bufs
+        .iter()
+        .zip(&plan.offsets)
+        .position(|(b, &o)| {
+            touched.extend(o / PAGE..(o + b.size).div_ceil(PAGE));
+            touched.len() as u64 * PAGE > arena - PAGE
+        })
+        .unwrap();
+    let alloc_events: Vec<usize> = t
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Event::Alloc { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(oom.event_index as usize, alloc_events[first_past]);
+}
+
+/// A trace recorded mid-run: started fresh, its blocks in use at the first
+/// entry are planned with the rest (the arena alone); started from the
+/// recorded layout, they stay in the fallback's seeded segments.
+#[test]
+fn a_mid_run_trace_plans_its_first_blocks_when_started_fresh() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/gate/baseline.torch2.15.pickle.gz");
+    let t = vramlab_replay::Inputs::new([&p]).trace().unwrap();
+    let fresh_bufs = plan_buffers(&t);
+    let mut recorded_builder = PlanBuilder::new(&t, Start::Recorded);
+    recorded_builder.events(&t.events);
+    let recorded_bufs = recorded_builder.finish();
+    let initial = t.initial.as_ref().map_or(0, |i| i.live_blocks());
+    if initial == 0 {
+        // The recording starts empty: both starts plan the same.
+        assert_eq!(fresh_bufs, recorded_bufs);
+    } else {
+        assert!(fresh_bufs.len() > recorded_bufs.len());
+    }
+    let fresh = plan_policy().run(&t, &opts(true, Start::Fresh)).unwrap();
+    assert_eq!(
+        fresh.summary.peak_reserved_bytes,
+        greedy(&fresh_bufs).peak.div_ceil(PAGE) * PAGE
+    );
+    let recorded = plan_policy().run(&t, &opts(true, Start::Recorded)).unwrap();
+    assert!(recorded.oom.is_none());
+    assert!(recorded.summary.peak_requested_bytes == fresh.summary.peak_requested_bytes);
+}
