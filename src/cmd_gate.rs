@@ -6,6 +6,7 @@
 //! pull-request comment, JSON and JUnit XML. Exit status 1 when it fails.
 
 mod limit;
+mod pairs;
 mod report;
 
 use std::path::PathBuf;
@@ -23,11 +24,13 @@ use limit::Limit;
 /// Arguments of `vramlab gate`.
 #[derive(Debug, Args)]
 pub struct GateArgs {
-    /// The baseline: a recording of the job (any format `replay` reads),
-    /// committed with the code.
+    /// The baseline: a recording of the job (any format `replay` reads, or
+    /// a multi-rank job: a folder with a job.json), committed with the
+    /// code.
     #[arg(value_name = "BASELINE")]
     baseline: PathBuf,
-    /// The candidate: the same job recorded on the change under review.
+    /// The candidate: the same job recorded on the change under review
+    /// (a job is compared with a job, rank by rank).
     #[arg(value_name = "CANDIDATE")]
     candidate: PathBuf,
     /// The largest growth of peak reserved memory that passes: a share of
@@ -64,6 +67,9 @@ pub struct GateArgs {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct GateRow {
     setting: String,
+    /// The ranks this row stands for (two multi-rank jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ranks: Option<String>,
     baseline_peak_reserved_bytes: u64,
     candidate_peak_reserved_bytes: u64,
     reserved_delta_bytes: i64,
@@ -86,6 +92,17 @@ pub(crate) struct GateRow {
     /// Why it failed, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+}
+
+impl GateRow {
+    /// The setting, with the ranks it stands for when the row is one of a
+    /// job's.
+    pub(crate) fn label(&self) -> String {
+        match &self.ranks {
+            Some(r) => format!("{} · {r}", self.setting),
+            None => self.setting.clone(),
+        }
+    }
 }
 
 /// `gate --json`.
@@ -117,37 +134,65 @@ pub fn run(args: GateArgs) -> Result<()> {
                 .into()
         ));
     }
-    let a = load(&args, &args.baseline)?;
-    let b = load(&args, &args.candidate)?;
-    let sa = scenarios(&args.conf, &args.device, &a)?;
-    let sb = scenarios(&args.conf, &args.device, &b)?;
+    let release = args.conf.torch_versions.first().copied();
+    let pairs = pairs::pairs(
+        &args.baseline,
+        &args.candidate,
+        release,
+        args.device.bytes(),
+        |p| load(&args, p),
+    )?;
     let name_a = args.baseline.display().to_string();
     let name_b = args.candidate.display().to_string();
     let mut rows = Vec::new();
-    for (x, y) in sa.iter().zip(&sb) {
-        let start_a = start_for(&a, std::slice::from_ref(x), None).unwrap_or_default();
-        let start_b = start_for(&b, std::slice::from_ref(y), None).unwrap_or_default();
-        let d = diff(
-            DiffInput {
-                trace: &a,
-                name: &name_a,
-                scenario: x,
-                start: start_a,
-            },
-            DiffInput {
-                trace: &b,
-                name: &name_b,
-                scenario: y,
-                start: start_b,
-            },
-        )
-        .with_context(|| format!("comparing {name_a} with {name_b} under {}", x.label()))?;
-        rows.push(verdict(
-            &d,
-            args.max_increase,
-            args.top,
-            args.device.bytes().is_some(),
-        ));
+    for pair in &pairs {
+        let (a, b) = (&pair.baseline, &pair.candidate);
+        let with_capacity = |mut v: Vec<vramlab_replay::Scenario>| {
+            if pair.capacity.is_some() {
+                v = v
+                    .into_iter()
+                    .map(|s| s.with_capacity(pair.capacity))
+                    .collect();
+            }
+            v
+        };
+        let sa = with_capacity(scenarios(&args.conf, &args.device, a)?);
+        let sb = with_capacity(scenarios(&args.conf, &args.device, b)?);
+        for (x, y) in sa.iter().zip(&sb) {
+            let start_a = start_for(a, std::slice::from_ref(x), None).unwrap_or_default();
+            let start_b = start_for(b, std::slice::from_ref(y), None).unwrap_or_default();
+            let d = diff(
+                DiffInput {
+                    trace: a,
+                    name: &name_a,
+                    scenario: x,
+                    start: start_a,
+                },
+                DiffInput {
+                    trace: b,
+                    name: &name_b,
+                    scenario: y,
+                    start: start_b,
+                },
+            )
+            .with_context(|| {
+                format!(
+                    "comparing {name_a} with {name_b}{} under {}",
+                    pair.ranks
+                        .as_ref()
+                        .map_or(String::new(), |r| format!(" ({r})")),
+                    x.label()
+                )
+            })?;
+            let mut row = verdict(
+                &d,
+                args.max_increase,
+                args.top,
+                args.device.bytes().is_some(),
+            );
+            row.ranks = pair.ranks.clone();
+            rows.push(row);
+        }
     }
     let out = GateOut {
         baseline: name_a,
@@ -211,6 +256,7 @@ fn verdict(d: &vramlab_replay::RunDiff, limit: Limit, top: usize, on_card: bool)
     };
     GateRow {
         setting,
+        ranks: None,
         baseline_peak_reserved_bytes: base,
         candidate_peak_reserved_bytes: d.b.peak_reserved_bytes,
         reserved_delta_bytes: d.reserved_delta_bytes,

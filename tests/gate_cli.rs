@@ -113,3 +113,54 @@ fn a_candidate_that_no_longer_fits_the_card_fails() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("it no longer fits on the card"), "{out}");
 }
+
+/// Writes a two-rank job in `dir`: rank 0's trace `rank0`, rank 1's
+/// `rank1` (the same file: recorded identical).
+fn job(dir: &std::path::Path, rank0: &str, rank1: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join(rank0), dir.join("rank0.pickle.gz")).unwrap();
+    let rank1_entry = if rank0 == rank1 {
+        r#"{"rank": 1, "same_as": 0, "basis": "recorded"}"#.to_string()
+    } else {
+        std::fs::copy(root.join(rank1), dir.join("rank1.pickle.gz")).unwrap();
+        r#"{"rank": 1, "trace": "rank1.pickle.gz"}"#.to_string()
+    };
+    std::fs::write(
+        dir.join("job.json"),
+        format!(
+            r#"{{"vramlab_job": 1, "world_size": 2, "ranks": [{{"rank": 0, "trace": "rank0.pickle.gz"}}, {rank1_entry}]}}"#
+        ),
+    )
+    .unwrap();
+}
+
+/// Two jobs are gated rank by rank: the rank whose step grew fails and is
+/// named, the rank whose step did not passes.
+#[test]
+fn two_jobs_are_gated_rank_by_rank() {
+    let dir = std::env::temp_dir().join(format!("vramlab-gate-jobs-{}", std::process::id()));
+    let (base, cand) = (dir.join("base"), dir.join("cand"));
+    job(&base, BASE, BASE);
+    job(&cand, PLUS, AGAIN);
+    let (code, out, err) = vramlab(&[
+        "gate",
+        base.to_str().unwrap(),
+        cand.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v = json(&out);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows[0]["ranks"], "rank 0");
+    assert_eq!(rows[0]["passed"], false);
+    assert_eq!(rows[0]["reserved_delta_bytes"], 256 << 20);
+    assert_eq!(rows[1]["ranks"], "rank 1");
+    assert_eq!(rows[1]["passed"], true);
+    // A job against a single trace is refused, naming both.
+    let (code, _, err) = vramlab(&["gate", base.to_str().unwrap(), BASE]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is a multi-rank job but"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -45,7 +45,7 @@ pub(super) fn human(out: &GateOut) {
     .left(0);
     for r in &out.rows {
         t.row(vec![
-            r.setting.clone(),
+            r.label(),
             bytes(r.baseline_peak_reserved_bytes),
             bytes(r.candidate_peak_reserved_bytes),
             change(r),
@@ -72,12 +72,12 @@ pub(super) fn human(out: &GateOut) {
     for r in &out.rows {
         let lines = grew_lines(r);
         if let Some(why) = &r.reason {
-            outln!("{}: {why}", r.setting);
+            outln!("{}: {why}", r.label());
         }
         if !lines.is_empty() {
             outln!(
                 "{}: what grew at the peak (by {}):",
-                r.setting,
+                r.label(),
                 r.grouped_by.replace('_', " ")
             );
             for l in lines {
@@ -112,7 +112,7 @@ pub(super) fn markdown(out: &GateOut) -> String {
         let _ = writeln!(
             s,
             "| `{}` | {} | {} | {} | {} | {} → {} | {} |",
-            r.setting,
+            r.label(),
             bytes(r.baseline_peak_reserved_bytes),
             bytes(r.candidate_peak_reserved_bytes),
             change(r),
@@ -124,14 +124,14 @@ pub(super) fn markdown(out: &GateOut) -> String {
     }
     for r in &out.rows {
         if let Some(why) = &r.reason {
-            let _ = writeln!(s, "\n**`{}`**: {why}.", r.setting);
+            let _ = writeln!(s, "\n**`{}`**: {why}.", r.label());
         }
         let lines = grew_lines(r);
         if !lines.is_empty() {
             let _ = writeln!(
                 s,
                 "\n<details><summary>What grew at the peak under <code>{}</code> (by {})</summary>\n",
-                r.setting,
+                r.label(),
                 r.grouped_by.replace('_', " ")
             );
             for l in lines {
@@ -171,7 +171,7 @@ pub(super) fn junit(out: &GateOut) -> String {
         let _ = write!(
             s,
             "    <testcase classname=\"vramlab.gate\" name=\"peak reserved under {}\"",
-            xml(&r.setting)
+            xml(&r.label())
         );
         match &r.reason {
             None => s.push_str("/>\n"),

@@ -52,12 +52,18 @@ impl StaticArena {
         self.mapped_bytes
     }
 
-    /// The end of the highest mapped page, from the base.
-    pub(super) fn mapped_top(&self) -> u64 {
-        self.mapped
-            .iter()
-            .rposition(|&m| m)
-            .map_or(0, |p| (p as u64 + 1) * self.page)
+    /// The runs of mapped pages, as (offset, bytes) from the base.
+    pub(super) fn mapped_runs(&self) -> Vec<(u64, u64)> {
+        runs(
+            self.mapped
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| **m)
+                .map(|(p, _)| p as u64),
+        )
+        .into_iter()
+        .map(|(first, n)| (first * self.page, n * self.page))
+        .collect()
     }
 
     /// `true` when every page under `[offset, offset + size)` is mapped.

@@ -37,35 +37,43 @@ impl<D: Device> PlanAllocator<D> {
         v
     }
 
-    /// The arena as a segment, free gaps included.
-    fn arena_segment(&self) -> Option<SegmentView> {
-        let base = self.arena.base()?;
-        // Up to the highest mapped page (unmapped pages below it show as
-        // free).
-        let mapped = self.arena.mapped_top();
-        if mapped == 0 {
-            return None;
-        }
-        let mut blocks = Vec::new();
-        let mut at = 0u64;
-        for (off, size, requested, state) in self.planned_blocks() {
-            if off > at {
-                blocks.push(free_block(base + at, off - at));
+    /// The arena as segments, one per run of mapped pages, each tiled by
+    /// its live blocks and free gaps.
+    fn arena_segments(&self) -> Vec<SegmentView> {
+        let Some(base) = self.arena.base() else {
+            return Vec::new();
+        };
+        let blocks = self.planned_blocks();
+        let mut next = 0usize;
+        let mut out = Vec::new();
+        for (start, len) in self.arena.mapped_runs() {
+            let end = start + len;
+            let mut views = Vec::new();
+            let mut at = start;
+            while let Some(&(off, size, requested, state)) = blocks.get(next) {
+                if off >= end {
+                    break;
+                }
+                next += 1;
+                if off > at {
+                    views.push(free_block(base + at, off - at));
+                }
+                views.push(BlockView {
+                    ptr: base + off,
+                    size,
+                    requested,
+                    state,
+                });
+                at = at.max(off + size);
             }
-            blocks.push(BlockView {
-                ptr: base + off,
-                size,
-                requested,
-                state,
-            });
-            at = at.max(off + size);
+            if end > at {
+                views.push(free_block(base + at, end - at));
+            }
+            let mut seg = SegmentView::new((base + start, len), 0, POOL, views);
+            seg.is_expandable = true;
+            out.push(seg);
         }
-        if mapped > at {
-            blocks.push(free_block(base + at, mapped - at));
-        }
-        let mut seg = SegmentView::new((base, mapped), 0, POOL, blocks);
-        seg.is_expandable = true;
-        Some(seg)
+        out
     }
 }
 
@@ -101,22 +109,19 @@ impl<D: Device> Inspect for PlanAllocator<D> {
 
     fn largest_free_block(&self) -> u64 {
         let gap = self
-            .arena_segment()
-            .map(|s| {
-                s.blocks
-                    .iter()
-                    .filter(|b| b.state == BlockState::Free)
-                    .map(|b| b.size)
-                    .max()
-                    .unwrap_or(0)
-            })
+            .arena_segments()
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == BlockState::Free)
+            .map(|b| b.size)
+            .max()
             .unwrap_or(0);
         gap.max(self.fallback.largest_free_block())
     }
 
     fn segments(&self) -> Vec<SegmentView> {
         let mut out = self.fallback.segments();
-        out.extend(self.arena_segment());
+        out.extend(self.arena_segments());
         out.sort_by_key(|s| s.ptr);
         out
     }
