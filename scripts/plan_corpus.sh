@@ -2,13 +2,16 @@
 # The offline plan of every trace of the corpus (workloads/data) and of the
 # traces given, against PyTorch's default, expandable segments, GMLake-style
 # stitching and the plan replayed as a policy:
-# docs/results/plan/corpus.csv (bash scripts/plan_corpus.sh [MORE TRACES]).
+# docs/results/plan/corpus.csv (bash scripts/plan_corpus.sh [MORE TRACES]);
+# with CORPUS=0, the traces given only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-docs/results/plan/corpus.csv}
 bin=${VRAMLAB:-target/release/vramlab}
 echo "trace,allocations,initial_blocks,peak_live_bytes,greedy_peak_bytes,planned_peak_bytes,proved_optimal,search_nodes,default_peak_reserved_bytes,default_fragmentation_ratio,es_peak_reserved_bytes,es_fragmentation_ratio,stitch_peak_reserved_bytes,plan_policy_peak_reserved_bytes" > "$out"
-for f in workloads/data/*.csv workloads/data/*.csv.gz "$@"; do
+corpus=(workloads/data/*.csv workloads/data/*.csv.gz)
+[ "${CORPUS:-1}" = 0 ] && corpus=()
+for f in "${corpus[@]}" "$@"; do
     # Stitching replayed from the same start as the plan (fresh for a
     # trace recorded mid-run).
     stitch=$("$bin" replay "$f" --policy stitch --start fresh --json 2>/dev/null |

@@ -483,3 +483,31 @@ def test_plan_lies_between_peak_live_and_the_defaults():
     assert run.peak_live_bytes <= run.planned_peak_bytes <= run.policies[0]["peak_reserved_bytes"]
     assert run.proved_optimal is True
     assert len(run.recipes) == 3
+
+
+def test_the_plan_replays_as_a_policy():
+    """`policy="plan"`: the trace's own plan in one arena mapped in 2 MiB
+    pages, PyTorch's allocator for the rest; on a mid-run recording the
+    plan starts fresh and places the first blocks too."""
+    trace = ROOT / "workloads" / "data" / "moe-uneven.csv.gz"
+    plan, default = vramlab.replay(trace, policy="plan"), vramlab.replay(trace)
+    page = 2 << 20
+    report = vramlab.plan(trace)
+    assert plan.peak_reserved_bytes <= -(-report.greedy_peak_bytes // page) * page
+    assert report.planned_peak_bytes <= plan.peak_reserved_bytes < default.peak_reserved_bytes
+    assert report.policy_peak_bytes == plan.peak_reserved_bytes
+
+
+def test_gate_compares_two_jobs_rank_by_rank(tmp_path):
+    g = ROOT / "tests" / "gate"
+    for name, rank0 in [("base", "baseline"), ("cand", "candidate-plus-256mib")]:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "rank0.pickle.gz").write_bytes((g / f"{rank0}.torch2.15.pickle.gz").read_bytes())
+        (d / "job.json").write_text(
+            '{"vramlab_job": 1, "world_size": 2, "ranks": [{"rank": 0, "trace": "rank0.pickle.gz"},'
+            ' {"rank": 1, "same_as": 0, "basis": "recorded"}]}'
+        )
+    run = vramlab.gate(tmp_path / "base", tmp_path / "cand")
+    assert run.passed is False
+    assert [r["ranks"] for r in run.rows] == ["ranks 0-1"]

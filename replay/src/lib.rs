@@ -112,7 +112,10 @@ pub use analysis::sweep_trace::{SweepFile, sweep_trace};
 pub use analysis::upgrade::{
     UpgradeAdvice, UpgradeFit, UpgradeRow, upgrade_from_runs, upgrade_from_sweeps,
 };
-pub use engine::static_plan::{PlanBuilder, static_plan};
+pub use engine::static_plan::{
+    PlanBuilder, SEARCH_BUDGET as PLAN_SEARCH_BUDGET, SEARCH_UP_TO as PLAN_SEARCH_UP_TO,
+    static_plan,
+};
 
 // What each command answers.
 pub use results::capacity::{CapacityRun, free_bytes};

@@ -107,8 +107,8 @@ fn real_snapshots_recorded_mid_run_get_an_initial_state() {
 #[test]
 #[ignore = "needs ../shared/traces/real; run with -- --ignored"]
 fn real_snapshots_replay_under_their_plan() {
-    use vramlab_allocator::policies::plan::{Settings, greedy};
-    use vramlab_replay::{PolicySpec, ReplayOptions, Scenario, Start, plan_buffers};
+    use vramlab_allocator::policies::plan::Settings;
+    use vramlab_replay::{PolicySpec, ReplayOptions, Scenario, Start, plan_buffers, static_plan};
     for path in &snapshots() {
         let loaded = Inputs::new([path])
             .pick(Pick::Each(None))
@@ -132,7 +132,7 @@ fn real_snapshots_replay_under_their_plan() {
                 assert_eq!(run.summary.events_replayed, run.summary.events);
                 if start == Start::Fresh {
                     let page = 2u64 << 20;
-                    let planned = greedy(&plan_buffers(t)).peak;
+                    let planned = static_plan(&plan_buffers(t)).unwrap().peak();
                     assert_eq!(
                         run.summary.peak_reserved_bytes,
                         planned.div_ceil(page) * page,

@@ -19,6 +19,10 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
         include_bytes!("../data/flux-resolution768.csv.gz"),
     ),
     (
+        "fsdp2-lora-recompute-rank0.csv.gz",
+        include_bytes!("../data/fsdp2-lora-recompute-rank0.csv.gz"),
+    ),
+    (
         "gpt-small-train-leak-empty-cache-seq128-b2.csv.gz",
         include_bytes!("../data/gpt-small-train-leak-empty-cache-seq128-b2.csv.gz"),
     ),
@@ -357,6 +361,14 @@ pub(crate) static FILES: &[(&str, &[u8])] = &[
     (
         "llama-70b-train-seq512.csv.gz",
         include_bytes!("../data/llama-70b-train-seq512.csv.gz"),
+    ),
+    (
+        "moe-uneven.csv.gz",
+        include_bytes!("../data/moe-uneven.csv.gz"),
+    ),
+    (
+        "pipeline-1f1b-stage1.csv.gz",
+        include_bytes!("../data/pipeline-1f1b-stage1.csv.gz"),
     ),
     (
         "sd15-eager-resolution256-b2.csv.gz",

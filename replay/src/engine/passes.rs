@@ -11,9 +11,9 @@ use rayon::prelude::*;
 use vramlab_traces::{EventBlocks, StreamEnd, SummaryBuilder, Trace, TraceError, TraceSummary};
 
 use super::run::Run;
-use super::scenario::Scenario;
+use super::scenario::{Scenario, with_plans};
 use super::start::Start;
-use super::static_plan::{PlanBuilder, plan_buffers, static_plan, with_plans};
+use super::static_plan::{PlanBuilder, plan_buffers, static_plan};
 use super::stream::{StreamError, replay_start_only, replay_streamed};
 use super::{ReplayError, ReplayOptions};
 use vramlab_allocator::policies::plan::StaticPlan;

@@ -5,13 +5,16 @@ use vramlab_allocator::{AllocConf, NativeAllocator};
 use vramlab_traces::Trace;
 
 use crate::engine::run::Run;
-use crate::engine::static_plan::planned;
+use crate::engine::static_plan::{needs_plan, planned};
 use crate::engine::timed::TimedAllocator;
 use crate::engine::{ReplayError, ReplayOptions, replay};
+use std::borrow::Cow;
+use std::sync::Arc;
 use vramlab_allocator::Allocator;
 use vramlab_allocator::LatencySummary;
 use vramlab_allocator::Placement;
 use vramlab_allocator::PolicySpec;
+use vramlab_allocator::policies::plan::StaticPlan;
 use vramlab_allocator::{CostModel, SimDevice};
 
 /// Applies the scenario's memory fraction, if any.
@@ -214,4 +217,29 @@ impl Scenario {
         run.capacity = self.capacity;
         Ok(run)
     }
+}
+
+/// `scenarios`, each `plan` policy without a plan given the one `make`
+/// makes (made once, and only if one needs it).
+pub(crate) fn with_plans<'s, E>(
+    scenarios: &'s [Scenario],
+    make: impl FnOnce() -> Result<Arc<StaticPlan>, E>,
+) -> Result<Cow<'s, [Scenario]>, E> {
+    if !scenarios.iter().any(|s| needs_plan(&s.policy)) {
+        return Ok(Cow::Borrowed(scenarios));
+    }
+    let plan = make()?;
+    Ok(Cow::Owned(
+        scenarios
+            .iter()
+            .map(|s| match &s.policy {
+                PolicySpec::Plan(p) if p.plan.is_none() => {
+                    let mut s = s.clone();
+                    s.policy = PolicySpec::Plan(p.with_plan(Arc::clone(&plan)));
+                    s
+                }
+                _ => s.clone(),
+            })
+            .collect(),
+    ))
 }

@@ -1,7 +1,8 @@
 //! The plan a `plan` policy replays a trace with: the trace's allocations
 //! as buffers with lifetimes ([`PlanBuilder`]), placed by greedy by size
-//! into a [`StaticPlan`] whose slots follow the order the replay will ask
-//! for them.
+//! (and, on a small trace, a short search for better) into a
+//! [`StaticPlan`] whose slots follow the order the replay will ask for
+//! them.
 //!
 //! A trace that starts mid-run starts as the replay does: started fresh,
 //! the blocks in use at its first entry are allocated first, in the order
@@ -13,11 +14,10 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use vramlab_allocator::PolicySpec;
-use vramlab_allocator::policies::plan::{Buffer, ROUND, Slot, StaticPlan, check, greedy};
+use vramlab_allocator::policies::plan::{Buffer, ROUND, Slot, StaticPlan, check, exact, greedy};
 use vramlab_traces::{Event, InitialBlockState, Trace};
 
 use crate::engine::ReplayError;
-use crate::engine::scenario::Scenario;
 use crate::engine::start::Start;
 
 /// The buffers of a trace, fed its events block by block.
@@ -109,9 +109,23 @@ pub(crate) fn plan_buffers(trace: &Trace, start: Start) -> Vec<Buffer> {
     b.finish()
 }
 
-/// The static plan of `bufs`: greedy by size, checked.
+/// Traces up to this many allocations get a search for a better plan
+/// than greedy's.
+pub const SEARCH_UP_TO: usize = 5_000;
+
+/// The search's budget, in nodes (a node costs a pass over the
+/// allocations: at most about 10^8 steps).
+pub const SEARCH_BUDGET: u64 = 20_000;
+
+/// The static plan of `bufs`, checked: greedy by size, improved by a
+/// search of [`SEARCH_BUDGET`] nodes when there are at most
+/// [`SEARCH_UP_TO`] allocations.
 pub fn static_plan(bufs: &[Buffer]) -> Result<StaticPlan, String> {
-    let p = greedy(bufs);
+    let p = if bufs.len() <= SEARCH_UP_TO {
+        exact(bufs, SEARCH_BUDGET).placement
+    } else {
+        greedy(bufs)
+    };
     check(bufs, &p)?;
     let slots = bufs
         .iter()
@@ -143,29 +157,4 @@ pub(crate) fn planned<'p>(
 /// `true` for a `plan` policy still without its plan.
 pub(crate) fn needs_plan(policy: &PolicySpec) -> bool {
     matches!(policy, PolicySpec::Plan(s) if s.plan.is_none())
-}
-
-/// `scenarios`, each `plan` policy without a plan given the one `make`
-/// makes (made once, and only if one needs it).
-pub(crate) fn with_plans<'s, E>(
-    scenarios: &'s [Scenario],
-    make: impl FnOnce() -> Result<Arc<StaticPlan>, E>,
-) -> Result<Cow<'s, [Scenario]>, E> {
-    if !scenarios.iter().any(|s| needs_plan(&s.policy)) {
-        return Ok(Cow::Borrowed(scenarios));
-    }
-    let plan = make()?;
-    Ok(Cow::Owned(
-        scenarios
-            .iter()
-            .map(|s| match &s.policy {
-                PolicySpec::Plan(p) if p.plan.is_none() => {
-                    let mut s = s.clone();
-                    s.policy = PolicySpec::Plan(p.with_plan(Arc::clone(&plan)));
-                    s
-                }
-                _ => s.clone(),
-            })
-            .collect(),
-    ))
 }
