@@ -197,3 +197,48 @@ fn a_mid_run_trace_plans_its_first_blocks_when_started_fresh() {
     assert!(recorded.oom.is_none());
     assert!(recorded.summary.peak_requested_bytes == fresh.summary.peak_requested_bytes);
 }
+
+/// A trace file read again for each pass makes its plan in a read of its
+/// own (ids recycled): its replays equal those of the trace held whole, from
+/// an empty start and from a mid-run one (PyTorch's own snapshots).
+#[test]
+fn a_streamed_trace_file_plans_as_a_held_trace() {
+    use vramlab_replay::{ReplayPasses, TraceFile};
+    use vramlab_traces::{IdUse, VltEvents, read_traces, write_binary};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/pools/snapshots");
+    let mut traces = vec![small_trace()];
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".torch2.15.pickle"))
+        .collect();
+    names.sort();
+    for p in &names {
+        traces.extend(read_traces(p, None, &Default::default(), None).unwrap());
+    }
+    assert!(traces.iter().any(|t| t.initial.is_some()));
+    for t in &traces {
+        let mut bytes = Vec::new();
+        write_binary(t, &mut bytes, false, "t.vlt").unwrap();
+        let whole = vramlab_traces::read_binary(bytes.as_slice(), "t.vlt").unwrap();
+        let file =
+            TraceFile::new(|| VltEvents::open(bytes.as_slice(), "t.vlt", IdUse::Recycled)).unwrap();
+        let o = opts(false, Start::Fresh);
+        let scenarios = [plan_policy()];
+        let streamed = file.replay(&scenarios, &o).unwrap();
+        let held = whole.replay(&scenarios, &o).unwrap();
+        for (a, b) in streamed.iter().zip(&held) {
+            assert_eq!(
+                a.summary.peak_reserved_bytes, b.summary.peak_reserved_bytes,
+                "{}",
+                t.header.source
+            );
+            assert_eq!(a.summary.events_replayed, b.summary.events_replayed);
+            assert_eq!(a.oom.is_some(), b.oom.is_some());
+        }
+        // The plan is made once per start, then reused.
+        let reads = file.reads();
+        file.replay(&scenarios, &o).unwrap();
+        assert_eq!(file.reads(), reads + 1);
+    }
+}
