@@ -24,7 +24,7 @@
 //!   from ([`Seed`](crate::Seed)). Private pools route the fallback's
 //!   requests as PyTorch would; planned requests ignore them.
 //! * **Frees**: a planned block's bytes are free at once (at
-//!   [`Allocator::complete_free`](crate::Allocator::complete_free) for a
+//!   [`Allocator::complete_free`] for a
 //!   deferred free); `record_stream` changes nothing, since the plan knows
 //!   when each block is done. `empty_cache` empties the fallback's cache
 //!   and unmaps the arena's pages no live block lies on.
