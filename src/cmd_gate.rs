@@ -147,17 +147,15 @@ pub fn run(args: GateArgs) -> Result<()> {
     let mut rows = Vec::new();
     for pair in &pairs {
         let (a, b) = (&pair.baseline, &pair.candidate);
-        let with_capacity = |mut v: Vec<vramlab_replay::Scenario>| {
-            if pair.capacity.is_some() {
-                v = v
-                    .into_iter()
-                    .map(|s| s.with_capacity(pair.capacity))
-                    .collect();
+        let with_capacity = |v: Vec<vramlab_replay::Scenario>, capacity: Option<u64>| {
+            if capacity.is_none() {
+                return v;
             }
-            v
+            v.into_iter().map(|s| s.with_capacity(capacity)).collect()
         };
-        let sa = with_capacity(scenarios(&args.conf, &args.device, a)?);
-        let sb = with_capacity(scenarios(&args.conf, &args.device, b)?);
+        let [cap_a, cap_b] = pair.capacity;
+        let sa = with_capacity(scenarios(&args.conf, &args.device, a)?, cap_a);
+        let sb = with_capacity(scenarios(&args.conf, &args.device, b)?, cap_b);
         for (x, y) in sa.iter().zip(&sb) {
             let start_a = start_for(a, std::slice::from_ref(x), None).unwrap_or_default();
             let start_b = start_for(b, std::slice::from_ref(y), None).unwrap_or_default();
@@ -189,6 +187,7 @@ pub fn run(args: GateArgs) -> Result<()> {
                 args.max_increase,
                 args.top,
                 args.device.bytes().is_some(),
+                pair.outside,
             );
             row.ranks = pair.ranks.clone();
             rows.push(row);
@@ -223,7 +222,13 @@ pub fn run(args: GateArgs) -> Result<()> {
 }
 
 /// One setting's comparison judged against the limit.
-fn verdict(d: &vramlab_replay::RunDiff, limit: Limit, top: usize, on_card: bool) -> GateRow {
+fn verdict(
+    d: &vramlab_replay::RunDiff,
+    limit: Limit,
+    top: usize,
+    on_card: bool,
+    [outside_a, outside_b]: [u64; 2],
+) -> GateRow {
     let base = d.a.peak_reserved_bytes;
     let limit_bytes = limit.bytes_of(base);
     let grew: Vec<DiffGroup> = d
@@ -263,8 +268,8 @@ fn verdict(d: &vramlab_replay::RunDiff, limit: Limit, top: usize, on_card: bool)
         reserved_delta_ratio: (base > 0).then(|| d.reserved_delta_bytes as f64 / base as f64),
         waste_delta_bytes: d.waste_delta_bytes,
         allocated_delta_bytes: d.allocated_delta_bytes,
-        baseline_smallest_card: card_for(base, 0),
-        candidate_smallest_card: card_for(d.b.peak_reserved_bytes, 0),
+        baseline_smallest_card: card_for(base, outside_a),
+        candidate_smallest_card: card_for(d.b.peak_reserved_bytes, outside_b),
         baseline_oom: d.a.oom.clone(),
         candidate_oom: d.b.oom.clone(),
         grew,

@@ -118,7 +118,11 @@ fn print(r: &PlanReport) {
         let p = r.policy_peak_bytes;
         t.row(vec![
             "plan (as a policy)".into(),
-            bytes(p),
+            if r.policy_oom {
+                format!("{} (OOM)", bytes(p))
+            } else {
+                bytes(p)
+            },
             over(p),
             format!("+{}", bytes(p.saturating_sub(r.peak_live_bytes))),
             format!(

@@ -117,6 +117,11 @@ fn a_candidate_that_no_longer_fits_the_card_fails() {
 /// Writes a two-rank job in `dir`: rank 0's trace `rank0`, rank 1's
 /// `rank1` (the same file: recorded identical).
 fn job(dir: &std::path::Path, rank0: &str, rank1: &str) {
+    job_with_outside(dir, rank0, rank1, 0);
+}
+
+/// [`job`], with `outside` bytes per rank outside the allocator.
+fn job_with_outside(dir: &std::path::Path, rank0: &str, rank1: &str, outside: u64) {
     std::fs::create_dir_all(dir).unwrap();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::copy(root.join(rank0), dir.join("rank0.pickle.gz")).unwrap();
@@ -129,7 +134,7 @@ fn job(dir: &std::path::Path, rank0: &str, rank1: &str) {
     std::fs::write(
         dir.join("job.json"),
         format!(
-            r#"{{"vramlab_job": 1, "world_size": 2, "ranks": [{{"rank": 0, "trace": "rank0.pickle.gz"}}, {rank1_entry}]}}"#
+            r#"{{"vramlab_job": 1, "world_size": 2, "ranks": [{{"rank": 0, "trace": "rank0.pickle.gz"}}, {rank1_entry}], "outside_allocator": {{"bytes": {outside}, "what": "test"}}}}"#
         ),
     )
     .unwrap();
@@ -162,5 +167,31 @@ fn two_jobs_are_gated_rank_by_rank() {
     let (code, _, err) = vramlab(&["gate", base.to_str().unwrap(), BASE]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is a multi-rank job but"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Each job's memory outside the allocator counts for its own smallest
+/// card: the same step with 20 GiB more outside the allocator per rank
+/// needs a larger card, though the allocator's peak did not change.
+#[test]
+fn each_job_counts_its_own_memory_outside_the_allocator() {
+    let dir = std::env::temp_dir().join(format!("vramlab-gate-outside-{}", std::process::id()));
+    let (base, cand) = (dir.join("base"), dir.join("cand"));
+    job_with_outside(&base, BASE, BASE, 0);
+    job_with_outside(&cand, BASE, BASE, 20 << 30);
+    let (code, out, err) = vramlab(&[
+        "gate",
+        base.to_str().unwrap(),
+        cand.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v = json(&out);
+    let row = &v["rows"][0];
+    assert_eq!(row["reserved_delta_bytes"], 0);
+    assert_ne!(
+        row["baseline_smallest_card"], row["candidate_smallest_card"],
+        "{out}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -242,3 +242,55 @@ fn a_streamed_trace_file_plans_as_a_held_trace() {
         assert_eq!(file.reads(), reads + 1);
     }
 }
+
+/// Scenarios planned once carry their plan: planning them again makes
+/// nothing (every pass of an OOM search reuses the first's plan), and a
+/// scenario without the plan policy is never planned.
+#[test]
+fn planned_scenarios_are_planned_once() {
+    use std::borrow::Cow;
+    use vramlab_replay::ReplayPasses;
+    let t = small_trace();
+    let native = Scenario::native(AllocConf::default());
+    assert!(matches!(
+        t.planned(std::slice::from_ref(&native), Start::Fresh)
+            .unwrap(),
+        Cow::Borrowed(_)
+    ));
+    let first = t
+        .planned(&[plan_policy(), native], Start::Fresh)
+        .unwrap()
+        .into_owned();
+    let PolicySpec::Plan(p) = &first[0].policy else {
+        panic!("the plan policy lost")
+    };
+    assert_eq!(
+        p.plan.as_ref().map(|p| p.peak()),
+        Some(static_plan(&plan_buffers(&t)).unwrap().peak())
+    );
+    assert!(matches!(
+        t.planned(&first, Start::Fresh).unwrap(),
+        Cow::Borrowed(_)
+    ));
+}
+
+/// `vramlab plan`'s row for the plan as a policy: on a card smaller than
+/// the plan it says so (OOM), under the release of the plan setting's
+/// fallback; and when a setting is the plan policy, its replay is the row.
+#[test]
+fn the_plan_report_says_when_the_plan_policy_runs_out() {
+    let t = small_trace();
+    let planned = static_plan(&plan_buffers(&t)).unwrap().peak();
+    let arena = planned.div_ceil(PAGE) * PAGE;
+    let native = Scenario::native(AllocConf::default());
+    let fits = vramlab_replay::plan(&t, std::slice::from_ref(&native), 100, 10_000).unwrap();
+    assert!(!fits.policy_oom);
+    assert_eq!(fits.policy_peak_bytes, arena);
+    let short = native.clone().with_capacity(Some(arena - PAGE));
+    let r = vramlab_replay::plan(&t, &[short], 100, 10_000).unwrap();
+    assert!(r.policy_oom);
+    let own = plan_policy().with_capacity(Some(arena - PAGE));
+    let r = vramlab_replay::plan(&t, &[own], 100, 10_000).unwrap();
+    assert!(r.policy_oom && r.policies[0].oom);
+    assert_eq!(r.policy_peak_bytes, r.policies[0].peak_reserved_bytes);
+}

@@ -18,9 +18,12 @@ pub(crate) struct Pair {
     pub ranks: Option<String>,
     pub baseline: Trace,
     pub candidate: Trace,
-    /// The allocator's capacity on the card, less what each rank spends
-    /// outside it (jobs only; `None`: the card's, as given).
-    pub capacity: Option<u64>,
+    /// Each side's allocator capacity on the card: the card less what a
+    /// rank of that job spends outside the allocator (jobs only; `None`:
+    /// the card's, as given).
+    pub capacity: [Option<u64>; 2],
+    /// Each side's bytes per rank outside the allocator (jobs only).
+    pub outside: [u64; 2],
 }
 
 /// The pairs of `baseline` and `candidate`: two traces (read by `load`)
@@ -37,7 +40,8 @@ pub(crate) fn pairs(
             ranks: None,
             baseline: load(baseline)?,
             candidate: load(candidate)?,
-            capacity: None,
+            capacity: [None, None],
+            outside: [0, 0],
         }]),
         (Some(a), Some(b)) => job_pairs(&a, &b, release, card),
         (a, _) => {
@@ -98,11 +102,6 @@ fn job_pairs(
         let (Some(ta), Some(tb)) = (ja.traces.get(ga), jb.traces.get(gb)) else {
             continue;
         };
-        // Both jobs' outside memory counts: the smaller capacity decides.
-        let capacity = match (ja.capacity, jb.capacity) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        };
         out.push(Pair {
             ranks: Some(format!(
                 "{} {}",
@@ -111,7 +110,8 @@ fn job_pairs(
             )),
             baseline: ta.clone(),
             candidate: tb.clone(),
-            capacity,
+            capacity: [ja.capacity, jb.capacity],
+            outside: [ja.outside(), jb.outside()],
         });
     }
     Ok(out)

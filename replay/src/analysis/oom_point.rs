@@ -86,6 +86,8 @@ pub fn find_oom_points_with(
     start: Start,
 ) -> Result<Vec<OomPoint>, StreamError> {
     let opts = ReplayOptions::figures_only(start);
+    // Planned once for every pass.
+    let scenarios = &*passes.planned(scenarios, start)?;
     let mut searches: Vec<Result<OomSearch, ReplayError>> =
         scenarios.iter().map(|s| Ok(OomSearch::new(s))).collect();
     let mut first = true;

@@ -4,6 +4,7 @@
 //! A pass replays several scenarios at once (in parallel); the runs are the
 //! same from either.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +51,15 @@ pub trait ReplayPasses {
 
     /// The peak of the bytes live at once (no setting can do with less).
     fn peak_live(&self) -> Result<u64, StreamError>;
+
+    /// `scenarios`, each `plan` policy without a plan given the trace's
+    /// static plan from `start` (made once): passes that replay the
+    /// result plan nothing again.
+    fn planned<'s>(
+        &self,
+        scenarios: &'s [Scenario],
+        start: Start,
+    ) -> Result<Cow<'s, [Scenario]>, StreamError>;
 }
 
 /// The error of `scenario`'s replay.
@@ -72,14 +82,7 @@ impl ReplayPasses for Trace {
         opts: &ReplayOptions,
         done: &(dyn Fn() + Sync),
     ) -> Result<Vec<Run>, StreamError> {
-        let scenarios = &*with_plans(scenarios, || {
-            static_plan(&plan_buffers(self, opts.start))
-                .map(Arc::new)
-                .map_err(|e| StreamError::Replay {
-                    scenario: "plan".into(),
-                    error: ReplayError::Malformed(e),
-                })
-        })?;
+        let scenarios = &*self.planned(scenarios, opts.start)?;
         let one = |s: &Scenario| {
             let run = s.run(self, opts).map_err(replay_error(s));
             done();
@@ -105,11 +108,7 @@ impl ReplayPasses for Trace {
             stop_before: Some(0),
             ..opts.clone()
         };
-        let planned = with_plans(std::slice::from_ref(scenario), || {
-            static_plan(&plan_buffers(self, opts.start))
-                .map(Arc::new)
-                .map_err(|e| replay_error(scenario)(ReplayError::Malformed(e)))
-        })?;
+        let planned = self.planned(std::slice::from_ref(scenario), opts.start)?;
         let scenario = planned.first().unwrap_or(scenario);
         let run = scenario
             .run(self, &only_start)
@@ -119,6 +118,21 @@ impl ReplayPasses for Trace {
 
     fn peak_live(&self) -> Result<u64, StreamError> {
         Ok(TraceSummary::of(self).peak_live_bytes)
+    }
+
+    fn planned<'s>(
+        &self,
+        scenarios: &'s [Scenario],
+        start: Start,
+    ) -> Result<Cow<'s, [Scenario]>, StreamError> {
+        with_plans(scenarios, || {
+            static_plan(&plan_buffers(self, start))
+                .map(Arc::new)
+                .map_err(|e| StreamError::Replay {
+                    scenario: "plan".into(),
+                    error: ReplayError::Malformed(e),
+                })
+        })
     }
 }
 
@@ -241,7 +255,7 @@ where
         opts: &ReplayOptions,
         done: &(dyn Fn() + Sync),
     ) -> Result<Vec<Run>, StreamError> {
-        let scenarios = &*with_plans(scenarios, || self.plan(opts.start))?;
+        let scenarios = &*self.planned(scenarios, opts.start)?;
         let streamed = replay_streamed(self.events()?, scenarios, opts)?;
         self.read_through(streamed.end);
         // Every replay ends with the read.
@@ -256,7 +270,7 @@ where
         scenario: &Scenario,
         opts: &ReplayOptions,
     ) -> Result<u64, StreamError> {
-        let planned = with_plans(std::slice::from_ref(scenario), || self.plan(opts.start))?;
+        let planned = self.planned(std::slice::from_ref(scenario), opts.start)?;
         let scenario = planned.first().unwrap_or(scenario);
         let events = self.events()?;
         let run = replay_start_only(&events, scenario, opts).map_err(replay_error(scenario))?;
@@ -281,5 +295,13 @@ where
             *p = Some(peak);
         }
         Ok(peak)
+    }
+
+    fn planned<'s>(
+        &self,
+        scenarios: &'s [Scenario],
+        start: Start,
+    ) -> Result<Cow<'s, [Scenario]>, StreamError> {
+        with_plans(scenarios, || self.plan(start))
     }
 }

@@ -14,7 +14,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use vramlab_allocator::PolicySpec;
-use vramlab_allocator::policies::plan::{Buffer, ROUND, Slot, StaticPlan, check, exact, greedy};
+use vramlab_allocator::policies::plan::{
+    Buffer, REQUEST_LIMIT, ROUND, Slot, StaticPlan, check, exact, greedy,
+};
 use vramlab_traces::{Event, InitialBlockState, Trace};
 
 use crate::engine::ReplayError;
@@ -48,7 +50,7 @@ impl PlanBuilder {
                 InitialBlockState::Allocated(id) | InitialBlockState::PendingFree(id) => id,
                 InitialBlockState::Free => continue,
             };
-            if live.requested > 0 {
+            if live.requested > 0 && live.requested < REQUEST_LIMIT {
                 b.open_buffer(id, live.requested);
             }
         }
@@ -83,7 +85,9 @@ impl PlanBuilder {
     pub fn events(&mut self, events: &[Event]) {
         for ev in events {
             match *ev {
-                Event::Alloc { id, size, .. } if size > 0 => {
+                // (Empty requests and those of 2^60 bytes or more are not
+                // placed: the policy does not count them either.)
+                Event::Alloc { id, size, .. } if size > 0 && size < REQUEST_LIMIT => {
                     // `open_buffer` counts the event.
                     self.open_buffer(id, size);
                     continue;

@@ -192,10 +192,15 @@ impl<D: Device> Invariants for PlanAllocator<D> {
                 want.requested_bytes.increase(POOL, requested);
             }
         }
-        if self.arena.mapped() > 0 {
-            want.segment.increase(POOL, 1);
-            want.reserved_bytes.increase(POOL, self.arena.mapped());
-        }
+        want.segment.increase(POOL, self.arena.run_count() as u64);
+        want.reserved_bytes.increase(POOL, self.arena.mapped());
+        ensure!(
+            self.occupied.len() == blocks.len()
+                && blocks
+                    .iter()
+                    .all(|&(off, size, ..)| self.occupied.get(&off) == Some(&(off + size))),
+            "the planned blocks' address ranges are stale"
+        );
         let mut own = self.own;
         own.num_alloc_retries = 0;
         own.num_ooms = 0;

@@ -82,10 +82,14 @@ pub struct PlanReport {
     pub start: Option<Start>,
     /// The blocks in use at the first entry, planned with the rest.
     pub initial_blocks: usize,
-    /// The plan replayed as a policy (`plan`: greedy's placement in one
-    /// arena mapped in 2 MiB pages, PyTorch's allocator under the first
-    /// setting's release for anything else).
+    /// The plan replayed as a policy (`plan`: the static plan of the
+    /// trace — greedy's, or the search's on traces of at most 5,000
+    /// allocations — in one arena mapped in 2 MiB pages, PyTorch's
+    /// allocator under the first setting's release for anything else).
+    /// When a setting is itself the plan policy, its replay is reused.
     pub policy_peak_bytes: u64,
+    /// The plan as a policy ran out of memory (on the capacity given).
+    pub policy_oom: bool,
     /// The best plan's peak.
     pub planned_peak_bytes: u64,
     /// The best plan is proved optimal: it reaches the bound, or the
@@ -121,9 +125,13 @@ pub fn plan(
         ..Default::default()
     };
     let mut policies = Vec::with_capacity(scenarios.len());
+    let mut plan_policy = None;
     for s in scenarios {
         let run = s.run(trace, &opts)?;
         let peak = run.summary.peak_reserved_bytes;
+        if plan_policy.is_none() && matches!(s.policy, PolicySpec::Plan(_)) {
+            plan_policy = Some((peak, run.oom.is_some()));
+        }
         policies.push(PolicyGap {
             setting: s.label(),
             peak_reserved_bytes: peak,
@@ -139,9 +147,15 @@ pub fn plan(
     }
     let release = scenarios
         .first()
-        .and_then(|s| s.policy.native_conf())
+        .and_then(|s| match &s.policy {
+            PolicySpec::Plan(p) => Some(&p.fallback),
+            other => other.native_conf(),
+        })
         .map_or(vramlab_allocator::TorchVersion::NEWEST, |c| c.version);
-    let policy_peak_bytes = replay_plan(trace, &bufs, release, scenarios.first(), &opts)?;
+    let (policy_peak_bytes, policy_oom) = match plan_policy {
+        Some(done) => done,
+        None => replay_plan(trace, &bufs, release, scenarios.first(), &opts)?,
+    };
     let recipes = recipes(trace, release, best, scenarios.first())?;
     Ok(PlanReport {
         recipes,
@@ -154,6 +168,7 @@ pub fn plan(
         start,
         initial_blocks: initial_blocks(trace),
         policy_peak_bytes,
+        policy_oom,
         policies,
     })
 }
@@ -163,16 +178,16 @@ fn initial_blocks(trace: &Trace) -> usize {
     trace.initial.as_ref().map_or(0, |i| i.live_blocks())
 }
 
-/// The peak of `trace` replayed under the `plan` policy (greedy's plan of
-/// `bufs`, PyTorch's defaults of `release` for the rest), on the device of
-/// `like` (the first setting's).
+/// The peak of `trace` replayed under the `plan` policy (the static plan
+/// of `bufs`, PyTorch's defaults of `release` for the rest), on the device
+/// of `like` (the first setting's), and whether it ran out of memory.
 fn replay_plan(
     trace: &Trace,
     bufs: &[placement::Buffer],
     release: vramlab_allocator::TorchVersion,
     like: Option<&Scenario>,
     opts: &ReplayOptions,
-) -> Result<u64, ReplayError> {
+) -> Result<(u64, bool), ReplayError> {
     let settings = placement::Settings::parse("", release).map_err(ReplayError::Malformed)?;
     let plan = static_plan(bufs).map_err(ReplayError::Malformed)?;
     let mut s = like
@@ -180,5 +195,6 @@ fn replay_plan(
         .unwrap_or_else(|| Scenario::new(PolicySpec::Plan(settings.clone())));
     s.policy = PolicySpec::Plan(settings.with_plan(Arc::new(plan)));
     s.memory_fraction = None;
-    Ok(s.run(trace, opts)?.summary.peak_reserved_bytes)
+    let run = s.run(trace, opts)?;
+    Ok((run.summary.peak_reserved_bytes, run.oom.is_some()))
 }
