@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vramlab_replay::{PlanReport, plan};
+use vramlab_replay::{PlanReport, PolicyGap, plan};
 
 use crate::args::{ConfArgs, DeviceArgs, TraceArgs, scenarios};
 use crate::render::table::{Table, bytes, count};
@@ -92,7 +92,16 @@ fn print(r: &PlanReport) {
         "fragmentation ratio".into(),
     ])
     .left(0);
-    for p in &r.policies {
+    let as_policy = (!r.policies.iter().any(|p| p.setting.starts_with("plan"))).then(|| {
+        PolicyGap::new(
+            "plan (as a policy)".into(),
+            r.policy_peak_bytes,
+            r.policy_oom,
+            r.planned_peak_bytes,
+            r.peak_live_bytes,
+        )
+    });
+    for p in r.policies.iter().chain(&as_policy) {
         let sign = if p.gap_to_plan_bytes < 0 { "-" } else { "+" };
         t.row(vec![
             p.setting.clone(),
@@ -106,6 +115,7 @@ fn print(r: &PlanReport) {
             format!("{:.1}%", p.fragmentation_ratio * 100.0),
         ]);
     }
+    out!("{}", t.render());
     let over = |peak: u64| {
         let d = peak as i64 - r.planned_peak_bytes as i64;
         format!(
@@ -114,28 +124,6 @@ fn print(r: &PlanReport) {
             bytes(d.unsigned_abs())
         )
     };
-    if !r.policies.iter().any(|p| p.setting.starts_with("plan")) {
-        let p = r.policy_peak_bytes;
-        t.row(vec![
-            "plan (as a policy)".into(),
-            if r.policy_oom {
-                format!("{} (OOM)", bytes(p))
-            } else {
-                bytes(p)
-            },
-            over(p),
-            format!("+{}", bytes(p.saturating_sub(r.peak_live_bytes))),
-            format!(
-                "{:.1}%",
-                if p > 0 {
-                    (1.0 - r.peak_live_bytes.min(p) as f64 / p as f64) * 100.0
-                } else {
-                    0.0
-                }
-            ),
-        ]);
-    }
-    out!("{}", t.render());
     if !r.recipes.is_empty() {
         outln!();
         outln!("what you can apply today, each replayed:");

@@ -147,6 +147,10 @@ impl StaticArena {
         offset: u64,
         size: u64,
     ) -> Result<Mapped, DeviceError> {
+        // Most blocks land on pages already mapped: nothing to work out.
+        if self.covers(offset, size) {
+            return Ok(Mapped::default());
+        }
         let base = match self.range {
             Some((b, _)) => b,
             None => {
@@ -197,12 +201,12 @@ impl StaticArena {
         }
         let idle = subtract(&self.runs, &keep);
         let mut out = Mapped::default();
-        for (a, b) in idle {
+        for &(a, b) in &idle {
             device.unmap(base + a * self.page, (b - a) * self.page)?;
             out.bytes += (b - a) * self.page;
             out.calls += 1;
         }
-        self.runs = subtract(&self.runs, &subtract(&self.runs, &keep));
+        self.runs = subtract(&self.runs, &idle);
         self.mapped_bytes -= out.bytes;
         if self.mapped_bytes == 0 {
             device.release(base, reserved)?;

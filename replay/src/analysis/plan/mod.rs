@@ -65,6 +65,25 @@ pub struct PolicyGap {
     pub oom: bool,
 }
 
+impl PolicyGap {
+    /// `setting`'s peak (and whether it ran out of memory) against the
+    /// plan's peak `planned` and the bound `bound`.
+    pub fn new(setting: String, peak: u64, oom: bool, planned: u64, bound: u64) -> PolicyGap {
+        PolicyGap {
+            setting,
+            peak_reserved_bytes: peak,
+            gap_to_plan_bytes: peak as i64 - planned as i64,
+            gap_to_bound_bytes: peak.saturating_sub(bound),
+            fragmentation_ratio: if peak > 0 {
+                1.0 - bound.min(peak) as f64 / peak as f64
+            } else {
+                0.0
+            },
+            oom,
+        }
+    }
+}
+
 /// What `vramlab plan` answers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanReport {
@@ -132,18 +151,13 @@ pub fn plan(
         if plan_policy.is_none() && matches!(s.policy, PolicySpec::Plan(_)) {
             plan_policy = Some((peak, run.oom.is_some()));
         }
-        policies.push(PolicyGap {
-            setting: s.label(),
-            peak_reserved_bytes: peak,
-            gap_to_plan_bytes: peak as i64 - best as i64,
-            gap_to_bound_bytes: peak.saturating_sub(bound),
-            fragmentation_ratio: if peak > 0 {
-                1.0 - bound.min(peak) as f64 / peak as f64
-            } else {
-                0.0
-            },
-            oom: run.oom.is_some(),
-        });
+        policies.push(PolicyGap::new(
+            s.label(),
+            peak,
+            run.oom.is_some(),
+            best,
+            bound,
+        ));
     }
     let release = scenarios
         .first()
