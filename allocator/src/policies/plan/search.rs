@@ -43,16 +43,37 @@ struct Search<'a> {
     floors: Vec<u64>,
 }
 
+/// One partial plan on the search's stack: the buffers that may go next
+/// (at their canonical offsets, lowest first), the one being tried, and
+/// the floors it raised, to be put back.
+struct Frame {
+    next: Vec<(u64, usize)>,
+    pos: usize,
+    /// The top of the partial plan.
+    top: u64,
+    /// The buffer placed for the branch being explored, and each floor it
+    /// raised with its value before.
+    tried: Option<(usize, Vec<(usize, u64)>)>,
+}
+
+/// What entering a partial plan gives.
+enum Entered {
+    /// The branch is settled: `false` when the budget ran out.
+    Settled(bool),
+    /// The buffers to try next.
+    Branch(Vec<(u64, usize)>),
+}
+
 impl Search<'_> {
-    /// Extends the partial plan (`placed` buffers, the last at `floor`,
-    /// index `last`, top `top`); `false` when the budget ran out.
-    fn go(&mut self, placed: usize, floor: u64, last: usize, top: u64) -> bool {
+    /// Visits the partial plan of `placed` buffers, the last at `floor`,
+    /// index `last`, top `top`.
+    fn enter(&mut self, placed: usize, floor: u64, last: usize, top: u64) -> Entered {
         if self.best.peak <= self.bound {
-            return true;
+            return Entered::Settled(true);
         }
         self.nodes += 1;
         if self.nodes > self.budget {
-            return false;
+            return Entered::Settled(false);
         }
         if placed == self.bufs.len() {
             if top < self.best.peak {
@@ -61,7 +82,7 @@ impl Search<'_> {
                     peak: top,
                 };
             }
-            return true;
+            return Entered::Settled(true);
         }
         // Each unplaced buffer at its canonical offset, lowest first.
         let mut next: Vec<(u64, usize)> = Vec::new();
@@ -80,40 +101,91 @@ impl Search<'_> {
             next.push((at, i));
         }
         next.sort_unstable();
-        for (at, i) in next {
-            let size = self.bufs.get(i).map_or(0, |b| b.size);
-            if let Some(o) = self.offsets.get_mut(i) {
-                *o = Some(at);
-            }
-            // Raise the floors of the buffers it conflicts with.
-            let mut raised: Vec<(usize, u64)> = Vec::new();
-            if let Some(adj) = self.adj.get(i) {
-                for &j in adj {
-                    if let Some(f) = self.floors.get_mut(j) {
-                        if *f < at + size {
-                            raised.push((j, *f));
-                            *f = at + size;
-                        }
+        Entered::Branch(next)
+    }
+
+    /// Places buffer `i` at `at`, raising the floors of the buffers it
+    /// conflicts with; returns the floors raised and their old values.
+    fn place(&mut self, i: usize, at: u64) -> Vec<(usize, u64)> {
+        let size = self.bufs.get(i).map_or(0, |b| b.size);
+        if let Some(o) = self.offsets.get_mut(i) {
+            *o = Some(at);
+        }
+        let mut raised: Vec<(usize, u64)> = Vec::new();
+        if let Some(adj) = self.adj.get(i) {
+            for &j in adj {
+                if let Some(f) = self.floors.get_mut(j) {
+                    if *f < at + size {
+                        raised.push((j, *f));
+                        *f = at + size;
                     }
                 }
             }
-            let done = self.go(placed + 1, at, i, top.max(at + size));
-            for (j, f) in raised {
-                if let Some(x) = self.floors.get_mut(j) {
-                    *x = f;
-                }
-            }
-            if let Some(o) = self.offsets.get_mut(i) {
-                *o = None;
-            }
-            if !done {
-                return false;
-            }
-            if self.best.peak <= self.bound {
-                return true;
+        }
+        raised
+    }
+
+    /// Takes buffer `i` out of the plan and puts the floors back.
+    fn unplace(&mut self, i: usize, raised: Vec<(usize, u64)>) {
+        for (j, f) in raised {
+            if let Some(x) = self.floors.get_mut(j) {
+                *x = f;
             }
         }
-        true
+        if let Some(o) = self.offsets.get_mut(i) {
+            *o = None;
+        }
+    }
+
+    /// Depth-first search over canonical plans, with its own stack (a plan
+    /// has as many levels as buffers: thousands); `false` when the budget
+    /// ran out.
+    fn run(&mut self) -> bool {
+        let mut stack = match self.enter(0, 0, 0, 0) {
+            Entered::Settled(done) => return done,
+            Entered::Branch(next) => vec![Frame {
+                next,
+                pos: 0,
+                top: 0,
+                tried: None,
+            }],
+        };
+        loop {
+            let placed = stack.len();
+            let Some(frame) = stack.last_mut() else {
+                return true;
+            };
+            let tried = frame.tried.take();
+            let top = frame.top;
+            let choice = frame.next.get(frame.pos).copied();
+            frame.pos += 1;
+            if let Some((i, raised)) = tried {
+                self.unplace(i, raised);
+                if self.best.peak <= self.bound {
+                    return true;
+                }
+            }
+            let Some((at, i)) = choice else {
+                stack.pop();
+                continue;
+            };
+            let raised = self.place(i, at);
+            let size = self.bufs.get(i).map_or(0, |b| b.size);
+            let child_top = top.max(at + size);
+            if let Some(frame) = stack.last_mut() {
+                frame.tried = Some((i, raised));
+            }
+            match self.enter(placed, at, i, child_top) {
+                Entered::Settled(true) => {}
+                Entered::Settled(false) => return false,
+                Entered::Branch(next) => stack.push(Frame {
+                    next,
+                    pos: 0,
+                    top: child_top,
+                    tried: None,
+                }),
+            }
+        }
     }
 }
 
@@ -161,7 +233,7 @@ pub fn exact(bufs: &[Buffer], budget: u64) -> ExactOutcome {
         offsets: vec![None; bufs.len()],
         floors: vec![0; bufs.len()],
     };
-    let finished = s.go(0, 0, 0, 0);
+    let finished = s.run();
     let proved = finished || s.best.peak <= bound;
     ExactOutcome {
         placement: s.best,
@@ -250,5 +322,42 @@ mod tests {
             e.finished || e.placement.peak == lower_bound(&bufs)
         );
         assert!(e.nodes <= 4);
+    }
+
+    #[test]
+    fn a_plan_thousands_of_buffers_deep_keeps_to_a_small_stack() {
+        // A tiny instance greedy cannot fit in its bound (so the search
+        // runs), then 2,000 buffers after it, each alone: the search goes
+        // one level per buffer.
+        let mut x = 11u64;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut bufs: Vec<Buffer> = loop {
+            let bufs: Vec<Buffer> = (0..6)
+                .map(|_| {
+                    let s = next(6);
+                    b(1 + next(4), s, s + 1 + next(4))
+                })
+                .collect();
+            if greedy(&bufs).peak > lower_bound(&bufs) {
+                break bufs;
+            }
+        };
+        bufs.extend((0..2_000).map(|k| b(1, 100 + k, 101 + k)));
+        let outcome = std::thread::Builder::new()
+            .stack_size(128 << 10)
+            .spawn(move || {
+                let e = exact(&bufs, 8_000);
+                check(&bufs, &e.placement).map(|()| e)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap();
+        assert!(outcome.nodes > 2_000, "{}", outcome.nodes);
     }
 }
