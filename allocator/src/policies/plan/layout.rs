@@ -155,11 +155,25 @@ pub fn check(bufs: &[Buffer], p: &Placement) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn b(size: u64, start: u64, end: u64) -> Buffer {
+    /// A buffer of `size` live over `[start, end)`.
+    pub(in super::super) fn b(size: u64, start: u64, end: u64) -> Buffer {
         Buffer { size, start, end }
+    }
+
+    /// A fixed sequence of numbers below each `m` asked for (a linear
+    /// congruential generator seeded with `seed`): test instances that
+    /// are the same on every run.
+    pub(in super::super) fn numbers(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        }
     }
 
     #[test]
@@ -182,13 +196,7 @@ mod tests {
 
     #[test]
     fn greedy_is_valid_with_shared_starts_and_empty_lifetimes() {
-        let mut x = 11u64;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = numbers(11);
         for round in 0..200 {
             let n = 1 + next(if round < 100 { 12 } else { 300 }) as usize;
             let mut starts: Vec<u64> = (0..n as u64).map(|k| k * next(3) + next(3)).collect();

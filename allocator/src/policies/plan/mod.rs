@@ -214,8 +214,8 @@ impl<D: Device> PlanAllocator<D> {
         if mapped.bytes > 0 {
             self.own.reserved_bytes.increase(POOL, mapped.bytes);
             self.own.num_device_alloc += mapped.calls as i64;
+            self.recount_segments();
         }
-        self.recount_segments();
         self.occupied.insert(offset, offset + rounded);
         let idx = self.blocks.insert(Planned {
             offset,

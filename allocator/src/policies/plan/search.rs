@@ -246,11 +246,8 @@ pub fn exact(bufs: &[Buffer], budget: u64) -> ExactOutcome {
 #[cfg(test)]
 mod tests {
     use super::super::layout::check;
+    use super::super::layout::tests::{b, numbers};
     use super::*;
-
-    fn b(size: u64, start: u64, end: u64) -> Buffer {
-        Buffer { size, start, end }
-    }
 
     /// Every plan of a tiny instance, tried by brute force over offsets,
     /// is no better than the search's.
@@ -286,13 +283,7 @@ mod tests {
     #[test]
     fn the_search_equals_brute_force_on_small_instances() {
         // A fixed family of instances (a linear congruential sequence).
-        let mut x = 7u64;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = numbers(7);
         for _ in 0..40 {
             let n = 3 + next(4) as usize;
             let bufs: Vec<Buffer> = (0..n)
@@ -329,13 +320,7 @@ mod tests {
         // A tiny instance greedy cannot fit in its bound (so the search
         // runs), then 2,000 buffers after it, each alone: the search goes
         // one level per buffer.
-        let mut x = 11u64;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = numbers(11);
         let mut bufs: Vec<Buffer> = loop {
             let bufs: Vec<Buffer> = (0..6)
                 .map(|_| {
